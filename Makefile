@@ -1,0 +1,49 @@
+# kvmlab: the two commands a user runs (see README.md).
+#   make demo   installs what is missing, then runs the main job on the embedded default lab
+#   make test   installs what is missing, then runs the whole test suite
+# Both are idempotent: a second run installs and downloads nothing.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+APT_PACKAGES := $(shell cat deps/apt.txt | grep -v '^\#')
+APT_STAMP := $(VENV)/.apt-$(shell cat deps/apt.txt | md5sum | cut -c1-12)
+PIP_STAMP := $(VENV)/.pip-$(shell cat pyproject.toml deps/constraints.txt | md5sum | cut -c1-12)
+
+.PHONY: demo test deps lint docs clean
+
+demo: deps
+	$(BIN)/kvmlab doctor || true
+	$(BIN)/kvmlab check labs/*.toml
+	$(BIN)/kvmlab render labs/nested.toml --format qemu
+	$(BIN)/kvmlab render labs/nested.toml --format libvirt
+
+test: deps
+	$(BIN)/pytest -q
+
+lint: deps
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/mypy src
+
+docs: deps
+	$(BIN)/kvmlab check --explain --markdown > docs/lab-reference.md
+
+deps: $(APT_STAMP) $(PIP_STAMP)
+
+$(APT_STAMP):
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:" $$missing; \
+	  apt-get -o DPkg::Lock::Timeout=600 update -q && \
+	  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends $$missing; \
+	fi
+	@mkdir -p $(VENV) && rm -f $(VENV)/.apt-* && touch $@
+
+$(PIP_STAMP): $(APT_STAMP)
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -c deps/constraints.txt -e '.[dev]'
+	@rm -f $(VENV)/.pip-* && touch $@
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

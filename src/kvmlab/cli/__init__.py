@@ -1,0 +1,1 @@
+"""The ``kvmlab`` command line: the only place errors are caught and printed."""

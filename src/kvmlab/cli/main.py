@@ -1,0 +1,105 @@
+"""``kvmlab``: entry point, sub-commands and the one place errors become exit codes.
+
+Heavy modules are imported inside the commands so ``kvmlab --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvmlab import __version__
+from kvmlab.errors import KvmlabError
+
+app = typer.Typer(
+    name="kvmlab",
+    help="Build, run, measure and debug QEMU/KVM guests and nested labs from lab files.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"kvmlab {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print version.")
+    ] = False,
+) -> None:
+    """kvmlab: declarative, measured QEMU/KVM labs."""
+
+
+@app.command()
+def check(
+    labs: Annotated[list[Path] | None, typer.Argument(help="Lab files to validate.")] = None,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="List every lab-file key: type, default, meaning.")
+    ] = False,
+    markdown: Annotated[bool, typer.Option("--markdown", help="With --explain: Markdown.")] = False,
+) -> None:
+    """Validate lab files; print one line per problem (exit 2) or a summary per lab."""
+    from kvmlab.cli.spec_cmds import run_check, run_explain
+
+    if explain:
+        run_explain(markdown)
+        return
+    if not labs:
+        raise typer.BadParameter("give at least one lab file, or --explain", param_hint="LABS")
+    run_check(labs)
+
+
+@app.command()
+def render(
+    lab: Annotated[Path, typer.Argument(help="Lab file.")],
+    guest: Annotated[
+        str | None, typer.Option("--guest", "-g", help="Guest address: NAME or L1/L2.")
+    ] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", help="qemu (command line) or libvirt (domain XML).")
+    ] = "qemu",
+) -> None:
+    """Print the QEMU command line or libvirt domain XML of a lab's guests."""
+    from kvmlab.cli.spec_cmds import run_render
+
+    if fmt not in ("qemu", "libvirt"):
+        raise typer.BadParameter("choose qemu or libvirt", param_hint="--format")
+    run_render(lab, guest, fmt)
+
+
+@app.command()
+def doctor(
+    output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
+    root: Annotated[
+        Path, typer.Option("--root", help="Read the host through this directory (tests).")
+    ] = Path("/"),
+) -> None:
+    """Check the host for virtualization, nested KVM, hugepages, IOMMU, isolation, tools."""
+    from kvmlab.cli.doctor_cmd import run_doctor
+
+    if output not in ("text", "json"):
+        raise typer.BadParameter("choose text or json", param_hint="--output")
+    raise typer.Exit(run_doctor(output, root))
+
+
+def main() -> None:
+    """Console-script entry point: run the app, print kvmlab errors, exit with their code.
+
+    Typer (standalone mode) handles usage errors (exit 2) and its own exits;
+    everything kvmlab raises on purpose arrives here.
+    """
+    try:
+        app()
+    except KvmlabError as exc:
+        for line in exc.lines():
+            print(f"kvmlab: {line}", file=sys.stderr)
+        sys.exit(exc.exit_code)

@@ -1,0 +1,54 @@
+"""How kvmlab talks to a guest: QMP monitor, serial console and log, guest agent channel."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvmlab.render.argv import QemuArgs, opts
+from kvmlab.render.target import Target
+from kvmlab.render.xmldom import DomainXml, sub
+
+AGENT_PORT = "org.qemu.guest_agent.0"
+
+QMP_SOCKET = "qmp.sock"
+CONSOLE_SOCKET = "console.sock"
+SERIAL_LOG = "serial.log"
+AGENT_SOCKET = "qga.sock"
+PID_FILE = "qemu.pid"
+
+
+@dataclass(frozen=True)
+class ControlPart:
+    """The control plane; every socket lives in the guest's private run directory."""
+
+    target: Target
+
+    def qemu(self, q: QemuArgs) -> None:
+        run = self.target.run_path
+        q.add("-chardev", opts("socket", id="qmp", path=str(run(QMP_SOCKET)), server=True,
+                               wait=False))  # fmt: skip
+        q.add("-mon", "chardev=qmp,mode=control")
+        q.add("-chardev", opts("socket", id="console", path=str(run(CONSOLE_SOCKET)),
+                               server=True, wait=False, logfile=str(run(SERIAL_LOG)),
+                               logappend=False))  # fmt: skip
+        q.add("-serial", "chardev:console")
+        q.add("-device", opts(q.virtio("serial"), id="vser0"))
+        q.add("-chardev", opts("socket", id="qga0", path=str(run(AGENT_SOCKET)), server=True,
+                               wait=False))  # fmt: skip
+        q.add("-device", opts("virtserialport", bus="vser0.0", chardev="qga0", name=AGENT_PORT))
+        q.add("-device", q.virtio("rng"))
+        q.add("-pidfile", str(run(PID_FILE)))
+
+    def xml(self, d: DomainXml) -> None:
+        run = self.target.run_path
+        serial = sub(d.devices, "serial", type="pty")
+        sub(serial, "log", file=str(run(SERIAL_LOG)), append="off")
+        sub(serial, "target", port=0)
+        console = sub(d.devices, "console", type="pty")
+        sub(console, "target", type="serial", port=0)
+        channel = sub(d.devices, "channel", type="unix")
+        sub(channel, "source", mode="bind", path=str(run(AGENT_SOCKET)))
+        sub(channel, "target", type="virtio", name=AGENT_PORT)
+        rng = sub(d.devices, "rng", model="virtio")
+        sub(rng, "backend", "/dev/urandom", model="random")
+        sub(d.devices, "memballoon", model="none")

@@ -1,0 +1,107 @@
+"""NICs: user (slirp), tap and vhost-net, vhost-user; virtio-net or e1000e frontends."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvmlab.render.argv import QemuArgs, opts
+from kvmlab.render.identity import derived_mac
+from kvmlab.render.target import Accel, Target
+from kvmlab.render.xmldom import DomainXml, sub
+from kvmlab.spec import Nic, TapNic, UserNic, VhostUserNic
+
+TCG_VHOST_USER_NOTE = (
+    "vhost-user under TCG: vectors=0 (QEMU 7.2 with TCG crashes when the guest driver "
+    "starts a vhost-user virtio-net with MSI-X)"
+)
+
+
+@dataclass(frozen=True)
+class NicPart:
+    """One NIC: its backend (-netdev, -chardev) and its frontend device."""
+
+    nic: Nic
+    index: int
+    target: Target
+    accel: Accel
+
+    @property
+    def mac(self) -> str:
+        """The configured MAC, or one derived from lab, guest and index."""
+        return self.nic.mac or derived_mac(self.target.lab, self.target.address, self.index)
+
+    @property
+    def msix_off(self) -> bool:
+        """Whether this NIC must run without MSI-X (the QEMU 7.2 TCG vhost-user crash)."""
+        return isinstance(self.nic, VhostUserNic) and self.accel == "tcg"
+
+    def qemu(self, q: QemuArgs) -> None:
+        nic, net = self.nic, f"net{self.index}"
+        queues = nic.queues if nic.queues > 1 else None
+        if isinstance(nic, UserNic):
+            fwd = [f"hostfwd={f.proto}:{f.host_addr}:{f.host_port}-:{f.guest_port}"
+                   for f in nic.forwards]  # fmt: skip
+            q.add("-netdev", ",".join(["user", f"id={net}", *fwd]))
+        elif isinstance(nic, TapNic):
+            q.add("-netdev", opts("tap", id=net, ifname=nic.ifname, script="no",
+                                  downscript="no", vhost=nic.type == "vhost-net",
+                                  queues=queues))  # fmt: skip
+        else:
+            chardev = f"chr-{net}"
+            server = nic.mode == "server"
+            q.add("-chardev", opts("socket", id=chardev, path=str(self.target.path(nic.socket)),
+                                   server=True if server else None,
+                                   wait=False if server else None,
+                                   reconnect=nic.reconnect))  # fmt: skip
+            q.add("-netdev", opts("vhost-user", id=net, chardev=chardev, queues=queues))
+        if nic.model == "e1000e":
+            q.add("-device", opts("e1000e", id=f"nic{self.index}", netdev=net, mac=self.mac))
+            return
+        vectors: int | None = 2 * nic.queues + 2 if queues and q.pci else None
+        if self.msix_off and q.pci:
+            vectors = 0
+            q.note(TCG_VHOST_USER_NOTE)
+        q.add("-device", opts(q.virtio("net"), id=f"nic{self.index}", netdev=net, mac=self.mac,
+                              mq=True if queues else None, vectors=vectors,
+                              rx_queue_size_=nic.rx_queue_size,
+                              tx_queue_size_=nic.tx_queue_size))  # fmt: skip
+
+    def xml(self, d: DomainXml) -> None:
+        nic = self.nic
+        if isinstance(nic, UserNic):
+            el = sub(d.devices, "interface", type="user")
+        elif isinstance(nic, TapNic):
+            el = sub(d.devices, "interface", type="ethernet")
+        else:
+            el = sub(d.devices, "interface", type="vhostuser")
+        sub(el, "mac", address=self.mac)
+        if isinstance(nic, VhostUserNic):
+            src = sub(el, "source", type="unix", path=str(self.target.path(nic.socket)),
+                      mode=nic.mode)  # fmt: skip
+            if nic.reconnect:
+                sub(src, "reconnect", enabled="yes", timeout=nic.reconnect)
+        if isinstance(nic, TapNic) and nic.ifname:
+            sub(el, "target", dev=nic.ifname, managed="no")
+        sub(el, "model", type="virtio" if nic.model == "virtio" else "e1000e")
+        if isinstance(nic, UserNic) and nic.forwards:
+            sub(el, "backend", type="passt")
+            d.note(
+                f"interface {self.index}: libvirt forwards host ports only with the passt "
+                "backend (QEMU alone uses slirp hostfwd)"
+            )
+            for fwd in nic.forwards:
+                pf = sub(el, "portForward", proto=fwd.proto, address=str(fwd.host_addr))
+                sub(pf, "range", start=fwd.host_port, to=fwd.guest_port)
+        driver = {
+            "name": "vhost" if nic.type == "vhost-net" else ("qemu" if nic.type == "tap" else None),
+            "queues": nic.queues if nic.queues > 1 else None,
+            "rx_queue_size": nic.rx_queue_size,
+            "tx_queue_size": nic.tx_queue_size,
+        }
+        if any(v is not None for v in driver.values()):
+            sub(el, "driver", **driver)
+        if self.msix_off:
+            alias = f"ua-net{self.index}"
+            sub(el, "alias", name=alias)
+            d.override(alias, "vectors", "unsigned", "0")
+            d.note(TCG_VHOST_USER_NOTE)

@@ -1,0 +1,77 @@
+"""A libvirt domain document under construction (an element tree, never strings)."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+
+QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
+ET.register_namespace("qemu", QEMU_NS)
+
+SECTION_ORDER = (
+    "name", "uuid", "title", "description", "memory", "currentMemory", "memoryBacking",
+    "vcpu", "iothreads", "cputune", "os", "features", "cpu", "clock", "on_poweroff",
+    "on_reboot", "on_crash", "devices", f"{{{QEMU_NS}}}commandline", f"{{{QEMU_NS}}}override",
+)  # fmt: skip
+
+
+def sub(parent: ET.Element, tag: str, text: str | None = None, **attrib: object) -> ET.Element:
+    """A child element; attribute values are converted with ``str`` and ``None`` ones dropped."""
+    el = ET.SubElement(parent, tag, {k: str(v) for k, v in attrib.items() if v is not None})
+    if text is not None:
+        el.text = text
+    return el
+
+
+@dataclass
+class DomainXml:
+    """The ``<domain>`` root with its sections created on demand, in libvirt's order."""
+
+    root: ET.Element
+    notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def new(cls, domain_type: str) -> DomainXml:
+        """An empty domain of ``type`` kvm or qemu."""
+        return cls(ET.Element("domain", {"type": domain_type}))
+
+    def section(self, tag: str, **attrib: object) -> ET.Element:
+        """The domain's child ``tag``, created in canonical position if missing."""
+        found = self.root.find(tag)
+        if found is not None:
+            for key, value in attrib.items():
+                if value is not None:
+                    found.set(key, str(value))
+            return found
+        el = ET.Element(tag, {k: str(v) for k, v in attrib.items() if v is not None})
+        rank = SECTION_ORDER.index(tag)
+        position = sum(1 for child in self.root if SECTION_ORDER.index(str(child.tag)) < rank)
+        self.root.insert(position, el)
+        return el
+
+    @property
+    def devices(self) -> ET.Element:
+        """The ``<devices>`` section."""
+        return self.section("devices")
+
+    def note(self, text: str) -> None:
+        """A comment placed at the top of the document."""
+        self.notes.append(text)
+
+    def override(self, alias: str, prop: str, kind: str, value: str) -> None:
+        """Set a frontend property of the device with ``alias`` (libvirt ``<qemu:override>``)."""
+        over = self.section(f"{{{QEMU_NS}}}override")
+        dev = sub(over, f"{{{QEMU_NS}}}device", alias=alias)
+        front = sub(dev, f"{{{QEMU_NS}}}frontend")
+        sub(front, f"{{{QEMU_NS}}}property", name=prop, type=kind, value=value)
+
+    def tostring(self) -> str:
+        """The document, indented, notes first as comments inside ``<domain>``."""
+        for i, text in enumerate(self.notes):
+            self.root.insert(i, ET.Comment(f" {text} "))
+        ET.indent(self.root, space="  ")
+        try:
+            return ET.tostring(self.root, encoding="unicode") + "\n"
+        finally:
+            for child in [c for c in self.root if c.tag is ET.Comment]:
+                self.root.remove(child)

@@ -1,0 +1,125 @@
+"""Disks and NICs of a guest."""
+
+from __future__ import annotations
+
+from ipaddress import IPv4Address
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+
+from kvmlab.spec.base import SpecModel
+from kvmlab.spec.units import Mac, Size
+
+
+class Disk(SpecModel):
+    """A disk backed by an image file on the host."""
+
+    path: str
+    """Image file; a relative path is relative to the lab file."""
+
+    format: Literal["qcow2", "raw"] = "qcow2"
+    """Image format."""
+
+    size: Size | None = None
+    """Create the image with this size when it does not exist (at run time)."""
+
+    bus: Literal["virtio-blk", "virtio-scsi"] = "virtio-blk"
+    """`virtio-blk` (one PCI device per disk) or `virtio-scsi` (disks on one SCSI controller)."""
+
+    cache: Literal["none", "writeback", "writethrough", "directsync", "unsafe"] = "none"
+    """Host page-cache mode, as libvirt names it; `none` is O_DIRECT, what benchmarks want."""
+
+    aio: Literal["threads", "native", "io_uring"] = "threads"
+    """Host I/O engine; `native` (Linux AIO) needs cache `none` or `directsync`."""
+
+    iothread: bool = False
+    """Serve this disk (or its SCSI controller) from a dedicated QEMU I/O thread."""
+
+    readonly: bool = False
+    """Attach the disk read-only."""
+
+    serial: str | None = Field(default=None, max_length=20, pattern=r"^[A-Za-z0-9_.-]+$")
+    """Serial number the guest sees (/dev/disk/by-id)."""
+
+
+class Forward(SpecModel):
+    """A host port forwarded to a guest port (user networking)."""
+
+    host_port: int = Field(ge=1, le=65535)
+    """Port on the host."""
+
+    guest_port: int = Field(ge=1, le=65535)
+    """Port in the guest."""
+
+    proto: Literal["tcp", "udp"] = "tcp"
+    """Protocol."""
+
+    host_addr: IPv4Address = IPv4Address("127.0.0.1")
+    """Host address to listen on; loopback unless you ask for more."""
+
+
+class NicBase(SpecModel):
+    """What every NIC has."""
+
+    model: Literal["virtio", "e1000e"] = "virtio"
+    """Guest device model: `virtio` (virtio-net) or `e1000e` (emulated Intel)."""
+
+    mac: Mac | None = None
+    """MAC address; unset gives a stable address derived from lab, guest and NIC index."""
+
+    queues: int = Field(default=1, ge=1, le=256)
+    """Queue pairs (multiqueue); more than 1 needs the `virtio` model."""
+
+    rx_queue_size: int | None = None
+    """Virtio RX ring size: a power of two from 256 to 1024."""
+
+    tx_queue_size: int | None = None
+    """Virtio TX ring size: a power of two from 256 to 1024 (QEMU honours it for vhost-user)."""
+
+    @field_validator("rx_queue_size", "tx_queue_size")
+    @classmethod
+    def _ring_size(cls, value: int | None) -> int | None:
+        if value is not None and (value not in (256, 512, 1024)):
+            raise ValueError(f"ring size {value} must be 256, 512 or 1024")
+        return value
+
+
+class UserNic(NicBase):
+    """User-mode networking (slirp): no privileges, NAT to the host, port forwards."""
+
+    type: Literal["user"]
+    """`user`"""
+
+    forwards: list[Forward] = []
+    """Host ports forwarded into the guest, e.g. `[{ host_port = 2222, guest_port = 22 }]`."""
+
+
+class TapNic(NicBase):
+    """A host tap device; with `vhost-net` the kernel's vhost-net moves the packets."""
+
+    type: Literal["tap", "vhost-net"]
+    """`tap` (QEMU moves packets) or `vhost-net` (the kernel's vhost-net does)."""
+
+    ifname: str | None = Field(default=None, max_length=15, pattern=r"^[A-Za-z0-9_.-]+$")
+    """Tap device name; unset lets QEMU create one."""
+
+
+class VhostUserNic(NicBase):
+    """A vhost-user port served by a userspace switch (DPDK testpmd, OVS-DPDK)."""
+
+    type: Literal["vhost-user"]
+    """`vhost-user`"""
+
+    socket: str
+    """Unix socket path; a relative path is relative to the lab file."""
+
+    mode: Literal["client", "server"] = "client"
+    """QEMU's role on the socket, as libvirt's `mode`: `client` for testpmd `net_vhost` ports,
+    `server` for OVS `dpdkvhostuserclient` ports."""
+
+    reconnect: int | None = Field(default=None, ge=1)
+    """In client mode, seconds between reconnect attempts when the switch restarts."""
+
+
+Nic = Annotated[UserNic | TapNic | VhostUserNic, Field(discriminator="type")]
+NIC_TYPES = ("user", "tap", "vhost-net", "vhost-user")

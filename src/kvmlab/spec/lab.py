@@ -1,0 +1,97 @@
+"""A lab: named guests, some of them guest hypervisors with guests of their own."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints
+
+from kvmlab.spec.base import SpecModel
+from kvmlab.spec.devices import Disk, Nic
+from kvmlab.spec.machine import Clock, Cpu, HyperV, Memory, Pinning
+from kvmlab.spec.units import NAME_PATTERN
+
+Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
+
+
+class Guest(SpecModel):
+    """A virtual machine. With `nested = true` it is a guest hypervisor that may hold guests."""
+
+    machine: Literal["q35", "pc", "microvm"] = "q35"
+    """QEMU machine type: `q35` (PCIe), `pc` (i440fx) or `microvm` (QEMU only, direct boot)."""
+
+    accel: Literal["auto", "kvm", "tcg"] = "auto"
+    """Accelerator; `auto` uses KVM where it is usable for a stock kernel, TCG otherwise."""
+
+    vcpus: int = Field(default=1, ge=1, le=288)
+    """Number of vCPUs."""
+
+    cpu: Cpu = Cpu()
+    """CPU model, features and topology."""
+
+    memory: Memory = Memory()
+    """RAM size and backing; `memory = "2G"` is short for `memory.size = "2G"`."""
+
+    pinning: Pinning = Pinning()
+    """vCPU and emulator thread pinning."""
+
+    clock: Clock = Clock()
+    """Clock offset and timers."""
+
+    hyperv: HyperV | None = None
+    """Hyper-V enlightenments (Windows guests); unset means none."""
+
+    disks: list[Disk] = []
+    """Disks, in boot order."""
+
+    nics: list[Nic] = []
+    """Network interfaces."""
+
+    kernel: str | None = None
+    """Kernel image for direct boot; a relative path is relative to the lab file."""
+
+    initrd: str | None = None
+    """Initial ramdisk for direct boot (needs `kernel`)."""
+
+    append: str | None = None
+    """Kernel command line for direct boot (needs `kernel`)."""
+
+    nested: bool = False
+    """This guest is a guest hypervisor: virtualization is exposed to it and it may hold guests."""
+
+    guests: dict[Name, Guest] = {}
+    """Guests run inside this one (needs `nested = true`)."""
+
+
+class Lab(SpecModel):
+    """A lab file: a name and the guests it runs on this host."""
+
+    name: Name
+    """Lab name, used in addresses (`LAB/GUEST`) and run directories."""
+
+    description: str = ""
+    """What the lab is for."""
+
+    guests: dict[Name, Guest] = Field(min_length=1)
+    """Guests started on this host (level 1), keyed by name."""
+
+    def walk(self) -> Iterator[tuple[tuple[str, ...], Guest]]:
+        """Every guest with its path of names from the top (`("l1", "l2")`), parents first."""
+
+        def visit(prefix: tuple[str, ...], guests: dict[str, Guest]) -> Iterator[
+            tuple[tuple[str, ...], Guest]
+        ]:
+            for name, guest in guests.items():
+                path = (*prefix, name)
+                yield path, guest
+                yield from visit(path, guest.guests)
+
+        yield from visit((), self.guests)
+
+    def find(self, address: str) -> Guest | None:
+        """The guest at ``address`` (``"l1"`` or ``"l1/l2"``), or None."""
+        for path, guest in self.walk():
+            if "/".join(path) == address:
+                return guest
+        return None

@@ -1,0 +1,179 @@
+"""Reading lab files: TOML in, a validated :class:`Lab` or one line per problem out."""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+import tomllib
+import types
+import typing
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+from kvmlab.errors import Problem, SpecError
+from kvmlab.spec.devices import NIC_TYPES
+from kvmlab.spec.lab import Lab
+from kvmlab.spec.rules import check_lab
+
+
+@dataclass(frozen=True)
+class LoadedLab:
+    """A validated lab with where it came from."""
+
+    lab: Lab
+    path: Path
+    digest: str
+    """sha256 of the file's bytes: identifies the exact spec a result was measured with."""
+
+    @property
+    def directory(self) -> Path:
+        """The folder relative paths in the lab are resolved against."""
+        return self.path.parent
+
+
+def load_lab(path: Path | str) -> LoadedLab:
+    """Read and validate a lab file; raise :class:`SpecError` listing every problem."""
+    path = Path(path)
+    shown = str(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise SpecError([Problem(shown, "", "no such file")]) from None
+    except IsADirectoryError:
+        raise SpecError([Problem(shown, "", "is a directory, not a lab file")]) from None
+    except OSError as exc:
+        raise SpecError([Problem(shown, "", exc.strerror or str(exc))]) from None
+    lab = parse_lab(data, shown)
+    return LoadedLab(lab=lab, path=path.absolute(), digest=hashlib.sha256(data).hexdigest())
+
+
+def parse_lab(data: bytes, shown: str) -> Lab:
+    """Validate the bytes of a lab file; ``shown`` names the file in problems."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError([Problem(shown, "", f"not UTF-8 text (byte {exc.start})")]) from None
+    if not text.strip():
+        raise SpecError(
+            [Problem(shown, "", "the file is empty; a lab needs name and a [guests.NAME] table")]
+        )
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError([_toml_problem(shown, exc)]) from None
+    try:
+        lab = Lab.model_validate(raw)
+    except ValidationError as exc:
+        raise SpecError([_pydantic_problem(shown, err) for err in exc.errors()]) from None
+    problems = [Problem(shown, key, message) for key, message in check_lab(lab)]
+    if problems:
+        raise SpecError(problems)
+    return lab
+
+
+_TOML_POS = re.compile(r"^(.*) \(at line (\d+), column (\d+)\)$")
+
+
+def _toml_problem(shown: str, exc: tomllib.TOMLDecodeError) -> Problem:
+    match = _TOML_POS.match(str(exc))
+    if match:
+        message, line, column = match.groups()
+        return Problem(shown, f"line {line}, column {column}", f"TOML syntax: {message}")
+    return Problem(shown, "", f"TOML syntax: {exc}")
+
+
+def format_loc(loc: Sequence[int | str]) -> str:
+    """``("guests", "vm1", "nics", 0, "user", "mac")`` -> ``guests.vm1.nics[0].mac``.
+
+    The discriminator tag pydantic inserts for NIC types and its ``[key]`` marker
+    are dropped: they are not keys a user wrote.
+    """
+    out = ""
+    previous: int | str | None = None
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part == "[key]" or (isinstance(previous, int) and part in NIC_TYPES):
+            pass
+        else:
+            out += f".{part}" if out else part
+        previous = part
+    return out
+
+
+def _pydantic_problem(shown: str, err: ErrorDetails) -> Problem:
+    loc = err["loc"]
+    key = format_loc(loc)
+    kind = err["type"]
+    message = err["msg"].removeprefix("Value error, ")
+    if kind == "extra_forbidden":
+        message = "unknown key" + _suggestion(loc)
+    elif kind == "missing":
+        message = "required key is missing"
+    elif loc and loc[-1] == "[key]":
+        message = f"{loc[-2]!r} is not a valid name: use lower case letters, digits and dashes"
+    elif kind in {"literal_error", "enum", "union_tag_invalid"} or kind.endswith("_type") or (
+        kind.endswith("_parsing")
+    ):
+        given = err.get("input")
+        if isinstance(given, str | int | float | bool):
+            message = f"{message} (got {given!r})"
+    return Problem(shown, key, message)
+
+
+def _suggestion(loc: Sequence[int | str]) -> str:
+    """``"; did you mean 'vcpus'?"`` for a misspelt key, from the model's own fields."""
+    parent = _model_at(loc[:-1])
+    if parent is None:
+        return ""
+    close = difflib.get_close_matches(str(loc[-1]), list(parent.model_fields), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _model_at(loc: Sequence[int | str]) -> type[BaseModel] | None:
+    """The model class whose table sits at ``loc`` (best effort, for suggestions)."""
+    current: Any = Lab
+    for part in loc:
+        current = _strip_optional(current)
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            if not isinstance(part, str) or part not in current.model_fields:
+                return None
+            current = current.model_fields[part].annotation
+            continue
+        origin, args = typing.get_origin(current), typing.get_args(current)
+        if origin is list and isinstance(part, int):
+            current = args[0]
+        elif origin is dict and isinstance(part, str):
+            current = args[1]
+        elif origin is typing.Annotated:
+            current = _strip_optional(args[0])
+            if typing.get_origin(current) in (typing.Union, types.UnionType):
+                current = _union_member(current, part)
+        else:
+            return None
+    current = _strip_optional(current)
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _strip_optional(tp: Any) -> Any:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        members = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(members) == 1:
+            return members[0]
+    if typing.get_origin(tp) is typing.Annotated and not typing.get_args(tp)[1:]:
+        return typing.get_args(tp)[0]
+    return tp
+
+
+def _union_member(union: Any, tag: int | str) -> Any:
+    for member in typing.get_args(union):
+        field = getattr(member, "model_fields", {}).get("type")
+        if field is not None and tag in typing.get_args(field.annotation):
+            return member
+    return None

@@ -1,0 +1,256 @@
+"""Checks across fields that a type alone cannot express.
+
+Each rule yields ``(key path, message)`` pairs so that one pass reports every
+problem of a lab, each naming the exact key a user has to change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import PurePosixPath
+
+from kvmlab.spec.devices import TapNic, UserNic, VhostUserNic
+from kvmlab.spec.lab import Guest, Lab
+from kvmlab.spec.machine import HUGEPAGE_BYTES, HYPERV_NEEDS
+from kvmlab.spec.units import format_cpuset, format_size
+
+Finding = tuple[str, str]
+GuestRule = Callable[[str, Guest], Iterator[Finding]]
+
+
+def guest_key(path: tuple[str, ...]) -> str:
+    """The key path of a guest: ``("l1", "l2")`` -> ``guests.l1.guests.l2``."""
+    return ".".join(f"guests.{name}" for name in path)
+
+
+def _topology(key: str, g: Guest) -> Iterator[Finding]:
+    cpu = g.cpu
+    if cpu.topology_given:
+        product = (cpu.sockets or 1) * (cpu.cores or 1) * (cpu.threads or 1)
+        if product != g.vcpus:
+            yield (
+                f"{key}.cpu",
+                f"sockets x cores x threads = {product} but vcpus = {g.vcpus}; they must match",
+            )
+
+
+def _pinning(key: str, g: Guest) -> Iterator[Finding]:
+    for vcpu in g.pinning.vcpus:
+        if not vcpu.isdigit():
+            yield f"{key}.pinning.vcpus.{vcpu}", "keys are vCPU numbers such as 0"
+        elif int(vcpu) >= g.vcpus:
+            yield (
+                f"{key}.pinning.vcpus.{vcpu}",
+                f"vCPU {vcpu} does not exist; the guest has {g.vcpus} vCPU(s), "
+                f"numbered 0-{g.vcpus - 1}",
+            )
+
+
+def _memory(key: str, g: Guest) -> Iterator[Finding]:
+    mem = g.memory
+    page = HUGEPAGE_BYTES[mem.hugepage_size]
+    if mem.backing == "hugepages" and mem.size % page:
+        yield (
+            f"{key}.memory.size",
+            f"{format_size(mem.size)} is not a whole number of {mem.hugepage_size} huge pages",
+        )
+    if mem.backing != "hugepages" and mem.hugepage_size != "2M":
+        yield f"{key}.memory.hugepage_size", 'has no effect unless backing = "hugepages"'
+    if mem.backing == "anonymous" and mem.shared:
+        yield (
+            f"{key}.memory.shared",
+            'shared RAM needs a file descriptor to share: set backing = "memfd" or "hugepages"',
+        )
+    if not mem.numa:
+        return
+    seen: set[int] = set()
+    for i, cell in enumerate(mem.numa):
+        cell_key = f"{key}.memory.numa[{i}]"
+        beyond = [c for c in cell.cpus if c >= g.vcpus]
+        if beyond:
+            yield (
+                f"{cell_key}.cpus",
+                f"vCPU(s) {format_cpuset(tuple(beyond))} do not exist; the guest has "
+                f"{g.vcpus} vCPU(s)",
+            )
+        twice = seen.intersection(cell.cpus)
+        if twice:
+            yield f"{cell_key}.cpus", f"vCPU(s) {format_cpuset(tuple(twice))} are in two cells"
+        seen.update(cell.cpus)
+        if mem.backing == "hugepages" and cell.memory % page:
+            yield (
+                f"{cell_key}.memory",
+                f"{format_size(cell.memory)} is not a whole number of {mem.hugepage_size} pages",
+            )
+        if cell.mem_access == "shared" and mem.backing == "anonymous":
+            yield (
+                f"{cell_key}.mem_access",
+                'shared RAM needs backing = "memfd" or "hugepages"',
+            )
+    missing = sorted(set(range(g.vcpus)) - seen)
+    if missing:
+        yield (
+            f"{key}.memory.numa",
+            f"vCPU(s) {format_cpuset(tuple(missing))} are in no NUMA cell",
+        )
+    total = sum(c.memory for c in mem.numa)
+    if total != mem.size:
+        yield (
+            f"{key}.memory.numa",
+            f"cells add up to {format_size(total)} but memory.size is {format_size(mem.size)}",
+        )
+
+
+def _nics(key: str, g: Guest) -> Iterator[Finding]:
+    for i, nic in enumerate(g.nics):
+        nic_key = f"{key}.nics[{i}]"
+        if nic.queues > 1 and nic.model != "virtio":
+            yield f"{nic_key}.queues", f"multiqueue needs model = \"virtio\", not {nic.model!r}"
+        if isinstance(nic, UserNic) and nic.queues > 1:
+            yield f"{nic_key}.queues", "user networking has a single queue pair"
+        if nic.queues > 2 * g.vcpus:
+            yield (
+                f"{nic_key}.queues",
+                f"{nic.queues} queue pairs for {g.vcpus} vCPU(s): at most 2 x vCPUs "
+                f"= {2 * g.vcpus}",
+            )
+        if nic.model != "virtio" and (nic.rx_queue_size or nic.tx_queue_size):
+            yield f"{nic_key}.model", "ring sizes apply to virtio NICs only"
+        if nic.tx_queue_size and not isinstance(nic, VhostUserNic):
+            yield (
+                f"{nic_key}.tx_queue_size",
+                "QEMU honours a TX ring size only for vhost-user NICs",
+            )
+        if isinstance(nic, VhostUserNic):
+            if nic.model != "virtio":
+                yield f"{nic_key}.model", "vhost-user needs model = \"virtio\""
+            if not g.memory.shared_anywhere or g.memory.backing == "anonymous":
+                yield (
+                    nic_key,
+                    "vhost-user needs guest RAM the switch can map: set memory.backing = "
+                    '"memfd" or "hugepages" and memory.shared = true '
+                    '(or numa cells with mem_access = "shared")',
+                )
+            if nic.reconnect is not None and nic.mode == "server":
+                yield f"{nic_key}.reconnect", "reconnect applies to mode = \"client\" only"
+
+
+def _disks(key: str, g: Guest) -> Iterator[Finding]:
+    for i, disk in enumerate(g.disks):
+        if disk.aio == "native" and disk.cache not in ("none", "directsync"):
+            yield (
+                f"{key}.disks[{i}].aio",
+                f'aio = "native" needs cache = "none" or "directsync" (O_DIRECT), '
+                f"not {disk.cache!r}",
+            )
+
+
+def _boot(key: str, g: Guest) -> Iterator[Finding]:
+    if g.kernel is None:
+        for field in ("initrd", "append"):
+            if getattr(g, field) is not None:
+                yield f"{key}.{field}", "needs kernel (direct kernel boot)"
+        if g.machine == "microvm":
+            yield f"{key}.kernel", "a microvm guest boots a kernel directly: set kernel"
+    if g.machine == "microvm":
+        for i, nic in enumerate(g.nics):
+            if nic.model != "virtio":
+                yield f"{key}.nics[{i}].model", "microvm has virtio devices only"
+
+
+def _clock(key: str, g: Guest) -> Iterator[Finding]:
+    timers = g.clock.timers
+    allowed = {"rtc": ("catchup", "delay"), "pit": ("delay", "discard")}
+    for name in ("rtc", "pit", "hpet", "kvmclock", "hypervclock"):
+        timer = getattr(timers, name)
+        policy = timer.tickpolicy
+        if policy is not None and policy not in allowed.get(name, ()):
+            options = " or ".join(allowed.get(name, ())) or "none"
+            yield (
+                f"{key}.clock.timers.{name}.tickpolicy",
+                f"{policy!r} is not supported for {name} (supported: {options})",
+            )
+    if timers.rtc.present is False:
+        yield f"{key}.clock.timers.rtc.present", "the RTC cannot be removed from a PC machine"
+    if g.machine == "microvm" and timers.hpet.present:
+        yield f"{key}.clock.timers.hpet.present", "microvm has no HPET"
+    if g.accel == "tcg" and timers.kvmclock.present:
+        yield f"{key}.clock.timers.kvmclock.present", 'kvmclock needs KVM, but accel = "tcg"'
+    if timers.hypervclock.present and g.hyperv is None:
+        yield (
+            f"{key}.clock.timers.hypervclock",
+            "the Hyper-V clock needs Hyper-V enlightenments: add a [hyperv] table",
+        )
+
+
+def _hyperv(key: str, g: Guest) -> Iterator[Finding]:
+    if g.hyperv is None:
+        return
+    have = set(g.hyperv.features)
+    if g.clock.timers.hypervclock.present:
+        have.add("time")
+    for feature in g.hyperv.features:
+        for need in HYPERV_NEEDS.get(feature, ()):
+            if need not in have:
+                what = "clock.timers.hypervclock.present = true" if need == "time" else need
+                yield f"{key}.hyperv.features", f"{feature!r} needs {what}"
+
+
+def _children(key: str, g: Guest) -> Iterator[Finding]:
+    if g.guests and not g.nested:
+        yield f"{key}.guests", "only a guest hypervisor (nested = true) can hold guests"
+    if g.guests:
+        inner = sum(child.memory.size for child in g.guests.values())
+        if inner >= g.memory.size:
+            yield (
+                f"{key}.memory.size",
+                f"{format_size(g.memory.size)} cannot hold its guests' "
+                f"{format_size(inner)} plus its own kernel",
+            )
+
+
+GUEST_RULES: tuple[GuestRule, ...] = (
+    _topology, _pinning, _memory, _nics, _disks, _boot, _clock, _hyperv, _children,
+)  # fmt: skip
+
+
+def _unique(lab: Lab) -> Iterator[Finding]:
+    """Things two NICs or disks of one lab must not share."""
+    owners: dict[tuple[str, str], str] = {}
+
+    def claim(kind: str, value: str, where: str, what: str, scope: str = "") -> Iterator[Finding]:
+        first = owners.setdefault((kind, f"{scope}:{value}"), where)
+        if first != where:
+            yield where, f"{what} {value} is already used by {first}"
+
+    for path, guest in lab.walk():
+        key = guest_key(path)
+        for i, nic in enumerate(guest.nics):
+            nic_key = f"{key}.nics[{i}]"
+            if nic.mac:
+                yield from claim("mac", nic.mac, f"{nic_key}.mac", "MAC")
+            if isinstance(nic, VhostUserNic):
+                sock = str(PurePosixPath(nic.socket))
+                yield from claim("sock", sock, f"{nic_key}.socket", "socket")
+            if isinstance(nic, TapNic) and nic.ifname and len(path) == 1:
+                yield from claim("tap", nic.ifname, f"{nic_key}.ifname", "tap device")
+            if isinstance(nic, UserNic) and len(path) == 1:
+                for j, fwd in enumerate(nic.forwards):
+                    port = f"{fwd.proto}:{fwd.host_addr}:{fwd.host_port}"
+                    yield from claim("port", port, f"{nic_key}.forwards[{j}]", "host port")
+        for i, disk in enumerate(guest.disks):
+            if not disk.readonly:
+                yield from claim(
+                    "disk", disk.path, f"{key}.disks[{i}].path", "writable image", "/".join(path[:-1])
+                )
+
+
+def check_lab(lab: Lab) -> list[Finding]:
+    """Every cross-field problem of ``lab`` as ``(key path, message)``, in file order."""
+    found: list[Finding] = []
+    for path, guest in lab.walk():
+        key = guest_key(path)
+        for rule in GUEST_RULES:
+            found.extend(rule(key, guest))
+    found.extend(_unique(lab))
+    return found
