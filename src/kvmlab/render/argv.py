@@ -49,8 +49,9 @@ class QemuArgs:
         self.args.extend(args)
 
     def note(self, text: str) -> None:
-        """Explain a choice the renderer made; printed as a comment above the command."""
-        self.notes.append(text)
+        """Explain a choice the renderer made; printed as a comment above the command (once)."""
+        if text not in self.notes:
+            self.notes.append(text)
 
     @property
     def pci(self) -> bool:

@@ -15,7 +15,7 @@ SECTION_ORDER = (
 )  # fmt: skip
 
 
-def sub(parent: ET.Element, tag: str, text: str | None = None, **attrib: object) -> ET.Element:
+def sub(parent: ET.Element, tag: str, text: str | None = None, /, **attrib: object) -> ET.Element:
     """A child element; attribute values are converted with ``str`` and ``None`` ones dropped."""
     el = ET.SubElement(parent, tag, {k: str(v) for k, v in attrib.items() if v is not None})
     if text is not None:
@@ -55,8 +55,9 @@ class DomainXml:
         return self.section("devices")
 
     def note(self, text: str) -> None:
-        """A comment placed at the top of the document."""
-        self.notes.append(text)
+        """A comment placed at the top of the document (each text once)."""
+        if text not in self.notes:
+            self.notes.append(text)
 
     def override(self, alias: str, prop: str, kind: str, value: str) -> None:
         """Set a frontend property of the device with ``alias`` (libvirt ``<qemu:override>``)."""
@@ -73,5 +74,5 @@ class DomainXml:
         try:
             return ET.tostring(self.root, encoding="unicode") + "\n"
         finally:
-            for child in [c for c in self.root if c.tag is ET.Comment]:
+            for child in [c for c in self.root if not isinstance(c.tag, str)]:
                 self.root.remove(child)

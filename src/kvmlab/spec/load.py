@@ -59,14 +59,14 @@ def parse_lab(data: bytes, shown: str) -> Lab:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SpecError([Problem(shown, "", f"not UTF-8 text (byte {exc.start})")]) from None
-    if not text.strip():
-        raise SpecError(
-            [Problem(shown, "", "the file is empty; a lab needs name and a [guests.NAME] table")]
-        )
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError([_toml_problem(shown, exc)]) from None
+    if not raw:
+        raise SpecError(
+            [Problem(shown, "", "the file is empty; a lab needs name and a [guests.NAME] table")]
+        )
     try:
         lab = Lab.model_validate(raw)
     except ValidationError as exc:

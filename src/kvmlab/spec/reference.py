@@ -63,15 +63,17 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
-_VALIDATOR_TYPES = {parse_size: "size", parse_cpuset: "cpu set", parse_mac: "MAC"}
+_VALIDATOR_TYPES: dict[object, str] = {
+    parse_size: "size", parse_cpuset: "cpu set", parse_mac: "MAC"
+}
 
 
 def _field_type(info: FieldInfo) -> str:
     """The type label of a field; pydantic moves ``Annotated`` metadata off the annotation."""
     for meta in info.metadata:
-        label = _VALIDATOR_TYPES.get(getattr(meta, "func", None))  # type: ignore[call-overload]
-        if label:
-            return label
+        func = getattr(meta, "func", None)
+        if func in _VALIDATOR_TYPES:
+            return _VALIDATOR_TYPES[func]
     return _type_name(info.annotation)
 
 
@@ -133,7 +135,8 @@ def _walk(model: type[BaseModel], prefix: str, seen: set[type[BaseModel]]) -> It
             continue
         for sub in models:
             if sub in seen:
-                yield KeyDoc(f"{child_prefix}...", "", "", f"same keys as the enclosing {sub.__name__}")
+                same = f"same keys as the enclosing {sub.__name__}"
+                yield KeyDoc(f"{child_prefix}...", "", "", same)
                 continue
             yield from _walk(sub, child_prefix, seen | {sub})
 

@@ -186,7 +186,7 @@ def _clock(key: str, g: Guest) -> Iterator[Finding]:
 def _hyperv(key: str, g: Guest) -> Iterator[Finding]:
     if g.hyperv is None:
         return
-    have = set(g.hyperv.features)
+    have: set[str] = set(g.hyperv.features)
     if g.clock.timers.hypervclock.present:
         have.add("time")
     for feature in g.hyperv.features:
@@ -240,9 +240,9 @@ def _unique(lab: Lab) -> Iterator[Finding]:
                     yield from claim("port", port, f"{nic_key}.forwards[{j}]", "host port")
         for i, disk in enumerate(guest.disks):
             if not disk.readonly:
-                yield from claim(
-                    "disk", disk.path, f"{key}.disks[{i}].path", "writable image", "/".join(path[:-1])
-                )
+                scope = "/".join(path[:-1])
+                where = f"{key}.disks[{i}].path"
+                yield from claim("disk", disk.path, where, "writable image", scope)
 
 
 def check_lab(lab: Lab) -> list[Finding]:

@@ -74,8 +74,8 @@ class DiskSet:
                                     aio=disk.aio, read_only=ro, **cache))  # fmt: skip
             q.add("-blockdev", opts(f"driver={disk.format}", node_name=node,
                                     file=f"{node}-file", read_only=ro, **cache))  # fmt: skip
-            common = {"id": node, "drive": node, "write_cache": write_cache,
-                      "serial": disk.serial, "bootindex": 1 if boot and i == 0 else None}  # fmt: skip
+            common = {"id": node, "drive": node, "write_cache": write_cache, "serial": disk.serial,
+                      "bootindex": 1 if boot and i == 0 else None}  # fmt: skip
             if disk.bus == "virtio-blk":
                 tid = threads.get(i)
                 q.add("-device", opts(q.virtio("blk"), iothread=f"iothread{tid}" if tid else None,

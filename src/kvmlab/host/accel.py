@@ -1,0 +1,68 @@
+"""Choose the QEMU accelerator for guests on this host: KVM or TCG, and say why."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from kvmlab.host import facts
+from kvmlab.host.probe import HostProbe
+
+TCG_ARGS = "-accel tcg,thread=multi -cpu max"
+
+
+@dataclass(frozen=True)
+class AccelChoice:
+    """``accel`` to pass to QEMU, the ``reason`` in one sentence, and the KVM ``flavour`` seen."""
+
+    accel: Literal["kvm", "tcg"]
+    reason: str
+    flavour: facts.Flavour
+
+
+def choose_accel(root: Path = Path("/"), probe: HostProbe | None = None) -> AccelChoice:
+    """KVM only when /dev/kvm is usable and comes from hardware KVM (kvm_intel/kvm_amd).
+
+    kvm_pvm (software nested KVM) gives TCG: stock guest kernels take minutes to
+    boot under it. No usable /dev/kvm gives TCG with the way to fix it.
+    """
+    probe = probe if probe is not None else HostProbe(root)
+    flavour = facts.kvm_flavour(probe)
+    if flavour == "kvm_pvm":
+        return AccelChoice(
+            "tcg",
+            "kvm_pvm is loaded: /dev/kvm is PVM (software nested KVM), under which stock guest "
+            f"kernels take minutes to boot, so guests run under TCG ({TCG_ARGS})",
+            flavour,
+        )
+    module = flavour if flavour != "none" else facts.vendor_module(facts.cpu_info(probe))
+    if not probe.exists("/dev/kvm"):
+        how = f"load it with 'modprobe {module}'" if module else "no KVM module fits this CPU"
+        cpu = facts.cpu_info(probe)
+        if cpu is not None and cpu.virt_flag is None:
+            how = "enable VT-x/AMD-V in the firmware, or -cpu host on the L0 host if this is a VM"
+        return AccelChoice("tcg", f"/dev/kvm is missing ({how}); guests run under TCG", flavour)
+    access = probe.kvm_access()
+    if access.error is not None:
+        how = (
+            " (add yourself to the kvm group: usermod -aG kvm $USER)"
+            if ("denied" in access.error)
+            else ""
+        )
+        return AccelChoice(
+            "tcg", f"/dev/kvm cannot be used: {access.error}{how}; guests run under TCG", flavour
+        )
+    if access.verified and not access.usable:
+        return AccelChoice(
+            "tcg", f"/dev/kvm answers KVM API version {access.api_version}, not 12", flavour
+        )
+    if flavour == "none":
+        return AccelChoice(
+            "tcg",
+            f"/dev/kvm exists but no kvm_intel or kvm_amd module is loaded (modprobe {module})"
+            if module
+            else "/dev/kvm exists but no kvm_intel or kvm_amd module is loaded",
+            flavour,
+        )
+    return AccelChoice("kvm", f"/dev/kvm is usable and {flavour} is hardware KVM", flavour)

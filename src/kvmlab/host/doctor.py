@@ -1,0 +1,52 @@
+"""Run every host check, in a fixed order, against a live host or a recorded tree."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from kvmlab.host import checks_cpu, checks_io, checks_kvm, checks_memory, checks_tools
+from kvmlab.host.findings import Finding, Status, finding
+from kvmlab.host.probe import HostProbe
+
+Check = Callable[[HostProbe], Finding]
+
+CHECKS: tuple[Check, ...] = (
+    checks_cpu.check_cpu_vendor,
+    checks_cpu.check_cpu_virt,
+    checks_kvm.check_dev_kvm,
+    checks_kvm.check_flavour,
+    checks_kvm.check_nested,
+    checks_kvm.check_ept_npt,
+    checks_kvm.check_shadow_vmcs,
+    checks_kvm.check_apic_virt,
+    checks_kvm.check_unrestricted_guest,
+    checks_memory.check_hugepages_2m,
+    checks_memory.check_hugepages_1g,
+    checks_cpu.check_cpu_isolation,
+    checks_cpu.check_nmi_watchdog,
+    checks_io.check_iommu,
+    checks_io.check_tun,
+    checks_io.check_vhost_net,
+    checks_io.check_tracing,
+    *checks_tools.TOOL_CHECKS,
+)
+
+
+def run_check(check: Check, probe: HostProbe) -> Finding:
+    """Run one check; a host that answers oddly (OSError, bad value) gives a WARN, not a crash."""
+    try:
+        return check(probe)
+    except (OSError, ValueError) as exc:
+        name = check.__name__.removeprefix("check_")
+        return finding(f"error.{name}", Status.WARN, f"check {name} could not run: {exc}")
+
+
+def run_checks(root: Path = Path("/"), probe: HostProbe | None = None) -> list[Finding]:
+    """All host findings, in display order.
+
+    ``root`` is ``/`` for this host or a recorded tree; pass ``probe`` to share one
+    (and its cache) with :func:`kvmlab.host.accel.choose_accel`.
+    """
+    probe = probe if probe is not None else HostProbe(root)
+    return [run_check(check, probe) for check in CHECKS]

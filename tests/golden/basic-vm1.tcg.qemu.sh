@@ -1,0 +1,28 @@
+# accel auto -> tcg: test host
+# cpu host-passthrough under TCG: QEMU's 'max' model (all TCG can emulate)
+/usr/bin/qemu-system-x86_64 \
+    -name guest=basic-vm1,debug-threads=on \
+    -machine q35 \
+    -accel tcg,thread=multi \
+    -cpu max \
+    -nodefaults \
+    -no-user-config \
+    -display none \
+    -msg timestamp=on \
+    -smp 2 \
+    -m 1024M \
+    -rtc base=utc \
+    -blockdev driver=file,node-name=disk0-file,filename=/labs/disks/vm1.qcow2,aio=threads,cache.direct=on,cache.no-flush=off \
+    -blockdev driver=qcow2,node-name=disk0,file=disk0-file,cache.direct=on,cache.no-flush=off \
+    -device virtio-blk-pci,id=disk0,drive=disk0,write-cache=on,bootindex=1 \
+    -netdev user,id=net0,hostfwd=tcp:127.0.0.1:2222-:22 \
+    -device virtio-net-pci,id=nic0,netdev=net0,mac=52:54:00:ac:29:a3 \
+    -chardev socket,id=qmp,path=/run/kvmlab/basic/vm1/qmp.sock,server=on,wait=off \
+    -mon chardev=qmp,mode=control \
+    -chardev socket,id=console,path=/run/kvmlab/basic/vm1/console.sock,server=on,wait=off,logfile=/run/kvmlab/basic/vm1/serial.log,logappend=off \
+    -serial chardev:console \
+    -device virtio-serial-pci,id=vser0 \
+    -chardev socket,id=qga0,path=/run/kvmlab/basic/vm1/qga.sock,server=on,wait=off \
+    -device virtserialport,bus=vser0.0,chardev=qga0,name=org.qemu.guest_agent.0 \
+    -device virtio-rng-pci \
+    -pidfile /run/kvmlab/basic/vm1/qemu.pid

@@ -1,0 +1,24 @@
+# accel auto -> kvm: test host with usable KVM
+/usr/bin/qemu-system-x86_64 \
+    -name guest=nested-l1-l2,debug-threads=on \
+    -machine q35 \
+    -accel kvm \
+    -cpu host \
+    -nodefaults \
+    -no-user-config \
+    -display none \
+    -msg timestamp=on \
+    -smp 2 \
+    -m 1024M \
+    -rtc base=utc \
+    -netdev user,id=net0 \
+    -device virtio-net-pci,id=nic0,netdev=net0,mac=52:54:00:f1:a3:62 \
+    -chardev socket,id=qmp,path=/run/kvmlab/nested/l1/l2/qmp.sock,server=on,wait=off \
+    -mon chardev=qmp,mode=control \
+    -chardev socket,id=console,path=/run/kvmlab/nested/l1/l2/console.sock,server=on,wait=off,logfile=/run/kvmlab/nested/l1/l2/serial.log,logappend=off \
+    -serial chardev:console \
+    -device virtio-serial-pci,id=vser0 \
+    -chardev socket,id=qga0,path=/run/kvmlab/nested/l1/l2/qga.sock,server=on,wait=off \
+    -device virtserialport,bus=vser0.0,chardev=qga0,name=org.qemu.guest_agent.0 \
+    -device virtio-rng-pci \
+    -pidfile /run/kvmlab/nested/l1/l2/qemu.pid

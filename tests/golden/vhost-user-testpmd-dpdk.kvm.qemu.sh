@@ -1,0 +1,34 @@
+# accel auto -> kvm: test host with usable KVM
+# QEMU has no pinning option: kvmlab pins vCPU and emulator threads at run time (sched_setaffinity on the threads query-cpus-fast reports)
+# needs 3 free 1G huge pages on the host
+/usr/bin/qemu-system-x86_64 \
+    -name guest=vhost-user-testpmd-dpdk,debug-threads=on \
+    -machine q35 \
+    -accel kvm \
+    -cpu host \
+    -nodefaults \
+    -no-user-config \
+    -display none \
+    -msg timestamp=on \
+    -smp 3 \
+    -m 3072M \
+    -object memory-backend-memfd,id=ram-node0,size=3G,hugetlb=on,hugetlbsize=1G,share=on,prealloc=on \
+    -numa node,nodeid=0,cpus=0-2,memdev=ram-node0 \
+    -rtc base=utc \
+    -chardev socket,id=chr-net0,path=/tmp/vhost-user1,reconnect=1 \
+    -netdev vhost-user,id=net0,chardev=chr-net0 \
+    -device virtio-net-pci,id=nic0,netdev=net0,mac=52:54:00:19:ab:6b,rx_queue_size=256 \
+    -chardev socket,id=chr-net1,path=/tmp/vhost-user2,reconnect=1 \
+    -netdev vhost-user,id=net1,chardev=chr-net1 \
+    -device virtio-net-pci,id=nic1,netdev=net1,mac=52:54:00:b2:cd:8e,rx_queue_size=256 \
+    -netdev user,id=net2,hostfwd=tcp:127.0.0.1:2223-:22 \
+    -device virtio-net-pci,id=nic2,netdev=net2,mac=52:54:00:00:d5:70 \
+    -chardev socket,id=qmp,path=/run/kvmlab/vhost-user-testpmd/dpdk/qmp.sock,server=on,wait=off \
+    -mon chardev=qmp,mode=control \
+    -chardev socket,id=console,path=/run/kvmlab/vhost-user-testpmd/dpdk/console.sock,server=on,wait=off,logfile=/run/kvmlab/vhost-user-testpmd/dpdk/serial.log,logappend=off \
+    -serial chardev:console \
+    -device virtio-serial-pci,id=vser0 \
+    -chardev socket,id=qga0,path=/run/kvmlab/vhost-user-testpmd/dpdk/qga.sock,server=on,wait=off \
+    -device virtserialport,bus=vser0.0,chardev=qga0,name=org.qemu.guest_agent.0 \
+    -device virtio-rng-pci \
+    -pidfile /run/kvmlab/vhost-user-testpmd/dpdk/qemu.pid

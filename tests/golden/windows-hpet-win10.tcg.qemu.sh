@@ -1,0 +1,30 @@
+# accel auto -> tcg: test host
+# cpu host-passthrough under TCG: QEMU's 'max' model (all TCG can emulate)
+# hyperv vpindex dropped: QEMU under TCG cannot set the VP_INDEX MSR ("kernel doesn't allow setting HyperV VP_INDEX")
+# pit tickpolicy applies to KVM's in-kernel PIT; not used under TCG
+/usr/bin/qemu-system-x86_64 \
+    -name guest=windows-hpet-win10,debug-threads=on \
+    -machine q35,hpet=on \
+    -accel tcg,thread=multi \
+    -cpu max,hv-relaxed=on,hv-vapic=on,hv-spinlocks=0x1fff,hv-runtime=on,hv-synic=on,hv-stimer=on,hv-frequencies=on,hv-time=on \
+    -nodefaults \
+    -no-user-config \
+    -display none \
+    -msg timestamp=on \
+    -smp 2,sockets=1,cores=2,threads=1 \
+    -m 4096M \
+    -rtc base=localtime,driftfix=slew \
+    -blockdev driver=file,node-name=disk0-file,filename=/labs/disks/win10.qcow2,aio=native,cache.direct=on,cache.no-flush=off \
+    -blockdev driver=qcow2,node-name=disk0,file=disk0-file,cache.direct=on,cache.no-flush=off \
+    -device virtio-blk-pci,id=disk0,drive=disk0,write-cache=on,bootindex=1 \
+    -netdev user,id=net0,hostfwd=tcp:127.0.0.1:3389-:3389 \
+    -device e1000e,id=nic0,netdev=net0,mac=52:54:00:a1:8e:7b \
+    -chardev socket,id=qmp,path=/run/kvmlab/windows-hpet/win10/qmp.sock,server=on,wait=off \
+    -mon chardev=qmp,mode=control \
+    -chardev socket,id=console,path=/run/kvmlab/windows-hpet/win10/console.sock,server=on,wait=off,logfile=/run/kvmlab/windows-hpet/win10/serial.log,logappend=off \
+    -serial chardev:console \
+    -device virtio-serial-pci,id=vser0 \
+    -chardev socket,id=qga0,path=/run/kvmlab/windows-hpet/win10/qga.sock,server=on,wait=off \
+    -device virtserialport,bus=vser0.0,chardev=qga0,name=org.qemu.guest_agent.0 \
+    -device virtio-rng-pci \
+    -pidfile /run/kvmlab/windows-hpet/win10/qemu.pid

@@ -1,0 +1,35 @@
+"""The linters are part of the tests: ruff on the tree, mypy --strict on the package."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+BIN = Path(sys.executable).parent
+
+
+def test_ruff_clean() -> None:
+    proc = subprocess.run(
+        [str(BIN / "ruff"), "check", "--output-format", "concise", "src", "tests", "benchmarks"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_mypy_strict_clean() -> None:
+    proc = subprocess.run(
+        [str(BIN / "mypy"), "src"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_no_module_over_600_lines() -> None:
+    long = [
+        f"{p.relative_to(ROOT)}: {n}"
+        for p in sorted((ROOT / "src").rglob("*.py"))
+        if (n := len(p.read_text().splitlines())) > 600
+    ]
+    assert not long, long
