@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kvmlab.render import Accel, Target
+from kvmlab.render import Accel, BootImage, Target
 from kvmlab.spec import LoadedLab, load_lab
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,15 +19,26 @@ def lab_ids() -> list[str]:
     return [p.stem for p in LAB_FILES]
 
 
+FAKE_IMAGE = BootImage(
+    kernel=Path("/cache/images/KEY/kernel"),
+    initrd=Path("/cache/images/KEY/initrd.img"),
+    append="console=ttyS0 quiet panic=-1 kvmlab.share=9p kvmlab.tag=hostfs",
+    share="9p",
+    share_tag="hostfs",
+)
+
+
 def target_for(
     loaded: LoadedLab,
     path: tuple[str, ...],
     accel: Accel = "tcg",
     run_dir: Path | None = None,
     lab_dir: Path | None = None,
+    image: BootImage = FAKE_IMAGE,
 ) -> Target:
-    """A deterministic target: fixed run dir and reason unless given."""
+    """A deterministic target: fixed run dir, reason and (fake) default image unless given."""
     return Target(
+        image=image,
         lab=loaded.lab.name,
         address=path,
         lab_dir=lab_dir or Path("/labs"),

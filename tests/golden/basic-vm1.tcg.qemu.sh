@@ -1,4 +1,5 @@
 # accel auto -> tcg: test host
+# boot image: a failed init panics (panic=-1) and -no-reboot makes QEMU exit
 # cpu host-passthrough under TCG: QEMU's 'max' model (all TCG can emulate)
 /usr/bin/qemu-system-x86_64 \
     -name guest=basic-vm1,debug-threads=on \
@@ -9,12 +10,18 @@
     -no-user-config \
     -display none \
     -msg timestamp=on \
+    -kernel /cache/images/KEY/kernel \
+    -initrd /cache/images/KEY/initrd.img \
+    -append 'console=ttyS0 quiet panic=-1 kvmlab.share=9p kvmlab.tag=hostfs' \
+    -no-reboot \
+    -fsdev local,id=hostfs,path=/,security_model=passthrough,readonly=on,multidevs=remap \
+    -device virtio-9p-pci,fsdev=hostfs,mount_tag=hostfs \
     -smp 2 \
     -m 1024M \
     -rtc base=utc \
     -blockdev driver=file,node-name=disk0-file,filename=/labs/disks/vm1.qcow2,aio=threads,cache.direct=on,cache.no-flush=off \
     -blockdev driver=qcow2,node-name=disk0,file=disk0-file,cache.direct=on,cache.no-flush=off \
-    -device virtio-blk-pci,id=disk0,drive=disk0,write-cache=on,bootindex=1 \
+    -device virtio-blk-pci,id=disk0,drive=disk0,write-cache=on \
     -netdev user,id=net0,hostfwd=tcp:127.0.0.1:2222-:22 \
     -device virtio-net-pci,id=nic0,netdev=net0,mac=52:54:00:ac:29:a3 \
     -chardev socket,id=qmp,path=/run/kvmlab/basic/vm1/qmp.sock,server=on,wait=off \

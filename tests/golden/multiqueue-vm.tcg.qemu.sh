@@ -1,4 +1,5 @@
 # accel auto -> tcg: test host
+# boot image: a failed init panics (panic=-1) and -no-reboot makes QEMU exit
 # cpu host-passthrough under TCG: QEMU's 'max' model (all TCG can emulate)
 # vhost-user under TCG: vectors=0 (QEMU 7.2 with TCG crashes when the guest driver starts a vhost-user virtio-net with MSI-X)
 /usr/bin/qemu-system-x86_64 \
@@ -10,6 +11,12 @@
     -no-user-config \
     -display none \
     -msg timestamp=on \
+    -kernel /cache/images/KEY/kernel \
+    -initrd /cache/images/KEY/initrd.img \
+    -append 'console=ttyS0 quiet panic=-1 kvmlab.share=9p kvmlab.tag=hostfs' \
+    -no-reboot \
+    -fsdev local,id=hostfs,path=/,security_model=passthrough,readonly=on,multidevs=remap \
+    -device virtio-9p-pci,fsdev=hostfs,mount_tag=hostfs \
     -smp 4 \
     -m 2048M \
     -object memory-backend-memfd,id=ram0,size=2G,share=on \

@@ -1,4 +1,5 @@
 # accel auto -> kvm: test host with usable KVM
+# boot image: a failed init panics (panic=-1) and -no-reboot makes QEMU exit
 /usr/bin/qemu-system-x86_64 \
     -name guest=nested-l1-l2,debug-threads=on \
     -machine q35 \
@@ -8,6 +9,12 @@
     -no-user-config \
     -display none \
     -msg timestamp=on \
+    -kernel /cache/images/KEY/kernel \
+    -initrd /cache/images/KEY/initrd.img \
+    -append 'console=ttyS0 quiet panic=-1 kvmlab.share=9p kvmlab.tag=hostfs' \
+    -no-reboot \
+    -fsdev local,id=hostfs,path=/,security_model=passthrough,readonly=on,multidevs=remap \
+    -device virtio-9p-pci,fsdev=hostfs,mount_tag=hostfs \
     -smp 2 \
     -m 1024M \
     -rtc base=utc \

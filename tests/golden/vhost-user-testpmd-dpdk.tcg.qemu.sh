@@ -1,4 +1,5 @@
 # accel auto -> tcg: test host
+# boot image: a failed init panics (panic=-1) and -no-reboot makes QEMU exit
 # cpu host-passthrough under TCG: QEMU's 'max' model (all TCG can emulate)
 # QEMU has no pinning option: kvmlab pins vCPU and emulator threads at run time (sched_setaffinity on the threads query-cpus-fast reports)
 # needs 3 free 1G huge pages on the host
@@ -12,6 +13,12 @@
     -no-user-config \
     -display none \
     -msg timestamp=on \
+    -kernel /cache/images/KEY/kernel \
+    -initrd /cache/images/KEY/initrd.img \
+    -append 'console=ttyS0 quiet panic=-1 kvmlab.share=9p kvmlab.tag=hostfs' \
+    -no-reboot \
+    -fsdev local,id=hostfs,path=/,security_model=passthrough,readonly=on,multidevs=remap \
+    -device virtio-9p-pci,fsdev=hostfs,mount_tag=hostfs \
     -smp 3 \
     -m 3072M \
     -object memory-backend-memfd,id=ram-node0,size=3G,hugetlb=on,hugetlbsize=1G,share=on,prealloc=on \

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from qemu.qmp import QMPClient
 
-from kvmlab.render import render_qemu
+from kvmlab.guest.image import build_default_image
+from kvmlab.render import BootImage, render_qemu
 from kvmlab.spec import Guest, TapNic, VhostUserNic, load_lab
 from kvmlab.spec.machine import HUGEPAGE_BYTES
 from tests.conftest import LAB_FILES, target_for
@@ -109,7 +110,9 @@ def test_qemu_builds_the_spec(lab_file: Path, path: tuple[str, ...], tmp_path: P
                        check=True, timeout=30)  # fmt: skip
     run_dir = tmp_path / "run"
     run_dir.mkdir(mode=0o700)
-    target = target_for(loaded, path, "tcg", run_dir=run_dir, lab_dir=tmp_path)
+    image = build_default_image()
+    boot = BootImage(image.kernel, image.initrd, image.append, image.share, image.share_tag)
+    target = target_for(loaded, path, "tcg", run_dir=run_dir, lab_dir=tmp_path, image=boot)
     argv = [*render_qemu(guest, target).argv, "-S"]
     if any(isinstance(n, TapNic) for n in guest.nics):
         argv = [shutil.which("unshare") or "unshare", "--net", "--", *argv]

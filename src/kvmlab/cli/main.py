@@ -91,6 +91,70 @@ def doctor(
     raise typer.Exit(run_doctor(output, root))
 
 
+@app.command()
+def image(
+    rebuild: Annotated[bool, typer.Option("--rebuild", help="Drop cached images first.")] = False,
+) -> None:
+    """Build (or reuse from the cache) the embedded default guest image."""
+    from kvmlab.cli.run_cmds import run_image
+
+    run_image(rebuild)
+
+
+@app.command()
+def up(
+    lab: Annotated[Path, typer.Argument(help="Lab file.")],
+    guest: Annotated[str | None, typer.Option("--guest", "-g", help="Only this guest.")] = None,
+) -> None:
+    """Start a lab's guests, wait for their agents, print boot stages; they keep running."""
+    from kvmlab.cli.run_cmds import run_up
+
+    run_up(lab, guest)
+
+
+@app.command()
+def ps(
+    output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
+) -> None:
+    """List running guests: pid, accelerator, uptime, host CPU% next to guest CPU%."""
+    from kvmlab.cli.run_cmds import run_ps
+
+    if output not in ("text", "json"):
+        raise typer.BadParameter("choose text or json", param_hint="--output")
+    run_ps(output)
+
+
+@app.command(name="exec", context_settings={"ignore_unknown_options": True})
+def exec_(
+    address: Annotated[str, typer.Argument(help="LAB/GUEST, e.g. basic/vm1.")],
+    command: Annotated[list[str] | None, typer.Argument(help="Command and arguments.")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait.")] = 600.0,
+) -> None:
+    """Run a command in a guest (argv, through the guest agent); exit with its code."""
+    from kvmlab.cli.run_cmds import run_exec
+
+    raise typer.Exit(run_exec(address, command or [], timeout))
+
+
+@app.command()
+def console(address: Annotated[str, typer.Argument(help="LAB/GUEST.")]) -> None:
+    """Attach to a guest's serial console (Ctrl-] detaches); the log is in its run dir."""
+    from kvmlab.cli.run_cmds import run_console
+
+    run_console(address)
+
+
+@app.command()
+def down(
+    lab: Annotated[str, typer.Argument(help="Lab name (as in kvmlab ps).")],
+    force: Annotated[bool, typer.Option("--force", help="Kill without a graceful stop.")] = False,
+) -> None:
+    """Stop a lab's guests (gracefully, then by force) and remove everything kvmlab created."""
+    from kvmlab.cli.run_cmds import run_down
+
+    run_down(lab, force)
+
+
 def main() -> None:
     """Console-script entry point: run the app, print kvmlab errors, exit with their code.
 

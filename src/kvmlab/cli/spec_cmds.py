@@ -69,26 +69,27 @@ def _targets(loaded: LoadedLab, address: str | None) -> list[tuple[tuple[str, ..
 
 def run_render(lab_path: Path, address: str | None, fmt: str) -> None:
     """Print each selected guest's QEMU command line or libvirt XML."""
+    from kvmlab.guest.image import latest_cached_image, placeholder_image
     from kvmlab.host.accel import choose_accel
     from kvmlab.paths import guest_run_dir
-    from kvmlab.render import Target, render_libvirt, render_qemu
+    from kvmlab.render import render_libvirt, render_qemu
+    from kvmlab.runtime.lab import HostAccel, make_target
 
     loaded = load_lab(lab_path)
-    host = choose_accel()
+    choice = choose_accel()
     chosen = _targets(loaded, address)
+    image = latest_cached_image()
+    if image is None and any(g.boot == "image" for _, g in chosen):
+        image = placeholder_image()
+        print(f"{'#' if fmt == 'qemu' else '<!--'} the default image is not built yet; "
+              f"'kvmlab image' builds it{'' if fmt == 'qemu' else ' -->'}")  # fmt: skip
     for n, (path, guest) in enumerate(chosen):
         if len(path) == 1:
-            auto, reason = host.accel, host.reason
+            host = HostAccel(choice.accel, choice.reason)
         else:
-            auto, reason = "kvm", f"runs inside guest hypervisor {path[-2]}, which exposes KVM"
-        target = Target(
-            lab=loaded.lab.name,
-            address=path,
-            lab_dir=loaded.directory,
-            run_dir=guest_run_dir(loaded.lab.name, path),
-            auto_accel=auto,
-            auto_reason=reason,
-        )
+            host = HostAccel("kvm", f"runs inside guest hypervisor {path[-2]}, which exposes KVM")
+        run_dir = guest_run_dir(loaded.lab.name, path)
+        target = make_target(loaded, path, guest, host, run_dir, image)
         if len(chosen) > 1:
             sep = "\n" if n else ""
             mark = "#" if fmt == "qemu" else "<!--"

@@ -7,6 +7,6 @@ never start a process or read the host.
 from kvmlab.render.argv import QemuCommand
 from kvmlab.render.libvirt import render_libvirt
 from kvmlab.render.qemu import render_qemu
-from kvmlab.render.target import Accel, Target
+from kvmlab.render.target import Accel, BootImage, Target
 
-__all__ = ["Accel", "QemuCommand", "Target", "render_libvirt", "render_qemu"]
+__all__ = ["Accel", "BootImage", "QemuCommand", "Target", "render_libvirt", "render_qemu"]

@@ -9,6 +9,23 @@ from typing import Literal
 from kvmlab.spec import Guest
 
 Accel = Literal["kvm", "tcg"]
+ShareKind = Literal["9p", "virtiofs"]
+
+
+@dataclass(frozen=True)
+class BootImage:
+    """The built default guest image, for guests with ``boot = "image"``.
+
+    The runtime fills this from the image cache; ``append`` is the image's kernel
+    command line for this guest (hostname, KVM for guest hypervisors), before the
+    lab's own ``append``.
+    """
+
+    kernel: Path
+    initrd: Path
+    append: str
+    share: ShareKind
+    share_tag: str
 
 
 @dataclass(frozen=True)
@@ -25,6 +42,7 @@ class Target:
     run_dir: Path
     auto_accel: Accel
     auto_reason: str
+    image: BootImage | None = None
     qemu_binary: str = "/usr/bin/qemu-system-x86_64"
 
     @property

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, model_validator
 
 from kvmlab.spec.base import SpecModel
 from kvmlab.spec.devices import Disk, Nic
@@ -48,20 +48,33 @@ class Guest(SpecModel):
     nics: list[Nic] = []
     """Network interfaces."""
 
+    boot: Literal["image", "kernel", "disk"] = "image"
+    """What the guest boots: `image`, kvmlab's embedded default guest (a Debian kernel and a
+    small initramfs that mounts the host's root read-only with a tmpfs overlay and starts the
+    guest agent: the host's tools, no disk image); `kernel`, the `kernel`/`initrd`/`append`
+    given here (the default when `kernel` is set); `disk`, the first disk."""
+
     kernel: str | None = None
-    """Kernel image for direct boot; a relative path is relative to the lab file."""
+    """Kernel image for `boot = "kernel"`; a relative path is relative to the lab file."""
 
     initrd: str | None = None
-    """Initial ramdisk for direct boot (needs `kernel`)."""
+    """Initial ramdisk for `boot = "kernel"`."""
 
     append: str | None = None
-    """Kernel command line for direct boot (needs `kernel`)."""
+    """Kernel command line for `boot = "kernel"`, or extra parameters for `boot = "image"`."""
 
     nested: bool = False
     """This guest is a guest hypervisor: virtualization is exposed to it and it may hold guests."""
 
     guests: dict[Name, Guest] = {}
     """Guests run inside this one (needs `nested = true`)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kernel_means_kernel_boot(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "kernel" in data and "boot" not in data:
+            return {**data, "boot": "kernel"}
+        return data
 
 
 class Lab(SpecModel):

@@ -146,12 +146,18 @@ def _disks(key: str, g: Guest) -> Iterator[Finding]:
 
 
 def _boot(key: str, g: Guest) -> Iterator[Finding]:
-    if g.kernel is None:
-        for field in ("initrd", "append"):
-            if getattr(g, field) is not None:
-                yield f"{key}.{field}", "needs kernel (direct kernel boot)"
-        if g.machine == "microvm":
-            yield f"{key}.kernel", "a microvm guest boots a kernel directly: set kernel"
+    if g.boot == "kernel" and g.kernel is None:
+        yield f"{key}.kernel", 'boot = "kernel" needs the kernel to boot'
+    if g.boot != "kernel":
+        for name in ("kernel", "initrd"):
+            if getattr(g, name) is not None:
+                yield f"{key}.{name}", f'is only used with boot = "kernel", not {g.boot!r}'
+    if g.boot == "disk" and not g.disks:
+        yield f"{key}.boot", 'boot = "disk" needs at least one disk'
+    if g.boot == "disk" and g.append is not None:
+        yield f"{key}.append", 'a disk boots its own kernel command line; append needs "kernel"'
+    if g.machine == "microvm" and g.boot == "disk":
+        yield f"{key}.boot", 'microvm boots a kernel directly: use boot = "image" or "kernel"'
     if g.machine == "microvm":
         for i, nic in enumerate(g.nics):
             if nic.model != "virtio":

@@ -16,10 +16,12 @@ from kvmlab.spec import Guest
 
 def guest_parts(guest: Guest, target: Target, accel: Accel) -> list[Part]:
     """Every part of ``guest`` in the order both renderers emit them."""
+    image = target.image if guest.boot == "image" else None
+    virtiofs = image is not None and image.share == "virtiofs"
     parts: list[Part] = [
         BootPart(guest, target),
         Processor(guest, accel),
-        RamLayout(guest),
+        RamLayout(guest, virtiofs=virtiofs),
         ClockPart(guest, accel),
         DiskSet(guest, target),
     ]

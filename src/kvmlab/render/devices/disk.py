@@ -63,7 +63,7 @@ class DiskSet:
             tid = threads.get(-1)
             q.add("-device", opts(q.virtio("scsi"), id="scsi0",
                                   iothread=f"iothread{tid}" if tid else None))  # fmt: skip
-        boot = self.guest.kernel is None
+        boot = self.guest.boot == "disk"
         for i, disk, _ in self._numbered():
             direct, no_flush, write_cache = CACHE_MODES[disk.cache]
             cache = {"cache.direct": direct, "cache.no-flush": no_flush}
@@ -87,7 +87,7 @@ class DiskSet:
         threads = self._iothreads()
         if threads:
             d.section("iothreads").text = str(len(threads))
-        boot = self.guest.kernel is None
+        boot = self.guest.boot == "disk"
         for i, disk, dev in self._numbered():
             el = sub(d.devices, "disk", type="file", device="disk")
             tid = threads.get(i)

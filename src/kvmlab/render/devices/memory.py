@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from kvmlab.render.argv import QemuArgs, opts
 from kvmlab.render.xmldom import DomainXml, sub
 from kvmlab.spec import Guest
-from kvmlab.spec.machine import HUGEPAGE_BYTES
+from kvmlab.spec.machine import HUGEPAGE_BYTES, Memory
 from kvmlab.spec.units import MIB, format_cpuset, format_size
 
 
@@ -16,9 +16,20 @@ class RamLayout:
     """``-m`` with memory-backend objects (``-machine memory-backend`` or ``-numa``)."""
 
     guest: Guest
+    virtiofs: bool = False
+    """The guest mounts a virtio-fs share: all RAM must be a shared memfd."""
+
+    @property
+    def memory(self) -> Memory:
+        """The memory spec, made shareable memfd when virtio-fs needs it."""
+        mem = self.guest.memory
+        if self.virtiofs and not mem.shared_anywhere:
+            backing = "memfd" if mem.backing == "anonymous" else mem.backing
+            return mem.model_copy(update={"backing": backing, "shared": True})
+        return mem
 
     def _backend(self, obj_id: str, size: int, share: bool) -> str:
-        mem = self.guest.memory
+        mem = self.memory
         prealloc = True if mem.prealloc else None
         if mem.backing == "anonymous":
             return opts("memory-backend-ram", id=obj_id, size=format_size(size),
@@ -32,7 +43,9 @@ class RamLayout:
         )  # fmt: skip
 
     def qemu(self, q: QemuArgs) -> None:
-        mem = self.guest.memory
+        mem = self.memory
+        if mem is not self.guest.memory:
+            q.note("virtio-fs share: guest RAM is a shared memfd (vhost-user needs to map it)")
         q.add("-m", f"{mem.size // MIB}M")
         if mem.numa:
             for i, cell in enumerate(mem.numa):
@@ -48,7 +61,7 @@ class RamLayout:
             q.note(f"needs {pages} free {mem.hugepage_size} huge pages on the host")
 
     def xml(self, d: DomainXml) -> None:
-        mem = self.guest.memory
+        mem = self.memory
         kib = mem.size // 1024
         d.section("memory", unit="KiB").text = str(kib)
         d.section("currentMemory", unit="KiB").text = str(kib)

@@ -1,0 +1,1 @@
+"""Running guests: QEMU processes, QMP, the guest agent, run directories, clean-up."""

@@ -1,0 +1,169 @@
+"""Bringing a lab's top-level guests up and down, with nothing left behind on failure."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvmlab.errors import Problem, ProcessFailure, SpecError
+from kvmlab.guest.image import GuestImage
+from kvmlab.render import BootImage, Target, render_qemu
+from kvmlab.render.target import Accel
+from kvmlab.runtime.errors import StateError
+from kvmlab.runtime.machine import Machine, MachineConfig
+from kvmlab.runtime.rundir import GuestRecord, LabDir
+from kvmlab.spec import Guest, LoadedLab
+from kvmlab.spec.rules import guest_key
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class HostAccel:
+    """What ``accel = "auto"`` means on this host (decided by the caller from kvmlab.host)."""
+
+    accel: Accel
+    reason: str
+
+
+def boot_image(image: GuestImage, guest: Guest, hostname: str) -> BootImage:
+    """The render-side description of the default image for one guest."""
+    return BootImage(
+        kernel=image.kernel,
+        initrd=image.initrd,
+        append=image.cmdline(hostname=hostname, kvm=guest.nested),
+        share=image.share,
+        share_tag=image.share_tag,
+    )
+
+
+def make_target(
+    loaded: LoadedLab,
+    path: tuple[str, ...],
+    guest: Guest,
+    host: HostAccel,
+    run_dir: Path,
+    image: GuestImage | None,
+) -> Target:
+    """Everything the renderers need for one guest of a lab on this host."""
+    return Target(
+        lab=loaded.lab.name,
+        address=path,
+        lab_dir=loaded.directory,
+        run_dir=run_dir,
+        auto_accel=host.accel,
+        auto_reason=host.reason,
+        image=boot_image(image, guest, path[-1]) if image and guest.boot == "image" else None,
+    )
+
+
+def guest_config(
+    loaded: LoadedLab,
+    path: tuple[str, ...],
+    guest: Guest,
+    host: HostAccel,
+    run_dir: Path,
+    image: GuestImage | None,
+) -> MachineConfig:
+    """Render ``guest`` and describe the machine that runs it."""
+    target = make_target(loaded, path, guest, host, run_dir, image)
+    accel, reason = target.accel_for(guest)
+    pins = {int(k): v for k, v in guest.pinning.vcpus.items()}
+    return MachineConfig(
+        lab=loaded.lab.name, address=path, argv=render_qemu(guest, target).argv,
+        run_dir=run_dir, accel=accel, accel_reason=reason, vcpus=guest.vcpus,
+        memory=guest.memory.size, boots_image=guest.boot == "image", pinning=pins,
+        emulator_pinning=guest.pinning.emulator,
+    )  # fmt: skip
+
+
+def ensure_disks(loaded: LoadedLab, path: tuple[str, ...], guest: Guest) -> None:
+    """Create missing disk images that have a size; a missing one without a size is an error."""
+    for i, disk in enumerate(guest.disks):
+        file = Path(disk.path) if Path(disk.path).is_absolute() else loaded.directory / disk.path
+        if file.exists():
+            continue
+        if disk.size is None:
+            key = f"{guest_key(path)}.disks[{i}].path"
+            raise SpecError([Problem(str(loaded.path), key, f"{file} does not exist; set size")])
+        file.parent.mkdir(parents=True, exist_ok=True)
+        argv = ["qemu-img", "create", "-q", "-f", disk.format, str(file), str(disk.size)]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        if proc.returncode != 0:
+            raise ProcessFailure(f"cannot create {file}", argv, proc.returncode,
+                                 proc.stderr.splitlines()[-5:])  # fmt: skip
+
+
+def clean_stale(lab_dir: LabDir) -> list[str]:
+    """Remove the run state of guests whose QEMU died; refuse when any still runs."""
+    running = [rec.name for d, rec in lab_dir.records() if rec.running(d)]
+    if running:
+        raise StateError(
+            f"lab {lab_dir.lab} is already up ({', '.join(running)}); "
+            f"run 'kvmlab down {lab_dir.lab}' first"
+        )
+    stale = [rec.name for _, rec in lab_dir.records()]
+    lab_dir.clear()
+    return stale
+
+
+def up(
+    loaded: LoadedLab,
+    host: HostAccel,
+    image: Callable[[], GuestImage],
+    only: str | None = None,
+    progress: Progress = lambda _: None,
+) -> list[Machine]:
+    """Start the lab's top-level guests (or ``only`` one) and leave them running.
+
+    If anything fails or is interrupted, every guest started so far is stopped and
+    the lab's run directory removed before the error propagates.
+    """
+    lab_dir = LabDir.of(loaded.lab.name)
+    chosen = [(name, g) for name, g in loaded.lab.guests.items() if only in (None, name)]
+    if not chosen:
+        known = ", ".join(loaded.lab.guests)
+        raise StateError(f"lab {loaded.lab.name} has no top-level guest {only!r} ({known})")
+    with lab_dir.locked():
+        for name in clean_stale(lab_dir):
+            progress(f"cleaned up {name}: its QEMU had died")
+        machines: list[Machine] = []
+        try:
+            lab_dir.write_info(loaded.path, loaded.digest)
+            built = image() if any(g.boot == "image" for _, g in chosen) else None
+            for name, guest in chosen:
+                path = (name,)
+                ensure_disks(loaded, path, guest)
+                config = guest_config(loaded, path, guest, host, lab_dir.guest_dir(path), built)
+                machine = Machine(config)
+                machines.append(machine)
+                progress(f"starting {config.name} ({config.accel}: {config.accel_reason})")
+                machine.launch()
+            for machine in machines:
+                machine.detach()
+            return machines
+        except BaseException:
+            for machine in reversed(machines):
+                machine.shutdown(force=True)
+            lab_dir.remove()
+            raise
+
+
+def down(lab: str, force: bool = False, progress: Progress = lambda _: None) -> list[str]:
+    """Stop every guest of a lab (children first) and remove its run directory."""
+    lab_dir = LabDir.of(lab)
+    if not lab_dir.root.exists():
+        raise StateError(f"lab {lab} is not up")
+    stopped: list[str] = []
+    with lab_dir.locked():
+        records: list[tuple[Path, GuestRecord]] = list(lab_dir.records())
+        for run_dir, record in sorted(records, key=lambda r: -len(r[1].address)):
+            machine = Machine.attach(run_dir, record)
+            if machine.is_alive():
+                progress(f"stopping {record.name}")
+                machine.shutdown(force=force)
+                stopped.append(record.name)
+        lab_dir.remove()
+    return stopped

@@ -1,0 +1,314 @@
+"""One running guest: a QEMU process driven over QMP and the guest agent.
+
+A :class:`Machine` is a context manager with an explicit :class:`MachineState`.
+Leaving the ``with`` block always stops QEMU (politely, then by force) and removes
+the run directory, unless :meth:`Machine.detach` handed the guest over to a later
+command (``kvmlab up`` does that; ``kvmlab down`` attaches again).
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import NoReturn, Self
+
+from kvmlab.errors import ProcessFailure
+from kvmlab.guest.agent import ExecResult, GuestAgent
+from kvmlab.guest.errors import AgentError
+from kvmlab.render.devices.control import AGENT_SOCKET, QMP_SOCKET, SERIAL_LOG
+from kvmlab.runtime import boottime
+from kvmlab.runtime.errors import QmpFailure, StateError
+from kvmlab.runtime.procs import alive, tail, terminate, wait_gone
+from kvmlab.runtime.qmp import QmpSession
+from kvmlab.runtime.rundir import GuestRecord, make_private
+
+QEMU_LOG = "qemu.log"
+
+
+class MachineState(enum.Enum):
+    """Where a machine is in its life."""
+
+    CREATED = "created"
+    LAUNCHING = "launching"
+    RUNNING = "running"
+    PAUSED = "paused"
+    SHUTTING_DOWN = "shutting down"
+    STOPPED = "stopped"
+    FAILED = "failed"
+
+
+class LaunchFailure(ProcessFailure):
+    """QEMU did not start, died while booting, or the guest never became ready."""
+
+
+@dataclass(frozen=True)
+class MachineConfig:
+    """What a machine runs: the rendered argv and how to reach and describe the guest."""
+
+    lab: str
+    address: tuple[str, ...]
+    argv: list[str]
+    run_dir: Path
+    accel: str
+    accel_reason: str
+    vcpus: int
+    memory: int
+    boots_image: bool = True
+    pinning: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    emulator_pinning: tuple[int, ...] | None = None
+
+    @property
+    def name(self) -> str:
+        """``lab/guest`` as users type it."""
+        return "/".join((self.lab, *self.address))
+
+
+class Machine:
+    """A guest's QEMU process, its QMP session and its guest agent."""
+
+    def __init__(self, config: MachineConfig) -> None:
+        self.config = config
+        self.run_dir = config.run_dir
+        self.state = MachineState.CREATED
+        self.pid: int | None = None
+        self.boot: dict[str, float] = {}
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._qmp: QmpSession | None = None
+        self._detached = False
+        self._started = 0.0
+
+    # -- life cycle ---------------------------------------------------------------------
+
+    def launch(self, timeout: float = 180.0) -> dict[str, float]:
+        """Start QEMU and wait until the guest agent answers; return the boot stages (s)."""
+        self._require(MachineState.CREATED, "launch")
+        self.state = MachineState.LAUNCHING
+        make_private(self.run_dir)
+        t0 = time.monotonic()
+        self._started = time.time()
+        with (self.run_dir / QEMU_LOG).open("wb") as log:
+            self._proc = subprocess.Popen(
+                self.config.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # Ctrl-C reaches kvmlab, which stops QEMU in order
+                umask=0o177,  # sockets and logs 0600
+            )
+        self.pid = self._proc.pid
+        try:
+            self._qmp = self._connect_qmp(t0 + 30.0)
+            t_qmp = time.monotonic()
+            self._apply_pinning()
+            watch = boottime.MarkerWatch(self.run_dir / SERIAL_LOG, t0)
+            with GuestAgent(self.run_dir / AGENT_SOCKET) as agent:
+                while True:
+                    self._check_alive("while booting")
+                    watch.poll()
+                    if watch.failed:
+                        self._fail("the guest's init failed", None)
+                    try:
+                        agent.wait_ready(timeout=0.5, attempt=0.25)
+                        break
+                    except AgentError:
+                        if time.monotonic() - t0 > timeout:
+                            self._fail(f"the guest agent did not answer within {timeout:g} s", None)
+            watch.poll()
+            self.boot = boottime.stages(t0, t_qmp, watch.seen, time.monotonic())
+        except BaseException:
+            self.state = MachineState.FAILED
+            self._kill()
+            raise
+        self.state = MachineState.RUNNING
+        self.record().save(self.run_dir)
+        return self.boot
+
+    def _connect_qmp(self, deadline: float) -> QmpSession:
+        session = QmpSession(self.run_dir / QMP_SOCKET)
+        try:
+            return session.connect(
+                timeout=max(1.0, deadline - time.monotonic()),
+                give_up=lambda: not self.is_alive(),
+            )
+        except QmpFailure as exc:
+            session.close()
+            self._check_alive("before QMP answered")
+            self._fail(f"QMP did not answer: {exc}", None)
+
+    def _apply_pinning(self) -> None:
+        """Pin vCPU threads (from query-cpus-fast) and the other QEMU threads, as specified."""
+        cfg = self.config
+        if not cfg.pinning and cfg.emulator_pinning is None:
+            return
+        assert self._qmp is not None and self.pid is not None
+        cpus = self._qmp.execute("query-cpus-fast")
+        vcpu_threads = {c["cpu-index"]: c["thread-id"] for c in cpus}
+        for index, host_cpus in cfg.pinning.items():
+            os.sched_setaffinity(vcpu_threads[index], host_cpus)
+        if cfg.emulator_pinning is not None:
+            for task in Path(f"/proc/{self.pid}/task").iterdir():
+                if int(task.name) not in vcpu_threads.values():
+                    os.sched_setaffinity(int(task.name), cfg.emulator_pinning)
+
+    def _check_alive(self, when: str) -> None:
+        if self._proc is not None and self._proc.poll() is not None:
+            self._fail(f"QEMU exited {when}", self._proc.returncode)
+
+    def _fail(self, what: str, returncode: int | None) -> NoReturn:
+        self.state = MachineState.FAILED
+        raise LaunchFailure(
+            what=f"{self.config.name}: {what}",
+            argv=self.config.argv,
+            returncode=returncode,
+            log_tail=[
+                *(f"qemu: {line}" for line in tail(self.run_dir / QEMU_LOG, 10)),
+                *(f"serial: {line}" for line in tail(self.run_dir / SERIAL_LOG, 15)),
+            ],
+        )
+
+    @classmethod
+    def attach(cls, run_dir: Path, record: GuestRecord) -> Machine:
+        """A machine for a guest another kvmlab command started (for exec, down)."""
+        config = MachineConfig(
+            lab=record.lab, address=tuple(record.address), argv=record.argv, run_dir=run_dir,
+            accel=record.accel, accel_reason=record.accel_reason, vcpus=record.vcpus,
+            memory=record.memory, boots_image=record.boots_image,
+        )  # fmt: skip
+        machine = cls(config)
+        machine.pid = record.pid
+        machine.boot = dict(record.boot)
+        machine._started = record.started
+        machine.state = (
+            MachineState.RUNNING if record.running(run_dir) else MachineState.STOPPED
+        )
+        return machine
+
+    def detach(self) -> None:
+        """Leave the guest running when this object goes away (``kvmlab up``)."""
+        self._require(MachineState.RUNNING, "detach")
+        if self._qmp is not None:
+            self._qmp.close()
+            self._qmp = None
+        self._detached = True
+
+    def shutdown(self, timeout: float = 20.0, force: bool = False) -> None:
+        """Stop the guest: sync its disks and quit (or ACPI power-off), then force."""
+        if self.state in (MachineState.STOPPED, MachineState.CREATED):
+            self._cleanup()
+            return
+        self.state = MachineState.SHUTTING_DOWN
+        try:
+            if not force and self.is_alive():
+                self._polite_stop(timeout)
+        finally:
+            self._kill()
+        self.state = MachineState.STOPPED
+
+    def _polite_stop(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        try:
+            qmp = self._qmp or QmpSession(self.run_dir / QMP_SOCKET).connect(timeout=3.0)
+            self._qmp = qmp
+        except QmpFailure:
+            return  # _kill() follows
+        if self.config.boots_image:
+            # The default image has no init system to power it off: flush the guest's
+            # dirty pages to its disks (its own writes live in a tmpfs), then quit.
+            try:
+                with GuestAgent(self.run_dir / AGENT_SOCKET) as agent:
+                    agent.wait_ready(timeout=min(5.0, timeout))
+                    agent.exec(["sync"], timeout=min(10.0, timeout))
+            except AgentError:
+                pass
+        else:
+            try:
+                qmp.execute("system_powerdown")
+                qmp.wait_event(["SHUTDOWN"], max(0.0, deadline - time.monotonic()))
+            except QmpFailure:
+                pass
+        try:
+            if self.is_alive():
+                qmp.execute("quit", timeout=5.0)
+        except QmpFailure:
+            pass
+        assert self.pid is not None
+        wait_gone(self.pid, max(0.5, deadline - time.monotonic()), str(self.run_dir))
+
+    def _kill(self) -> None:
+        if self._qmp is not None:
+            self._qmp.close()
+            self._qmp = None
+        if self.pid is not None:
+            terminate(self.pid, str(self.run_dir), grace=3.0)
+        if self._proc is not None:
+            self._proc.wait(10)
+
+    def _cleanup(self) -> None:
+        import shutil
+
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+
+    def is_alive(self) -> bool:
+        """Whether the QEMU process runs."""
+        if self._proc is not None:
+            return self._proc.poll() is None
+        return self.pid is not None and alive(self.pid, str(self.run_dir))
+
+    # -- using a running guest ----------------------------------------------------------
+
+    def exec(
+        self, argv: list[str], timeout: float = 600.0, input: bytes | None = None
+    ) -> ExecResult:
+        """Run ``argv`` in the guest through the agent (never a shell unless argv is one)."""
+        self._require(MachineState.RUNNING, "exec")
+        if not self.is_alive():
+            self.state = MachineState.STOPPED
+            raise StateError(f"{self.config.name} is not running (its QEMU has exited)")
+        with GuestAgent(self.run_dir / AGENT_SOCKET) as agent:
+            agent.wait_ready(timeout=10.0)
+            return agent.exec(argv, timeout=timeout, input=input)
+
+    def qmp(self) -> QmpSession:
+        """The QMP session (connected on first use)."""
+        self._require(MachineState.RUNNING, "QMP")
+        if self._qmp is None:
+            self._qmp = QmpSession(self.run_dir / QMP_SOCKET).connect(timeout=5.0)
+        return self._qmp
+
+    def record(self) -> GuestRecord:
+        """The persistent description of this running guest."""
+        assert self.pid is not None
+        cfg = self.config
+        return GuestRecord(
+            lab=cfg.lab, address=list(cfg.address), pid=self.pid, argv=cfg.argv,
+            accel=cfg.accel, accel_reason=cfg.accel_reason, vcpus=cfg.vcpus,
+            memory=cfg.memory, started=self._started, boots_image=cfg.boots_image,
+            boot=self.boot,
+        )  # fmt: skip
+
+    def _require(self, state: MachineState, action: str) -> None:
+        if self.state is not state:
+            raise StateError(
+                f"cannot {action} {self.config.name}: it is {self.state.value}, "
+                f"not {state.value}"
+            )
+
+    # -- context manager ----------------------------------------------------------------
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._detached:
+            return
+        try:
+            self.shutdown(force=kind is not None)
+        finally:
+            self._cleanup()

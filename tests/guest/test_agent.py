@@ -1,0 +1,154 @@
+"""The guest agent client against a recorded-behaviour fake and against the host's qemu-ga."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kvmlab.guest.agent import AgentState, GuestAgent
+from kvmlab.guest.errors import (
+    AgentCommandError,
+    AgentConnectError,
+    AgentStateError,
+    AgentTimeout,
+    GuestCommandFailed,
+    GuestExecTimeout,
+)
+
+from .fake_agent import FakeAgent, Program
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> Iterator[FakeAgent]:
+    agent = FakeAgent(tmp_path / "qga.sock")
+    yield agent
+    agent.stop()
+
+
+def test_sync_skips_stale_answers(fake: FakeAgent) -> None:
+    fake.on_connect = b'{"return": {"pid": 3}}\n\xff{"return": 99}\n{"ret'
+    with GuestAgent(fake.path) as agent:
+        agent.wait_ready(5)
+        assert agent.state is AgentState.READY
+        agent.ping()
+    assert [r["execute"] for r in fake.requests] == ["guest-sync-delimited", "guest-ping"]
+
+
+def test_exec_returns_code_and_output(fake: FakeAgent) -> None:
+    fake.programs[("uname", "-r")] = Program(polls=3, out=b"6.1.0-56-amd64\n")
+    fake.programs[("cat",)] = Program(echo_input=True)
+    fake.programs[("sh", "-c", "kill -9 $$")] = Program(signal=9, err=b"bye\n")
+    with GuestAgent(fake.path) as agent:
+        agent.wait_ready(5)
+        result = agent.exec(["uname", "-r"], timeout=5)
+        assert (result.returncode, result.stdout, result.stderr) == (0, b"6.1.0-56-amd64\n", b"")
+        assert agent.exec(["cat"], input=b"\x00\xffdata", timeout=5).stdout == b"\x00\xffdata"
+        killed = agent.exec(["sh", "-c", "kill -9 $$"], timeout=5)
+        assert (killed.returncode, killed.stderr) == (-9, b"bye\n")
+
+
+def test_check_raises_with_stderr(fake: FakeAgent) -> None:
+    fake.programs[("false",)] = Program(exitcode=1, err=b"it failed\n")
+    with GuestAgent(fake.path) as agent:
+        agent.wait_ready(5)
+        with pytest.raises(GuestCommandFailed, match="exited with 1") as info:
+            agent.exec(["false"], check=True, timeout=5)
+    assert info.value.lines()[-1] == "  | it failed"
+
+
+def test_agent_errors_become_command_errors(fake: FakeAgent) -> None:
+    with GuestAgent(fake.path) as agent:
+        agent.wait_ready(5)
+        with pytest.raises(AgentCommandError, match="CommandNotFound") as info:
+            agent.execute("guest-nope")
+        assert info.value.error_class == "CommandNotFound"
+        with pytest.raises(AgentCommandError, match="Failed to execute child process"):
+            agent.exec(["/nonexistent"], timeout=5)
+        agent.ping()  # still in step
+
+
+def test_exec_timeout_kills_the_command(fake: FakeAgent) -> None:
+    fake.programs[("sleep", "100")] = Program(polls=10**6)
+    fake.programs[("kill", "-KILL", "1000")] = Program()
+    with GuestAgent(fake.path) as agent:
+        agent.wait_ready(5)
+        start = time.monotonic()
+        with pytest.raises(GuestExecTimeout) as info:
+            agent.exec(["sleep", "100"], timeout=0.3)
+        assert time.monotonic() - start < 1.5
+        assert info.value.pid == 1000
+    assert fake.requests[-1] == {
+        "execute": "guest-exec",
+        "arguments": {"path": "kill", "arg": ["-KILL", "1000"], "capture-output": False},
+    }
+
+
+def test_silent_agent_times_out(fake: FakeAgent) -> None:
+    fake.silent = True
+    with GuestAgent(fake.path) as agent:
+        start = time.monotonic()
+        with pytest.raises(AgentTimeout, match=r"did not answer within 0\.5s"):
+            agent.wait_ready(0.5, attempt=0.2)
+        assert time.monotonic() - start < 1.5
+
+
+def test_late_answer_after_timeout_is_discarded(fake: FakeAgent) -> None:
+    fake.delay["guest-ping"] = 0.4
+    with GuestAgent(fake.path) as agent:
+        agent.wait_ready(5)
+        with pytest.raises(AgentTimeout):
+            agent.ping(timeout=0.1)
+        assert agent.state is AgentState.CONNECTED
+        fake.delay.clear()
+        fake.programs[("true",)] = Program()
+        assert agent.exec(["true"], timeout=5).returncode == 0  # re-synced past the late pong
+
+
+def test_channel_closed_is_a_connect_error(fake: FakeAgent) -> None:
+    fake.close_on = "guest-ping"
+    with GuestAgent(fake.path) as agent:
+        agent.wait_ready(5)
+        with pytest.raises(AgentConnectError, match="closed"):
+            agent.ping()
+        assert agent.state is AgentState.CLOSED
+        with pytest.raises(AgentStateError):
+            agent.ping()
+
+
+def test_missing_socket_and_misuse(tmp_path: Path) -> None:
+    agent = GuestAgent(tmp_path / "nothing.sock")
+    with pytest.raises(AgentStateError, match="call connect"):
+        agent.exec(["true"])
+    start = time.monotonic()
+    with pytest.raises(AgentConnectError, match=r"within 0\.2s"):
+        agent.connect(timeout=0.2)
+    assert time.monotonic() - start < 1.0
+
+
+@pytest.mark.functional
+@pytest.mark.skipif(shutil.which("qemu-ga") is None, reason="qemu-guest-agent not installed")
+def test_against_the_hosts_qemu_ga(tmp_path: Path) -> None:
+    """The real agent, listening on a unix socket on the host: same protocol, no VM."""
+    sock = tmp_path / "qga.sock"
+    argv = ["qemu-ga", "-m", "unix-listen", "-p", str(sock), "-t", str(tmp_path),
+            "-f", str(tmp_path / "qga.pid")]  # fmt: skip
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        with GuestAgent(sock) as agent:
+            agent.wait_ready(10)
+            agent.ping()
+            result = agent.exec(["sh", "-c", "cat; echo err >&2; exit 3"], input=b"in\n")
+            assert (result.returncode, result.stdout, result.stderr) == (3, b"in\n", b"err\n")
+            assert agent.exec(["sh", "-c", "kill -9 $$"]).returncode == -9
+            with pytest.raises(AgentCommandError):
+                agent.exec(["/nonexistent/program"])
+        with GuestAgent(sock) as agent:  # a second client gets in step despite the first
+            agent.wait_ready(10)
+    finally:
+        proc.terminate()
+        proc.wait(10)
