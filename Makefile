@@ -16,8 +16,11 @@ PIP_STAMP := $(VENV)/.pip-$(shell cat pyproject.toml deps/constraints.txt | md5s
 demo: deps
 	$(BIN)/kvmlab doctor || true
 	$(BIN)/kvmlab check labs/*.toml
-	$(BIN)/kvmlab render labs/nested.toml --format qemu
-	$(BIN)/kvmlab render labs/nested.toml --format libvirt
+	$(BIN)/kvmlab render labs/nested.toml --guest l1 --format libvirt
+	$(BIN)/kvmlab image
+	$(BIN)/kvmlab up labs/basic.toml
+	trap '$(BIN)/kvmlab down basic' EXIT; \
+	  $(BIN)/kvmlab exec basic/vm1 -- uname -r && $(BIN)/kvmlab ps
 
 test: deps
 	$(BIN)/pytest -q
@@ -33,7 +36,7 @@ deps: $(APT_STAMP) $(PIP_STAMP)
 
 $(APT_STAMP):
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
+	if [ -n "$$missing" ] || ! ls /var/lib/apt/lists/*_Packages* >/dev/null 2>&1; then \
 	  echo "installing Debian packages:" $$missing; \
 	  apt-get -o DPkg::Lock::Timeout=600 update -q && \
 	  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends $$missing; \

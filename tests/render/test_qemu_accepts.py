@@ -19,6 +19,7 @@ from qemu.qmp import QMPClient
 
 from kvmlab.guest.image import build_default_image
 from kvmlab.render import BootImage, render_qemu
+from kvmlab.render.devices.disk import SEED_IMAGE
 from kvmlab.spec import Guest, TapNic, VhostUserNic, load_lab
 from kvmlab.spec.machine import HUGEPAGE_BYTES
 from tests.conftest import LAB_FILES, target_for
@@ -65,7 +66,10 @@ async def _inspect(sock: Path) -> dict[str, Any]:
         await qmp.execute("quit")
         return facts
     finally:
-        await qmp.disconnect()
+        try:
+            await qmp.disconnect()
+        except EOFError:
+            pass  # QEMU closed the socket after 'quit', as it should
 
 
 def _start(argv: list[str], sock: Path, log: Path) -> subprocess.Popen[bytes]:
@@ -110,6 +114,8 @@ def test_qemu_builds_the_spec(lab_file: Path, path: tuple[str, ...], tmp_path: P
                        check=True, timeout=30)  # fmt: skip
     run_dir = tmp_path / "run"
     run_dir.mkdir(mode=0o700)
+    if guest.cloud_init is not None:
+        (run_dir / SEED_IMAGE).write_bytes(bytes(1024 * 1024))
     image = build_default_image()
     boot = BootImage(image.kernel, image.initrd, image.append, image.share, image.share_tag)
     target = target_for(loaded, path, "tcg", run_dir=run_dir, lab_dir=tmp_path, image=boot)
@@ -132,8 +138,9 @@ def test_qemu_builds_the_spec(lab_file: Path, path: tuple[str, ...], tmp_path: P
     assert facts["query-memory-size-summary"]["base-memory"] == guest.memory.size
     assert _pci_devices(facts, "Ethernet controller") == len(guest.nics)
     attached = [b for b in facts["query-block"] if b.get("inserted")]
-    assert len(attached) == len(guest.disks)
-    for block, disk in zip(attached, guest.disks, strict=True):
+    seeds = 1 if guest.cloud_init is not None else 0
+    assert len(attached) == len(guest.disks) + seeds
+    for block, disk in zip(attached, guest.disks, strict=False):
         assert block["inserted"]["file"].endswith(disk.path)
         assert block["inserted"]["ro"] == disk.readonly
     if guest.memory.numa:

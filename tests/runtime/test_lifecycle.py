@@ -36,6 +36,20 @@ def test_up_exec_ps_down_leaves_nothing(run_root: Path, tmp_path: Path) -> None:
     disk = kvmlab("exec", "life/vm", "--", "sh", "-c", "cat /sys/block/vda/size")
     assert int(disk.stdout) * 512 == 64 * 1024 * 1024
 
+    console = subprocess.Popen([KVMLAB, "console", "life/vm"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    time.sleep(0.5)
+    said = kvmlab("exec", "life/vm", "--", "sh", "-c", "echo hello-console > /dev/ttyS0")
+    assert said.returncode == 0, said.stderr
+    out, _ = console.communicate(timeout=30)  # closes stdin: the console detaches
+    assert console.returncode == 0
+    assert b"hello-console" in out
+    assert b"hello-console" in (run_dir / "serial.log").read_bytes()
+
+    missing = kvmlab("exec", "life/vm", "--", "no-such-command")
+    assert missing.returncode == 3
+    assert "no-such-command" in missing.stderr
+
     ps = kvmlab("ps", "-o", "json")
     rows = json.loads(ps.stdout)
     assert [(r["address"], r["state"], r["vcpus"]) for r in rows] == [("life/vm", "running", 1)]

@@ -155,6 +155,73 @@ def down(
     run_down(lab, force)
 
 
+@app.command()
+def bench(
+    lab: Annotated[Path, typer.Argument(help="Lab file.")],
+    suite: Annotated[str, typer.Option("--suite", help="quick or full.")] = "quick",
+    levels: Annotated[str, typer.Option("--levels", help="Levels to measure: L0,L1.")] = "L0,L1",
+    only: Annotated[
+        str | None, typer.Option("--only", help="Workloads, e.g. cpu,disk (default: suite's).")
+    ] = None,
+) -> None:
+    """Run the benchmark suite at L0 and in the lab's guests; store and print the level table."""
+    from kvmlab.cli.bench_cmds import run_bench_cmd
+
+    run_bench_cmd(lab, suite, levels, only)
+
+
+results_app = typer.Typer(help="Stored benchmark runs.", no_args_is_help=True)
+app.add_typer(results_app, name="results")
+
+
+@results_app.command("ls")
+def results_ls(
+    output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
+) -> None:
+    """List stored runs (newest first), complete or not."""
+    from kvmlab.cli.bench_cmds import results_ls as ls
+
+    ls(output)
+
+
+@results_app.command("show")
+def results_show(run: Annotated[str, typer.Argument(help="Run id or 'last'.")] = "last") -> None:
+    """Print a run's level table."""
+    from kvmlab.cli.bench_cmds import show_report
+    from kvmlab.results.store import ResultStore
+
+    with ResultStore() as store:
+        show_report(store, run, None, "text", None)
+
+
+@results_app.command("export")
+def results_export(
+    run: Annotated[str, typer.Argument(help="Run id or 'last'.")] = "last",
+    fmt: Annotated[str, typer.Option("--format", "-f", help="csv or json.")] = "csv",
+    out: Annotated[Path | None, typer.Option("--out", help="File (default: stdout).")] = None,
+) -> None:
+    """Every sample of a run, as CSV or JSON."""
+    from kvmlab.cli.bench_cmds import results_export as export
+
+    export(run, fmt, out)
+
+
+@app.command()
+def report(
+    run: Annotated[str | None, typer.Argument(help="Run id (default: the last run).")] = None,
+    last: Annotated[bool, typer.Option("--last", help="The newest run.")] = False,
+    compare: Annotated[str | None, typer.Option("--compare", help="Another run beside it.")] = None,
+    output: Annotated[str, typer.Option("--output", "-o", help="text, md, html or json.")] = "text",
+    out: Annotated[Path | None, typer.Option("--out", help="File (default: stdout).")] = None,
+) -> None:
+    """A run's level table: L0/L1/L2 and each level's change against the one below."""
+    from kvmlab.cli.bench_cmds import show_report
+    from kvmlab.results.store import ResultStore
+
+    with ResultStore() as store:
+        show_report(store, "last" if last or run is None else run, compare, output, out)
+
+
 def main() -> None:
     """Console-script entry point: run the app, print kvmlab errors, exit with their code.
 

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from kvmlab.errors import Problem, ProcessFailure, SpecError
 from kvmlab.guest.image import GuestImage
 from kvmlab.render import BootImage, Target, render_qemu
+from kvmlab.render.devices.disk import SEED_IMAGE
 from kvmlab.render.target import Accel
-from kvmlab.runtime.errors import StateError
+from kvmlab.runtime.errors import RuntimeFailure, StateError
 from kvmlab.runtime.machine import Machine, MachineConfig
-from kvmlab.runtime.rundir import GuestRecord, LabDir
+from kvmlab.runtime.network import setup_script, user_net
+from kvmlab.runtime.rundir import GuestRecord, LabDir, make_private
 from kvmlab.spec import Guest, LoadedLab
 from kvmlab.spec.rules import guest_key
 
@@ -96,6 +100,18 @@ def ensure_disks(loaded: LoadedLab, path: tuple[str, ...], guest: Guest) -> None
                                  proc.stderr.splitlines()[-5:])  # fmt: skip
 
 
+def prepare_guest(machine: Machine, lab: str, path: tuple[str, ...], guest: Guest) -> None:
+    """After boot, what the default image does not do itself: bring up user networking."""
+    net = user_net(lab, path, guest) if guest.boot == "image" else None
+    if net is not None:
+        result = machine.exec(setup_script(net), timeout=30)
+        if result.returncode != 0:
+            raise RuntimeFailure(
+                f"{machine.config.name}: network set-up failed: "
+                f"{result.stderr.decode(errors='replace').strip()}"
+            )
+
+
 def clean_stale(lab_dir: LabDir) -> list[str]:
     """Remove the run state of guests whose QEMU died; refuse when any still runs."""
     running = [rec.name for d, rec in lab_dir.records() if rec.running(d)]
@@ -109,6 +125,73 @@ def clean_stale(lab_dir: LabDir) -> list[str]:
     return stale
 
 
+@contextmanager
+def started(
+    loaded: LoadedLab,
+    host: HostAccel,
+    image: Callable[[], GuestImage],
+    only: str | None = None,
+    progress: Progress = lambda _: None,
+) -> Iterator[list[Machine]]:
+    """The lab's top-level guests (or ``only`` one), booted, for the ``with`` block.
+
+    On leaving the block, by an error, Ctrl-C or normally, every guest not detached
+    is stopped and the lab's run directory removed.
+    """
+    lab_dir = LabDir.of(loaded.lab.name)
+    chosen = [(name, g) for name, g in loaded.lab.guests.items() if only in (None, name)]
+    if not chosen:
+        known = ", ".join(loaded.lab.guests)
+        raise StateError(f"lab {loaded.lab.name} has no top-level guest {only!r} ({known})")
+    machines: list[Machine] = []
+    cleared = False
+    try:
+        with lab_dir.locked():
+            for name in clean_stale(lab_dir):  # refuses while the lab runs: nothing to undo
+                progress(f"cleaned up {name}: its QEMU had died")
+            try:
+                _boot_all(loaded, host, image, chosen, lab_dir, machines, progress)
+                yield machines
+            finally:
+                owned = [m for m in machines if not m.detached]
+                for machine in reversed(owned):
+                    machine.shutdown(force=sys.exc_info()[0] is not None)
+                if owned or not machines:
+                    lab_dir.clear()
+                    cleared = True
+    finally:
+        if cleared:
+            lab_dir.remove()
+
+
+def _boot_all(
+    loaded: LoadedLab,
+    host: HostAccel,
+    image: Callable[[], GuestImage],
+    chosen: list[tuple[str, Guest]],
+    lab_dir: LabDir,
+    machines: list[Machine],
+    progress: Progress,
+) -> None:
+    """Boot each chosen guest in order, appending each to ``machines`` before it launches."""
+    lab_dir.write_info(loaded.path, loaded.digest)
+    built = image() if any(g.boot == "image" for _, g in chosen) else None
+    for name, guest in chosen:
+        path = (name,)
+        ensure_disks(loaded, path, guest)
+        config = guest_config(loaded, path, guest, host, lab_dir.guest_dir(path), built)
+        if guest.cloud_init is not None:
+            from kvmlab.guest.cloudinit import write_seed
+
+            make_private(config.run_dir)
+            write_seed(config.run_dir / SEED_IMAGE, guest.cloud_init, hostname=name)
+        machine = Machine(config)
+        machines.append(machine)
+        progress(f"starting {config.name} ({config.accel}: {config.accel_reason})")
+        machine.launch()
+        prepare_guest(machine, loaded.lab.name, path, guest)
+
+
 def up(
     loaded: LoadedLab,
     host: HostAccel,
@@ -116,39 +199,11 @@ def up(
     only: str | None = None,
     progress: Progress = lambda _: None,
 ) -> list[Machine]:
-    """Start the lab's top-level guests (or ``only`` one) and leave them running.
-
-    If anything fails or is interrupted, every guest started so far is stopped and
-    the lab's run directory removed before the error propagates.
-    """
-    lab_dir = LabDir.of(loaded.lab.name)
-    chosen = [(name, g) for name, g in loaded.lab.guests.items() if only in (None, name)]
-    if not chosen:
-        known = ", ".join(loaded.lab.guests)
-        raise StateError(f"lab {loaded.lab.name} has no top-level guest {only!r} ({known})")
-    with lab_dir.locked():
-        for name in clean_stale(lab_dir):
-            progress(f"cleaned up {name}: its QEMU had died")
-        machines: list[Machine] = []
-        try:
-            lab_dir.write_info(loaded.path, loaded.digest)
-            built = image() if any(g.boot == "image" for _, g in chosen) else None
-            for name, guest in chosen:
-                path = (name,)
-                ensure_disks(loaded, path, guest)
-                config = guest_config(loaded, path, guest, host, lab_dir.guest_dir(path), built)
-                machine = Machine(config)
-                machines.append(machine)
-                progress(f"starting {config.name} ({config.accel}: {config.accel_reason})")
-                machine.launch()
-            for machine in machines:
-                machine.detach()
-            return machines
-        except BaseException:
-            for machine in reversed(machines):
-                machine.shutdown(force=True)
-            lab_dir.remove()
-            raise
+    """Start the lab's top-level guests (or ``only`` one) and leave them running."""
+    with started(loaded, host, image, only, progress) as machines:
+        for machine in machines:
+            machine.detach()
+    return machines
 
 
 def down(lab: str, force: bool = False, progress: Progress = lambda _: None) -> list[str]:

@@ -253,6 +253,11 @@ class Machine:
 
         shutil.rmtree(self.run_dir, ignore_errors=True)
 
+    @property
+    def detached(self) -> bool:
+        """Whether :meth:`detach` handed the guest over to a later command."""
+        return self._detached
+
     def is_alive(self) -> bool:
         """Whether the QEMU process runs."""
         if self._proc is not None:

@@ -42,6 +42,19 @@ class Disk(SpecModel):
     """Serial number the guest sees (/dev/disk/by-id)."""
 
 
+class CloudInit(SpecModel):
+    """A NoCloud seed kvmlab writes for a disk image that runs cloud-init."""
+
+    user: str = Field(default="kvmlab", pattern=r"^[a-z_][a-z0-9_-]{0,31}$")
+    """The user cloud-init creates (with passwordless sudo)."""
+
+    ssh_keys: list[str] = []
+    """Public keys authorised for the user; empty: the ~/.ssh/*.pub keys of whoever runs kvmlab."""
+
+    agent: bool = True
+    """Enable and start qemu-guest-agent, which kvmlab drives the guest through."""
+
+
 class Forward(SpecModel):
     """A host port forwarded to a guest port (user networking)."""
 

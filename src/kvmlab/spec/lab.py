@@ -8,7 +8,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints, model_validator
 
 from kvmlab.spec.base import SpecModel
-from kvmlab.spec.devices import Disk, Nic
+from kvmlab.spec.bench import BenchSpec
+from kvmlab.spec.devices import CloudInit, Disk, Nic
 from kvmlab.spec.machine import Clock, Cpu, HyperV, Memory, Pinning
 from kvmlab.spec.units import NAME_PATTERN
 
@@ -63,6 +64,9 @@ class Guest(SpecModel):
     append: str | None = None
     """Kernel command line for `boot = "kernel"`, or extra parameters for `boot = "image"`."""
 
+    cloud_init: CloudInit | None = None
+    """With `boot = "disk"`: attach a NoCloud seed (user, ssh keys, guest agent) kvmlab writes."""
+
     nested: bool = False
     """This guest is a guest hypervisor: virtualization is exposed to it and it may hold guests."""
 
@@ -88,6 +92,9 @@ class Lab(SpecModel):
 
     guests: dict[Name, Guest] = Field(min_length=1)
     """Guests started on this host (level 1), keyed by name."""
+
+    bench: BenchSpec = BenchSpec()
+    """Benchmark settings for `kvmlab bench` and `kvmlab run`."""
 
     def walk(self) -> Iterator[tuple[tuple[str, ...], Guest]]:
         """Every guest with its path of names from the top (`("l1", "l2")`), parents first."""

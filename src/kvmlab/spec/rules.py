@@ -152,6 +152,8 @@ def _boot(key: str, g: Guest) -> Iterator[Finding]:
         for name in ("kernel", "initrd"):
             if getattr(g, name) is not None:
                 yield f"{key}.{name}", f'is only used with boot = "kernel", not {g.boot!r}'
+    if g.cloud_init is not None and g.boot != "disk":
+        yield f"{key}.cloud_init", 'a cloud-init seed is for boot = "disk" guests'
     if g.boot == "disk" and not g.disks:
         yield f"{key}.boot", 'boot = "disk" needs at least one disk'
     if g.boot == "disk" and g.append is not None:

@@ -9,6 +9,9 @@ from kvmlab.render.target import Target
 from kvmlab.render.xmldom import DomainXml, sub
 from kvmlab.spec import Disk, Guest
 
+SEED_IMAGE = "cidata.img"
+"""The NoCloud seed the runtime writes into the guest's run directory (label ``cidata``)."""
+
 # libvirt cache mode -> (cache.direct, cache.no-flush, guest write cache), as libvirt maps them.
 CACHE_MODES: dict[str, tuple[bool, bool, bool]] = {
     "none": (True, False, True),
@@ -48,9 +51,15 @@ class DiskSet:
         return threads
 
     def _numbered(self) -> list[tuple[int, Disk, str]]:
+        """Every disk with its index and guest name; the cloud-init seed comes last."""
         counts = {"virtio-blk": 0, "virtio-scsi": 0}
         out = []
-        for i, disk in enumerate(self.guest.disks):
+        disks = list(self.guest.disks)
+        if self.guest.cloud_init is not None:
+            seed = str(self.target.run_path(SEED_IMAGE))
+            disks.append(Disk(path=seed, format="raw", readonly=True, cache="writeback",
+                              serial="cidata"))  # fmt: skip
+        for i, disk in enumerate(disks):
             out.append((i, disk, _dev_name(disk.bus, counts[disk.bus])))
             counts[disk.bus] += 1
         return out

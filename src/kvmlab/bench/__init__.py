@@ -1,0 +1,1 @@
+"""Benchmarks: running workloads at every level and turning their output into metrics."""

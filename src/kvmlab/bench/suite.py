@@ -1,0 +1,57 @@
+"""Suites: how long and how often each workload runs, before the lab's own overrides."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from kvmlab.errors import UsageError
+from kvmlab.spec.bench import WORKLOADS, BenchSpec
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a workload needs to know about the suite it runs in."""
+
+    suite: str
+    workloads: tuple[str, ...]
+    repetitions: int
+    warmup: int
+    duration: float
+    """Seconds per timed repetition (sysbench --time, fio --runtime, iperf3 -t)."""
+    fio_size: str
+    fio_iodepth: int
+    iperf3_streams: int
+    ping_count: int
+
+
+SUITES = {
+    # quick: a few minutes per level on a 2-core host with TCG guests.
+    "quick": Settings("quick", ("cpu", "memory", "disk", "network", "boot"), repetitions=3,
+                      warmup=1, duration=3.0, fio_size="64M", fio_iodepth=128,
+                      iperf3_streams=4, ping_count=10),
+    # full: seed 000's fio size and seed 004's 30 iperf3 streams, longer runs, the build.
+    "full": Settings("full", WORKLOADS, repetitions=5, warmup=1, duration=10.0, fio_size="1G",
+                     fio_iodepth=128, iperf3_streams=30, ping_count=20),
+}  # fmt: skip
+
+
+def settings_for(suite: str, lab: BenchSpec, only: list[str] | None = None) -> Settings:
+    """The suite's settings with the lab's ``[bench]`` values and ``--only`` applied."""
+    if suite not in SUITES:
+        raise UsageError(f"unknown suite {suite!r}; choose {' or '.join(SUITES)}")
+    base = SUITES[suite]
+    workloads = tuple(lab.workloads) or base.workloads
+    if only:
+        unknown = [w for w in only if w not in WORKLOADS]
+        if unknown:
+            raise UsageError(f"unknown workload(s) {', '.join(unknown)}; "
+                             f"choose from {', '.join(WORKLOADS)}")  # fmt: skip
+        workloads = tuple(w for w in WORKLOADS if w in only)
+    overrides = {
+        "repetitions": lab.repetitions, "warmup": lab.warmup, "duration": lab.duration,
+        "fio_size": lab.fio_size, "fio_iodepth": lab.fio_iodepth,
+        "iperf3_streams": lab.iperf3_streams, "ping_count": lab.ping_count,
+    }  # fmt: skip
+    changes: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
+    return replace(base, workloads=workloads, **changes)

@@ -1,0 +1,105 @@
+"""The level table of seed 000: a row per metric, a column per level, each level's change
+against the level below it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kvmlab.results.model import LEVELS, Summary
+from kvmlab.results.stats import change_pct
+
+WORKLOAD_ORDER = ("cpu", "memory", "disk", "network", "boot", "kbuild")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One measured place: a guest (or the host) of one variant."""
+
+    variant: str
+    guest: str
+    level: str
+    accel: str
+
+    @property
+    def label(self) -> str:
+        """``L1 l1 (tcg)``; the variant is shown separately when there are several."""
+        where = "host" if self.guest == "host" else self.guest
+        return f"{self.level} {where} ({self.accel})"
+
+    @property
+    def parent_guest(self) -> str | None:
+        """The guest one level below: ``l1`` for ``l1/l2``, ``host`` for ``l1``."""
+        if self.guest == "host":
+            return None
+        return self.guest.rpartition("/")[0] or "host"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A median with its spread, and the change against the level below."""
+
+    summary: Summary
+    change_pct: float | None
+    """(value - value below) / value below, in percent; None at L0 or without a base."""
+
+    @property
+    def worse(self) -> bool | None:
+        """Whether the change is a loss (lower throughput, longer time); None without one."""
+        if self.change_pct is None or self.change_pct == 0:
+            return None
+        return (self.change_pct < 0) == self.summary.higher_is_better
+
+
+@dataclass
+class Row:
+    """One metric across every column."""
+
+    workload: str
+    metric: str
+    unit: str
+    higher_is_better: bool
+    cells: dict[Column, Cell] = field(default_factory=dict)
+
+
+@dataclass
+class LevelTable:
+    """Columns ordered variant by variant, then by level; rows by workload, then metric."""
+
+    columns: list[Column]
+    rows: list[Row]
+
+    @property
+    def variants(self) -> list[str]:
+        """The variants present, in column order."""
+        return list(dict.fromkeys(c.variant for c in self.columns))
+
+
+def _column_key(c: Column, variants: list[str]) -> tuple[int, int, str]:
+    return (variants.index(c.variant), LEVELS.index(c.level) if c.level in LEVELS else 9, c.guest)
+
+
+def level_table(summaries: list[Summary]) -> LevelTable:
+    """Arrange run summaries into the level table."""
+    variants = list(dict.fromkeys(s.variant for s in summaries))
+    columns: dict[tuple[str, str], Column] = {}
+    for s in summaries:
+        columns.setdefault((s.variant, s.guest), Column(s.variant, s.guest, s.level, s.accel))
+    ordered = sorted(columns.values(), key=lambda c: _column_key(c, variants))
+    index = {(s.variant, s.guest, s.workload, s.metric): s for s in summaries}
+    rows: dict[tuple[str, str], Row] = {}
+    for s in summaries:
+        rows.setdefault((s.workload, s.metric), Row(s.workload, s.metric, s.unit,
+                                                    s.higher_is_better))  # fmt: skip
+    for row in rows.values():
+        for col in ordered:
+            here = index.get((col.variant, col.guest, row.workload, row.metric))
+            if here is None:
+                continue
+            base = None
+            if col.parent_guest is not None:
+                base = index.get((col.variant, col.parent_guest, row.workload, row.metric))
+            delta = None if base is None else change_pct(here.median, base.median)
+            row.cells[col] = Cell(here, delta)
+    order = {w: i for i, w in enumerate(WORKLOAD_ORDER)}
+    sorted_rows = sorted(rows.values(), key=lambda r: (order.get(r.workload, 99), r.workload))
+    return LevelTable(ordered, sorted_rows)

@@ -1,0 +1,179 @@
+"""The results store: SQLite (WAL) in a results directory, schema versioned.
+
+Every sample is committed as it is measured, so a run that is interrupted keeps
+what it measured; :meth:`ResultStore.finish` marks a run complete. Runs never
+finished stay ``complete = 0`` and are shown as incomplete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from kvmlab.errors import KvmlabError, UsageError
+from kvmlab.results.model import Run, Sample
+
+SCHEMA_VERSION = 1
+DB_FILE = "results.sqlite"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    lab TEXT NOT NULL, lab_file TEXT NOT NULL, spec_digest TEXT NOT NULL,
+    suite TEXT NOT NULL, kvmlab_version TEXT NOT NULL, host TEXT NOT NULL,
+    started REAL NOT NULL, ended REAL, complete INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS samples (
+    run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    variant TEXT NOT NULL, guest TEXT NOT NULL, level TEXT NOT NULL, accel TEXT NOT NULL,
+    workload TEXT NOT NULL, metric TEXT NOT NULL, value REAL NOT NULL, unit TEXT NOT NULL,
+    higher_is_better INTEGER NOT NULL, repetition INTEGER NOT NULL, command TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS samples_run ON samples(run);
+"""
+
+SAMPLE_COLUMNS = (
+    "variant", "guest", "level", "accel", "workload", "metric", "value", "unit",
+    "higher_is_better", "repetition", "command",
+)  # fmt: skip
+
+
+class StoreError(KvmlabError):
+    """The results database cannot be used (newer schema, corrupt file)."""
+
+    exit_code = 3
+
+
+def default_results_dir() -> Path:
+    """``$KVMLAB_RESULTS``, else ``$XDG_DATA_HOME/kvmlab``, else ``~/.local/share/kvmlab``."""
+    if env := os.environ.get("KVMLAB_RESULTS"):
+        return Path(env)
+    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data) / "kvmlab"
+
+
+class ResultStore:
+    """Runs and samples in one SQLite file; a context manager that closes it."""
+
+    def __init__(self, directory: Path | None = None) -> None:
+        self.directory = directory or default_results_dir()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.path = self.directory / DB_FILE
+        self._db = sqlite3.connect(self.path, timeout=30)
+        self._db.row_factory = sqlite3.Row
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise StoreError(f"{self.path}: not a usable results database ({exc})") from exc
+
+    def _migrate(self) -> None:
+        with self._db:
+            self._db.executescript(_SCHEMA)
+            row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            if row is None:
+                self._db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            elif int(row[0]) > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path} has schema {row[0]}, newer than this kvmlab ({SCHEMA_VERSION})"
+                )
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._db:
+            yield self._db
+
+    # -- writing -------------------------------------------------------------------------
+
+    def start(self, run: Run) -> int:
+        """Record a new run; returns its id (also set on ``run``)."""
+        with self._tx() as db:
+            cur = db.execute(
+                "INSERT INTO runs (lab, lab_file, spec_digest, suite, kvmlab_version, host, "
+                "started) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (run.lab, run.lab_file, run.spec_digest, run.suite, run.kvmlab_version,
+                 json.dumps(run.host, sort_keys=True), run.started),
+            )  # fmt: skip
+        run.id = int(cur.lastrowid or 0)
+        return run.id
+
+    def add(self, run_id: int, samples: Iterable[Sample]) -> None:
+        """Store samples at once (one transaction), so nothing measured is lost."""
+        rows = [
+            (run_id, *(getattr(s, c) for c in SAMPLE_COLUMNS)) for s in samples
+        ]
+        marks = ", ".join("?" * (len(SAMPLE_COLUMNS) + 1))
+        with self._tx() as db:
+            db.executemany(
+                f"INSERT INTO samples (run, {', '.join(SAMPLE_COLUMNS)}) VALUES ({marks})", rows
+            )
+
+    def finish(self, run_id: int, complete: bool = True) -> None:
+        """Mark the run ended (and complete, unless it was cut short)."""
+        with self._tx() as db:
+            db.execute(
+                "UPDATE runs SET ended = ?, complete = ? WHERE id = ?",
+                (time.time(), int(complete), run_id),
+            )
+
+    # -- reading -------------------------------------------------------------------------
+
+    def runs(self) -> list[Run]:
+        """Every run, newest first."""
+        rows = self._db.execute("SELECT * FROM runs ORDER BY id DESC").fetchall()
+        return [_run(r) for r in rows]
+
+    def run(self, ref: str | int) -> Run:
+        """A run by id, or ``last`` for the newest."""
+        if ref == "last" or ref == "--last":
+            row = self._db.execute("SELECT * FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+            if row is None:
+                raise UsageError(f"no runs in {self.path} yet")
+            return _run(row)
+        try:
+            run_id = int(ref)
+        except ValueError:
+            raise UsageError(f"{ref!r} is not a run id (see kvmlab results ls)") from None
+        row = self._db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise UsageError(f"no run {run_id} in {self.path}")
+        return _run(row)
+
+    def samples(self, run_id: int) -> list[Sample]:
+        """The samples of a run in measurement order."""
+        rows = self._db.execute(
+            f"SELECT {', '.join(SAMPLE_COLUMNS)} FROM samples WHERE run = ? ORDER BY rowid",
+            (run_id,),
+        ).fetchall()
+        return [
+            Sample(**{**dict(r), "higher_is_better": bool(r["higher_is_better"])}) for r in rows
+        ]
+
+    def close(self) -> None:
+        """Close the database."""
+        self._db.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def _run(row: sqlite3.Row) -> Run:
+    data: dict[str, Any] = dict(row)
+    data["host"] = json.loads(data["host"])
+    data["complete"] = bool(data["complete"])
+    return Run(**data)

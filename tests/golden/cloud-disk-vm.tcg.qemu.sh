@@ -1,0 +1,31 @@
+# accel auto -> tcg: test host
+# cpu host-passthrough under TCG: QEMU's 'max' model (all TCG can emulate)
+/usr/bin/qemu-system-x86_64 \
+    -name guest=cloud-disk-vm,debug-threads=on \
+    -machine q35 \
+    -accel tcg,thread=multi \
+    -cpu max \
+    -nodefaults \
+    -no-user-config \
+    -display none \
+    -msg timestamp=on \
+    -smp 2 \
+    -m 2048M \
+    -rtc base=utc \
+    -blockdev driver=file,node-name=disk0-file,filename=/labs/images/debian-cloud.qcow2,aio=threads,cache.direct=on,cache.no-flush=off \
+    -blockdev driver=qcow2,node-name=disk0,file=disk0-file,cache.direct=on,cache.no-flush=off \
+    -device virtio-blk-pci,id=disk0,drive=disk0,write-cache=on,bootindex=1 \
+    -blockdev driver=file,node-name=disk1-file,filename=/run/kvmlab/cloud-disk/vm/cidata.img,aio=threads,read-only=on,cache.direct=off,cache.no-flush=off \
+    -blockdev driver=raw,node-name=disk1,file=disk1-file,read-only=on,cache.direct=off,cache.no-flush=off \
+    -device virtio-blk-pci,id=disk1,drive=disk1,write-cache=on,serial=cidata \
+    -netdev user,id=net0,hostfwd=tcp:127.0.0.1:2225-:22 \
+    -device virtio-net-pci,id=nic0,netdev=net0,mac=52:54:00:3b:5d:6d \
+    -chardev socket,id=qmp,path=/run/kvmlab/cloud-disk/vm/qmp.sock,server=on,wait=off \
+    -mon chardev=qmp,mode=control \
+    -chardev socket,id=console,path=/run/kvmlab/cloud-disk/vm/console.sock,server=on,wait=off,logfile=/run/kvmlab/cloud-disk/vm/serial.log,logappend=off \
+    -serial chardev:console \
+    -device virtio-serial-pci,id=vser0 \
+    -chardev socket,id=qga0,path=/run/kvmlab/cloud-disk/vm/qga.sock,server=on,wait=off \
+    -device virtserialport,bus=vser0.0,chardev=qga0,name=org.qemu.guest_agent.0 \
+    -device virtio-rng-pci \
+    -pidfile /run/kvmlab/cloud-disk/vm/qemu.pid
