@@ -7,6 +7,7 @@ over QMP with qemu.qmp; where the host lacks what a lab needs, the test says why
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import subprocess
@@ -66,10 +67,8 @@ async def _inspect(sock: Path) -> dict[str, Any]:
         await qmp.execute("quit")
         return facts
     finally:
-        try:
+        with contextlib.suppress(EOFError):  # QEMU closed the socket after 'quit'
             await qmp.disconnect()
-        except EOFError:
-            pass  # QEMU closed the socket after 'quit', as it should
 
 
 def _start(argv: list[str], sock: Path, log: Path) -> subprocess.Popen[bytes]:
