@@ -15,12 +15,7 @@ PIP_STAMP := $(VENV)/.pip-$(shell cat pyproject.toml deps/constraints.txt | md5s
 
 demo: deps
 	$(BIN)/kvmlab doctor || true
-	$(BIN)/kvmlab check labs/*.toml
-	$(BIN)/kvmlab render labs/nested.toml --guest l1 --format libvirt
-	$(BIN)/kvmlab image
-	$(BIN)/kvmlab up labs/basic.toml
-	trap '$(BIN)/kvmlab down basic' EXIT; \
-	  $(BIN)/kvmlab exec basic/vm1 -- uname -r && $(BIN)/kvmlab ps
+	$(BIN)/kvmlab run labs/nested.toml --suite quick --out kvmlab-report.html
 
 test: deps
 	$(BIN)/pytest -q

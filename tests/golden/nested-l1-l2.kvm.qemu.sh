@@ -18,6 +18,9 @@
     -smp 2 \
     -m 1024M \
     -rtc base=utc \
+    -blockdev driver=file,node-name=disk0-file,filename=/var/lib/kvmlab/images/nested-l2.qcow2,aio=threads,cache.direct=on,cache.no-flush=off \
+    -blockdev driver=qcow2,node-name=disk0,file=disk0-file,cache.direct=on,cache.no-flush=off \
+    -device virtio-blk-pci,id=disk0,drive=disk0,write-cache=on \
     -netdev user,id=net0 \
     -device virtio-net-pci,id=nic0,netdev=net0,mac=52:54:00:f1:a3:62 \
     -chardev socket,id=qmp,path=/run/kvmlab/nested/l1/l2/qmp.sock,server=on,wait=off \

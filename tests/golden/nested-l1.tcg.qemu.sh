@@ -19,6 +19,12 @@
     -smp 2 \
     -m 4096M \
     -rtc base=utc \
+    -blockdev driver=file,node-name=disk0-file,filename=/labs/disks/nested-l1.qcow2,aio=threads,cache.direct=on,cache.no-flush=off \
+    -blockdev driver=qcow2,node-name=disk0,file=disk0-file,cache.direct=on,cache.no-flush=off \
+    -device virtio-blk-pci,id=disk0,drive=disk0,write-cache=on \
+    -blockdev driver=file,node-name=disk1-file,filename=/labs/disks/nested-l1-images.qcow2,aio=threads,cache.direct=on,cache.no-flush=off \
+    -blockdev driver=qcow2,node-name=disk1,file=disk1-file,cache.direct=on,cache.no-flush=off \
+    -device virtio-blk-pci,id=disk1,drive=disk1,write-cache=on \
     -netdev user,id=net0 \
     -device virtio-net-pci,id=nic0,netdev=net0,mac=52:54:00:7c:a5:78 \
     -chardev socket,id=qmp,path=/run/kvmlab/nested/l1/qmp.sock,server=on,wait=off \
@@ -28,5 +34,7 @@
     -device virtio-serial-pci,id=vser0 \
     -chardev socket,id=qga0,path=/run/kvmlab/nested/l1/qga.sock,server=on,wait=off \
     -device virtserialport,bus=vser0.0,chardev=qga0,name=org.qemu.guest_agent.0 \
+    -chardev socket,id=relay-l2,path=/run/kvmlab/nested/l1/relay-l2.sock,server=on,wait=off \
+    -device virtserialport,bus=vser0.0,chardev=relay-l2,name=kvmlab.relay.l2 \
     -device virtio-rng-pci \
     -pidfile /run/kvmlab/nested/l1/qemu.pid

@@ -7,7 +7,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,10 @@ from kvmlab.guest.image import GuestImage
 from kvmlab.results.model import Run
 from kvmlab.results.store import ResultStore
 from kvmlab.runtime import lab as labrun
+from kvmlab.runtime.disks import scratch_device
 from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.network import SLIRP_HOST, user_net
+from kvmlab.runtime.rundir import LabDir
 from kvmlab.spec import Guest, LoadedLab
 
 SCRATCH_PARENT = Path("/var/tmp")
@@ -34,10 +36,28 @@ def host_place(scratch: Path) -> Place:
 
 def guest_place(lab: str, path: tuple[str, ...], guest: Guest, accel: str) -> Place:
     """A guest as a level: its first disk as the fio target, slirp's host as its parent."""
-    disk = "/dev/vda" if guest.boot == "image" and guest.disks else None
+    disk = scratch_device(guest) if guest.boot == "image" else None
     parent = SLIRP_HOST if user_net(lab, path, guest) is not None else None
     level = f"L{len(path)}"
     return Place("/".join(path), level, accel, guest.vcpus, disk, parent)
+
+
+def _guest_executor(loaded: LoadedLab, machine: Machine) -> GuestExecutor:
+    path = machine.config.address
+    guest = loaded.lab.find("/".join(path))
+    assert guest is not None
+    place = guest_place(loaded.lab.name, path, guest, machine.config.accel)
+    return GuestExecutor(place, machine)
+
+
+def _children(loaded: LoadedLab, machine: Machine) -> list[GuestExecutor]:
+    """Executors for the guests running inside a guest hypervisor (reached by relay)."""
+    lab_dir = LabDir.of(loaded.lab.name)
+    found = []
+    for run_dir, record in lab_dir.records():
+        if record.via == "/".join(machine.config.address):
+            found.append(_guest_executor(loaded, Machine.attach(run_dir, record)))
+    return found
 
 
 def run_bench(
@@ -49,37 +69,53 @@ def run_bench(
     host_facts: dict[str, Any],
     image: Callable[[], GuestImage],
     progress: Progress,
-    variant: str = "default",
 ) -> int:
-    """Measure the suite at the requested levels; returns the stored run's id.
+    """Measure the suite at the requested levels, for every variant; the stored run's id.
 
-    Samples are stored as they are measured; the run is marked complete only if
-    every level finished (Ctrl-C or a failure leaves it incomplete, data kept).
+    L0 is measured once and filed under every variant (the host does not change
+    between them). Samples are stored as they are measured; the run is marked
+    complete only if everything finished (Ctrl-C or a failure leaves it incomplete).
     """
+    variants = loaded.variants()
     run = Run(0, loaded.lab.name, str(loaded.path), loaded.digest, settings.suite, __version__,
               time.time(), host=host_facts)  # fmt: skip
     run_id = store.start(run)
-    runner = LevelRunner(store, run_id, variant, settings, progress)
+    runner = LevelRunner(store, run_id, next(iter(variants)), settings, progress)
     complete = False
     scratch = Path(tempfile.mkdtemp(prefix="kvmlab-fio-", dir=SCRATCH_PARENT))
     try:
         host_exec = HostExecutor(host_place(scratch))
-        if "L0" in levels:
-            runner.workloads(host_exec, host_exec)
-        if "L1" in levels:
-            with ExitStack() as stack:
-                machines: list[Machine] = stack.enter_context(
-                    labrun.started(loaded, host, image, progress=progress)
-                )
-                for machine in machines:
-                    path = machine.config.address
-                    guest = loaded.lab.guests[path[0]]
-                    place = guest_place(loaded.lab.name, path, guest, machine.config.accel)
-                    executor = GuestExecutor(place, machine)
-                    runner.boot(executor, machine.boot)
-                    runner.workloads(executor, host_exec)
+        host_samples = runner.workloads(host_exec, host_exec) if "L0" in levels else []
+        for name, variant in variants.items():
+            if name != runner.variant:
+                store.add(run_id, [replace(s, variant=name) for s in host_samples])
+            runner.variant = name
+            if levels & {"L1", "L2"}:
+                _guests(variant, levels, runner, host, image, host_exec, progress)
         complete = True
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         store.finish(run_id, complete)
     return run_id
+
+
+def _guests(
+    loaded: LoadedLab,
+    levels: set[str],
+    runner: LevelRunner,
+    host: labrun.HostAccel,
+    image: Callable[[], GuestImage],
+    host_exec: HostExecutor,
+    progress: Progress,
+) -> None:
+    """Boot the lab (L1 and the L2s inside), measure the requested levels, tear down."""
+    with labrun.started(loaded, host, image, progress=progress) as machines:
+        for machine in machines:
+            executor = _guest_executor(loaded, machine)
+            if "L1" in levels:
+                runner.boot(executor, machine.boot)
+                runner.workloads(executor, host_exec)
+            if "L2" in levels:
+                for inner in _children(loaded, machine):
+                    runner.boot(inner, inner.machine.boot)
+                    runner.workloads(inner, executor)

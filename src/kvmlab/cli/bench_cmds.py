@@ -41,16 +41,16 @@ def host_facts(accel: str, reason: str, flavour: str) -> dict[str, Any]:
     }
 
 
-def run_bench_cmd(lab_path: Path, suite: str, levels: str, only: str | None) -> None:
+def run_bench_cmd(
+    lab_path: Path, suite: str, levels: str, only: str | None, html: Path | None = None
+) -> None:
     """Boot what the levels need, run the suite, store it, print the level table."""
     from rich.console import Console
 
     from kvmlab.bench.session import run_bench
     from kvmlab.bench.suite import settings_for
-    from kvmlab.cli.run_cmds import interruptible
-    from kvmlab.guest.image import build_default_image
-    from kvmlab.host.accel import choose_accel
-    from kvmlab.runtime.lab import HostAccel
+    from kvmlab.cli.hostinfo import host_accel
+    from kvmlab.cli.run_cmds import image_factory, interruptible
     from kvmlab.spec import load_lab
 
     loaded = load_lab(lab_path)
@@ -58,7 +58,7 @@ def run_bench_cmd(lab_path: Path, suite: str, levels: str, only: str | None) -> 
     if not wanted or not wanted <= set(LEVELS):
         raise UsageError(f"--levels takes a list of {', '.join(LEVELS)}, got {levels!r}")
     settings = settings_for(suite, loaded.lab.bench, only.split(",") if only else None)
-    choice = choose_accel()
+    host, choice = host_accel()
     err = Console(stderr=True)
     err.print(f"suite {settings.suite}: {', '.join(settings.workloads)}; "
               f"{settings.repetitions} repetitions after {settings.warmup} warm-up; "
@@ -69,13 +69,18 @@ def run_bench_cmd(lab_path: Path, suite: str, levels: str, only: str | None) -> 
                 status.update(text)
 
             run_id = run_bench(
-                loaded, settings, wanted, store, HostAccel(choice.accel, choice.reason),
-                host_facts(choice.accel, choice.reason, choice.flavour), build_default_image,
+                loaded, settings, wanted, store, host,
+                host_facts(choice.accel, choice.reason, choice.flavour), image_factory(),
                 progress,
             )  # fmt: skip
         show_report(store, str(run_id), None, "text", None)
-        hint = f"'kvmlab report {run_id} -o html --out report.html' writes the page"
-        err.print(f"run {run_id} stored in {store.path}; {hint}")
+        if html is None:
+            hint = f"'kvmlab report {run_id} -o html --out report.html' writes the page"
+            err.print(f"run {run_id} stored in {store.path}; {hint}")
+            return
+        html.parent.mkdir(parents=True, exist_ok=True)
+        show_report(store, str(run_id), None, "html", html)
+        print(f"run {run_id} stored in {store.path}\nHTML report: {html.resolve()}")
 
 
 def _tables(store: ResultStore, runs: list[Run]) -> list[tuple[int, Any]]:

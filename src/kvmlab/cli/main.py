@@ -94,22 +94,31 @@ def doctor(
 @app.command()
 def image(
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Drop cached images first.")] = False,
+    cloud_disk: Annotated[
+        Path | None,
+        typer.Option("--cloud-disk", help="Also write a Debian 12 cloud-init disk here (qcow2)."),
+    ] = None,
 ) -> None:
-    """Build (or reuse from the cache) the embedded default guest image."""
+    """Build (or reuse from the cache) the default guest image; optionally a cloud-init disk."""
     from kvmlab.cli.run_cmds import run_image
 
-    run_image(rebuild)
+    run_image(rebuild, cloud_disk)
 
 
 @app.command()
 def up(
     lab: Annotated[Path, typer.Argument(help="Lab file.")],
     guest: Annotated[str | None, typer.Option("--guest", "-g", help="Only this guest.")] = None,
+    within: Annotated[
+        str | None,
+        typer.Option("--within", hidden=True, help="Inside guest hypervisor ADDRESS: its guests."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", hidden=True, help="Records as JSON.")] = False,
 ) -> None:
     """Start a lab's guests, wait for their agents, print boot stages; they keep running."""
     from kvmlab.cli.run_cmds import run_up
 
-    run_up(lab, guest)
+    run_up(lab, guest, within, as_json)
 
 
 @app.command()
@@ -168,6 +177,24 @@ def bench(
     from kvmlab.cli.bench_cmds import run_bench_cmd
 
     run_bench_cmd(lab, suite, levels, only)
+
+
+@app.command(name="run")
+def run_lab(
+    lab: Annotated[
+        Path | None, typer.Argument(help="Lab file (default: the embedded nested lab).")
+    ] = None,
+    suite: Annotated[str, typer.Option("--suite", help="quick or full.")] = "quick",
+    levels: Annotated[str, typer.Option("--levels", help="Levels to measure.")] = "L0,L1,L2",
+    out: Annotated[Path | None, typer.Option("--out", help="HTML report file.")] = None,
+) -> None:
+    """The main job: boot the whole lab (L1 and L2), benchmark L0/L1/L2, report, tear down."""
+    from kvmlab.cli.bench_cmds import run_bench_cmd
+    from kvmlab.labs import lab_path
+
+    path = lab if lab is not None else lab_path("nested")
+    html = out or Path(f"kvmlab-report-{path.stem}.html")
+    run_bench_cmd(path, suite, levels, None, html)
 
 
 results_app = typer.Typer(help="Stored benchmark runs.", no_args_is_help=True)

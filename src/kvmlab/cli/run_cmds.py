@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
 from kvmlab.errors import UsageError
+from kvmlab.guest.image import GuestImage
 from kvmlab.runtime.errors import Interrupted, StateError
 from kvmlab.runtime.rundir import GuestRecord, LabDir, running_labs
 from kvmlab.spec.units import format_size
@@ -33,7 +35,7 @@ def interruptible(what: str) -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def run_image(rebuild: bool) -> None:
+def run_image(rebuild: bool, cloud_disk: Path | None = None) -> None:
     """Build (or find in the cache) the default guest image and describe it."""
     from kvmlab.guest.image import build_default_image
     from kvmlab.guest.kernel import default_cache_dir
@@ -49,20 +51,41 @@ def run_image(rebuild: bool) -> None:
     print(f"  initrd   {image.initrd}")
     print(f"  share    {image.share} (tag {image.share_tag}): the host root, read-only")
     print(f"  cmdline  {image.append}")
+    if cloud_disk is not None:
+        from kvmlab.guest.diskimage import build_test_disk_image
+
+        start = time.monotonic()
+        cloud_disk.parent.mkdir(parents=True, exist_ok=True)
+        written = build_test_disk_image(cloud_disk)
+        print(f"cloud-init disk {written} ({time.monotonic() - start:.1f} s): Debian 12 with "
+              "cloud-init and qemu-guest-agent, a qcow2 overlay on the cached base")  # fmt: skip
 
 
-def run_up(lab_path: Path, guest: str | None) -> None:
+def image_factory() -> Callable[[], GuestImage]:
+    """How to get the default image: the outer level's entry inside a guest, else build it."""
+    from kvmlab.guest.image import build_default_image, open_image
+    from kvmlab.runtime.nested import IMAGE_ENV
+
+    if entry := os.environ.get(IMAGE_ENV):
+        return lambda: open_image(Path(entry), verify=False)
+    return build_default_image
+
+
+def run_up(
+    lab_path: Path, guest: str | None, within: str | None = None, as_json: bool = False
+) -> None:
     """Start a lab's guests and print their boot stages."""
     from rich.console import Console
     from rich.table import Table
 
-    from kvmlab.guest.image import build_default_image
-    from kvmlab.host.accel import choose_accel
+    from kvmlab.cli.hostinfo import host_accel
     from kvmlab.runtime import lab as labrun
     from kvmlab.spec import load_lab
 
     loaded = load_lab(lab_path)
-    choice = choose_accel()
+    if within is not None and (loaded.lab.find(within) is None or not loaded.lab.guests):
+        raise UsageError(f"lab {loaded.lab.name} has no guest hypervisor {within!r}")
+    host, choice = host_accel()
     console = Console(stderr=True)
     console.print(f"accelerator for accel=auto: {choice.accel} ({choice.reason})")
     with interruptible(f"starting lab {loaded.lab.name}"), console.status("starting") as status:
@@ -72,9 +95,14 @@ def run_up(lab_path: Path, guest: str | None) -> None:
             console.print(f"  {text}")
 
         machines = labrun.up(
-            loaded, labrun.HostAccel(choice.accel, choice.reason), build_default_image,
-            only=guest, progress=progress,
+            loaded, host, image_factory(),
+            only=guest, progress=progress, within=within,
         )  # fmt: skip
+    if as_json:
+        from dataclasses import asdict
+
+        print(json.dumps([asdict(m.record()) for m in machines]))
+        return
     table = Table(title=f"lab {loaded.lab.name} is up: boot stages in seconds (measured)")
     stages = ["qemu", "kernel", "init", "agent", "guest", "total"]
     shown = [s for s in stages if any(s in m.boot for m in machines)]
@@ -95,7 +123,7 @@ def parse_address(address: str) -> tuple[str, tuple[str, ...]]:
 
 
 def find_guest(address: str) -> tuple[Path, GuestRecord]:
-    """The run directory and record of a running guest, or a clear error."""
+    """The run directory and record of a running guest (at any level), or a clear error."""
     lab, path = parse_address(address)
     lab_dir = LabDir.of(lab)
     run_dir = lab_dir.guest_dir(path)
@@ -140,7 +168,11 @@ def run_console(address: str) -> None:
     from kvmlab.cli.console import attach
     from kvmlab.render.devices.control import CONSOLE_SOCKET
 
-    run_dir, _ = find_guest(address)
+    run_dir, record = find_guest(address)
+    if record.via is not None:
+        outer = f"{record.lab}/{record.via}"
+        raise UsageError(f"{address} runs inside {outer}: its console is there "
+                         f"('kvmlab exec {outer} -- kvmlab console ...')")  # fmt: skip
     attach(run_dir / CONSOLE_SOCKET)
 
 
@@ -154,7 +186,7 @@ def run_ps(output: str) -> None:
             rows.append((run_dir, rec))
     usage = sample_usage(rows)
     now = time.time()
-    out = []
+    out: list[dict[str, object]] = []
     for run_dir, rec in rows:
         host_cpu, guest_cpu = usage.get(rec.pid, (None, None))
         out.append({
@@ -163,7 +195,8 @@ def run_ps(output: str) -> None:
             "state": "running" if rec.running(run_dir) else "dead",
             "accel": rec.accel, "vcpus": rec.vcpus, "memory_bytes": rec.memory,
             "uptime_s": round(now - rec.started, 1),
-            "host_cpu_pct": host_cpu, "guest_cpu_pct": guest_cpu,
+            "host_cpu_pct": None if rec.via else host_cpu, "guest_cpu_pct": guest_cpu,
+            "via": rec.via, "boot_s": rec.boot,
         })  # fmt: skip
     if output == "json":
         print(json.dumps(out, indent=2))

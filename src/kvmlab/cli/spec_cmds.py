@@ -69,14 +69,14 @@ def _targets(loaded: LoadedLab, address: str | None) -> list[tuple[tuple[str, ..
 
 def run_render(lab_path: Path, address: str | None, fmt: str) -> None:
     """Print each selected guest's QEMU command line or libvirt XML."""
+    from kvmlab.cli.hostinfo import host_accel
     from kvmlab.guest.image import latest_cached_image, placeholder_image
-    from kvmlab.host.accel import choose_accel
     from kvmlab.paths import guest_run_dir
     from kvmlab.render import render_libvirt, render_qemu
     from kvmlab.runtime.lab import HostAccel, make_target
 
     loaded = load_lab(lab_path)
-    choice = choose_accel()
+    top, _ = host_accel()
     chosen = _targets(loaded, address)
     image = latest_cached_image()
     if image is None and any(g.boot == "image" for _, g in chosen):
@@ -85,9 +85,10 @@ def run_render(lab_path: Path, address: str | None, fmt: str) -> None:
               f"'kvmlab image' builds it{'' if fmt == 'qemu' else ' -->'}")  # fmt: skip
     for n, (path, guest) in enumerate(chosen):
         if len(path) == 1:
-            host = HostAccel(choice.accel, choice.reason)
+            host = top
         else:
-            host = HostAccel("kvm", f"runs inside guest hypervisor {path[-2]}, which exposes KVM")
+            why = f"runs inside guest hypervisor {path[-2]}, which exposes KVM"
+            host = HostAccel("kvm", why, "svm" if top.accel == "tcg" else top.virt_flag)
         run_dir = guest_run_dir(loaded.lab.name, path)
         target = make_target(loaded, path, guest, host, run_dir, image)
         if len(chosen) > 1:

@@ -38,6 +38,7 @@ from kvmlab.guest.errors import (
 )
 
 SENTINEL = b"\xff"
+STATUS_TIMEOUT = 60.0  # the longest wait for one guest-exec-status answer
 _MAX_LINE = 64 * 1024 * 1024  # qemu-ga caps captured output at 16 MiB, base64 adds a third
 
 
@@ -188,6 +189,19 @@ class GuestAgent:
             raise AgentProtocolError(f"{command}: answer without return or error: {answer!r}")
         return answer["return"]
 
+    def send_only(
+        self, command: str, arguments: Mapping[str, object] | None = None, timeout: float = 5.0
+    ) -> None:
+        """Send a command the agent does not answer when it succeeds (``guest-shutdown``)."""
+        sock = self._need_socket()
+        if self.state is not AgentState.READY:
+            self.sync(timeout)
+        request: dict[str, object] = {"execute": command}
+        if arguments:
+            request["arguments"] = dict(arguments)
+        self.state = AgentState.CONNECTED  # an error answer may still arrive
+        self._send(sock, json.dumps(request).encode() + b"\n")
+
     def exec_start(
         self,
         argv: Sequence[str],
@@ -249,10 +263,19 @@ class GuestAgent:
         On timeout the command is sent SIGKILL (best effort) and GuestExecTimeout raised.
         """
         deadline = time.monotonic() + timeout
-        pid = self.exec_start(argv, input=input, env=env, timeout=min(timeout, 10.0))
+        pid = self.exec_start(argv, input=input, env=env, timeout=min(timeout, STATUS_TIMEOUT))
         delay = 0.005
         while True:
-            result = self.exec_status(pid, timeout=max(0.5, min(10.0, deadline - time.monotonic())))
+            # A guest saturated by the command itself (TCG, nested) may answer slowly or drop
+            # an answer: until the command's own deadline, a late status is asked for again
+            # (the next call re-syncs the stream first).
+            answer_within = max(0.5, min(STATUS_TIMEOUT, deadline - time.monotonic()))
+            try:
+                result = self.exec_status(pid, timeout=answer_within)
+            except AgentTimeout:
+                if time.monotonic() >= deadline:
+                    raise
+                continue
             if result is not None:
                 return result.check(argv) if check else result
             if time.monotonic() + delay > deadline:

@@ -60,7 +60,7 @@ MODULE_GROUPS: Mapping[str, tuple[str, ...]] = {
     "9p": ("9pnet_virtio", "9p"),
     "virtiofs": ("virtiofs",),
     "net": ("virtio_net",),
-    "blk": ("virtio_blk",),
+    "blk": ("virtio_blk", "crc32c_generic", "ext4"),  # ext4 (+ its checksum): Disk.mount
     "vsock": ("vmw_vsock_virtio_transport",),
     "kvm_amd": ("kvm_amd",),
     "kvm_intel": ("kvm_intel",),

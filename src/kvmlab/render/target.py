@@ -43,6 +43,8 @@ class Target:
     auto_accel: Accel
     auto_reason: str
     image: BootImage | None = None
+    virt_flag: Literal["vmx", "svm"] | None = None
+    """The host CPU's virtualization flag, exposed to guest hypervisors with a named model."""
     qemu_binary: str = "/usr/bin/qemu-system-x86_64"
 
     @property

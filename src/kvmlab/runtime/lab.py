@@ -6,14 +6,17 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal
 
 from kvmlab.errors import Problem, ProcessFailure, SpecError
 from kvmlab.guest.image import GuestImage
 from kvmlab.render import BootImage, Target, render_qemu
 from kvmlab.render.devices.disk import SEED_IMAGE
 from kvmlab.render.target import Accel
+from kvmlab.runtime import nested
+from kvmlab.runtime.disks import mount_script
 from kvmlab.runtime.errors import RuntimeFailure, StateError
 from kvmlab.runtime.machine import Machine, MachineConfig
 from kvmlab.runtime.network import setup_script, user_net
@@ -30,6 +33,8 @@ class HostAccel:
 
     accel: Accel
     reason: str
+    virt_flag: Literal["vmx", "svm"] | None = None
+    """The host CPU's vmx/svm flag, for guest hypervisors with a named CPU model."""
 
 
 def boot_image(image: GuestImage, guest: Guest, hostname: str) -> BootImage:
@@ -59,6 +64,7 @@ def make_target(
         run_dir=run_dir,
         auto_accel=host.accel,
         auto_reason=host.reason,
+        virt_flag=host.virt_flag,
         image=boot_image(image, guest, path[-1]) if image and guest.boot == "image" else None,
     )
 
@@ -79,7 +85,7 @@ def guest_config(
         lab=loaded.lab.name, address=path, argv=render_qemu(guest, target).argv,
         run_dir=run_dir, accel=accel, accel_reason=reason, vcpus=guest.vcpus,
         memory=guest.memory.size, boots_image=guest.boot == "image", pinning=pins,
-        emulator_pinning=guest.pinning.emulator,
+        emulator_pinning=guest.pinning.emulator, children=bool(guest.nested and guest.guests),
     )  # fmt: skip
 
 
@@ -101,7 +107,23 @@ def ensure_disks(loaded: LoadedLab, path: tuple[str, ...], guest: Guest) -> None
 
 
 def prepare_guest(machine: Machine, lab: str, path: tuple[str, ...], guest: Guest) -> None:
-    """After boot, what the default image does not do itself: bring up user networking."""
+    """After boot, what the default image does not do itself: mounts, user networking."""
+    mounts = mount_script(guest) if guest.boot == "image" else None
+    if mounts is not None:
+        result = machine.exec(mounts, timeout=120)
+        if result.returncode != 0:
+            raise RuntimeFailure(
+                f"{machine.config.name}: mounting its disks failed: "
+                f"{result.stderr.decode(errors='replace').strip()}"
+            )
+    if guest.cloud_init is not None:
+        # The agent starts before cloud-init's later stages: wait until it has finished.
+        done = machine.exec(["cloud-init", "status", "--wait"], timeout=600)
+        if done.returncode not in (0, 2):  # 2: finished with recoverable errors
+            raise RuntimeFailure(
+                f"{machine.config.name}: cloud-init failed: "
+                f"{(done.stdout + done.stderr).decode(errors='replace').strip()[-500:]}"
+            )
     net = user_net(lab, path, guest) if guest.boot == "image" else None
     if net is not None:
         result = machine.exec(setup_script(net), timeout=30)
@@ -132,12 +154,19 @@ def started(
     image: Callable[[], GuestImage],
     only: str | None = None,
     progress: Progress = lambda _: None,
+    within: str | None = None,
 ) -> Iterator[list[Machine]]:
     """The lab's top-level guests (or ``only`` one), booted, for the ``with`` block.
 
+    With ``within`` (run inside a guest hypervisor), the guests of that hypervisor
+    take the top level. Guest hypervisors start their own guests with kvmlab inside.
     On leaving the block, by an error, Ctrl-C or normally, every guest not detached
-    is stopped and the lab's run directory removed.
+    is stopped (children first) and the lab's run directory removed.
     """
+    outer = loaded
+    path = tuple(within.split("/")) if within else ()
+    if within:
+        loaded = replace(loaded, lab=loaded.lab.within(within))
     lab_dir = LabDir.of(loaded.lab.name)
     chosen = [(name, g) for name, g in loaded.lab.guests.items() if only in (None, name)]
     if not chosen:
@@ -150,12 +179,15 @@ def started(
             for name in clean_stale(lab_dir):  # refuses while the lab runs: nothing to undo
                 progress(f"cleaned up {name}: its QEMU had died")
             try:
-                _boot_all(loaded, host, image, chosen, lab_dir, machines, progress)
+                _boot_all(loaded, host, image, chosen, lab_dir, machines, progress, outer, path)
                 yield machines
             finally:
                 owned = [m for m in machines if not m.detached]
+                failing = sys.exc_info()[0] is not None
                 for machine in reversed(owned):
-                    machine.shutdown(force=sys.exc_info()[0] is not None)
+                    if machine.config.children and not failing and machine.is_alive():
+                        nested.stop_children(machine, loaded.lab.name)
+                    machine.shutdown(force=failing)
                 if owned or not machines:
                     lab_dir.clear()
                     cleared = True
@@ -172,6 +204,8 @@ def _boot_all(
     lab_dir: LabDir,
     machines: list[Machine],
     progress: Progress,
+    outer: LoadedLab,
+    within: tuple[str, ...],
 ) -> None:
     """Boot each chosen guest in order, appending each to ``machines`` before it launches."""
     lab_dir.write_info(loaded.path, loaded.digest)
@@ -190,6 +224,11 @@ def _boot_all(
         progress(f"starting {config.name} ({config.accel}: {config.accel_reason})")
         machine.launch()
         prepare_guest(machine, loaded.lab.name, path, guest)
+        if config.children:
+            progress(f"starting the guests of {config.name} inside it (kvmlab up there)")
+            for child in nested.start_children(machine, outer, "/".join((*within, *path)), built):
+                progress(f"{child.name} is up inside {config.name} ({child.accel}, "
+                         f"{child.boot.get('total', 0):.1f} s to its agent)")  # fmt: skip
 
 
 def up(
@@ -198,9 +237,10 @@ def up(
     image: Callable[[], GuestImage],
     only: str | None = None,
     progress: Progress = lambda _: None,
+    within: str | None = None,
 ) -> list[Machine]:
     """Start the lab's top-level guests (or ``only`` one) and leave them running."""
-    with started(loaded, host, image, only, progress) as machines:
+    with started(loaded, host, image, only, progress, within) as machines:
         for machine in machines:
             machine.detach()
     return machines
@@ -215,7 +255,12 @@ def down(lab: str, force: bool = False, progress: Progress = lambda _: None) -> 
     with lab_dir.locked():
         records: list[tuple[Path, GuestRecord]] = list(lab_dir.records())
         for run_dir, record in sorted(records, key=lambda r: -len(r[1].address)):
+            if record.via is not None:
+                continue  # stopped from inside its guest hypervisor, below
             machine = Machine.attach(run_dir, record)
+            if machine.is_alive() and record.children and not force:
+                progress(f"stopping the guests inside {record.name}")
+                nested.stop_children(machine, lab)
             if machine.is_alive():
                 progress(f"stopping {record.name}")
                 machine.shutdown(force=force)

@@ -8,6 +8,7 @@ command (``kvmlab up`` does that; ``kvmlab down`` attaches again).
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
 import subprocess
@@ -61,6 +62,8 @@ class MachineConfig:
     boots_image: bool = True
     pinning: dict[int, tuple[int, ...]] = field(default_factory=dict)
     emulator_pinning: tuple[int, ...] | None = None
+    children: bool = False
+    """The guest is a guest hypervisor running guests of the lab (stopped before it)."""
 
     @property
     def name(self) -> str:
@@ -81,6 +84,9 @@ class Machine:
         self._qmp: QmpSession | None = None
         self._detached = False
         self._started = 0.0
+        self._marker = str(self.run_dir)
+        """What the QEMU command line contains; for a guest inside a guest hypervisor,
+        the hypervisor's run directory (its ``pid`` is that hypervisor's QEMU)."""
 
     # -- life cycle ---------------------------------------------------------------------
 
@@ -177,11 +183,12 @@ class Machine:
         config = MachineConfig(
             lab=record.lab, address=tuple(record.address), argv=record.argv, run_dir=run_dir,
             accel=record.accel, accel_reason=record.accel_reason, vcpus=record.vcpus,
-            memory=record.memory, boots_image=record.boots_image,
+            memory=record.memory, boots_image=record.boots_image, children=record.children,
         )  # fmt: skip
         machine = cls(config)
         machine.pid = record.pid
         machine.boot = dict(record.boot)
+        machine._marker = record.marker or str(run_dir)
         machine._started = record.started
         machine.state = (
             MachineState.RUNNING if record.running(run_dir) else MachineState.STOPPED
@@ -226,11 +233,14 @@ class Machine:
             except AgentError:
                 pass
         else:
-            try:
-                qmp.execute("system_powerdown")
-                qmp.wait_event(["SHUTDOWN"], max(0.0, deadline - time.monotonic()))
-            except QmpFailure:
-                pass
+            # A full OS: the agent's guest-shutdown (systemd), then the ACPI power button.
+            with contextlib.suppress(AgentError), GuestAgent(self.run_dir / AGENT_SOCKET) as a:
+                a.wait_ready(timeout=min(5.0, timeout))
+                a.send_only("guest-shutdown", {"mode": "powerdown"})
+            if qmp.wait_event(["SHUTDOWN"], min(10.0, timeout / 2)) is None:
+                with contextlib.suppress(QmpFailure):
+                    qmp.execute("system_powerdown")
+                    qmp.wait_event(["SHUTDOWN"], max(0.0, deadline - time.monotonic()))
         try:
             if self.is_alive():
                 qmp.execute("quit", timeout=5.0)
@@ -262,12 +272,16 @@ class Machine:
         """Whether the QEMU process runs."""
         if self._proc is not None:
             return self._proc.poll() is None
-        return self.pid is not None and alive(self.pid, str(self.run_dir))
+        return self.pid is not None and alive(self.pid, self._marker)
 
     # -- using a running guest ----------------------------------------------------------
 
     def exec(
-        self, argv: list[str], timeout: float = 600.0, input: bytes | None = None
+        self,
+        argv: list[str],
+        timeout: float = 600.0,
+        input: bytes | None = None,
+        env: dict[str, str] | None = None,
     ) -> ExecResult:
         """Run ``argv`` in the guest through the agent (never a shell unless argv is one)."""
         self._require(MachineState.RUNNING, "exec")
@@ -276,7 +290,14 @@ class Machine:
             raise StateError(f"{self.config.name} is not running (its QEMU has exited)")
         with GuestAgent(self.run_dir / AGENT_SOCKET) as agent:
             agent.wait_ready(timeout=10.0)
-            return agent.exec(argv, timeout=timeout, input=input)
+            return agent.exec(argv, timeout=timeout, input=input, env=env)
+
+    def exec_background(self, argv: list[str]) -> int:
+        """Start ``argv`` in the guest without waiting (it ends with the guest); its guest pid."""
+        self._require(MachineState.RUNNING, "exec")
+        with GuestAgent(self.run_dir / AGENT_SOCKET) as agent:
+            agent.wait_ready(timeout=10.0)
+            return agent.exec_start(argv, capture=False)
 
     def qmp(self) -> QmpSession:
         """The QMP session (connected on first use)."""
@@ -293,6 +314,7 @@ class Machine:
             lab=cfg.lab, address=list(cfg.address), pid=self.pid, argv=cfg.argv,
             accel=cfg.accel, accel_reason=cfg.accel_reason, vcpus=cfg.vcpus,
             memory=cfg.memory, started=self._started, boots_image=cfg.boots_image,
+            children=cfg.children,
             boot=self.boot,
         )  # fmt: skip
 

@@ -52,6 +52,12 @@ class GuestRecord:
     memory: int
     started: float
     boots_image: bool = True
+    children: bool = False
+    via: str | None = None
+    """For a guest inside a guest hypervisor: that hypervisor's address. Its ``pid`` is the
+    hypervisor's QEMU, its agent socket a relay through it; it is stopped from inside."""
+    marker: str | None = None
+    """What the QEMU process's command line contains (default: this run directory)."""
     boot: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -76,7 +82,7 @@ class GuestRecord:
 
     def running(self, run_dir: Path) -> bool:
         """Whether this guest's QEMU still runs (checked against its run directory)."""
-        return alive(self.pid, str(run_dir))
+        return alive(self.pid, self.marker or str(run_dir))
 
 
 @dataclass(frozen=True)

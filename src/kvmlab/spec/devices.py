@@ -41,6 +41,12 @@ class Disk(SpecModel):
     serial: str | None = Field(default=None, max_length=20, pattern=r"^[A-Za-z0-9_.-]+$")
     """Serial number the guest sees (/dev/disk/by-id)."""
 
+    mount: str | None = Field(default=None, pattern=r"^/[A-Za-z0-9_./-]*$")
+    """Default image only: make an ext4 file system on this disk (when it has none) and mount
+    it here in the guest, e.g. for the disk images of a guest hypervisor's own guests, which
+    need O_DIRECT (the guest's root is a tmpfs overlay). Disks without it are raw scratch
+    disks for fio."""
+
 
 class CloudInit(SpecModel):
     """A NoCloud seed kvmlab writes for a disk image that runs cloud-init."""

@@ -96,6 +96,18 @@ class Lab(SpecModel):
     bench: BenchSpec = BenchSpec()
     """Benchmark settings for `kvmlab bench` and `kvmlab run`."""
 
+    variants: dict[Name, dict[str, Any]] = {}
+    """Configurations `kvmlab run` compares side by side: each a table of overrides of this
+    lab's keys, e.g. `[variants.named-cpu.guests.l1.cpu] model = "EPYC"`; each is validated
+    as a whole lab."""
+
+    def within(self, address: str) -> Lab:
+        """The lab as the guest hypervisor at ``address`` sees it: its guests at the top."""
+        parent = self.find(address)
+        if parent is None or not parent.nested:
+            raise KeyError(address)
+        return self.model_copy(update={"guests": parent.guests})
+
     def walk(self) -> Iterator[tuple[tuple[str, ...], Guest]]:
         """Every guest with its path of names from the top (`("l1", "l2")`), parents first."""
 

@@ -31,6 +31,17 @@ class LoadedLab:
     digest: str
     """sha256 of the file's bytes: identifies the exact spec a result was measured with."""
 
+    def variants(self) -> dict[str, LoadedLab]:
+        """Each variant as a lab of its own (``default`` when the lab declares none)."""
+        if not self.lab.variants:
+            return {"default": self}
+        base = self.lab.model_dump(exclude={"variants"}, exclude_unset=True, by_alias=True)
+        out = {}
+        for name, overrides in self.lab.variants.items():
+            lab = Lab.model_validate(deep_merge(base, overrides))
+            out[name] = LoadedLab(lab=lab, path=self.path, digest=self.digest)
+        return out
+
     @property
     def directory(self) -> Path:
         """The folder relative paths in the lab are resolved against."""
@@ -72,9 +83,38 @@ def parse_lab(data: bytes, shown: str) -> Lab:
     except ValidationError as exc:
         raise SpecError([_pydantic_problem(shown, err) for err in exc.errors()]) from None
     problems = [Problem(shown, key, message) for key, message in check_lab(lab)]
+    for name, overrides in lab.variants.items():
+        problems.extend(_variant_problems(shown, raw, name, overrides))
     if problems:
         raise SpecError(problems)
     return lab
+
+
+def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``overrides`` laid over it, tables merged key by key."""
+    out = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _variant_problems(
+    shown: str, raw: dict[str, Any], name: str, overrides: dict[str, Any]
+) -> list[Problem]:
+    """A variant must be a valid lab too; its problems are named under ``variants.NAME``."""
+    prefix = f"variants.{name}"
+    if "variants" in overrides or "name" in overrides:
+        return [Problem(shown, prefix, "a variant cannot change the lab's name or variants")]
+    base = {k: v for k, v in raw.items() if k != "variants"}
+    try:
+        lab = Lab.model_validate(deep_merge(base, overrides))
+    except ValidationError as exc:
+        found = [_pydantic_problem(shown, err) for err in exc.errors()]
+        return [Problem(p.file, f"{prefix}.{p.path}", p.message) for p in found]
+    return [Problem(shown, f"{prefix}.{key}", msg) for key, msg in check_lab(lab)]
 
 
 _TOML_POS = re.compile(r"^(.*) \(at line (\d+), column (\d+)\)$")

@@ -137,6 +137,11 @@ def _nics(key: str, g: Guest) -> Iterator[Finding]:
 
 def _disks(key: str, g: Guest) -> Iterator[Finding]:
     for i, disk in enumerate(g.disks):
+        if disk.mount is not None:
+            if g.boot != "image":
+                yield f"{key}.disks[{i}].mount", 'is done by the default image: boot = "image"'
+            if disk.bus != "virtio-blk" or disk.readonly:
+                yield f"{key}.disks[{i}].mount", "needs a writable virtio-blk disk"
         if disk.aio == "native" and disk.cache not in ("none", "directsync"):
             yield (
                 f"{key}.disks[{i}].aio",

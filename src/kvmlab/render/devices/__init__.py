@@ -20,13 +20,13 @@ def guest_parts(guest: Guest, target: Target, accel: Accel) -> list[Part]:
     virtiofs = image is not None and image.share == "virtiofs"
     parts: list[Part] = [
         BootPart(guest, target),
-        Processor(guest, accel),
+        Processor(guest, accel, target.virt_flag),
         RamLayout(guest, virtiofs=virtiofs),
         ClockPart(guest, accel),
         DiskSet(guest, target),
     ]
     parts.extend(NicPart(nic, i, target, accel) for i, nic in enumerate(guest.nics))
-    parts.append(ControlPart(target))
+    parts.append(ControlPart(target, tuple(guest.guests) if guest.nested else ()))
     return parts
 
 

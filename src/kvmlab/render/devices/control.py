@@ -15,6 +15,10 @@ CONSOLE_SOCKET = "console.sock"
 SERIAL_LOG = "serial.log"
 AGENT_SOCKET = "qga.sock"
 PID_FILE = "qemu.pid"
+RELAY_PORT = "kvmlab.relay.{}"
+RELAY_SOCKET = "relay-{}.sock"
+"""A guest hypervisor's extra agent channels: one per guest inside it, bridged there to that
+guest's agent socket, so the host reaches every level's agent without a process per call."""
 
 
 @dataclass(frozen=True)
@@ -22,6 +26,8 @@ class ControlPart:
     """The control plane; every socket lives in the guest's private run directory."""
 
     target: Target
+    relays: tuple[str, ...] = ()
+    """Names of the guests inside this one (when it is a guest hypervisor)."""
 
     def qemu(self, q: QemuArgs) -> None:
         run = self.target.run_path
@@ -36,6 +42,12 @@ class ControlPart:
         q.add("-chardev", opts("socket", id="qga0", path=str(run(AGENT_SOCKET)), server=True,
                                wait=False))  # fmt: skip
         q.add("-device", opts("virtserialport", bus="vser0.0", chardev="qga0", name=AGENT_PORT))
+        for child in self.relays:
+            sock = str(run(RELAY_SOCKET.format(child)))
+            q.add("-chardev", opts("socket", id=f"relay-{child}", path=sock, server=True,
+                                   wait=False))  # fmt: skip
+            q.add("-device", opts("virtserialport", bus="vser0.0", chardev=f"relay-{child}",
+                                  name=RELAY_PORT.format(child)))  # fmt: skip
         q.add("-device", q.virtio("rng"))
         q.add("-pidfile", str(run(PID_FILE)))
 
@@ -49,6 +61,10 @@ class ControlPart:
         channel = sub(d.devices, "channel", type="unix")
         sub(channel, "source", mode="bind", path=str(run(AGENT_SOCKET)))
         sub(channel, "target", type="virtio", name=AGENT_PORT)
+        for child in self.relays:
+            relay = sub(d.devices, "channel", type="unix")
+            sub(relay, "source", mode="bind", path=str(run(RELAY_SOCKET.format(child))))
+            sub(relay, "target", type="virtio", name=RELAY_PORT.format(child))
         rng = sub(d.devices, "rng", model="virtio")
         sub(rng, "backend", "/dev/urandom", model="random")
         sub(d.devices, "memballoon", model="none")

@@ -32,6 +32,20 @@ class Processor:
 
     guest: Guest
     accel: Accel
+    virt_flag: str | None = None
+
+    @property
+    def exposed(self) -> str | None:
+        """The flag added so a guest hypervisor with a named CPU model sees virtualization.
+
+        Under TCG that is svm (TCG emulates AMD-V, not VT-x); under KVM the host's flag.
+        """
+        cpu = self.guest.cpu
+        if not self.guest.nested or cpu.model in ("host-passthrough", "host-model", "max"):
+            return None
+        if any(f[1:] in ("vmx", "svm") for f in cpu.features):
+            return None
+        return "svm" if self.accel == "tcg" else self.virt_flag
 
     @property
     def hv_features(self) -> list[str]:
@@ -57,6 +71,9 @@ class Processor:
                 q.note(f"cpu {cpu.model} under TCG: QEMU's 'max' model (all TCG can emulate)")
         else:
             q.cpu_model = cpu.model
+        if self.exposed:
+            q.cpu_props.append(f"{self.exposed}=on")
+            q.note(f"guest hypervisor with CPU model {cpu.model}: {self.exposed} added")
         for flag in cpu.features:
             name, on = flag[1:], flag[0] == "+"
             if self.accel == "tcg" and name == "vmx" and on:
@@ -99,6 +116,8 @@ class Processor:
         if cpu.topology_given:
             sub(el, "topology", sockets=cpu.sockets or 1, dies=1, cores=cpu.cores or 1,
                 threads=cpu.threads or 1)  # fmt: skip
+        if self.exposed:
+            sub(el, "feature", policy="require", name=self.exposed)
         for flag in cpu.features:
             policy = "require" if flag[0] == "+" else "disable"
             sub(el, "feature", policy=policy, name=flag[1:])

@@ -1,0 +1,113 @@
+"""Guests inside guest hypervisors: kvmlab runs itself in L1 to start and stop L2.
+
+The default image shares the host's root, so the same kvmlab (same path, same venv)
+exists inside every guest hypervisor. L0 runs ``kvmlab up LAB --within l1 --json``
+through L1's guest agent; L1 starts l1's guests with KVM when its ``/dev/kvm`` works.
+Each L2's agent is then bridged (socat, inside L1) to a virtio-serial port of L1
+whose host end is a socket in L1's run directory, and L0 records the L2 as a guest
+of its own whose agent socket is that relay: ``exec``, ``ps`` and benchmarks reach
+L2 directly, with no kvmlab process inside L1 per call (Python under TCG starts slowly).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from kvmlab.errors import ProcessFailure
+from kvmlab.guest.agent import ExecResult
+from kvmlab.guest.image import GuestImage
+from kvmlab.render.devices.control import AGENT_SOCKET, RELAY_PORT, RELAY_SOCKET
+from kvmlab.runtime.machine import Machine
+from kvmlab.runtime.rundir import GuestRecord, LabDir, make_private
+from kvmlab.spec import LoadedLab
+
+IMAGE_ENV = "KVMLAB_IMAGE"
+"""Names the image entry the outer level built, so an inner kvmlab reuses it as it is."""
+INNER_RUN_ROOT = "/run/kvmlab"
+"""kvmlab's run root inside guests (root, no KVMLAB_RUN_DIR)."""
+
+
+def kvmlab_argv(*args: str) -> list[str]:
+    """This kvmlab's command line, valid inside guests too (the host root is their root)."""
+    return [str(Path(sys.executable).with_name("kvmlab")), *args]
+
+
+def guest_env(image: GuestImage | None = None) -> dict[str, str]:
+    """The environment kvmlab runs with inside a guest (the agent's own is nearly empty)."""
+    env = {
+        "HOME": "/root",
+        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "LANG": "C.UTF-8",
+        "COLUMNS": "200",
+    }
+    if image is not None:
+        env[IMAGE_ENV] = str(image.kernel.parent)
+    return env
+
+
+def _checked(machine: Machine, argv: list[str], result: ExecResult, what: str) -> ExecResult:
+    if result.returncode != 0:
+        text = (result.stderr or result.stdout).decode(errors="replace")
+        raise ProcessFailure(
+            f"{machine.config.name}: {what} failed inside the guest", argv, result.returncode,
+            text.splitlines()[-15:],
+        )  # fmt: skip
+    return result
+
+
+def copy_lab(machine: Machine, loaded: LoadedLab) -> None:
+    """Put the lab file at the same path inside the guest (host /tmp is private there)."""
+    argv = ["sh", "-c", 'mkdir -p "$1" && cat > "$2"', "sh", str(loaded.directory),
+            str(loaded.path)]  # fmt: skip
+    result = machine.exec(argv, timeout=60, input=loaded.path.read_bytes())
+    _checked(machine, argv, result, "copying the lab file")
+
+
+def relay_script(lab: str, child: str) -> list[str]:
+    """argv of the loop inside a guest hypervisor bridging ``child``'s agent to its port."""
+    port, sock = RELAY_PORT.format(child), f"{INNER_RUN_ROOT}/{lab}/{child}/{AGENT_SOCKET}"
+    script = (
+        'for d in /sys/class/virtio-ports/*; do [ "$(cat $d/name)" = "$1" ] && '
+        'p=/dev/${d##*/}; done; [ -n "$p" ] || exit 1; '
+        'while :; do socat "$p" UNIX-CONNECT:"$2"; sleep 0.2; done'
+    )
+    return ["sh", "-c", script, "relay", port, sock]
+
+
+def start_children(
+    machine: Machine, loaded: LoadedLab, address: str, image: GuestImage | None
+) -> list[GuestRecord]:
+    """Start the guests inside ``machine`` and record them here, reachable by relay."""
+    copy_lab(machine, loaded)
+    argv = kvmlab_argv("up", str(loaded.path), "--within", address, "--json")
+    result = _checked(machine, argv, machine.exec(argv, timeout=900, env=guest_env(image)),
+                      "starting its guests")  # fmt: skip
+    inner: list[dict[str, Any]] = json.loads(result.stdout)
+    lab_dir = LabDir.of(loaded.lab.name)
+    records = []
+    for row in inner:
+        child = row["address"][-1]
+        machine.exec_background(relay_script(loaded.lab.name, child))
+        run_dir = make_private(lab_dir.guest_dir([*machine.config.address, child]))
+        (run_dir / AGENT_SOCKET).symlink_to(machine.run_dir / RELAY_SOCKET.format(child))
+        record = GuestRecord(
+            lab=loaded.lab.name, address=[*machine.config.address, child],
+            pid=machine.pid or 0, argv=row["argv"], accel=row["accel"],
+            accel_reason=row["accel_reason"], vcpus=row["vcpus"], memory=row["memory"],
+            started=row["started"], boots_image=row["boots_image"], boot=row["boot"],
+            via="/".join(machine.config.address), marker=str(machine.run_dir),
+        )  # fmt: skip
+        record.save(run_dir)
+        records.append(record)
+    return records
+
+
+def stop_children(machine: Machine, lab: str) -> None:
+    """``kvmlab down LAB`` inside the guest hypervisor (its guests stop before it does)."""
+    argv = kvmlab_argv("down", lab)
+    result = machine.exec(argv, timeout=300, env=guest_env())
+    if result.returncode not in (0, 2):  # 2: nothing was up there
+        _checked(machine, argv, result, "stopping its guests")

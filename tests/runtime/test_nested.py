@@ -1,0 +1,57 @@
+"""A nested lab for real: L1 (TCG here) runs kvmlab, which starts L2 with KVM inside L1."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.runtime.conftest import kvmlab, qemu_pids
+
+pytestmark = pytest.mark.functional
+
+LAB = """
+name = "nest"
+[guests.l1]
+nested = true
+vcpus = 2
+memory = "2G"
+nics = [{ type = "user" }]
+
+[guests.l1.guests.l2]
+vcpus = 1
+memory = "512M"
+"""
+
+
+def test_l1_l2_up_exec_ps_down(run_root: Path, tmp_path: Path) -> None:
+    lab = tmp_path / "nest.toml"
+    lab.write_text(LAB)
+    up = kvmlab("up", str(lab), timeout=600)
+    assert up.returncode == 0, up.stderr[-3000:]
+    assert "nest/l1/l2 is up inside nest/l1" in up.stderr
+
+    l1 = kvmlab("exec", "nest/l1", "--", "sh", "-c",
+                "test -c /dev/kvm && cat /sys/module/kvm_amd/parameters/nested")  # fmt: skip
+    assert l1.returncode == 0, l1.stderr
+    assert l1.stdout.strip() in ("1", "Y"), "L1 is a guest hypervisor with nested KVM"
+
+    l2 = kvmlab("exec", "nest/l1/l2", "--", "hostname")
+    assert (l2.returncode, l2.stdout.strip()) == (0, "l2")
+    code = kvmlab("exec", "nest/l1/l2", "--", "sh", "-c", "exit 5")
+    assert code.returncode == 5
+
+    rows = {r["address"]: r for r in json.loads(kvmlab("ps", "-o", "json").stdout)}
+    assert set(rows) == {"nest/l1", "nest/l1/l2"}
+    assert rows["nest/l1"]["level"] == "L1" and rows["nest/l1/l2"]["level"] == "L2"
+    assert rows["nest/l1/l2"]["accel"] == "kvm", "L2 uses KVM inside L1"
+    assert rows["nest/l1/l2"]["via"] == "l1"
+    assert rows["nest/l1/l2"]["boot_s"]["total"] > 0
+
+    down = kvmlab("down", "nest", timeout=300)
+    assert down.returncode == 0, down.stderr
+    assert "stopping the guests inside nest/l1" in down.stderr
+    assert down.stderr.index("inside nest/l1") < down.stderr.index("stopping nest/l1\n")
+    assert not qemu_pids(str(run_root))
+    assert not (run_root / "nest").exists()
