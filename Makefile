@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 APT_PACKAGES := $(shell cat deps/apt.txt | grep -v '^\#')
-APT_STAMP := $(VENV)/.apt-$(shell cat deps/apt.txt | md5sum | cut -c1-12)
+APT_STAMP := $(VENV)/.apt-$(shell cat deps/apt.txt deps/deb-src.sh | md5sum | cut -c1-12)
 PIP_STAMP := $(VENV)/.pip-$(shell cat pyproject.toml deps/constraints.txt | md5sum | cut -c1-12)
 
 .PHONY: demo test deps lint docs clean
@@ -31,7 +31,9 @@ deps: $(APT_STAMP) $(PIP_STAMP)
 
 $(APT_STAMP):
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
-	if [ -n "$$missing" ] || ! ls /var/lib/apt/lists/*_Packages* >/dev/null 2>&1; then \
+	added=$$(sh deps/deb-src.sh); \
+	if [ -n "$$missing" ] || [ -n "$$added" ] || ! ls /var/lib/apt/lists/*_Packages* >/dev/null 2>&1 \
+	    || ! ls /var/lib/apt/lists/*_Sources* >/dev/null 2>&1; then \
 	  echo "installing Debian packages:" $$missing; \
 	  apt-get -o DPkg::Lock::Timeout=600 update -q && \
 	  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends $$missing; \

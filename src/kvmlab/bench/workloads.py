@@ -104,10 +104,18 @@ def network(place: Place, s: Settings) -> list[Step]:
     return [iperf("to_parent", reverse=False), iperf("from_parent", reverse=True), ping]
 
 
+def kbuild(place: Place, s: Settings) -> list[Step]:
+    """A timed parallel build of Lua 5.4 from Debian's source package (see bench.kbuild)."""
+    from kvmlab.bench.kbuild import kbuild_steps, prepare_source
+
+    return kbuild_steps(place, s, prepare_source())
+
+
 WORKLOADS: dict[str, Callable[[Place, Settings], list[Step]]] = {
     "cpu": cpu,
     "memory": memory,
     "disk": disk,
     "network": network,
+    "kbuild": kbuild,
 }
 """Workloads that run commands; ``boot`` comes from the runtime's measured boot stages."""
