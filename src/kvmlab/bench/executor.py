@@ -118,7 +118,7 @@ class _GuestProcess:
     def stop(self) -> None:
         try:
             with GuestAgent(self.machine.run_dir / AGENT_SOCKET) as agent:
-                agent.wait_ready(timeout=5)
+                agent.wait_ready(timeout=60)
                 if agent.exec_status(self.pid) is None:
                     agent.exec(["kill", "-TERM", str(self.pid)], timeout=10)
                     agent.exec_status(self.pid)
@@ -140,6 +140,6 @@ class GuestExecutor:
 
     def start(self, argv: list[str]) -> Background:
         with GuestAgent(self.machine.run_dir / AGENT_SOCKET) as agent:
-            agent.wait_ready(timeout=10)
+            agent.wait_ready(timeout=60)
             pid = agent.exec_start(argv, capture=False)
         return _GuestProcess(self.machine, pid)

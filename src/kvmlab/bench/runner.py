@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kvmlab.bench.executor import Background, Completed, Executor
 from kvmlab.bench.parsers.errors import ParseError
@@ -27,6 +27,8 @@ class LevelRunner:
     variant: str
     settings: Settings
     progress: Progress
+    timings: dict[str, float] = field(default_factory=dict)
+    """Wall seconds per ``"<level> <guest> <workload>"``: where a run's time went."""
 
     def boot(self, executor: Executor, stages: dict[str, float]) -> list[Sample]:
         """The guest's measured boot stages as samples of the ``boot`` workload."""
@@ -53,8 +55,11 @@ class LevelRunner:
             steps = make(place, self.settings)
             if not steps:
                 self.progress(f"{place.level} {place.guest}: {name} skipped ({_why(name)})")
+            start = time.monotonic()
             for step in steps:
                 samples.extend(self._step(executor, parent, name, step))
+            key = f"{place.level} {place.guest} {name}"
+            self.timings[key] = self.timings.get(key, 0.0) + time.monotonic() - start
         return samples
 
     def _step(

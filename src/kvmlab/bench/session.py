@@ -69,8 +69,11 @@ def run_bench(
     host_facts: dict[str, Any],
     image: Callable[[], GuestImage],
     progress: Progress,
+    timings: dict[str, float] | None = None,
 ) -> int:
     """Measure the suite at the requested levels, for every variant; the stored run's id.
+
+    ``timings`` (when given) receives the wall seconds of each boot and workload.
 
     L0 is measured once and filed under every variant (the host does not change
     between them). Samples are stored as they are measured; the run is marked
@@ -80,7 +83,8 @@ def run_bench(
     run = Run(0, loaded.lab.name, str(loaded.path), loaded.digest, settings.suite, __version__,
               time.time(), host=host_facts)  # fmt: skip
     run_id = store.start(run)
-    runner = LevelRunner(store, run_id, next(iter(variants)), settings, progress)
+    runner = LevelRunner(store, run_id, next(iter(variants)), settings, progress,
+                         timings if timings is not None else {})  # fmt: skip
     complete = False
     scratch = Path(tempfile.mkdtemp(prefix="kvmlab-fio-", dir=SCRATCH_PARENT))
     try:
@@ -109,7 +113,9 @@ def _guests(
     progress: Progress,
 ) -> None:
     """Boot the lab (L1 and the L2s inside), measure the requested levels, tear down."""
+    start = time.monotonic()
     with labrun.started(loaded, host, image, progress=progress) as machines:
+        runner.timings[f"boot {loaded.lab.name} (all levels)"] = time.monotonic() - start
         for machine in machines:
             executor = _guest_executor(loaded, machine)
             if "L1" in levels:

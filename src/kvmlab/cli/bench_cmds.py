@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -68,11 +69,18 @@ def run_bench_cmd(
             def progress(text: str) -> None:
                 status.update(text)
 
-            run_id = run_bench(
-                loaded, settings, wanted, store, host,
-                host_facts(choice.accel, choice.reason, choice.flavour), image_factory(),
-                progress,
-            )  # fmt: skip
+            timings: dict[str, float] = {}
+            started = time.monotonic()
+            try:
+                run_id = run_bench(
+                    loaded, settings, wanted, store, host,
+                    host_facts(choice.accel, choice.reason, choice.flavour), image_factory(),
+                    progress, timings,
+                )  # fmt: skip
+            finally:
+                spent = ", ".join(f"{k} {v:.0f} s" for k, v in timings.items())
+                total = time.monotonic() - started
+                err.print(f"time spent ({total:.0f} s in all): {spent or 'nothing measured'}")
         show_report(store, str(run_id), None, "text", None)
         if html is None:
             hint = f"'kvmlab report {run_id} -o html --out report.html' writes the page"

@@ -282,7 +282,7 @@ class GuestAgent:
                 self._kill(pid)
                 raise GuestExecTimeout(argv, timeout, pid)
             time.sleep(delay)
-            delay = min(delay * 2, 0.1)
+            delay = min(delay * 2, 0.5)  # long commands: fewer polls of a busy guest
 
     def _kill(self, pid: int) -> None:
         with contextlib.suppress(Exception):

@@ -2,8 +2,8 @@
 
 The default image's init prints ``kvmlab: <event> t=<guest uptime>`` markers on the
 serial console; the host notes when it first sees each one while it waits for the
-guest agent (polled every few tens of milliseconds), so every stage is a measured
-host-side interval, not an estimate.
+guest agent (polled every 0.1 s, so each stage is exact to about 0.1 s), so every stage
+is a measured host-side interval, not an estimate.
 """
 
 from __future__ import annotations

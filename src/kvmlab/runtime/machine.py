@@ -23,12 +23,15 @@ from kvmlab.guest.agent import ExecResult, GuestAgent
 from kvmlab.guest.errors import AgentError
 from kvmlab.render.devices.control import AGENT_SOCKET, QMP_SOCKET, SERIAL_LOG
 from kvmlab.runtime import boottime
-from kvmlab.runtime.errors import QmpFailure, StateError
+from kvmlab.runtime.errors import QmpFailure, RuntimeFailure, StateError
 from kvmlab.runtime.procs import alive, tail, terminate, wait_gone
 from kvmlab.runtime.qmp import QmpSession
 from kvmlab.runtime.rundir import GuestRecord, make_private
 
 QEMU_LOG = "qemu.log"
+AGENT_READY_TIMEOUT = 60.0
+"""How long a running guest's agent may take to answer: a TCG guest hypervisor busy with
+its own guest's I/O answers for that guest (through the relay) in tens of seconds."""
 
 
 class MachineState(enum.Enum):
@@ -119,7 +122,7 @@ class Machine:
                     if watch.failed:
                         self._fail("the guest's init failed", None)
                     try:
-                        agent.wait_ready(timeout=0.5, attempt=0.25)
+                        agent.wait_ready(timeout=0.1, attempt=0.1)  # markers polled at 0.1 s
                         break
                     except AgentError:
                         if time.monotonic() - t0 > timeout:
@@ -176,6 +179,11 @@ class Machine:
                 *(f"serial: {line}" for line in tail(self.run_dir / SERIAL_LOG, 15)),
             ],
         )
+
+    def _died(self, what: str) -> RuntimeFailure:
+        """The error for a guest whose QEMU exited under us, with its serial log's tail."""
+        serial = tail(Path(self._marker) / SERIAL_LOG, 12)
+        return RuntimeFailure("\n".join([f"{what}: its QEMU exited", *serial]))
 
     @classmethod
     def attach(cls, run_dir: Path, record: GuestRecord) -> Machine:
@@ -288,15 +296,21 @@ class Machine:
         if not self.is_alive():
             self.state = MachineState.STOPPED
             raise StateError(f"{self.config.name} is not running (its QEMU has exited)")
-        with GuestAgent(self.run_dir / AGENT_SOCKET) as agent:
-            agent.wait_ready(timeout=10.0)
-            return agent.exec(argv, timeout=timeout, input=input, env=env)
+        try:
+            with GuestAgent(self.run_dir / AGENT_SOCKET) as agent:
+                agent.wait_ready(timeout=AGENT_READY_TIMEOUT)
+                return agent.exec(argv, timeout=timeout, input=input, env=env)
+        except AgentError as exc:
+            if self.is_alive():
+                raise
+            self.state = MachineState.STOPPED
+            raise self._died(f"{self.config.name} died while running {argv[0]}") from exc
 
     def exec_background(self, argv: list[str]) -> int:
         """Start ``argv`` in the guest without waiting (it ends with the guest); its guest pid."""
         self._require(MachineState.RUNNING, "exec")
         with GuestAgent(self.run_dir / AGENT_SOCKET) as agent:
-            agent.wait_ready(timeout=10.0)
+            agent.wait_ready(timeout=AGENT_READY_TIMEOUT)
             return agent.exec_start(argv, capture=False)
 
     def qmp(self) -> QmpSession:
