@@ -145,7 +145,7 @@ def kbuild_steps(place: Place, s: Settings, source: Path) -> list[Step]:
         "trap 'rm -rf \"$d\"' EXIT",
         'cp -R "$src" "$d/tree"',
         'cd "$d/tree"',
-        "unset MAKEFLAGS MFLAGS MAKELEVEL  # a make that started kvmlab must not steer this one",
+        "unset MAKEFLAGS MFLAGS MAKELEVEL",  # a make that started kvmlab must not steer this one
         "rc=0",
         f"{TIME} -f '%e %U %S' -o \"$d/time\" make -j{place.vcpus} >&2 || rc=$?",
         'cat "$d/time"',
