@@ -13,8 +13,3 @@ def run_root() -> Path:
     if os.geteuid() == 0:
         return Path("/run/kvmlab")
     return Path(os.environ.get("XDG_RUNTIME_DIR", f"/tmp/kvmlab-{os.geteuid()}")) / "kvmlab"
-
-
-def guest_run_dir(lab: str, address: tuple[str, ...]) -> Path:
-    """The private run directory of one guest: ``RUN_ROOT/LAB/L1[/L2]``."""
-    return run_root().joinpath(lab, *address)

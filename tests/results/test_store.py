@@ -87,3 +87,27 @@ def test_level_table_changes_against_level_below() -> None:
     lat = [latency.cells.get(c) for c in table.columns]
     assert lat[2] is None
     assert lat[1] is not None and lat[1].change_pct == pytest.approx(100.0) and lat[1].worse
+
+
+def test_markdown_and_text_show_medians_and_changes() -> None:
+    import io
+
+    from rich.console import Console
+
+    from kvmlab.report.markdown import markdown_table
+    from kvmlab.report.text import print_table
+
+    samples = [
+        *(sample("host", "L0", v, i) for i, v in enumerate([100.0, 100.0])),
+        *(sample("l1", "L1", v, i) for i, v in enumerate([80.0, 80.0])),
+        sample("host", "L0", 5.0, 0, "latency_ms", False),
+    ]
+    table = level_table(summarize(samples))
+    md = markdown_table(table, "run 1")
+    row = "| cpu | events_per_s | events/s (higher is better) | 100 ±0% | 80.0 ±0% (-20.0%) |"
+    assert row in md
+    assert "| cpu | latency_ms | events/s (lower is better) | 5.00 | - |" in md
+    out = io.StringIO()
+    print_table(table, Console(file=out, width=200, color_system=None), "run 1")
+    text = out.getvalue()
+    assert "80.0 ±0% -20.0%" in text and "L1 l1 (tcg)" in text

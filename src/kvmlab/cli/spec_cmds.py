@@ -71,9 +71,9 @@ def run_render(lab_path: Path, address: str | None, fmt: str) -> None:
     """Print each selected guest's QEMU command line or libvirt XML."""
     from kvmlab.cli.hostinfo import host_accel
     from kvmlab.guest.image import latest_cached_image, placeholder_image
-    from kvmlab.paths import guest_run_dir
     from kvmlab.render import render_libvirt, render_qemu
     from kvmlab.runtime.lab import HostAccel, make_target
+    from kvmlab.runtime.rundir import LabDir
 
     loaded = load_lab(lab_path)
     top, _ = host_accel()
@@ -89,7 +89,7 @@ def run_render(lab_path: Path, address: str | None, fmt: str) -> None:
         else:
             why = f"runs inside guest hypervisor {path[-2]}, which exposes KVM"
             host = HostAccel("kvm", why, "svm" if top.accel == "tcg" else top.virt_flag)
-        run_dir = guest_run_dir(loaded.lab.name, path)
+        run_dir = LabDir.of(loaded.lab.name).guest_dir(path)
         target = make_target(loaded, path, guest, host, run_dir, image)
         if len(chosen) > 1:
             sep = "\n" if n else ""

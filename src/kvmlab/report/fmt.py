@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kvmlab.report.table import Cell
 
 
@@ -33,3 +35,11 @@ def change(cell: Cell) -> str:
     if cell.change_pct is None:
         return ""
     return f"{cell.change_pct:+.1f}%"
+
+
+def cell_text(cell: Cell | None, show_change: Callable[[str, Cell], str]) -> str:
+    """``-`` for a missing value, else the median ± spread and, styled, the change."""
+    if cell is None:
+        return "-"
+    delta = change(cell)
+    return median_spread(cell) + (show_change(delta, cell) if delta else "")

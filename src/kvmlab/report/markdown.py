@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvmlab.report.fmt import change, median_spread
+from kvmlab.report.fmt import cell_text
 from kvmlab.report.table import LevelTable
 
 
@@ -17,14 +17,7 @@ def markdown_table(table: LevelTable, title: str) -> str:
         "|---|---|---|" + "---:|" * len(heads),
     ]
     for row in table.rows:
-        cells = []
-        for col in table.columns:
-            cell = row.cells.get(col)
-            if cell is None:
-                cells.append("-")
-            else:
-                delta = change(cell)
-                cells.append(median_spread(cell) + (f" ({delta})" if delta else ""))
+        cells = [cell_text(row.cells.get(c), lambda d, _: f" ({d})") for c in table.columns]
         unit = f"{row.unit} ({'higher' if row.higher_is_better else 'lower'} is better)"
         lines.append(f"| {row.workload} | {row.metric} | {unit} | " + " | ".join(cells) + " |")
     lines += [

@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from kvmlab.report.fmt import change, median_spread
-from kvmlab.report.table import LevelTable
+from kvmlab.report.fmt import cell_text
+from kvmlab.report.table import Cell, LevelTable
 
 
 def print_table(table: LevelTable, console: Console, title: str) -> None:
@@ -23,17 +23,12 @@ def print_table(table: LevelTable, console: Console, title: str) -> None:
         label = f"{col.variant}\n{col.label}" if several else col.label
         out.add_column(label, justify="right")
     for row in table.rows:
-        cells = []
-        for col in table.columns:
-            cell = row.cells.get(col)
-            if cell is None:
-                cells.append("-")
-                continue
-            delta = change(cell)
-            if delta:
-                colour = {True: "red", False: "green", None: "white"}[cell.worse]
-                delta = f" [{colour}]{delta}[/{colour}]"
-            cells.append(median_spread(cell) + delta)
+        cells = [cell_text(row.cells.get(c), _coloured) for c in table.columns]
         arrow = "↑" if row.higher_is_better else "↓"
         out.add_row(row.workload, row.metric, f"{row.unit} {arrow}", *cells)
     console.print(out)
+
+
+def _coloured(delta: str, cell: Cell) -> str:
+    colour = {True: "red", False: "green", None: "white"}[cell.worse]
+    return f" [{colour}]{delta}[/{colour}]"

@@ -36,15 +36,3 @@ def summarize(samples: Iterable[Sample]) -> list[Summary]:
 def change_pct(value: float, base: float) -> float | None:
     """Relative change of ``value`` against ``base`` in percent (None when base is 0)."""
     return None if base == 0 else 100.0 * (value - base) / base
-
-
-def slowdown_pct(value: float, base: float, higher_is_better: bool) -> float | None:
-    """How much worse ``value`` is than ``base`` in percent (negative: better).
-
-    For throughput this is the drop (seed 000's "degradation"); for times and
-    latencies it is the increase.
-    """
-    change = change_pct(value, base)
-    if change is None:
-        return None
-    return -change if higher_is_better else change

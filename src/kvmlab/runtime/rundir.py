@@ -115,14 +115,6 @@ class LabDir:
         info = {"lab": self.lab, "file": str(lab_file), "digest": digest, "up": time.time()}
         (self.root / LAB_FILE).write_text(json.dumps(info, indent=2))
 
-    def info(self) -> dict[str, Any]:
-        """What :meth:`write_info` wrote, or {}."""
-        try:
-            data: dict[str, Any] = json.loads((self.root / LAB_FILE).read_text())
-            return data
-        except (OSError, ValueError):
-            return {}
-
     @contextmanager
     def locked(self) -> Iterator[None]:
         """Hold the lab's lock; another kvmlab changing the same lab is refused, not waited on."""
