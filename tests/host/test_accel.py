@@ -23,6 +23,20 @@ def test_amd_gives_kvm() -> None:
     assert (choice.accel, choice.flavour) == ("kvm", "kvm_amd")
 
 
+def test_guest_hypervisor_under_tcg_gives_its_guests_tcg() -> None:
+    # An L1 on top of TCG has working kvm_amd, but KVM there crashes under L2 I/O load.
+    choice = choose_accel(AMD, outer="tcg")
+    assert (choice.accel, choice.flavour) == ("tcg", "kvm_amd")
+    assert "runs under TCG" in choice.reason and 'accel = "kvm"' in choice.reason
+    assert choose_accel(AMD, outer="kvm").accel == "kvm"
+
+
+def test_outer_tcg_does_not_hide_a_missing_dev_kvm(tree_copy: Callable[[Path], Path]) -> None:
+    tree = tree_copy(AMD)
+    (tree / "dev" / "kvm").unlink()
+    assert "/dev/kvm is missing" in choose_accel(tree, outer="tcg").reason
+
+
 def test_pvm_gives_tcg_and_says_why() -> None:
     choice = choose_accel(PVM)
     assert (choice.accel, choice.flavour) == ("tcg", "kvm_pvm")

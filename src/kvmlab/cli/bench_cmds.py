@@ -50,7 +50,7 @@ def run_bench_cmd(
 
     from kvmlab.bench.session import run_bench
     from kvmlab.bench.suite import settings_for
-    from kvmlab.cli.hostinfo import host_accel
+    from kvmlab.cli.hostinfo import host_accel, print_nested_preflight
     from kvmlab.cli.run_cmds import image_factory, interruptible
     from kvmlab.spec import load_lab
 
@@ -64,6 +64,8 @@ def run_bench_cmd(
     err.print(f"suite {settings.suite}: {', '.join(settings.workloads)}; "
               f"{settings.repetitions} repetitions after {settings.warmup} warm-up; "
               f"accel=auto is {choice.accel} ({choice.reason})")  # fmt: skip
+    if wanted & {"L1", "L2"}:
+        print_nested_preflight(loaded.lab, choice, err)
     with ResultStore() as store, interruptible(f"benchmarking {loaded.lab.name}"):
         with err.status("starting") as status:
             def progress(text: str) -> None:

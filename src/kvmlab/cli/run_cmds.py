@@ -78,7 +78,7 @@ def run_up(
     from rich.console import Console
     from rich.table import Table
 
-    from kvmlab.cli.hostinfo import host_accel
+    from kvmlab.cli.hostinfo import host_accel, print_nested_preflight
     from kvmlab.runtime import lab as labrun
     from kvmlab.spec import load_lab
 
@@ -88,6 +88,8 @@ def run_up(
     host, choice = host_accel()
     console = Console(stderr=True)
     console.print(f"accelerator for accel=auto: {choice.accel} ({choice.reason})")
+    if within is None:
+        print_nested_preflight(loaded.lab, choice, console)
     with interruptible(f"starting lab {loaded.lab.name}"), console.status("starting") as status:
 
         def progress(text: str) -> None:

@@ -9,6 +9,7 @@
 #   kvmlab.hostname=NAME       the guest's hostname (default kvmlab)
 #   kvmlab.kvm=1               load kvm + kvm_amd/kvm_intel with nested=1 (guest hypervisor)
 #   kvmlab.vhost=1             load vhost_net and tun
+#   MODULE.PARAM=VALUE         a parameter for a module init loads, as modprobe applies it
 # Markers "kvmlab: EVENT t=UPTIME" on the console time the boot stages; on failure
 # "kvmlab: error: REASON" is followed by the marker "init failed" and a power-off.
 
@@ -49,6 +50,16 @@ for arg in $(cat /proc/cmdline); do
 done
 set +f
 
+# cmdline_params MODULE: MODULE.PARAM=VALUE words of the kernel command line, as modprobe
+# applies them (e.g. kvm_amd.vgif=0 for a guest hypervisor's experiments).
+cmdline_params() {
+	set -f
+	for arg in $(cat /proc/cmdline); do
+		case "$arg" in "$1".*=*) printf '%s ' "${arg#"$1".}" ;; esac
+	done
+	set +f
+}
+
 # load GROUP: insmod the group's modules, dependencies first (order computed at build time).
 load() {
 	found=
@@ -57,7 +68,7 @@ load() {
 		found=1
 		[ -d "/sys/module/$mod" ] && continue
 		# shellcheck disable=SC2086 # params are word lists on purpose
-		insmod "/lib/modules/$rel/$path" $params || return 1
+		insmod "/lib/modules/$rel/$path" $params $(cmdline_params "$mod") || return 1
 	done </etc/kvmlab/modules
 	[ -n "$found" ]
 }

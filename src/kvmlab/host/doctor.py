@@ -32,6 +32,16 @@ CHECKS: tuple[Check, ...] = (
     *checks_tools.TOOL_CHECKS,
 )
 
+NESTED_CHECKS: tuple[Check, ...] = (
+    checks_cpu.check_cpu_virt,
+    checks_kvm.check_dev_kvm,
+    checks_kvm.check_flavour,
+    checks_kvm.check_nested,
+    checks_kvm.check_ept_npt,
+    checks_kvm.check_shadow_vmcs,
+)
+"""What decides whether guest hypervisors (L1) can run their guests (L2) with KVM."""
+
 
 def run_check(check: Check, probe: HostProbe) -> Finding:
     """Run one check; a host that answers oddly (OSError, bad value) gives a WARN, not a crash."""
@@ -50,3 +60,9 @@ def run_checks(root: Path = Path("/"), probe: HostProbe | None = None) -> list[F
     """
     probe = probe if probe is not None else HostProbe(root)
     return [run_check(check, probe) for check in CHECKS]
+
+
+def run_nested_checks(root: Path = Path("/"), probe: HostProbe | None = None) -> list[Finding]:
+    """The findings of :data:`NESTED_CHECKS`, run before a nested lab starts."""
+    probe = probe if probe is not None else HostProbe(root)
+    return [run_check(check, probe) for check in NESTED_CHECKS]

@@ -155,11 +155,13 @@ def started(
     only: str | None = None,
     progress: Progress = lambda _: None,
     within: str | None = None,
+    children: bool = True,
 ) -> Iterator[list[Machine]]:
     """The lab's top-level guests (or ``only`` one), booted, for the ``with`` block.
 
     With ``within`` (run inside a guest hypervisor), the guests of that hypervisor
-    take the top level. Guest hypervisors start their own guests with kvmlab inside.
+    take the top level. Guest hypervisors start their own guests with kvmlab inside,
+    at once, or (``children=False``) when the caller asks with :func:`start_nested`.
     On leaving the block, by an error, Ctrl-C or normally, every guest not detached
     is stopped (children first) and the lab's run directory removed.
     """
@@ -179,7 +181,8 @@ def started(
             for name in clean_stale(lab_dir):  # refuses while the lab runs: nothing to undo
                 progress(f"cleaned up {name}: its QEMU had died")
             try:
-                _boot_all(loaded, host, image, chosen, lab_dir, machines, progress, outer, path)
+                _boot_all(loaded, host, image, chosen, lab_dir, machines, progress, outer, path,
+                          children)  # fmt: skip
                 yield machines
             finally:
                 owned = [m for m in machines if not m.detached]
@@ -206,8 +209,12 @@ def _boot_all(
     progress: Progress,
     outer: LoadedLab,
     within: tuple[str, ...],
+    children: bool,
 ) -> None:
-    """Boot each chosen guest in order, appending each to ``machines`` before it launches."""
+    """Boot each chosen guest in order, appending each to ``machines`` before it launches.
+
+    ``children`` False: the guests' own guests are left for :func:`start_nested`.
+    """
     lab_dir.write_info(loaded.path, loaded.digest)
     built = image() if any(g.boot == "image" for _, g in chosen) else None
     for name, guest in chosen:
@@ -224,11 +231,26 @@ def _boot_all(
         progress(f"starting {config.name} ({config.accel}: {config.accel_reason})")
         machine.launch()
         prepare_guest(machine, loaded.lab.name, path, guest)
-        if config.children:
-            progress(f"starting the guests of {config.name} inside it (kvmlab up there)")
-            for child in nested.start_children(machine, outer, "/".join((*within, *path)), built):
-                progress(f"{child.name} is up inside {config.name} ({child.accel}, "
-                         f"{child.boot.get('total', 0):.1f} s to its agent)")  # fmt: skip
+        if config.children and children:
+            start_nested(machine, outer, built, progress, within)
+
+
+def start_nested(
+    machine: Machine,
+    outer: LoadedLab,
+    image: GuestImage | None,
+    progress: Progress = lambda _: None,
+    within: tuple[str, ...] = (),
+) -> list[GuestRecord]:
+    """Start a running guest hypervisor's guests inside it (``kvmlab up`` there)."""
+    progress(f"starting the guests of {machine.config.name} inside it (kvmlab up there)")
+    address = "/".join((*within, *machine.config.address))
+    children = nested.start_children(machine, outer, address, image)
+    for child in children:
+        why = f": {child.accel_reason}" if child.accel != "kvm" else ""
+        progress(f"{child.name} is up inside {machine.config.name} ({child.accel}, "
+                 f"{child.boot.get('total', 0):.1f} s to its agent){why}")  # fmt: skip
+    return children
 
 
 def up(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import os
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -182,8 +183,12 @@ class Machine:
 
     def _died(self, what: str) -> RuntimeFailure:
         """The error for a guest whose QEMU exited under us, with its serial log's tail."""
-        serial = tail(Path(self._marker) / SERIAL_LOG, 12)
-        return RuntimeFailure("\n".join([f"{what}: its QEMU exited", *serial]))
+        status = self._proc.poll() if self._proc is not None else None
+        how = f"its QEMU exited ({describe_status(status)})" if status is not None else (
+            "its QEMU exited")  # fmt: skip
+        logs = [*(f"qemu: {line}" for line in tail(Path(self._marker) / QEMU_LOG, 6)),
+                *(f"serial: {line}" for line in tail(Path(self._marker) / SERIAL_LOG, 12))]
+        return RuntimeFailure("\n".join([f"{what}: {how}", *logs]))
 
     @classmethod
     def attach(cls, run_dir: Path, record: GuestRecord) -> Machine:
@@ -206,14 +211,13 @@ class Machine:
     def detach(self) -> None:
         """Leave the guest running when this object goes away (``kvmlab up``)."""
         self._require(MachineState.RUNNING, "detach")
-        if self._qmp is not None:
-            self._qmp.close()
-            self._qmp = None
+        self._close_qmp()
         self._detached = True
 
     def shutdown(self, timeout: float = 20.0, force: bool = False) -> None:
         """Stop the guest: sync its disks and quit (or ACPI power-off), then force."""
         if self.state in (MachineState.STOPPED, MachineState.CREATED):
+            self._close_qmp()
             self._cleanup()
             return
         self.state = MachineState.SHUTTING_DOWN
@@ -257,10 +261,13 @@ class Machine:
         assert self.pid is not None
         wait_gone(self.pid, max(0.5, deadline - time.monotonic()), str(self.run_dir))
 
-    def _kill(self) -> None:
+    def _close_qmp(self) -> None:
         if self._qmp is not None:
             self._qmp.close()
             self._qmp = None
+
+    def _kill(self) -> None:
+        self._close_qmp()
         if self.pid is not None:
             terminate(self.pid, str(self.run_dir), grace=3.0)
         if self._proc is not None:
@@ -353,3 +360,13 @@ class Machine:
             self.shutdown(force=kind is not None)
         finally:
             self._cleanup()
+
+
+def describe_status(status: int) -> str:
+    """A process's exit status in words: ``exit code 1`` or ``killed by SIGSEGV``."""
+    if status < 0:
+        try:
+            return f"killed by {signal.Signals(-status).name}"
+        except ValueError:
+            return f"killed by signal {-status}"
+    return f"exit code {status}"

@@ -16,8 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kvmlab.errors import ProcessFailure
+from kvmlab.errors import KvmlabError, ProcessFailure
 from kvmlab.guest.agent import ExecResult
+from kvmlab.guest.errors import GuestExecTimeout
 from kvmlab.guest.image import GuestImage
 from kvmlab.render.devices.control import AGENT_SOCKET, RELAY_PORT, RELAY_SOCKET
 from kvmlab.runtime.machine import Machine
@@ -26,8 +27,14 @@ from kvmlab.spec import LoadedLab
 
 IMAGE_ENV = "KVMLAB_IMAGE"
 """Names the image entry the outer level built, so an inner kvmlab reuses it as it is."""
+OUTER_ACCEL_ENV = "KVMLAB_OUTER_ACCEL"
+"""The accelerator the guest hypervisor runs under; the inner kvmlab's ``accel = "auto"``
+takes it into account (KVM on top of TCG is not stable, see kvmlab.host.accel)."""
 INNER_RUN_ROOT = "/run/kvmlab"
 """kvmlab's run root inside guests (root, no KVMLAB_RUN_DIR)."""
+INNER_UP_TIMEOUT = 600.0
+"""A backstop: the inner ``kvmlab up`` has its own boot timeouts, unless its guest hypervisor
+itself stops making progress."""
 
 
 def kvmlab_argv(*args: str) -> list[str]:
@@ -35,7 +42,7 @@ def kvmlab_argv(*args: str) -> list[str]:
     return [str(Path(sys.executable).with_name("kvmlab")), *args]
 
 
-def guest_env(image: GuestImage | None = None) -> dict[str, str]:
+def guest_env(image: GuestImage | None = None, accel: str | None = None) -> dict[str, str]:
     """The environment kvmlab runs with inside a guest (the agent's own is nearly empty)."""
     env = {
         "HOME": "/root",
@@ -45,17 +52,38 @@ def guest_env(image: GuestImage | None = None) -> dict[str, str]:
     }
     if image is not None:
         env[IMAGE_ENV] = str(image.kernel.parent)
+    if accel is not None:
+        env[OUTER_ACCEL_ENV] = accel
     return env
+
+
+def _failure(result: ExecResult, argv: list[str], what: str) -> ProcessFailure:
+    lines = (result.stderr or result.stdout).decode(errors="replace").splitlines()
+    # The inner kvmlab's own error lines say what went wrong; other output is context.
+    ours = [line for line in lines if line.startswith("kvmlab:")]
+    tail = (ours or lines)[-15:]
+    return ProcessFailure(f"{what} inside the guest", argv, result.returncode, tail)
 
 
 def _checked(machine: Machine, argv: list[str], result: ExecResult, what: str) -> ExecResult:
     if result.returncode != 0:
-        text = (result.stderr or result.stdout).decode(errors="replace")
-        raise ProcessFailure(
-            f"{machine.config.name}: {what} failed inside the guest", argv, result.returncode,
-            text.splitlines()[-15:],
-        )  # fmt: skip
+        raise _failure(result, argv, f"{machine.config.name}: {what} failed")
     return result
+
+
+def inner_evidence(machine: Machine, lab: str) -> list[str]:
+    """The guest hypervisor's kernel log and its guests' logs, for an inner failure."""
+    script = (
+        'echo "dmesg (last lines):"; dmesg | tail -n 12; '
+        'for f in "$1"/*/serial.log "$1"/*/qemu.log; do [ -s "$f" ] || continue; '
+        'echo "$f (last lines):"; tail -n 12 "$f"; done'
+    )
+    argv = ["sh", "-c", script, "evidence", f"{INNER_RUN_ROOT}/{lab}"]
+    try:
+        result = machine.exec(argv, timeout=30)
+    except KvmlabError as exc:
+        return [f"(no evidence from inside the guest: {exc})"]
+    return result.stdout.decode(errors="replace").splitlines()
 
 
 def copy_lab(machine: Machine, loaded: LoadedLab) -> None:
@@ -83,8 +111,18 @@ def start_children(
     """Start the guests inside ``machine`` and record them here, reachable by relay."""
     copy_lab(machine, loaded)
     argv = kvmlab_argv("up", str(loaded.path), "--within", address, "--json")
-    result = _checked(machine, argv, machine.exec(argv, timeout=900, env=guest_env(image)),
-                      "starting its guests")  # fmt: skip
+    try:
+        result = machine.exec(argv, timeout=INNER_UP_TIMEOUT,
+                              env=guest_env(image, machine.config.accel))  # fmt: skip
+    except GuestExecTimeout:
+        raise ProcessFailure(
+            f"{machine.config.name}: starting its guests did not finish in "
+            f"{INNER_UP_TIMEOUT:g} s", argv, None, inner_evidence(machine, loaded.lab.name),
+        ) from None  # fmt: skip
+    if result.returncode != 0:
+        failure = _failure(result, argv, f"{machine.config.name}: starting its guests failed")
+        failure.log_tail.extend(inner_evidence(machine, loaded.lab.name))
+        raise failure
     inner: list[dict[str, Any]] = json.loads(result.stdout)
     lab_dir = LabDir.of(loaded.lab.name)
     records = []

@@ -7,6 +7,7 @@ from the moment of connection, so one that fires between two calls is not lost.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -33,7 +34,6 @@ class QmpSession:
         self._client = QMPClient(name)
         self._events = EventListener()
         self._client.register_listener(self._events)
-        self._connected = False
 
     def _run(self, what: str, coro: Awaitable[T], timeout: float) -> T:
         try:
@@ -52,9 +52,9 @@ class QmpSession:
         while True:
             try:
                 self._run("connect", self._client.connect(str(self.socket)), 5.0)
-                self._connected = True
                 return self
             except QmpFailure:
+                self._reset()
                 if time.monotonic() >= deadline or (give_up is not None and give_up()):
                     raise
                 time.sleep(0.02)
@@ -80,17 +80,28 @@ class QmpSession:
         except TimeoutError:
             return None
 
+    def _reset(self) -> None:
+        """Return the client to idle after a failed attempt (its reader tasks end with it)."""
+        with contextlib.suppress(QMPError, OSError, EOFError, TimeoutError):
+            self._loop.run_until_complete(asyncio.wait_for(self._client.disconnect(), 5))
+
     def close(self) -> None:
-        """Disconnect (quietly: QEMU may already be gone) and close the loop."""
+        """Disconnect (quietly: QEMU may already be gone) and close the loop.
+
+        Tasks the client leaves behind are cancelled and awaited first, so closing the loop
+        never leaves asyncio complaining about pending tasks on stderr.
+        """
         if self._loop.is_closed():
             return
         try:
-            if self._connected:
-                self._loop.run_until_complete(asyncio.wait_for(self._client.disconnect(), 5))
-        except (QMPError, OSError, EOFError, TimeoutError):
-            pass
+            self._reset()
+            pending = asyncio.all_tasks(self._loop)
+            for task in pending:
+                task.cancel()
+            if pending:
+                self._loop.run_until_complete(
+                    asyncio.gather(*pending, return_exceptions=True))  # fmt: skip
         finally:
-            self._connected = False
             self._loop.close()
 
     def __enter__(self) -> Self:

@@ -62,7 +62,8 @@ class Guest(SpecModel):
     """Initial ramdisk for `boot = "kernel"`."""
 
     append: str | None = None
-    """Kernel command line for `boot = "kernel"`, or extra parameters for `boot = "image"`."""
+    """Kernel command line for `boot = "kernel"`, or extra parameters for `boot = "image"`
+    (there `MODULE.PARAM=VALUE` reaches the modules its init loads, e.g. `kvm_amd.npt=0`)."""
 
     cloud_init: CloudInit | None = None
     """With `boot = "disk"`: attach a NoCloud seed (user, ssh keys, guest agent) kvmlab writes."""

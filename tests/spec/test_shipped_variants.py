@@ -1,0 +1,22 @@
+"""The seed-003 variants suggested (commented out) in labs/nested.toml are valid as written."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from kvmlab.spec.load import LoadedLab, parse_lab
+
+NESTED = Path(__file__).resolve().parents[2] / "src" / "kvmlab" / "labs" / "nested.toml"
+
+
+def test_commented_variants_validate_and_differ() -> None:
+    text = NESTED.read_text()
+    enabled = re.sub(r"^# (\[variants|append|model|vcpus)", r"\1", text, flags=re.MULTILINE)
+    lab = parse_lab(enabled.encode(), "nested.toml")
+    assert set(lab.variants) == {"l1-npt-off", "named-cpu", "one-vcpu"}
+    loaded = LoadedLab(lab=lab, path=NESTED, digest="x")
+    variants = loaded.variants()
+    assert variants["l1-npt-off"].lab.guests["l1"].append == "kvm_amd.npt=0"
+    assert variants["named-cpu"].lab.guests["l1"].cpu.model == "EPYC"
+    assert variants["one-vcpu"].lab.guests["l1"].guests["l2"].vcpus == 1
