@@ -124,3 +124,12 @@ def test_sequential_rw_and_missing_percentiles() -> None:
         "read_bandwidth_mib_s": 40 * 1024 / MIB,
         "read_lat_mean_us": 2.0,
     }
+
+
+def test_read_then_write_in_one_run_gives_both_directions() -> None:
+    # kvmlab's disk workload: two jobs, the second --stonewall, each its own group.
+    got = {m.name: m for m in parse_fio(recorded("fio-randread-then-randwrite-stonewall.json"))}
+    for rw in ("randread", "randwrite"):
+        assert got[f"{rw}_iops"].value > 0 and got[f"{rw}_iops"].unit == "IOPS"
+        assert got[f"{rw}_clat_p99_us"].value > 0
+    assert got["randread_iops"].value != got["randwrite_iops"].value, "not one merged group"

@@ -42,6 +42,14 @@ def test_round_trip_and_last(tmp_path: Path) -> None:
     assert mode == "wal"
 
 
+def test_host_facts_learnt_during_a_run_are_added(tmp_path: Path) -> None:
+    with ResultStore(tmp_path) as store:
+        run = store.start(new_run())
+        store.add_host_facts(run, {"accelerator_reason l1/l2": "its hypervisor runs under TCG"})
+        assert store.run(run).host == {"x": 1,
+                                       "accelerator_reason l1/l2": "its hypervisor runs under TCG"}
+
+
 def test_unknown_run_is_a_usage_error(tmp_path: Path) -> None:
     with ResultStore(tmp_path) as store:
         with pytest.raises(UsageError, match="no runs"):

@@ -129,7 +129,11 @@ def _guests(
                 start = time.monotonic()
                 own = loaded.lab.find("/".join(machine.config.address))
                 built = image() if own is not None and own.boot == "image" else None
-                labrun.start_nested(machine, loaded, built, progress)
+                started = labrun.start_nested(machine, loaded, built, progress)
+                runner.store.add_host_facts(runner.run_id, {
+                    f"accelerator_reason {'/'.join(child.address)}": child.accel_reason
+                    for child in started
+                })  # fmt: skip
                 runner.timings[f"boot {machine.config.name}'s L2"] = time.monotonic() - start
                 for inner in _children(loaded, machine):
                     runner.boot(inner, inner.machine.boot)

@@ -118,6 +118,14 @@ class ResultStore:
                 f"INSERT INTO samples (run, {', '.join(SAMPLE_COLUMNS)}) VALUES ({marks})", rows
             )
 
+    def add_host_facts(self, run_id: int, facts: dict[str, object]) -> None:
+        """Add what was learnt during the run (e.g. why an L2 got TCG) to its host facts."""
+        with self._tx() as db:
+            row = db.execute("SELECT host FROM runs WHERE id = ?", (run_id,)).fetchone()
+            host = {**json.loads(row[0]), **facts}
+            db.execute("UPDATE runs SET host = ? WHERE id = ?",
+                       (json.dumps(host, sort_keys=True), run_id))  # fmt: skip
+
     def finish(self, run_id: int, complete: bool = True) -> None:
         """Mark the run ended (and complete, unless it was cut short)."""
         with self._tx() as db:
