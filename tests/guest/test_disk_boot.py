@@ -25,6 +25,7 @@ from kvmlab.errors import KvmlabError
 from kvmlab.guest.diskimage import Partition, build_test_disk_image, mbr
 from kvmlab.guest.errors import ImageError
 from kvmlab.guest.kernel import default_cache_dir
+from tests.runtime.conftest import pids_mentioning
 
 KVMLAB = Path(sys.executable).parent / "kvmlab"
 LAB = "disk-boot-test"
@@ -51,20 +52,6 @@ def test_mbr_refuses_what_does_not_fit() -> None:
         mbr(b"", [Partition(1, 1, 0x83)] * 5, 0)
 
 
-def _our_qemus(marker: str) -> list[int]:
-    """Pids of processes whose command line mentions ``marker`` (the test's run root)."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            if marker.encode() in (proc / "cmdline").read_bytes():
-                pids.append(int(proc.name))
-        except OSError:
-            continue
-    return pids
-
-
 @pytest.fixture
 def run_root() -> Iterator[Path]:
     """A short run root (unix socket paths are limited to 107 bytes); no QEMU may outlive it."""
@@ -72,7 +59,7 @@ def run_root() -> Iterator[Path]:
     try:
         yield root
     finally:
-        for pid in _our_qemus(str(root)):  # only if the test failed before `kvmlab down`
+        for pid in pids_mentioning(str(root)):  # only if the test failed before `kvmlab down`
             os.kill(pid, 9)
         shutil.rmtree(root, ignore_errors=True)
 
@@ -141,7 +128,7 @@ type = "user"
             shutil.copy(serial, tmp_path / "serial.log")
         if up:
             kvmlab("down", "--force", LAB, check=False)
-    assert _our_qemus(str(run_root)) == []
+    assert pids_mentioning(str(run_root)) == []
     assert not (run_root / LAB).exists()
     print(f"disk boot: image {built:.1f} s, up to agent {booted:.1f} s, "
           f"cloud-init done {settled:.1f} s, down {stopped:.1f} s")  # fmt: skip

@@ -6,7 +6,7 @@ from rich.console import Console
 
 from kvmlab.cli.hostinfo import print_nested_preflight
 from kvmlab.host.accel import AccelChoice
-from kvmlab.host.doctor import NESTED_CHECKS, run_nested_checks
+from kvmlab.host.doctor import NESTED_CHECKS, run_checks
 from kvmlab.spec.load import parse_lab
 
 from .trees import INTEL, PVM
@@ -22,15 +22,15 @@ def _printed(lab: bytes, choice: AccelChoice) -> str:
 
 
 def test_nested_checks_are_the_doctors_virtualization_checks() -> None:
-    ids = [f.id for f in run_nested_checks(INTEL)]
+    ids = [f.id for f in run_checks(INTEL, checks=NESTED_CHECKS)]
     assert len(ids) == len(NESTED_CHECKS)
     assert {"kvm.nested", "kvm.ept_npt", "kvm.shadow_vmcs"} <= set(ids)
-    nested = next(f for f in run_nested_checks(INTEL) if f.id == "kvm.nested")
+    nested = next(f for f in run_checks(INTEL, checks=NESTED_CHECKS) if f.id == "kvm.nested")
     assert nested.status.value == "warn" and nested.fix, "nested off comes with its fix"
 
 
 def test_pvm_host_explains_tcg_at_l1() -> None:
-    reasons = {f.id: f.summary for f in run_nested_checks(PVM)}
+    reasons = {f.id: f.summary for f in run_checks(PVM, checks=NESTED_CHECKS)}
     assert "kvm_pvm" in reasons["kvm.flavour"]
 
 

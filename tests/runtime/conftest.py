@@ -14,8 +14,8 @@ import pytest
 KVMLAB = str(Path(sys.executable).with_name("kvmlab"))
 
 
-def qemu_pids(marker: str) -> list[int]:
-    """Live (non-zombie) processes whose command line mentions ``marker``."""
+def pids_mentioning(marker: str, program: str = "") -> list[int]:
+    """Live (non-zombie) processes whose command line mentions ``marker`` (and ``program``)."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -25,9 +25,14 @@ def qemu_pids(marker: str) -> list[int]:
             state = (proc / "stat").read_text().rpartition(")")[2].split()[0]
         except OSError:
             continue
-        if marker in cmdline and "qemu-system" in cmdline and state != "Z":
+        if marker in cmdline and program in cmdline and state != "Z":
             found.append(int(proc.name))
     return found
+
+
+def qemu_pids(marker: str) -> list[int]:
+    """Live QEMU processes whose command line mentions ``marker``."""
+    return pids_mentioning(marker, "qemu-system")
 
 
 @pytest.fixture

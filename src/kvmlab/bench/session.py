@@ -50,16 +50,6 @@ def _guest_executor(loaded: LoadedLab, machine: Machine) -> GuestExecutor:
     return GuestExecutor(place, machine)
 
 
-def _children(loaded: LoadedLab, machine: Machine) -> list[GuestExecutor]:
-    """Executors for the guests running inside a guest hypervisor (reached by relay)."""
-    lab_dir = LabDir.of(loaded.lab.name)
-    found = []
-    for run_dir, record in lab_dir.records():
-        if record.via == "/".join(machine.config.address):
-            found.append(_guest_executor(loaded, Machine.attach(run_dir, record)))
-    return found
-
-
 def run_bench(
     loaded: LoadedLab,
     settings: Settings,
@@ -127,14 +117,16 @@ def _guests(
                 runner.workloads(executor, host_exec)
             if "L2" in levels and machine.config.children:
                 start = time.monotonic()
-                own = loaded.lab.find("/".join(machine.config.address))
-                built = image() if own is not None and own.boot == "image" else None
-                started = labrun.start_nested(machine, loaded, built, progress)
+                built = image() if machine.config.boots_image else None
+                children = labrun.start_nested(machine, loaded, built, progress)
+                runner.timings[f"boot {machine.config.name}'s L2"] = time.monotonic() - start
                 runner.store.add_host_facts(runner.run_id, {
                     f"accelerator_reason {'/'.join(child.address)}": child.accel_reason
-                    for child in started
+                    for child in children
                 })  # fmt: skip
-                runner.timings[f"boot {machine.config.name}'s L2"] = time.monotonic() - start
-                for inner in _children(loaded, machine):
+                lab_dir = LabDir.of(loaded.lab.name)
+                for child in children:
+                    inner = _guest_executor(
+                        loaded, Machine.attach(lab_dir.guest_dir(child.address), child))
                     runner.boot(inner, inner.machine.boot)
                     runner.workloads(inner, executor)

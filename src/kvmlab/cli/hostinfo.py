@@ -33,13 +33,13 @@ def print_nested_preflight(lab: Lab, choice: AccelChoice, console: Console) -> N
 
     Findings that are not OK come with their fix; the last line says what the run will do.
     """
-    from kvmlab.host.doctor import run_nested_checks
+    from kvmlab.host.doctor import NESTED_CHECKS, run_checks
     from kvmlab.host.findings import Status
 
     if not any(guest.nested for _, guest in lab.walk()):
         return
     console.print("host checks for nested guests ('kvmlab doctor' runs them all):")
-    for f in run_nested_checks():
+    for f in run_checks(checks=NESTED_CHECKS):
         style = {Status.OK: "green", Status.WARN: "yellow", Status.FAIL: "red"}.get(f.status, "dim")
         console.print(f"  [{style}]{f.status.value.upper():4}[/] {f.id}: {f.summary}",
                       highlight=False)  # fmt: skip

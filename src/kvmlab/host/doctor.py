@@ -11,14 +11,19 @@ from kvmlab.host.probe import HostProbe
 
 Check = Callable[[HostProbe], Finding]
 
-CHECKS: tuple[Check, ...] = (
-    checks_cpu.check_cpu_vendor,
+NESTED_CHECKS: tuple[Check, ...] = (
     checks_cpu.check_cpu_virt,
     checks_kvm.check_dev_kvm,
     checks_kvm.check_flavour,
     checks_kvm.check_nested,
     checks_kvm.check_ept_npt,
     checks_kvm.check_shadow_vmcs,
+)
+"""What decides whether guest hypervisors (L1) can run their guests (L2) with KVM."""
+
+CHECKS: tuple[Check, ...] = (
+    checks_cpu.check_cpu_vendor,
+    *NESTED_CHECKS,
     checks_kvm.check_apic_virt,
     checks_kvm.check_unrestricted_guest,
     checks_memory.check_hugepages_2m,
@@ -32,16 +37,6 @@ CHECKS: tuple[Check, ...] = (
     *checks_tools.TOOL_CHECKS,
 )
 
-NESTED_CHECKS: tuple[Check, ...] = (
-    checks_cpu.check_cpu_virt,
-    checks_kvm.check_dev_kvm,
-    checks_kvm.check_flavour,
-    checks_kvm.check_nested,
-    checks_kvm.check_ept_npt,
-    checks_kvm.check_shadow_vmcs,
-)
-"""What decides whether guest hypervisors (L1) can run their guests (L2) with KVM."""
-
 
 def run_check(check: Check, probe: HostProbe) -> Finding:
     """Run one check; a host that answers oddly (OSError, bad value) gives a WARN, not a crash."""
@@ -52,17 +47,13 @@ def run_check(check: Check, probe: HostProbe) -> Finding:
         return finding(f"error.{name}", Status.WARN, f"check {name} could not run: {exc}")
 
 
-def run_checks(root: Path = Path("/"), probe: HostProbe | None = None) -> list[Finding]:
-    """All host findings, in display order.
+def run_checks(
+    root: Path = Path("/"), probe: HostProbe | None = None, checks: tuple[Check, ...] = CHECKS
+) -> list[Finding]:
+    """The host findings of ``checks`` (all of them by default), in display order.
 
     ``root`` is ``/`` for this host or a recorded tree; pass ``probe`` to share one
     (and its cache) with :func:`kvmlab.host.accel.choose_accel`.
     """
     probe = probe if probe is not None else HostProbe(root)
-    return [run_check(check, probe) for check in CHECKS]
-
-
-def run_nested_checks(root: Path = Path("/"), probe: HostProbe | None = None) -> list[Finding]:
-    """The findings of :data:`NESTED_CHECKS`, run before a nested lab starts."""
-    probe = probe if probe is not None else HostProbe(root)
-    return [run_check(check, probe) for check in NESTED_CHECKS]
+    return [run_check(check, probe) for check in checks]

@@ -57,7 +57,8 @@ def guest_env(image: GuestImage | None = None, accel: str | None = None) -> dict
     return env
 
 
-def _failure(result: ExecResult, argv: list[str], what: str) -> ProcessFailure:
+def inner_failure(result: ExecResult, argv: list[str], what: str) -> ProcessFailure:
+    """The error for a kvmlab command that failed inside a guest, with its own error lines."""
     lines = (result.stderr or result.stdout).decode(errors="replace").splitlines()
     # The inner kvmlab's own error lines say what went wrong; other output is context.
     ours = [line for line in lines if line.startswith("kvmlab:")]
@@ -67,7 +68,7 @@ def _failure(result: ExecResult, argv: list[str], what: str) -> ProcessFailure:
 
 def _checked(machine: Machine, argv: list[str], result: ExecResult, what: str) -> ExecResult:
     if result.returncode != 0:
-        raise _failure(result, argv, f"{machine.config.name}: {what} failed")
+        raise inner_failure(result, argv, f"{machine.config.name}: {what} failed")
     return result
 
 
@@ -120,7 +121,7 @@ def start_children(
             f"{INNER_UP_TIMEOUT:g} s", argv, None, inner_evidence(machine, loaded.lab.name),
         ) from None  # fmt: skip
     if result.returncode != 0:
-        failure = _failure(result, argv, f"{machine.config.name}: starting its guests failed")
+        failure = inner_failure(result, argv, f"{machine.config.name}: starting its guests failed")
         failure.log_tail.extend(inner_evidence(machine, loaded.lab.name))
         raise failure
     inner: list[dict[str, Any]] = json.loads(result.stdout)
