@@ -100,7 +100,7 @@ def image(
     ] = None,
 ) -> None:
     """Build (or reuse from the cache) the default guest image; optionally a cloud-init disk."""
-    from kvmlab.cli.run_cmds import run_image
+    from kvmlab.cli.image_cmd import run_image
 
     run_image(rebuild, cloud_disk)
 
@@ -126,7 +126,7 @@ def ps(
     output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
 ) -> None:
     """List running guests: pid, accelerator, uptime, host CPU% next to guest CPU%."""
-    from kvmlab.cli.run_cmds import run_ps
+    from kvmlab.cli.ps_cmd import run_ps
 
     if output not in ("text", "json"):
         raise typer.BadParameter("choose text or json", param_hint="--output")
@@ -140,7 +140,7 @@ def exec_(
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait.")] = 600.0,
 ) -> None:
     """Run a command in a guest (argv, through the guest agent); exit with its code."""
-    from kvmlab.cli.run_cmds import run_exec
+    from kvmlab.cli.exec_cmds import run_exec
 
     raise typer.Exit(run_exec(address, command or [], timeout))
 
@@ -148,7 +148,7 @@ def exec_(
 @app.command()
 def console(address: Annotated[str, typer.Argument(help="LAB/GUEST.")]) -> None:
     """Attach to a guest's serial console (Ctrl-] detaches); the log is in its run dir."""
-    from kvmlab.cli.run_cmds import run_console
+    from kvmlab.cli.exec_cmds import run_console
 
     run_console(address)
 
