@@ -134,14 +134,20 @@ def prepare_guest(machine: Machine, lab: str, path: tuple[str, ...], guest: Gues
             )
 
 
-def clean_stale(lab_dir: LabDir) -> list[str]:
-    """Remove the run state of guests whose QEMU died; refuse when any still runs."""
+def assert_not_up(lab: str) -> None:
+    """Refuse (:class:`StateError`) when any guest of lab ``lab`` is running."""
+    lab_dir = LabDir.of(lab)
     running = [rec.name for d, rec in lab_dir.records() if rec.running(d)]
     if running:
         raise StateError(
             f"lab {lab_dir.lab} is already up ({', '.join(running)}); "
             f"run 'kvmlab down {lab_dir.lab}' first"
         )
+
+
+def clean_stale(lab_dir: LabDir) -> list[str]:
+    """Remove the run state of guests whose QEMU died; refuse when any still runs."""
+    assert_not_up(lab_dir.lab)
     stale = [rec.name for _, rec in lab_dir.records()]
     lab_dir.clear()
     return stale
