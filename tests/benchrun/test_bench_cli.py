@@ -44,7 +44,7 @@ def test_bench_levels_store_and_report(tmp_path: Path, monkeypatch: pytest.Monke
     lab = tmp_path / "bench.toml"
     lab.write_text(LAB)
     env = {**os.environ, "KVMLAB_RUN_DIR": str(tmp_path / "run"),
-           "KVMLAB_RESULTS": str(tmp_path / "results")}  # fmt: skip
+           "KVMLAB_RESULTS": str(tmp_path / "results.sqlite")}  # fmt: skip
     bench = run(env, "bench", str(lab), "--suite", "quick")
     assert bench.returncode == 0, bench.stderr[-3000:]
     assert not qemu_pids(str(tmp_path / "run")), "bench tears its guests down"
@@ -74,7 +74,7 @@ def test_bench_levels_store_and_report(tmp_path: Path, monkeypatch: pytest.Monke
     page = html.read_text()
     assert "<svg" in page and "randread_iops" in page
 
-    csv = run(env, "results", "export", "last", "--format", "csv").stdout.splitlines()
+    csv = run(env, "results", "export", "last", "-o", "csv").stdout.splitlines()
     assert csv[0].startswith("run,variant,guest,level")
     assert len(csv) > 20
     listing = json.loads(run(env, "results", "ls", "-o", "json").stdout)

@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+import math
+import os
 import shutil
+import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from kvmlab.guest.agent import AgentState, GuestAgent
+from kvmlab.guest.agent import MAX_INPUT, MAX_OUTPUT, AgentState, GuestAgent, kill_argv
 from kvmlab.guest.errors import (
     AgentCommandError,
     AgentConnectError,
     AgentStateError,
     AgentTimeout,
     GuestCommandFailed,
+    GuestExecInterrupted,
     GuestExecTimeout,
+    GuestInputTooLarge,
+    GuestOutputTruncated,
 )
 
 from .fake_agent import FakeAgent, Program
@@ -74,7 +80,6 @@ def test_agent_errors_become_command_errors(fake: FakeAgent) -> None:
 
 def test_exec_timeout_kills_the_command(fake: FakeAgent) -> None:
     fake.programs[("sleep", "100")] = Program(polls=10**6)
-    fake.programs[("kill", "-KILL", "1000")] = Program()
     with GuestAgent(fake.path) as agent:
         agent.wait_ready(5)
         start = time.monotonic()
@@ -82,10 +87,12 @@ def test_exec_timeout_kills_the_command(fake: FakeAgent) -> None:
             agent.exec(["sleep", "100"], timeout=0.3)
         assert time.monotonic() - start < 1.5
         assert info.value.pid == 1000
-    assert fake.requests[-1] == {
+    kill, confirm = fake.requests[-2:]
+    assert kill == {
         "execute": "guest-exec",
-        "arguments": {"path": "kill", "arg": ["-KILL", "1000"], "capture-output": False},
+        "arguments": {"path": "sh", "arg": kill_argv(1000)[1:], "capture-output": False},
     }
+    assert confirm == {"execute": "guest-exec-status", "arguments": {"pid": 1000}}
 
 
 def test_silent_agent_times_out(fake: FakeAgent) -> None:
@@ -128,6 +135,102 @@ def test_missing_socket_and_misuse(tmp_path: Path) -> None:
     with pytest.raises(AgentConnectError, match=r"within 0\.2s"):
         agent.connect(timeout=0.2)
     assert time.monotonic() - start < 1.0
+
+
+def test_output_past_16_mib_is_flagged_per_stream(fake: FakeAgent) -> None:
+    fake.programs[("big",)] = Program(out=b"o" * (MAX_OUTPUT + 1), err=b"e\n", exitcode=4)
+    fake.programs[("exact",)] = Program(out=b"o" * MAX_OUTPUT)
+    with GuestAgent(fake.path) as agent:
+        agent.wait_ready(5)
+        big = agent.exec(["big"], timeout=20)
+        assert (len(big.stdout), big.stderr) == (MAX_OUTPUT, b"e\n")
+        assert (big.out_truncated, big.err_truncated, big.truncated) == (True, False, True)
+        with pytest.raises(GuestOutputTruncated) as info:
+            big.complete(["big"])
+        assert info.value.exit_code == 3
+        assert "more than 16 MiB to stdout" in str(info.value)
+        assert "exited with 4" in str(info.value)
+        assert "read that in parts" in info.value.lines()[1]
+        exact = agent.exec(["exact"], timeout=20)
+        assert exact.complete(["exact"]) is exact and len(exact.stdout) == MAX_OUTPUT
+
+
+def sigint_on(nth: int, command: str) -> Callable[[dict[str, object]], None]:
+    """An on_request hook sending this process SIGINT when ``command`` arrives the nth time."""
+    seen: list[object] = []
+
+    def hook(request: dict[str, object]) -> None:
+        if request["execute"] == command:
+            seen.append(request)
+            if len(seen) == nth:
+                os.kill(os.getpid(), signal.SIGINT)
+
+    return hook
+
+
+def test_ctrl_c_kills_the_guest_command(fake: FakeAgent) -> None:
+    fake.programs[("sleep", "60")] = Program(polls=10**6)
+    fake.on_request = sigint_on(3, "guest-exec-status")
+    with GuestAgent(fake.path) as agent:
+        agent.wait_ready(5)
+        with pytest.raises(GuestExecInterrupted) as info:
+            agent.exec(["sleep", "60"], timeout=30)
+        assert isinstance(info.value, KeyboardInterrupt)
+        assert (info.value.pid, info.value.killed) == (1000, True)
+        assert str(info.value) == "guest command ['sleep', '60'] (guest pid 1000) was killed"
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        fake.on_request = None
+        agent.ping()  # the stream is in step again
+    execs = [r["arguments"] for r in fake.requests if r["execute"] == "guest-exec"]
+    assert [a["path"] for a in execs] == ["sleep", "sh"]
+    assert execs[1]["arg"] == kill_argv(1000)[1:]
+
+
+def test_second_ctrl_c_during_the_kill_is_ignored(fake: FakeAgent) -> None:
+    fake.programs[("sleep", "60")] = Program(polls=10**6)
+    first, second = sigint_on(2, "guest-exec-status"), sigint_on(2, "guest-exec")
+
+    def hook(request: dict[str, object]) -> None:
+        first(request)
+        second(request)  # arrives while the kill is being sent
+        if request["execute"] == "guest-exec":
+            fake.delay["guest-exec"] = 0.2
+
+    fake.on_request = hook
+    with GuestAgent(fake.path) as agent:
+        agent.wait_ready(5)
+        with pytest.raises(GuestExecInterrupted) as info:
+            agent.exec(["sleep", "60"], timeout=30)
+        assert info.value.killed
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_ctrl_c_before_guest_exec_answered_kills_what_it_started(fake: FakeAgent) -> None:
+    fake.programs[("sleep", "60")] = Program(polls=10**6)
+    fake.delay["guest-exec"] = 0.3
+    fake.on_request = sigint_on(1, "guest-exec")
+    with GuestAgent(fake.path) as agent:
+        agent.wait_ready(5)
+        with pytest.raises(GuestExecInterrupted) as info:
+            agent.exec(["sleep", "60"], timeout=30)
+        assert (info.value.pid, info.value.killed) == (1000, True)
+    assert fake.requests[-2]["arguments"] == {
+        "path": "sh", "arg": kill_argv(1000)[1:], "capture-output": False}  # fmt: skip
+
+
+def test_too_much_input_and_bad_timeouts_are_refused_before_anything_runs(
+    fake: FakeAgent,
+) -> None:
+    fake.programs[("cat",)] = Program(echo_input=True)
+    with GuestAgent(fake.path) as agent:
+        agent.wait_ready(5)
+        with pytest.raises(GuestInputTooLarge, match="over 47 MiB") as info:
+            agent.exec(["cat"], input=bytes(MAX_INPUT + 1))
+        assert info.value.exit_code == 2
+        for timeout in (0.0, -1.0, math.nan):
+            with pytest.raises(ValueError, match="positive number of seconds"):
+                agent.exec(["cat"], timeout=timeout)
+    assert [r["execute"] for r in fake.requests] == ["guest-sync-delimited"]
 
 
 @pytest.mark.functional

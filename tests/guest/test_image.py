@@ -50,20 +50,26 @@ class Builder:
         return {"pvh": "yes"}
 
 
+@pytest.fixture
+def images(tmp_path: Path) -> Path:
+    """The images section of a fresh cache root."""
+    return tmp_path / "cache" / "images"
+
+
 def test_cache_key_is_stable_and_covers_every_input() -> None:
     assert cache_key(INPUTS) == cache_key(dict(reversed(INPUTS.items())))
     for name in INPUTS:
         assert cache_key({**INPUTS, name: INPUTS[name] + "x"}) != cache_key(INPUTS)
 
 
-def test_entry_is_built_once_then_reused(tmp_path: Path) -> None:
+def test_entry_is_built_once_then_reused(images: Path) -> None:
     build = Builder()
     key = cache_key(INPUTS)
-    entry, meta = ensure_entry(tmp_path, key, INPUTS, build)
+    entry, meta = ensure_entry(images, key, INPUTS, build)
     assert meta == {"pvh": "yes"}
-    assert ensure_entry(tmp_path, key, INPUTS, build) == (entry, meta)
+    assert ensure_entry(images, key, INPUTS, build) == (entry, meta)
     assert build.calls == 1
-    assert sorted(p.name for p in tmp_path.iterdir()) == [key]  # no temp dirs left
+    assert sorted(p.name for p in images.iterdir()) == [key]  # no temp dirs left
 
 
 @pytest.mark.parametrize(
@@ -79,43 +85,43 @@ def test_entry_is_built_once_then_reused(tmp_path: Path) -> None:
     ids=["truncated", "altered", "missing", "extra", "bad-manifest", "no-manifest"],
 )
 def test_damaged_entry_is_detected_and_rebuilt(
-    tmp_path: Path, damage: Callable[[Path], object]
+    images: Path, damage: Callable[[Path], object]
 ) -> None:
     build = Builder()
     key = cache_key(INPUTS)
-    entry, _ = ensure_entry(tmp_path, key, INPUTS, build)
+    entry, _ = ensure_entry(images, key, INPUTS, build)
     damage(entry)
     assert verify_entry(entry, key) is None
-    assert ensure_entry(tmp_path, key, INPUTS, build)[0] == entry
+    assert ensure_entry(images, key, INPUTS, build)[0] == entry
     assert build.calls == 2
     assert verify_entry(entry, key) == {"pvh": "yes"}
     assert (entry / "kernel").read_bytes() == b"K" * 1000
 
 
-def test_manifest_of_another_key_does_not_verify(tmp_path: Path) -> None:
-    entry, _ = ensure_entry(tmp_path, cache_key(INPUTS), INPUTS, Builder())
+def test_manifest_of_another_key_does_not_verify(images: Path) -> None:
+    entry, _ = ensure_entry(images, cache_key(INPUTS), INPUTS, Builder())
     assert verify_entry(entry, "0" * 24) is None
 
 
-def test_failed_build_leaves_nothing(tmp_path: Path) -> None:
+def test_failed_build_leaves_nothing(images: Path) -> None:
     def failing(dest: Path) -> Mapping[str, str]:
         (dest / "kernel").write_bytes(b"half")
         raise ImageError("boom")
 
     with pytest.raises(ImageError, match="boom"):
-        ensure_entry(tmp_path, cache_key(INPUTS), INPUTS, failing)
-    assert list(tmp_path.iterdir()) == []
+        ensure_entry(images, cache_key(INPUTS), INPUTS, failing)
+    assert list(images.iterdir()) == []
 
 
-def test_concurrent_builder_winning_the_race_is_accepted(tmp_path: Path) -> None:
+def test_concurrent_builder_winning_the_race_is_accepted(images: Path) -> None:
     key = cache_key(INPUTS)
     other = Builder()
 
     def racing(dest: Path) -> Mapping[str, str]:
-        ensure_entry(tmp_path, key, INPUTS, other)  # another process publishes first
+        ensure_entry(images, key, INPUTS, other)  # another process publishes first
         return Builder()(dest)
 
-    entry, meta = ensure_entry(tmp_path, key, INPUTS, racing)
+    entry, meta = ensure_entry(images, key, INPUTS, racing)
     assert other.calls == 1 and meta == {"pvh": "yes"}
     assert verify_entry(entry, key) is not None
 
@@ -260,7 +266,7 @@ def test_extract_vmlinux_declines_what_it_cannot_boot() -> None:
     assert extract_vmlinux(b"MZ not a bzImage" * 100) is None
 
 
-def test_open_image_reads_the_manifest_alone(tmp_path: Path) -> None:
+def test_open_image_reads_the_manifest_alone(images: Path) -> None:
     meta = {"append": "console=ttyS0", "share": "9p", "share_tag": "hostfs", "pvh": "yes",
             "kernel_release": "6.1.0-56-amd64", "kernel_package": "p=1"}  # fmt: skip
     key = cache_key(INPUTS)
@@ -269,7 +275,7 @@ def test_open_image_reads_the_manifest_alone(tmp_path: Path) -> None:
         Builder()(dest)
         return meta
 
-    entry, _ = ensure_entry(tmp_path, key, INPUTS, build)
+    entry, _ = ensure_entry(images, key, INPUTS, build)
     image = open_image(entry)
     assert (image.kernel, image.initrd) == (entry / "kernel", entry / "initrd.img")
     assert (image.share, image.kernel_release, image.pvh, image.key) == (
@@ -283,4 +289,4 @@ def test_open_image_reads_the_manifest_alone(tmp_path: Path) -> None:
     with pytest.raises(ImageError, match="does not match"):
         open_image(entry)
     with pytest.raises(ImageError, match="not a guest image"):
-        open_image(tmp_path)
+        open_image(images)

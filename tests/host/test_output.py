@@ -99,3 +99,22 @@ def test_print_findings_colours_statuses() -> None:
     assert "\x1b[1;33mWARN" in text  # yellow
     assert "\x1b[1;32mOK" in text  # green
     assert "TCG" in text
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_print_findings_never_breaks_a_fix_or_path(terminal: bool) -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=50, force_terminal=terminal, color_system=None)
+    findings = run_checks(INTEL)
+    print_findings(findings, choose_accel(INTEL), console)
+    lines = [line.strip() for line in out.getvalue().splitlines()]
+    fixes = [fix for f in findings for fix in f.fix]
+    assert max(map(len, fixes)) > 50
+    for fix in fixes:
+        assert f"fix: {fix}" in lines
+    for f in findings:
+        for e in f.evidence:
+            assert f"{e.source}: {e.value}".strip() in lines
+    if not terminal:
+        assert not [x for x in out.getvalue().splitlines() if x != x.rstrip()]
+        assert re.search(r"^WARN  kvm\.nested\s+nested virtualization off", out.getvalue(), re.M)

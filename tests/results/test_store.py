@@ -26,7 +26,7 @@ def new_run() -> Run:
 
 
 def test_round_trip_and_last(tmp_path: Path) -> None:
-    with ResultStore(tmp_path) as store:
+    with ResultStore(tmp_path / DB_FILE) as store:
         first = store.start(new_run())
         store.add(first, [sample("host", "L0", 100.0, 0), sample("host", "L0", 110.0, 1)])
         store.finish(first)
@@ -43,7 +43,7 @@ def test_round_trip_and_last(tmp_path: Path) -> None:
 
 
 def test_host_facts_learnt_during_a_run_are_added(tmp_path: Path) -> None:
-    with ResultStore(tmp_path) as store:
+    with ResultStore(tmp_path / DB_FILE) as store:
         run = store.start(new_run())
         store.add_host_facts(run, {"accelerator_reason l1/l2": "its hypervisor runs under TCG"})
         assert store.run(run).host == {"x": 1,
@@ -51,7 +51,7 @@ def test_host_facts_learnt_during_a_run_are_added(tmp_path: Path) -> None:
 
 
 def test_unknown_run_is_a_usage_error(tmp_path: Path) -> None:
-    with ResultStore(tmp_path) as store:
+    with ResultStore(tmp_path / DB_FILE) as store:
         with pytest.raises(UsageError, match="no runs"):
             store.run("last")
         with pytest.raises(UsageError, match="not a run id"):
@@ -59,19 +59,76 @@ def test_unknown_run_is_a_usage_error(tmp_path: Path) -> None:
 
 
 def test_newer_schema_is_refused(tmp_path: Path) -> None:
-    ResultStore(tmp_path).close()
+    ResultStore(tmp_path / DB_FILE).close()
     db = sqlite3.connect(tmp_path / DB_FILE)
     db.execute("UPDATE meta SET value='99' WHERE key='schema'")
     db.commit()
     db.close()
     with pytest.raises(StoreError, match="schema 99"):
-        ResultStore(tmp_path)
+        ResultStore(tmp_path / DB_FILE)
 
 
 def test_corrupt_file_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / DB_FILE).write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(StoreError, match="not a usable results database"):
-        ResultStore(tmp_path)
+        ResultStore(tmp_path / DB_FILE)
+
+
+def test_kvmlab_results_names_the_database_file_created_0600(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "r.sqlite"
+    monkeypatch.setenv("KVMLAB_RESULTS", str(db))
+    with ResultStore() as store:
+        store.start(new_run())
+        assert store.path == db
+        files = sorted(p.name for p in tmp_path.iterdir())
+        assert files == ["r.sqlite", "r.sqlite-shm", "r.sqlite-wal"]
+        for file in tmp_path.iterdir():  # the database and its WAL files
+            assert file.stat().st_mode & 0o777 == 0o600, file
+    assert db.is_file(), "KVMLAB_RESULTS is the file, not a directory"
+
+
+def test_existing_database_is_made_private(tmp_path: Path) -> None:
+    db = tmp_path / DB_FILE
+    ResultStore(db).close()
+    db.chmod(0o644)
+    ResultStore(db).close()
+    assert db.stat().st_mode & 0o777 == 0o600
+
+
+def test_default_database_lives_in_a_private_data_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KVMLAB_RESULTS", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    with ResultStore() as store:
+        assert store.path == tmp_path / "data" / "kvmlab" / DB_FILE
+    assert (tmp_path / "data" / "kvmlab").stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize("case", ["directory", "missing parent", "not a regular file"])
+def test_bad_kvmlab_results_is_one_usage_error(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = {"directory": tmp_path, "missing parent": tmp_path / "no" / "r.sqlite",
+            "not a regular file": Path("/dev/null")}[case]  # fmt: skip
+    monkeypatch.setenv("KVMLAB_RESULTS", str(path))
+    with pytest.raises(UsageError) as info:
+        ResultStore()
+    message = str(info.value)
+    assert message.startswith(f"KVMLAB_RESULTS={path}") and "\n" not in message
+    assert {"directory": "is a directory", "missing parent": "does not exist",
+            "not a regular file": "not a regular file"}[case] in message  # fmt: skip
+    assert not (tmp_path / "no").exists(), "nothing is created for a bad path"
+
+
+def test_sample_counts(tmp_path: Path) -> None:
+    with ResultStore(tmp_path / DB_FILE) as store:
+        first, second = store.start(new_run()), store.start(new_run())
+        store.add(first, [sample("host", "L0", 1.0, 0), sample("host", "L0", 2.0, 1)])
+        assert store.sample_counts() == {first: 2}
+        assert second not in store.sample_counts()
 
 
 def test_level_table_changes_against_level_below() -> None:

@@ -15,8 +15,9 @@ from kvmlab import __version__
 from kvmlab.bench.executor import GuestExecutor, HostExecutor, Place
 from kvmlab.bench.runner import LevelRunner, Progress
 from kvmlab.bench.suite import Settings
+from kvmlab.errors import UsageError
 from kvmlab.guest.image import GuestImage
-from kvmlab.results.model import Run
+from kvmlab.results.model import LEVELS, Run
 from kvmlab.results.store import ResultStore
 from kvmlab.runtime import lab as labrun
 from kvmlab.runtime.disks import scratch_device
@@ -50,6 +51,39 @@ def _guest_executor(loaded: LoadedLab, machine: Machine) -> GuestExecutor:
     return GuestExecutor(place, machine)
 
 
+def lab_levels(loaded: LoadedLab) -> set[str]:
+    """The levels every variant of the lab can be measured at: L0 (the host), L1 (its
+    guests) and L2 when a guest hypervisor holds guests."""
+    levels = {"L0", "L1"}
+    if all(any(len(p) == 2 for p, _ in v.lab.walk()) for v in loaded.variants().values()):
+        levels.add("L2")
+    return levels
+
+
+def parse_levels(text: str, loaded: LoadedLab) -> set[str]:
+    """``--levels L0,L2``, checked against :data:`LEVELS` and against what the lab has."""
+    wanted = {lv.strip().upper() for lv in text.split(",") if lv.strip()}
+    if not wanted or not wanted <= set(LEVELS):
+        raise UsageError(f"--levels takes a list of {', '.join(LEVELS)}, got {text!r}")
+    check_levels(loaded, wanted)
+    return wanted
+
+
+def check_levels(loaded: LoadedLab, levels: set[str]) -> None:
+    """Refuse (:class:`UsageError`) levels the lab cannot provide, naming what it has."""
+    missing = sorted(levels - lab_levels(loaded))
+    if not missing:
+        return
+    has = ", ".join(f"L{len(p)} {'/'.join(p)}" for p, _ in loaded.lab.walk())
+    every = " in every variant" if loaded.lab.variants else ""
+    usable = ",".join(sorted(lab_levels(loaded)))
+    raise UsageError(
+        f"lab {loaded.lab.name} ({loaded.path}) cannot be measured at {', '.join(missing)}: "
+        f"L2 needs a guest hypervisor (nested = true) holding guests of its own{every}; "
+        f"the lab has {has}; it can be measured at --levels {usable}"
+    )
+
+
 def run_bench(
     loaded: LoadedLab,
     settings: Settings,
@@ -68,7 +102,10 @@ def run_bench(
     L0 is measured once and filed under every variant (the host does not change
     between them). Samples are stored as they are measured; the run is marked
     complete only if everything finished (Ctrl-C or a failure leaves it incomplete).
+    Nothing is measured or stored when the lab is up already or lacks a level asked for.
     """
+    labrun.assert_not_up(loaded.lab.name)
+    check_levels(loaded, levels)
     variants = loaded.variants()
     run = Run(0, loaded.lab.name, str(loaded.path), loaded.digest, settings.suite, __version__,
               time.time(), host=host_facts)  # fmt: skip

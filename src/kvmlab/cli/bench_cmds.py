@@ -9,12 +9,12 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from kvmlab.errors import UsageError
-from kvmlab.results.model import LEVELS, Run
+from kvmlab.results.model import Run
 from kvmlab.results.store import ResultStore
 
 
@@ -43,30 +43,44 @@ def host_facts(accel: str, reason: str, flavour: str) -> dict[str, Any]:
 
 
 def run_bench_cmd(
-    lab_path: Path, suite: str, levels: str, only: str | None, html: Path | None = None
+    lab_path: Path,
+    suite: str,
+    levels: str | None,
+    only: str | None,
+    html: Path | None = None,
+    output: str = "text",
 ) -> None:
-    """Boot what the levels need, run the suite, store it, print the level table."""
+    """Boot what the levels need, run the suite, store it, print the level table (or JSON).
+
+    Everything a user gave is checked before anything runs: the lab, the suite and
+    workloads, the levels against what the lab has, ``--out``, the results database, and
+    that the lab is not up already. With ``-o json`` stdout holds the JSON and nothing else.
+    """
     from rich.console import Console
 
-    from kvmlab.bench.session import run_bench
+    from kvmlab.bench.session import lab_levels, parse_levels, run_bench
     from kvmlab.bench.suite import settings_for
     from kvmlab.cli.hostinfo import host_accel, print_nested_preflight
+    from kvmlab.cli.outfile import check_out, write_out
     from kvmlab.cli.run_cmds import image_factory, interruptible
+    from kvmlab.runtime.lab import assert_not_up
     from kvmlab.spec import load_lab
 
     loaded = load_lab(lab_path)
-    wanted = {lv.strip().upper() for lv in levels.split(",") if lv.strip()}
-    if not wanted or not wanted <= set(LEVELS):
-        raise UsageError(f"--levels takes a list of {', '.join(LEVELS)}, got {levels!r}")
     settings = settings_for(suite, loaded.lab.bench, only.split(",") if only else None)
-    host, choice = host_accel()
-    err = Console(stderr=True)
-    err.print(f"suite {settings.suite}: {', '.join(settings.workloads)}; "
-              f"{settings.repetitions} repetitions after {settings.warmup} warm-up; "
-              f"accel=auto is {choice.accel} ({choice.reason})")  # fmt: skip
-    if wanted & {"L1", "L2"}:
-        print_nested_preflight(loaded.lab, choice, err)
+    wanted = parse_levels(levels, loaded) if levels is not None else lab_levels(loaded)
+    if html is not None:
+        check_out(html)
+    assert_not_up(loaded.lab.name)
+    err = Console(stderr=True, soft_wrap=True, highlight=False)
     with ResultStore() as store, interruptible(f"benchmarking {loaded.lab.name}"):
+        host, choice = host_accel()
+        err.print(f"suite {settings.suite}: {', '.join(settings.workloads)}; "
+                  f"{settings.repetitions} repetitions after {settings.warmup} warm-up; "
+                  f"levels {', '.join(sorted(wanted))}; "
+                  f"accel=auto is {choice.accel} ({choice.reason})", markup=False)  # fmt: skip
+        if wanted & {"L1", "L2"}:
+            print_nested_preflight(loaded.lab, choice, err)
         with err.status("starting") as status:
             def progress(text: str) -> None:
                 status.update(text)
@@ -82,81 +96,114 @@ def run_bench_cmd(
             finally:
                 spent = ", ".join(f"{k} {v:.0f} s" for k, v in timings.items())
                 total = time.monotonic() - started
-                err.print(f"time spent ({total:.0f} s in all): {spent or 'nothing measured'}")
-        show_report(store, str(run_id), None, "text", None)
+                err.print(f"time spent ({total:.0f} s in all): {spent or 'nothing measured'}",
+                          markup=False)  # fmt: skip
+        show_report(store, str(run_id), None, output, None)
+        where = f"run {run_id} stored in {store.path}"
         if html is None:
             hint = f"'kvmlab report {run_id} -o html --out report.html' writes the page"
-            err.print(f"run {run_id} stored in {store.path}; {hint}")
+            err.print(f"{where}; {hint}", markup=False)
             return
-        html.parent.mkdir(parents=True, exist_ok=True)
-        show_report(store, str(run_id), None, "html", html)
-        print(f"run {run_id} stored in {store.path}\nHTML report: {html.resolve()}")
+        write_out(html, _render_one(store, str(run_id), "html"))
+        done = f"{where}\nHTML report: {html.resolve()}"
+        print(done, file=sys.stderr if output == "json" else sys.stdout)
 
 
-def _tables(store: ResultStore, runs: list[Run]) -> list[tuple[int, Any]]:
+def _compare_label(run: Run, variant: str) -> str:
+    """The variant a compared run's columns carry: ``run 7`` (``run 7 tuned``)."""
+    return f"run {run.id}" if variant == "default" else f"run {run.id} {variant}"
+
+
+def _tables(store: ResultStore, runs: list[Run], compare: bool) -> list[tuple[int, Any]]:
     from kvmlab.report.table import level_table
     from kvmlab.results.stats import summarize
 
     tables = []
     for run in runs:
         samples = store.samples(run.id)
-        if len(runs) > 1:  # compare: runs side by side, as variants
-            samples = [type(s)(**{**asdict(s), "variant": f"run {run.id} {s.variant}"})
-                       for s in samples]  # fmt: skip
+        if compare:  # runs side by side, as variants named by run id
+            samples = [replace(s, variant=_compare_label(run, s.variant)) for s in samples]
         tables.append((run.id, level_table(summarize(samples))))
     return tables
+
+
+def _merge(tables: list[tuple[int, Any]]) -> Any:
+    """One level table holding the columns of every compared run."""
+    from kvmlab.report.table import LevelTable
+
+    merged = LevelTable([c for _, t in tables for c in t.columns], [])
+    rows: dict[tuple[str, str], Any] = {}
+    for _, t in tables:
+        for row in t.rows:
+            key = (row.workload, row.metric)
+            if key not in rows:
+                rows[key] = replace(row, cells=dict(row.cells))
+            else:
+                rows[key].cells.update(row.cells)
+    merged.rows = list(rows.values())
+    return merged
 
 
 def show_report(
     store: ResultStore, ref: str, compare: str | None, output: str, out: Path | None
 ) -> None:
-    """Print or write a run's report (with another run beside it when comparing)."""
-    from kvmlab.report.table import LevelTable
+    """Print or write a run's report (with another run beside it when comparing).
+
+    In JSON every row carries its own run id and variant; in tables a compared run's
+    columns are labelled with its run id.
+    """
+    from kvmlab.cli.outfile import write_out
 
     runs = [store.run(ref)] + ([store.run(compare)] if compare else [])
-    tables = _tables(store, runs)
-    if compare:
-        merged = LevelTable([c for _, t in tables for c in t.columns], [])
-        rows: dict[tuple[str, str], Any] = {}
-        for _, t in tables:
-            for row in t.rows:
-                rows.setdefault((row.workload, row.metric), row)
-                rows[(row.workload, row.metric)].cells.update(row.cells)
-        merged.rows = list(rows.values())
-        tables = [(runs[0].id, merged)]
-    head = runs[0]
-    state = "" if head.complete else " (INCOMPLETE: interrupted or failed; partial data)"
-    title = (f"kvmlab run {' vs '.join(str(r.id) for r in runs)}: lab {head.lab}, "
-             f"suite {head.suite}{state}")  # fmt: skip
-    text = _render(runs, tables, output, title)
+    if compare and runs[0].id == runs[1].id:
+        raise UsageError(f"--compare {compare} is run {runs[0].id} itself; "
+                         "compare with another run (see kvmlab results ls)")  # fmt: skip
+    text = _render(store, runs, output, to_file=out is not None)
     if text is None:
         return
     if out is None:
         sys.stdout.write(text)
     else:
-        out.write_text(text)
+        write_out(out, text)
         print(f"wrote {out}", file=sys.stderr)
 
 
+def _render_one(store: ResultStore, ref: str, output: str) -> str:
+    text = _render(store, [store.run(ref)], output)
+    assert text is not None
+    return text
+
+
 def _render(
-    runs: list[Run], tables: list[tuple[int, Any]], output: str, title: str
+    store: ResultStore, runs: list[Run], output: str, to_file: bool = False
 ) -> str | None:
+    """The report as a string; ``text`` is printed instead (None) unless ``to_file``."""
+    compare = len(runs) > 1
+    if output == "json":
+        from kvmlab.report.jsonout import report_json
+
+        return report_json(runs, _tables(store, runs, compare=False)) + "\n"
+    tables = _tables(store, runs, compare)
+    if compare:
+        tables = [(runs[0].id, _merge(tables))]
+    head = runs[0]
+    state = "" if head.complete else " (INCOMPLETE: interrupted or failed; partial data)"
+    title = (f"kvmlab run {' vs '.join(str(r.id) for r in runs)}: lab {head.lab}, "
+             f"suite {head.suite}{state}")  # fmt: skip
     if output == "text":
         from rich.console import Console
 
         from kvmlab.report.text import print_table
 
+        buffer = io.StringIO() if to_file else None
+        console = Console(file=buffer, color_system=None) if buffer else Console()
         for _, table in tables:
-            print_table(table, Console(), title)
-        return None
+            print_table(table, console, title)
+        return buffer.getvalue() if buffer else None
     if output == "md":
         from kvmlab.report.markdown import markdown_table
 
         return "".join(markdown_table(t, title) for _, t in tables)
-    if output == "json":
-        from kvmlab.report.jsonout import report_json
-
-        return report_json(runs, tables) + "\n"
     if output == "html":
         from kvmlab.report.html import report_html
 
@@ -168,28 +215,40 @@ def results_ls(output: str) -> None:
     """List stored runs."""
     with ResultStore() as store:
         runs = store.runs()
+        counts = store.sample_counts()
         if output == "json":
-            print(json.dumps([asdict(r) for r in runs], indent=2))
+            print(json.dumps([{**asdict(r), "samples": counts.get(r.id, 0)} for r in runs],
+                             indent=2))  # fmt: skip
             return
         from datetime import datetime
 
         from rich.console import Console
-        from rich.table import Table
 
-        table = Table(title=f"runs in {store.path}")
-        for column in ("id", "lab", "suite", "started", "duration", "state", "samples"):
-            table.add_column(column)
+        from kvmlab.report.grid import Col, print_grid
+
+        console = Console()
+        if not runs:
+            console.print(f"no runs in {store.path} yet", soft_wrap=True, markup=False,
+                          highlight=False)  # fmt: skip
+            return
+        rows = []
         for r in runs:
             started = datetime.fromtimestamp(r.started).strftime("%Y-%m-%d %H:%M")
             took = f"{r.ended - r.started:.0f} s" if r.ended else "-"
             state = "complete" if r.complete else "incomplete"
-            table.add_row(str(r.id), r.lab, r.suite, started, took, state,
-                          str(len(store.samples(r.id))))  # fmt: skip
-        Console().print(table if runs else f"no runs in {store.path} yet")
+            rows.append([str(r.id), r.lab, r.suite, started, took, state,
+                         str(counts.get(r.id, 0))])  # fmt: skip
+        columns = [Col("id", "right"), Col("lab"), Col("suite"), Col("started"),
+                   Col("duration", "right"), Col("state"), Col("samples", "right")]  # fmt: skip
+        print_grid(console, columns, rows, title=f"runs in {store.path}")
 
 
 def results_export(ref: str, fmt: str, out: Path | None) -> None:
     """Every sample of a run as CSV or JSON."""
+    from kvmlab.cli.outfile import check_out, write_out
+
+    if out is not None:
+        check_out(out)
     with ResultStore() as store:
         run = store.run(ref)
         samples = store.samples(run.id)
@@ -209,4 +268,5 @@ def results_export(ref: str, fmt: str, out: Path | None) -> None:
     if out is None:
         sys.stdout.write(text)
     else:
-        out.write_text(text)
+        write_out(out, text)
+        print(f"wrote {out}", file=sys.stderr)

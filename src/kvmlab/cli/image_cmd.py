@@ -9,12 +9,14 @@ from pathlib import Path
 def run_image(rebuild: bool, cloud_disk: Path | None = None) -> None:
     """Build (or find in the cache) the default guest image and describe it."""
     from kvmlab.guest.image import build_default_image
-    from kvmlab.guest.kernel import default_cache_dir
 
     if rebuild:
-        import shutil
+        # Only kvmlab's own entries go; the kernel is verified (refetched if corrupt) when
+        # the image is built again.
+        from kvmlab.guest.cache import clear_section
 
-        shutil.rmtree(default_cache_dir() / "images", ignore_errors=True)
+        for name in clear_section("images"):
+            print(f"left alone: {name} (not a kvmlab image entry)")
     start = time.monotonic()
     image = build_default_image()
     print(f"default guest image {image.key} ({time.monotonic() - start:.1f} s)")

@@ -5,16 +5,43 @@ Heavy modules are imported inside the commands so ``kvmlab --help`` stays fast.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, NoReturn
 
 import typer
+from typer.core import TyperGroup
 
 from kvmlab import __version__
 from kvmlab.errors import KvmlabError
 
+PIPE_CLOSED = 141
+"""Exit status when the reader of stdout went away (128 + SIGPIPE, as a shell reports it)."""
+
+
+class _PipeClosed(Exception):
+    """stdout's reader went away (kept apart from OSError, which typer turns into exit 1)."""
+
+
+class _Group(TyperGroup):
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError as exc:
+            raise _PipeClosed from exc
+
+
+def _output(value: str, *choices: str) -> str:
+    """The ``-o/--output`` value, checked against what the command can print."""
+    if value not in choices:
+        listed = f"{', '.join(choices[:-1])} or {choices[-1]}"
+        raise typer.BadParameter(f"choose {listed} (got {value!r})", param_hint="--output")
+    return value
+
+
 app = typer.Typer(
+    cls=_Group,
     name="kvmlab",
     help="Build, run, measure and debug QEMU/KVM guests and nested labs from lab files.",
     no_args_is_help=True,
@@ -45,17 +72,23 @@ def check(
     explain: Annotated[
         bool, typer.Option("--explain", help="List every lab-file key: type, default, meaning.")
     ] = False,
-    markdown: Annotated[bool, typer.Option("--markdown", help="With --explain: Markdown.")] = False,
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="text or json; with --explain also md.")
+    ] = "text",
+    markdown: Annotated[
+        bool, typer.Option("--markdown", hidden=True, help="Same as --explain -o md.")
+    ] = False,
 ) -> None:
     """Validate lab files; print one line per problem (exit 2) or a summary per lab."""
     from kvmlab.cli.spec_cmds import run_check, run_explain
 
     if explain:
-        run_explain(markdown)
+        run_explain("md" if markdown else _output(output, "text", "md", "json"))
         return
+    _output(output, "text", "json")
     if not labs:
         raise typer.BadParameter("give at least one lab file, or --explain", param_hint="LABS")
-    run_check(labs)
+    run_check(labs, output)
 
 
 @app.command()
@@ -86,9 +119,7 @@ def doctor(
     """Check the host for virtualization, nested KVM, hugepages, IOMMU, isolation, tools."""
     from kvmlab.cli.doctor_cmd import run_doctor
 
-    if output not in ("text", "json"):
-        raise typer.BadParameter("choose text or json", param_hint="--output")
-    raise typer.Exit(run_doctor(output, root))
+    raise typer.Exit(run_doctor(_output(output, "text", "json"), root))
 
 
 @app.command()
@@ -113,12 +144,15 @@ def up(
         str | None,
         typer.Option("--within", hidden=True, help="Inside guest hypervisor ADDRESS: its guests."),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", hidden=True, help="Records as JSON.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", hidden=True, help="Same as -o json.")] = False,
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="text (boot stages) or json (guest records).")
+    ] = "text",
 ) -> None:
     """Start a lab's guests, wait for their agents, print boot stages; they keep running."""
     from kvmlab.cli.run_cmds import run_up
 
-    run_up(lab, guest, within, as_json)
+    run_up(lab, guest, within, as_json or _output(output, "text", "json") == "json")
 
 
 @app.command()
@@ -128,18 +162,22 @@ def ps(
     """List running guests: pid, accelerator, uptime, host CPU% next to guest CPU%."""
     from kvmlab.cli.ps_cmd import run_ps
 
-    if output not in ("text", "json"):
-        raise typer.BadParameter("choose text or json", param_hint="--output")
-    run_ps(output)
+    run_ps(_output(output, "text", "json"))
 
 
 @app.command(name="exec", context_settings={"ignore_unknown_options": True})
 def exec_(
     address: Annotated[str, typer.Argument(help="LAB/GUEST, e.g. basic/vm1.")],
     command: Annotated[list[str] | None, typer.Argument(help="Command and arguments.")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait.")] = 600.0,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds it may run, then it is killed.")
+    ] = 600.0,
 ) -> None:
-    """Run a command in a guest (argv, through the guest agent); exit with its code."""
+    """Run a command in a guest (argv, through the guest agent); exit with its code.
+
+    Like ssh: stdin is forwarded unless it is a terminal (whole, at most 47 MiB); Ctrl-C
+    kills the command; its output (at most 16 MiB per stream) comes when it has ended.
+    """
     from kvmlab.cli.exec_cmds import run_exec
 
     raise typer.Exit(run_exec(address, command or [], timeout))
@@ -172,11 +210,14 @@ def bench(
     only: Annotated[
         str | None, typer.Option("--only", help="Workloads, e.g. cpu,disk (default: suite's).")
     ] = None,
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="text (the level table) or json (the report).")
+    ] = "text",
 ) -> None:
     """Run the benchmark suite at L0 and in the lab's guests; store and print the level table."""
     from kvmlab.cli.bench_cmds import run_bench_cmd
 
-    run_bench_cmd(lab, suite, levels, only)
+    run_bench_cmd(lab, suite, levels, only, output=_output(output, "text", "json"))
 
 
 @app.command(name="run")
@@ -185,8 +226,13 @@ def run_lab(
         Path | None, typer.Argument(help="Lab file (default: the embedded nested lab).")
     ] = None,
     suite: Annotated[str, typer.Option("--suite", help="quick or full.")] = "quick",
-    levels: Annotated[str, typer.Option("--levels", help="Levels to measure.")] = "L0,L1,L2",
+    levels: Annotated[
+        str | None, typer.Option("--levels", help="Levels to measure (default: all the lab has).")
+    ] = None,
     out: Annotated[Path | None, typer.Option("--out", help="HTML report file.")] = None,
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="text (the level table) or json (the report).")
+    ] = "text",
 ) -> None:
     """The main job: boot the whole lab (L1 and L2), benchmark L0/L1/L2, report, tear down."""
     from kvmlab.cli.bench_cmds import run_bench_cmd
@@ -194,7 +240,7 @@ def run_lab(
 
     path = lab if lab is not None else lab_path("nested")
     html = out or Path(f"kvmlab-report-{path.stem}.html")
-    run_bench_cmd(path, suite, levels, None, html)
+    run_bench_cmd(path, suite, levels, None, html, _output(output, "text", "json"))
 
 
 results_app = typer.Typer(help="Stored benchmark runs.", no_args_is_help=True)
@@ -208,29 +254,36 @@ def results_ls(
     """List stored runs (newest first), complete or not."""
     from kvmlab.cli.bench_cmds import results_ls as ls
 
-    ls(output)
+    ls(_output(output, "text", "json"))
 
 
 @results_app.command("show")
-def results_show(run: Annotated[str, typer.Argument(help="Run id or 'last'.")] = "last") -> None:
+def results_show(
+    run: Annotated[str, typer.Argument(help="Run id or 'last'.")] = "last",
+    output: Annotated[str, typer.Option("--output", "-o", help="text, md or json.")] = "text",
+) -> None:
     """Print a run's level table."""
     from kvmlab.cli.bench_cmds import show_report
     from kvmlab.results.store import ResultStore
 
+    output = _output(output, "text", "md", "json")
     with ResultStore() as store:
-        show_report(store, run, None, "text", None)
+        show_report(store, run, None, output, None)
 
 
 @results_app.command("export")
 def results_export(
     run: Annotated[str, typer.Argument(help="Run id or 'last'.")] = "last",
-    fmt: Annotated[str, typer.Option("--format", "-f", help="csv or json.")] = "csv",
+    output: Annotated[str, typer.Option("--output", "-o", help="csv or json.")] = "csv",
+    fmt: Annotated[
+        str | None, typer.Option("--format", "-f", hidden=True, help="Old spelling of -o.")
+    ] = None,
     out: Annotated[Path | None, typer.Option("--out", help="File (default: stdout).")] = None,
 ) -> None:
     """Every sample of a run, as CSV or JSON."""
     from kvmlab.cli.bench_cmds import results_export as export
 
-    export(run, fmt, out)
+    export(run, _output(fmt or output, "csv", "json"), out)
 
 
 @app.command()
@@ -243,8 +296,12 @@ def report(
 ) -> None:
     """A run's level table: L0/L1/L2 and each level's change against the one below."""
     from kvmlab.cli.bench_cmds import show_report
+    from kvmlab.cli.outfile import check_out
     from kvmlab.results.store import ResultStore
 
+    output = _output(output, "text", "md", "html", "json")
+    if out is not None:
+        check_out(out)
     with ResultStore() as store:
         show_report(store, "last" if last or run is None else run, compare, output, out)
 
@@ -252,12 +309,55 @@ def report(
 def main() -> None:
     """Console-script entry point: run the app, print kvmlab errors, exit with their code.
 
-    Typer (standalone mode) handles usage errors (exit 2) and its own exits;
-    everything kvmlab raises on purpose arrives here.
+    Usage errors (bad arguments) are one line unless stderr is a terminal, exit 2; kvmlab's
+    own errors are printed here, one ``kvmlab: `` line each; a closed stdout pipe ends
+    quietly with :data:`PIPE_CLOSED`. rich and typer end a closed pipe with
+    ``SystemExit(1)``; kvmlab itself never exits (its status 1 is returned), so that is
+    what such an exit means here.
     """
     try:
-        app()
+        status = app(standalone_mode=False)
+        sys.stdout.flush()
     except KvmlabError as exc:
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _quiet_exit(PIPE_CLOSED)
         for line in exc.lines():
             print(f"kvmlab: {line}", file=sys.stderr)
         sys.exit(exc.exit_code)
+    except (_PipeClosed, BrokenPipeError):
+        _quiet_exit(PIPE_CLOSED)
+    except SystemExit as exc:
+        if exc.code == 1:
+            _quiet_exit(PIPE_CLOSED)
+        raise
+    except typer.Abort:
+        sys.exit(130)
+    except Exception as exc:
+        if not any(k.__name__ == "ClickException" for k in type(exc).__mro__):
+            raise
+        _usage_error(exc)
+    sys.exit(status if isinstance(status, int) else 0)
+
+
+def _quiet_exit(status: int) -> NoReturn:
+    """Exit without Python complaining about output it can no longer flush."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(status)
+
+
+def _usage_error(exc: Any) -> NoReturn:
+    """A bad command line: typer's box on a terminal, else one ``kvmlab:`` line; exit 2."""
+    if type(exc).__name__ != "NoArgsIsHelpError":  # that one printed the help already
+        if sys.stderr.isatty():
+            from typer import rich_utils
+
+            rich_utils.rich_format_error(exc)
+        else:
+            message = " ".join(str(exc.format_message()).split())
+            ctx = getattr(exc, "ctx", None)
+            hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+            print(f"kvmlab: {message}{hint}", file=sys.stderr)
+    sys.exit(2)

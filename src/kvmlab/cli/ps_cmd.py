@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 
 from kvmlab.runtime.rundir import running_labs
@@ -13,40 +14,56 @@ def run_ps(output: str) -> None:
     """List running labs and guests with host CPU next to guest CPU."""
     from kvmlab.runtime.usage import sample_usage
 
-    rows = []
-    for lab_dir in running_labs():
-        for run_dir, rec in lab_dir.records():
-            rows.append((run_dir, rec))
+    entries = [e for lab_dir in running_labs() for e in lab_dir.entries()]
+    rows = [(e.run_dir, e.record) for e in entries
+            if e.record is not None and e.state() == "running"]  # fmt: skip
     usage = sample_usage(rows)
     now = time.time()
     out: list[dict[str, object]] = []
-    for run_dir, rec in rows:
-        host_cpu, guest_cpu = usage.get(rec.pid, (None, None))
-        out.append({
-            "lab": rec.lab, "guest": "/".join(rec.address), "address": rec.name,
-            "level": f"L{len(rec.address)}", "pid": rec.pid,
-            "state": "running" if rec.running(run_dir) else "dead",
-            "accel": rec.accel, "vcpus": rec.vcpus, "memory_bytes": rec.memory,
-            "uptime_s": round(now - rec.started, 1),
-            "host_cpu_pct": None if rec.via else host_cpu, "guest_cpu_pct": guest_cpu,
-            "via": rec.via, "boot_s": rec.boot,
-        })  # fmt: skip
+    for entry in entries:
+        rec, state = entry.record, entry.state()
+        pids = entry.processes()
+        row: dict[str, object] = {
+            "lab": entry.lab, "guest": "/".join(entry.address), "address": entry.name,
+            "level": f"L{len(entry.address)}", "state": state,
+            "pid": rec.pid if rec is not None and rec.pid else (pids[0] if pids else None),
+            "problem": entry.problem,
+        }  # fmt: skip
+        if rec is not None:
+            host_cpu, guest_cpu = usage.get(rec.pid, (None, None))
+            row.update({
+                "accel": rec.accel, "vcpus": rec.vcpus, "memory_bytes": rec.memory,
+                "uptime_s": round(now - rec.started, 1),
+                "host_cpu_pct": None if rec.via else host_cpu, "guest_cpu_pct": guest_cpu,
+                "via": rec.via, "boot_s": rec.boot,
+            })  # fmt: skip
+        out.append(row)
     if output == "json":
         print(json.dumps(out, indent=2))
         return
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(title="running guests (CPU in % of one host CPU, sampled over 0.5 s)")
-    for column in ("address", "level", "pid", "state", "accel", "vCPUs", "memory", "uptime",
-                   "host CPU%", "guest CPU%"):  # fmt: skip
-        table.add_column(column)
+    from kvmlab.report.grid import Col, print_grid
+
+    columns = [Col("address"), Col("level"), Col("pid", "right"), Col("state"), Col("accel"),
+               Col("vCPUs", "right"), Col("memory", "right"), Col("uptime", "right"),
+               Col("host CPU%", "right"), Col("guest CPU%", "right")]  # fmt: skip
+    cells: list[list[str]] = []
     for row in out:
-        table.add_row(
-            str(row["address"]), str(row["level"]), str(row["pid"]), str(row["state"]),
-            str(row["accel"]), str(row["vcpus"]), format_size(int(str(row["memory_bytes"]))),
-            f"{row['uptime_s']:.0f} s",
-            "-" if row["host_cpu_pct"] is None else f"{row['host_cpu_pct']:.0f}",
-            "-" if row["guest_cpu_pct"] is None else f"{row['guest_cpu_pct']:.0f}",
-        )  # fmt: skip
-    Console().print(table if out else "no running guests")
+        known = "accel" in row
+        cells.append([
+            str(row["address"]), str(row["level"]), str(row["pid"] or "-"), str(row["state"]),
+            str(row["accel"]) if known else "-", str(row["vcpus"]) if known else "-",
+            format_size(int(str(row["memory_bytes"]))) if known else "-",
+            f"{row['uptime_s']:.0f} s" if known else "-",
+            "-" if row.get("host_cpu_pct") is None else f"{row['host_cpu_pct']:.0f}",
+            "-" if row.get("guest_cpu_pct") is None else f"{row['guest_cpu_pct']:.0f}",
+        ])  # fmt: skip
+    for row in out:
+        if row["problem"]:
+            print(f"{row['address']}: {row['problem']}", file=sys.stderr)
+    if not out:
+        print("no running guests")
+        return
+    title = "running guests (CPU in % of one host CPU, sampled over 0.5 s)"
+    print_grid(Console(), columns, cells, title=title)

@@ -4,33 +4,31 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
 
 from kvmlab.errors import UsageError
 from kvmlab.guest.image import GuestImage
 from kvmlab.runtime.errors import Interrupted, StateError
 from kvmlab.runtime.rundir import GuestRecord, LabDir
+from kvmlab.runtime.signals import interrupting
+from kvmlab.spec.names import lab_name, parse_address
 
 
 @contextmanager
 def interruptible(what: str) -> Iterator[None]:
-    """SIGTERM behaves like Ctrl-C; both end as :class:`Interrupted` after clean-up ran."""
+    """Ctrl-C, SIGTERM and SIGHUP end as :class:`Interrupted` after clean-up ran.
 
-    def on_term(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, on_term)
+    SIGHUP is what a closed terminal or a dropped ssh session sends: the guests being
+    started are stopped, not left running unrecorded.
+    """
     try:
-        yield
+        with interrupting():
+            yield
     except KeyboardInterrupt:
         raise Interrupted(f"interrupted while {what}; everything it started was stopped") from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def image_factory() -> Callable[[], GuestImage]:
@@ -88,28 +86,23 @@ def run_up(
     Console().print(table)
 
 
-def parse_address(address: str) -> tuple[str, tuple[str, ...]]:
-    """``"lab/l1/l2"`` -> ``("lab", ("l1", "l2"))``."""
-    parts = [p for p in address.split("/") if p]
-    if len(parts) < 2:
-        raise UsageError(f"{address!r} is not a guest address; write LAB/GUEST (e.g. basic/vm1)")
-    return parts[0], tuple(parts[1:])
-
-
 def find_guest(address: str) -> tuple[Path, GuestRecord]:
     """The run directory and record of a running guest (at any level), or a clear error."""
     lab, path = parse_address(address)
     lab_dir = LabDir.of(lab)
     run_dir = lab_dir.guest_dir(path)
-    record = GuestRecord.load(run_dir)
-    if record is None:
-        up = [rec.name for _, rec in lab_dir.records()]
+    entry = next((e for e in lab_dir.entries() if e.address == path), None)
+    if entry is None:
+        up = [e.name for e in lab_dir.entries()]
         hint = f" (running: {', '.join(up)})" if up else f" (lab {lab} is not up)"
         raise StateError(f"no running guest {address}{hint}")
-    if not record.running(run_dir):
-        raise StateError(
-            f"{address} is not running: its QEMU exited; 'kvmlab down {lab}' cleans up"
-        )
+    record, state = entry.record, entry.state()
+    if record is None:
+        raise StateError(f"{address}: {entry.problem}; 'kvmlab down {lab}' stops what is left")
+    if state != "running":
+        why = {"dead": "its QEMU exited", "launching": "it is still starting",
+               "orphaned": "the 'kvmlab up' that started it died"}[state]  # fmt: skip
+        raise StateError(f"{address} is not running: {why}; 'kvmlab down {lab}' cleans up")
     return run_dir, record
 
 
@@ -117,6 +110,7 @@ def run_down(lab: str, force: bool) -> None:
     """Stop a lab's guests and remove its run state."""
     from kvmlab.runtime import lab as labrun
 
+    lab = lab_name(lab)
     with interruptible(f"stopping lab {lab}"):
         stopped = labrun.down(lab, force=force, progress=lambda t: print(f"  {t}", file=sys.stderr))
     print(f"lab {lab} is down ({len(stopped)} guest(s) stopped)")

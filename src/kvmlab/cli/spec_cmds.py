@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
 from pathlib import Path
 
 from kvmlab.errors import Problem, SpecError, UsageError
 from kvmlab.spec import Guest, LoadedLab, load_lab
 from kvmlab.spec.units import format_size
+
+CHECK_SCHEMA = "kvmlab.check/1"
+KEYS_SCHEMA = "kvmlab.keys/1"
 
 
 def _summary(loaded: LoadedLab) -> list[str]:
@@ -23,37 +28,59 @@ def _summary(loaded: LoadedLab) -> list[str]:
     return lines
 
 
-def run_check(labs: list[Path]) -> None:
-    """Validate every file; print a summary per valid lab, raise with all problems."""
+def _guests_json(loaded: LoadedLab) -> list[dict[str, object]]:
+    return [
+        {"address": "/".join(path), "level": f"L{len(path)}", "hypervisor": guest.nested,
+         "vcpus": guest.vcpus, "memory_bytes": guest.memory.size,
+         "memory_backing": guest.memory.backing, "disks": len(guest.disks),
+         "nics": [n.type for n in guest.nics], "cpu": guest.cpu.model}
+        for path, guest in loaded.lab.walk()
+    ]  # fmt: skip
+
+
+def run_check(labs: list[Path], output: str = "text") -> None:
+    """Validate every file; print a summary per valid lab (or JSON), raise with all problems."""
     problems: list[Problem] = []
+    report: list[dict[str, object]] = []
     for path in labs:
         try:
             loaded = load_lab(path)
         except SpecError as exc:
             problems.extend(exc.problems)
+            report.append({"file": str(path), "ok": False, "lab": None, "guests": [],
+                           "problems": [asdict(p) for p in exc.problems]})  # fmt: skip
             continue
-        print(f"{path}: ok (lab {loaded.lab.name})")
-        print("\n".join(_summary(loaded)))
+        report.append({"file": str(path), "ok": True, "lab": loaded.lab.name,
+                       "guests": _guests_json(loaded), "problems": []})  # fmt: skip
+        if output == "text":
+            print(f"{path}: ok (lab {loaded.lab.name})")
+            print("\n".join(_summary(loaded)))
+    if output == "json":
+        doc = {"schema": CHECK_SCHEMA, "ok": not problems, "labs": report}
+        print(json.dumps(doc, indent=2, ensure_ascii=False))
     if problems:
         raise SpecError(problems)
 
 
-def run_explain(markdown: bool) -> None:
-    """Print the lab-file reference generated from the models."""
+def run_explain(output: str) -> None:
+    """Print the lab-file reference generated from the models (text, md or json)."""
     from kvmlab.spec.reference import lab_reference, reference_markdown
 
-    if markdown:
+    if output == "md":
         print(reference_markdown(), end="")
         return
+    docs = lab_reference()
+    if output == "json":
+        keys = [asdict(d) for d in docs]
+        print(json.dumps({"schema": KEYS_SCHEMA, "keys": keys}, indent=2, ensure_ascii=False))
+        return
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(title="Lab file keys", show_lines=False, expand=True)
-    for column in ("key", "type", "default", "meaning"):
-        table.add_column(column, overflow="fold")
-    for doc in lab_reference():
-        table.add_row(doc.key, doc.type, doc.default, doc.meaning)
-    Console().print(table)
+    from kvmlab.report.grid import Col, print_grid
+
+    columns = [Col("key"), Col("type"), Col("default"), Col("meaning")]
+    rows = [[d.key, d.type, d.default, d.meaning] for d in docs]
+    print_grid(Console(), columns, rows, title="Lab file keys")
 
 
 def _targets(loaded: LoadedLab, address: str | None) -> list[tuple[tuple[str, ...], Guest]]:

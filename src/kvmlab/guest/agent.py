@@ -10,6 +10,12 @@ After any timeout the stream is out of step again, so the next call re-syncs fir
 
 Only the agent commands the runtime needs are wrapped: guest-sync-delimited, guest-ping,
 guest-exec and guest-exec-status. QEMU's own monitor (QMP) is spoken with qemu.qmp.
+
+guest-exec takes a command's whole input at once (base64 in the request, which QEMU's JSON
+parser caps at 64 MiB) and hands back its output only after it exited, at most 16 MiB per
+stream (``out-truncated``/``err-truncated`` say when more was cut). The agent has no kill
+command: a command that outlives its timeout, or whose caller is interrupted, is killed
+with its descendants by a second guest-exec'd ``sh``.
 """
 
 from __future__ import annotations
@@ -19,9 +25,11 @@ import contextlib
 import enum
 import json
 import secrets
+import signal
 import socket
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -30,16 +38,34 @@ from typing import Self
 from kvmlab.guest.errors import (
     AgentCommandError,
     AgentConnectError,
+    AgentError,
     AgentProtocolError,
     AgentStateError,
     AgentTimeout,
     GuestCommandFailed,
+    GuestExecInterrupted,
     GuestExecTimeout,
+    GuestInputTooLarge,
+    GuestOutputTruncated,
 )
 
 SENTINEL = b"\xff"
 STATUS_TIMEOUT = 60.0  # the longest wait for one guest-exec-status answer
-_MAX_LINE = 64 * 1024 * 1024  # qemu-ga caps captured output at 16 MiB, base64 adds a third
+MAX_OUTPUT = 16 * 1024 * 1024  # qemu-ga keeps this much of each stream (GUEST_EXEC_MAX_OUTPUT)
+MAX_REQUEST = 64 * 1024 * 1024  # QEMU's JSON parser refuses longer messages (MAX_TOKEN_SIZE)
+MAX_INPUT = 47 * 1024 * 1024  # base64 makes it 62.7 MiB: the rest of the request fits beside it
+INPUT_RATE = 256 * 1024  # bytes/s a slow (nested TCG) guest's agent channel takes at worst
+KILL_TIMEOUT = 5.0  # the longest wait for the agent to start the kill
+_MAX_LINE = 64 * 1024 * 1024  # two 16 MiB outputs in base64 and the JSON around them
+_KILL_TREE = (  # stop each process before listing its children: none escapes by forking
+    'k() { kill -STOP "$1"; for c in $(cat /proc/"$1"/task/*/children); do k "$c"; done; '
+    'kill -KILL "$1"; } 2>/dev/null; k "$1"'
+)
+
+
+def kill_argv(pid: int) -> list[str]:
+    """The guest command that SIGKILLs guest process ``pid`` and all its descendants."""
+    return ["sh", "-c", _KILL_TREE, "kvmlab-kill", str(pid)]
 
 
 class AgentState(enum.Enum):
@@ -55,11 +81,26 @@ class ExecResult:
     returncode: int
     stdout: bytes
     stderr: bytes
-    truncated: bool = False  # qemu-ga dropped output past its 16 MiB capture limit
+    out_truncated: bool = False  # qemu-ga dropped stdout past MAX_OUTPUT bytes
+    err_truncated: bool = False  # and stderr
+
+    @property
+    def truncated(self) -> bool:
+        """Whether qemu-ga dropped output of either stream."""
+        return self.out_truncated or self.err_truncated
 
     def check(self, argv: Sequence[str]) -> Self:
+        """Raise :class:`GuestCommandFailed` unless the command exited with 0."""
         if self.returncode != 0:
             raise GuestCommandFailed(argv, self.returncode, self.stderr)
+        return self
+
+    def complete(self, argv: Sequence[str]) -> Self:
+        """Raise :class:`GuestOutputTruncated` if qemu-ga cut stdout or stderr."""
+        streams = [name for name, cut in (("stdout", self.out_truncated),
+                                          ("stderr", self.err_truncated)) if cut]  # fmt: skip
+        if streams:
+            raise GuestOutputTruncated(argv, self.returncode, streams, MAX_OUTPUT)
         return self
 
 
@@ -75,6 +116,7 @@ class GuestAgent:
         self.path = Path(path)
         self._sock: socket.socket | None = None
         self._buf = bytearray()
+        self._awaiting: str | None = None  # the command being sent or answered
         self.state = AgentState.CLOSED
 
     def __enter__(self) -> Self:
@@ -90,6 +132,7 @@ class GuestAgent:
             self._sock.close()
         self._sock = None
         self._buf.clear()
+        self._awaiting = None
         self.state = AgentState.CLOSED
 
     def connect(self, timeout: float = 10.0) -> None:
@@ -146,7 +189,8 @@ class GuestAgent:
         sync_id = secrets.randbelow(2**31)
         request = {"execute": "guest-sync-delimited", "arguments": {"id": sync_id}}
         self.state = AgentState.CONNECTED
-        self._send(sock, SENTINEL + json.dumps(request).encode() + b"\n")
+        self._awaiting = None
+        self._send(sock, SENTINEL + json.dumps(request).encode() + b"\n", deadline)
         while True:
             # Skip everything up to the next sentinel, then read the answer after it.
             while SENTINEL not in self._buf:
@@ -176,8 +220,10 @@ class GuestAgent:
         if arguments:
             request["arguments"] = dict(arguments)
         self.state = AgentState.CONNECTED  # until the answer is read
-        self._send(sock, json.dumps(request).encode() + b"\n")
+        self._awaiting = command
+        self._send(sock, json.dumps(request).encode() + b"\n", deadline)
         answer = self._read_message(sock, deadline, command)
+        self._awaiting = None
         self.state = AgentState.READY
         if "error" in answer:
             err = answer["error"]
@@ -200,7 +246,7 @@ class GuestAgent:
         if arguments:
             request["arguments"] = dict(arguments)
         self.state = AgentState.CONNECTED  # an error answer may still arrive
-        self._send(sock, json.dumps(request).encode() + b"\n")
+        self._send(sock, json.dumps(request).encode() + b"\n", time.monotonic() + timeout)
 
     def exec_start(
         self,
@@ -211,9 +257,16 @@ class GuestAgent:
         capture: bool = True,
         timeout: float = 5.0,
     ) -> int:
-        """Start ``argv`` in the guest (searched in PATH); return its guest pid."""
+        """Start ``argv`` in the guest (searched in PATH); return its guest pid.
+
+        ``input`` (at most :data:`MAX_INPUT` bytes) is the command's stdin, else /dev/null;
+        sending it gets ``timeout`` plus the time a slow guest takes to read it. If the
+        caller is interrupted once the request is out, the command is killed.
+        """
         if not argv:
             raise ValueError("empty argv")
+        if input is not None and len(input) > MAX_INPUT:
+            raise GuestInputTooLarge(len(input), MAX_INPUT)
         args: dict[str, object] = {
             "path": argv[0],
             "arg": list(argv[1:]),
@@ -221,13 +274,52 @@ class GuestAgent:
         }
         if input is not None:
             args["input-data"] = base64.b64encode(input).decode()
+            timeout += len(input) / INPUT_RATE
         if env is not None:
             args["env"] = [f"{k}={v}" for k, v in env.items()]
-        ret = self.execute("guest-exec", args, timeout)
+        try:
+            ret = self.execute("guest-exec", args, timeout)
+        except KeyboardInterrupt as exc:
+            if self._awaiting != "guest-exec":
+                raise  # nothing was sent: nothing started
+            with _interrupts_ignored():
+                late = self._pid_in_flight()
+                if late is None:
+                    raise
+                killed = self._kill(late)
+            raise GuestExecInterrupted(argv, late, killed) from exc
         if not isinstance(ret, dict) or not isinstance(ret.get("pid"), int):
             raise AgentProtocolError(f"guest-exec: unexpected answer {ret!r}")
         pid: int = ret["pid"]
         return pid
+
+    def _pid_in_flight(self) -> int | None:
+        """Resync after an interrupted guest-exec; the pid it was answered with, if any.
+
+        The request may have got out whole or in part: the sync's 0xFF drops a partial one,
+        and every answer before the sync's is read, so either way the stream ends in step.
+        """
+        try:
+            sock = self._need_socket()
+            deadline = time.monotonic() + KILL_TIMEOUT
+            sync_id = secrets.randbelow(2**31)
+            request = {"execute": "guest-sync-delimited", "arguments": {"id": sync_id}}
+            self._send(sock, SENTINEL + json.dumps(request).encode() + b"\n", deadline)
+            pid = None
+            while True:
+                line = self._read_line(sock, deadline, "guest-exec")
+                synced = SENTINEL in line
+                with contextlib.suppress(ValueError):
+                    answer = json.loads(line.rpartition(SENTINEL)[2])
+                    ret = answer.get("return") if isinstance(answer, dict) else None
+                    if synced and ret == sync_id:
+                        self._awaiting = None
+                        self.state = AgentState.READY
+                        return pid
+                    if not synced and isinstance(ret, dict) and isinstance(ret.get("pid"), int):
+                        pid = ret["pid"]
+        except AgentError:
+            return None
 
     def exec_status(self, pid: int, timeout: float = 5.0) -> ExecResult | None:
         """The result of guest-exec'd ``pid`` if it exited, else None."""
@@ -246,7 +338,8 @@ class GuestAgent:
             returncode=code,
             stdout=_b64(ret.get("out-data")),
             stderr=_b64(ret.get("err-data")),
-            truncated=bool(ret.get("out-truncated") or ret.get("err-truncated")),
+            out_truncated=ret.get("out-truncated") is True,
+            err_truncated=ret.get("err-truncated") is True,
         )
 
     def exec(
@@ -260,10 +353,33 @@ class GuestAgent:
     ) -> ExecResult:
         """Run ``argv`` in the guest and wait for it, capturing stdout and stderr.
 
-        On timeout the command is sent SIGKILL (best effort) and GuestExecTimeout raised.
+        The command (with its descendants) is killed when it outlives ``timeout`` seconds
+        (:class:`GuestExecTimeout`), when the caller is interrupted (Ctrl-C, or a signal
+        handler raising KeyboardInterrupt: :class:`GuestExecInterrupted`; further interrupts
+        are ignored until the kill is done) and when waiting for it fails.
         """
+        if not timeout > 0:  # also NaN
+            raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
         deadline = time.monotonic() + timeout
         pid = self.exec_start(argv, input=input, env=env, timeout=min(timeout, STATUS_TIMEOUT))
+        try:
+            result = self._wait(pid, deadline)
+        except KeyboardInterrupt as exc:
+            with _interrupts_ignored():
+                killed = self._kill(pid)
+            raise GuestExecInterrupted(argv, pid, killed) from exc
+        except BaseException:
+            with _interrupts_ignored():
+                self._kill(pid)
+            raise
+        if result is None:
+            with _interrupts_ignored():
+                self._kill(pid)
+            raise GuestExecTimeout(argv, timeout, pid)
+        return result.check(argv) if check else result
+
+    def _wait(self, pid: int, deadline: float) -> ExecResult | None:
+        """Poll until ``pid`` exits (its result) or the deadline passes (None)."""
         delay = 0.005
         while True:
             # A guest saturated by the command itself (TCG, nested) may answer slowly or drop
@@ -277,16 +393,24 @@ class GuestAgent:
                     raise
                 continue
             if result is not None:
-                return result.check(argv) if check else result
+                return result
             if time.monotonic() + delay > deadline:
-                self._kill(pid)
-                raise GuestExecTimeout(argv, timeout, pid)
+                return None
             time.sleep(delay)
             delay = min(delay * 2, 0.5)  # long commands: fewer polls of a busy guest
 
-    def _kill(self, pid: int) -> None:
-        with contextlib.suppress(Exception):
-            self.exec_start(["kill", "-KILL", str(pid)], capture=False, timeout=2.0)
+    def _kill(self, pid: int, confirm: float = 2.0) -> bool:
+        """SIGKILL ``pid`` and its descendants (best effort); whether it was seen to end."""
+        try:
+            self.exec_start(kill_argv(pid), capture=False, timeout=KILL_TIMEOUT)
+            deadline = time.monotonic() + confirm
+            while time.monotonic() < deadline:
+                if self.exec_status(pid, timeout=max(0.1, deadline - time.monotonic())):
+                    return True
+                time.sleep(0.02)
+        except AgentError:
+            pass
+        return False
 
     def _need_socket(self) -> socket.socket:
         if self._sock is None:
@@ -296,9 +420,13 @@ class GuestAgent:
             )
         return self._sock
 
-    def _send(self, sock: socket.socket, data: bytes) -> None:
+    def _send(self, sock: socket.socket, data: bytes, deadline: float) -> None:
+        if len(data) > MAX_REQUEST:
+            raise AgentProtocolError(
+                f"request of {len(data)} bytes: the guest agent takes at most {MAX_REQUEST}"
+            )
         try:
-            sock.settimeout(5.0)
+            sock.settimeout(max(0.05, deadline - time.monotonic()))
             sock.sendall(data)
         except OSError as exc:
             self.close()
@@ -311,7 +439,7 @@ class GuestAgent:
             raise AgentTimeout(f"guest agent did not answer {what} in time")
         sock.settimeout(left)
         try:
-            data = sock.recv(65536)
+            data = sock.recv(1 << 20)
         except TimeoutError:
             self.state = AgentState.CONNECTED
             raise AgentTimeout(f"guest agent did not answer {what} in time") from None
@@ -329,28 +457,58 @@ class GuestAgent:
             )
         self._buf += data
 
-    def _read_message(self, sock: socket.socket, deadline: float, what: str) -> dict[str, object]:
-        """The next non-empty line of the stream, as a JSON object."""
+    def _read_line(self, sock: socket.socket, deadline: float, what: str) -> bytes:
+        """The next non-empty line of the stream, stripped."""
+        scanned = 0  # a long answer arrives in many pieces: search each byte once
         while True:
-            end = self._buf.find(b"\n")
+            end = self._buf.find(b"\n", scanned)
             if end < 0:
                 if len(self._buf) > _MAX_LINE:
                     self.state = AgentState.CONNECTED
                     raise AgentProtocolError(f"{what}: answer longer than {_MAX_LINE} bytes")
+                scanned = len(self._buf)
                 self._recv(sock, deadline, what)
                 continue
+            scanned = 0
             line = bytes(self._buf[:end]).strip()
             del self._buf[: end + 1]
-            if not line:
-                continue
-            try:
-                message = json.loads(line)
-            except ValueError:
-                message = None
-            if not isinstance(message, dict):
-                self.state = AgentState.CONNECTED
-                raise AgentProtocolError(f"{what}: not a JSON object: {line[:200]!r}")
-            return message
+            if line:
+                return line
+
+    def _read_message(self, sock: socket.socket, deadline: float, what: str) -> dict[str, object]:
+        """The next non-empty line of the stream, as a JSON object."""
+        line = self._read_line(sock, deadline, what)
+        try:
+            message = json.loads(line)
+        except ValueError:
+            message = None
+        if not isinstance(message, dict):
+            self.state = AgentState.CONNECTED
+            raise AgentProtocolError(f"{what}: not a JSON object: {line[:200]!r}")
+        return message
+
+
+@contextlib.contextmanager
+def _interrupts_ignored() -> Iterator[None]:
+    """Ignore SIGINT, SIGTERM and SIGHUP (main thread only): a guest command is being killed.
+
+    The interrupt that started the kill is already on its way up; another one must not cut
+    the kill short or end in a traceback. The kill is bounded (:data:`KILL_TIMEOUT`).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        handler = signal.getsignal(sig)
+        if handler is not None:  # None: set outside Python, cannot be put back
+            previous[sig] = handler
+            signal.signal(sig, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _b64(value: object) -> bytes:

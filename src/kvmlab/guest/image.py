@@ -6,13 +6,16 @@ command line and :data:`BUILDER_VERSION`), so changing any of them builds a new 
 an unchanged host reuses the old one. Each entry has a ``manifest.json`` with the sha256 of
 every file; an entry whose files do not match it (truncated, altered, missing, extra) is
 thrown away and rebuilt. Entries are built in a 0700 temporary directory and renamed into
-place, so a crash never leaves a half-written entry under a valid key.
+place, so a crash never leaves a half-written entry under a valid key. The kernel an image is
+built from is verified too (:func:`kvmlab.guest.kernel.fetch_kernel`), and nothing is
+deleted but kvmlab's own entries (:mod:`kvmlab.guest.cache`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import Literal
 
 from kvmlab.errors import ToolMissing
+from kvmlab.guest import cache as cache_root
 from kvmlab.guest import initramfs
 from kvmlab.guest.errors import ImageError
 from kvmlab.guest.kernel import (
@@ -213,16 +217,17 @@ def ensure_entry(
 ) -> tuple[Path, dict[str, str]]:
     """Return ``images/key`` and its metadata, (re)building it unless it verifies.
 
+    ``images`` is a section of the cache root (``images``, ``disks``), checked first.
     ``build(tmpdir)`` writes the entry's files into tmpdir and returns metadata to keep
     in the manifest.
     """
+    images = cache_root.section_of(images)
     entry = images / key
-    if entry.exists():
+    if os.path.lexists(entry):
         meta = verify_entry(entry, key)
         if meta is not None:
             return entry, meta
-        _discard(entry)
-    images.mkdir(parents=True, exist_ok=True)
+        cache_root.discard(entry)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=images))
     try:
         meta = dict(build(tmp))
@@ -252,6 +257,8 @@ def verify_entry(entry: Path, key: str) -> dict[str, str] | None:
     """The entry's metadata if it holds exactly the files its manifest lists, with their
     hashes; None if anything is off."""
     try:
+        if entry.is_symlink() or any(p.is_symlink() for p in entry.iterdir()):
+            return None
         manifest = json.loads((entry / MANIFEST).read_text())
         files, meta = manifest["files"], manifest["meta"]
         if manifest.get("key") != key or not isinstance(files, dict) or not files:
@@ -266,13 +273,6 @@ def verify_entry(entry: Path, key: str) -> dict[str, str] | None:
         return None
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-def _discard(entry: Path) -> None:
-    """Move a bad entry out of the way first, so its key is free even if rmtree fails."""
-    stale = Path(tempfile.mkdtemp(prefix=".stale-", dir=entry.parent))
-    entry.rename(stale / "entry")
-    shutil.rmtree(stale, ignore_errors=True)
 
 
 def _sha256(path: Path) -> str:

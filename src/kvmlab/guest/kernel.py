@@ -7,13 +7,18 @@ build instead of being pinned here. The package is fetched with ``apt-get downlo
 (which checks it against the signed archive metadata), unpacked with ``dpkg -x`` and given
 a ``modules.dep`` with ``busybox depmod`` (``kmod`` is not a kvmlab dependency).
 
-Cache layout: ``<cache>/kernels/<package>_<version>/{boot,lib/modules/<release>}``; the
-directory is built under a temporary name and renamed into place, so it is either complete
-or absent.
+Cache layout: ``<cache>/kernels/<package>_<version>/{boot,lib/modules/<release>}`` plus
+:data:`MANIFEST`, the sha256 of every file (and the target of every symlink) as unpacked.
+The directory is built under a temporary name and renamed into place, so it is either
+complete or absent; before an image is built from it, it is verified against its manifest,
+and one that does not match (altered, truncated, missing or extra files, or no manifest)
+is thrown away and fetched again. Deleting is confined as :mod:`kvmlab.guest.cache` says.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import lzma
 import os
 import re
@@ -26,7 +31,7 @@ from pathlib import Path
 from typing import Literal
 
 from kvmlab.errors import HostError, ProcessFailure
-from kvmlab.guest import elf
+from kvmlab.guest import cache, elf
 from kvmlab.guest._run import run
 from kvmlab.guest.errors import ImageError
 
@@ -37,6 +42,7 @@ META_PACKAGES: dict[KernelFlavour, str] = {
     "cloud": "linux-image-cloud-amd64",
 }
 
+MANIFEST = ".kvmlab-manifest.json"
 _APT_TIMEOUT = 300.0
 _DEPENDS_RE = re.compile(r"^(linux-image-(\d[^\s(]*))\s*\(=\s*([^\s)]+)\)")
 
@@ -105,10 +111,7 @@ def resolve_kernel_package(flavour: KernelFlavour = "generic") -> KernelPackage:
 
 def default_cache_dir() -> Path:
     """``$KVMLAB_CACHE``, else ``$XDG_CACHE_HOME/kvmlab``, else ``~/.cache/kvmlab``."""
-    if env := os.environ.get("KVMLAB_CACHE"):
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "kvmlab"
+    return cache.default_root()
 
 
 def get_kernel(flavour: KernelFlavour = "generic", cache_dir: Path | None = None) -> Kernel:
@@ -117,26 +120,61 @@ def get_kernel(flavour: KernelFlavour = "generic", cache_dir: Path | None = None
 
 
 def fetch_kernel(package: KernelPackage, cache_dir: Path | None = None) -> Kernel:
-    """Return the unpacked kernel, downloading and unpacking it on first use."""
-    kernels = (cache_dir or default_cache_dir()) / "kernels"
+    """Return the unpacked kernel, verified, downloading and unpacking it when needed."""
+    kernels = cache.section("kernels", cache_dir)
     final = kernels / package.cache_name
-    if final.is_dir():
-        kernel = _kernel_at(package, final)
-        if kernel.vmlinuz.is_file() and (kernel.modules_dir / "modules.dep").is_file():
-            return kernel
-        shutil.rmtree(final)  # half-deleted by hand: start over
-    kernels.mkdir(parents=True, exist_ok=True)
+    if os.path.lexists(final):
+        if verify_kernel(final):
+            return _kernel_at(package, final)
+        cache.discard(final)  # altered, half-deleted or unverifiable: fetch it again
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=kernels))
     try:
         _download_and_unpack(package, tmp)
+        write_kernel_manifest(tmp)
         try:
             tmp.rename(final)
         except OSError:
-            if not final.is_dir():  # not a concurrent builder winning the race
+            if not verify_kernel(final):  # not a concurrent fetcher winning the race
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return _kernel_at(package, final)
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """{relative path: sha256 of a file, or "-> TARGET" of a symlink} below ``root``."""
+    found: dict[str, str] = {}
+    for dirpath, dirnames, filenames in os.walk(root):  # never follows symlinked dirs
+        base = Path(dirpath)
+        for name in [*filenames, *(d for d in dirnames if (base / d).is_symlink())]:
+            path = base / name
+            rel = str(path.relative_to(root))
+            if path.is_symlink():
+                found[rel] = f"-> {path.readlink()}"
+            elif path.is_file():
+                with path.open("rb") as f:
+                    found[rel] = hashlib.file_digest(f, "sha256").hexdigest()
+            else:
+                found[rel] = "special"  # a device or fifo: never in a kernel package
+    found.pop(MANIFEST, None)
+    return found
+
+
+def write_kernel_manifest(root: Path) -> None:
+    """Record every file's sha256 (and every symlink's target) of an unpacked kernel."""
+    text = json.dumps({"format": 1, "files": _tree(root)}, indent=1, sort_keys=True)
+    (root / MANIFEST).write_text(text + "\n")
+
+
+def verify_kernel(root: Path) -> bool:
+    """Whether ``root`` is a real directory holding exactly what its manifest lists."""
+    try:
+        if root.is_symlink() or not root.is_dir():
+            return False
+        files = json.loads((root / MANIFEST).read_text())["files"]
+        return isinstance(files, dict) and bool(files) and _tree(root) == files
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
 
 
 def _kernel_at(package: KernelPackage, root: Path) -> Kernel:

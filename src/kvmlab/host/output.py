@@ -32,6 +32,7 @@ from kvmlab.host.findings import Finding, Status
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.text import Text
 
 SCHEMA = "kvmlab.doctor/1"
 STATUS_STYLE = {
@@ -80,41 +81,62 @@ def findings_to_json(findings: Sequence[Finding], accel: AccelChoice) -> str:
     return json.dumps(findings_to_dict(findings, accel), indent=2, ensure_ascii=False) + "\n"
 
 
+INDENT = "      "
+"""Evidence and fix lines sit under the check id."""
+
+
 def print_findings(findings: Sequence[Finding], accel: AccelChoice, console: Console) -> None:
-    """A table: coloured status, check id, summary with its evidence and fix lines below."""
-    from rich import box
-    from rich.console import Group
-    from rich.padding import Padding
-    from rich.table import Table
+    """Per finding a line (status, check id, summary) and its evidence and fix lines below.
+
+    Nothing is hard-wrapped or cut: a path or a fix command stays on one line to copy
+    (a terminal may fold it on screen); no line ends in spaces.
+    """
     from rich.text import Text
 
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("status", no_wrap=True)
-    table.add_column("check", no_wrap=True, style="bold")
-    table.add_column("finding", overflow="fold")
+    width = max((len(f.id) for f in findings), default=0)
     for f in findings:
-        lines: list[Text | Padding] = [
-            Text(f.summary, style="dim" if f.status is Status.SKIP else "")
-        ]
+        label = Text(f"{f.status.value.upper():<4}", style=STATUS_STYLE[f.status])
+        summary = Text(f.summary, style="dim" if f.status is Status.SKIP else "")
+        _head(console, label, Text(f"{f.id:<{width}}", style="bold"), summary)
         for e in f.evidence:
-            line = Text.assemble((f"{e.source}: ", "dim"), (e.value, "dim italic"))
-            lines.append(Padding(line, (0, 0, 0, 2)))
+            _line(console, Text.assemble(INDENT, (f"{e.source}: ", "dim"), (e.value, "dim italic")))
         for fix in f.fix:
-            line = Text.assemble(("fix: ", "bold cyan"), (fix, "cyan"))
-            lines.append(Padding(line, (0, 0, 0, 2)))
-        label = Text(f.status.value.upper(), style=STATUS_STYLE[f.status])
-        table.add_row(label, f.id, Group(*lines))
-    console.print(table)
+            _line(console, Text.assemble(INDENT, ("fix: ", "bold cyan"), (fix, "cyan")))
     counts = status_counts(findings)
     tally = Text()
     for status in Status:
         if tally:
             tally.append(", ")
         tally.append(f"{counts[status.value]} {status.value}", style=STATUS_STYLE[status])
-    console.print(tally)
+    _line(console, tally)
     choice = Text("accelerator: ", style="bold")
     choice.append(
         accel.accel.upper(), style="bold green" if accel.accel == "kvm" else "bold yellow"
     )
     choice.append(f" ({accel.flavour}): {accel.reason}")
-    console.print(choice)
+    _line(console, choice)
+
+
+def _head(console: Console, status: Text, check: Text, summary: Text) -> None:
+    """``STATUS  check  summary``; on a wide enough terminal the summary (prose) wraps
+    between words under itself, elsewhere the line is never broken."""
+    from rich.text import Text
+
+    room = console.width - len(status) - len(check) - 4
+    longest = max((len(word) for word in summary.plain.split()), default=0)
+    if not console.is_terminal or room < max(30, longest):
+        _line(console, Text.assemble(status, "  ", check, "  ", summary))
+        return
+    from rich.table import Table
+
+    grid = Table.grid(padding=(0, 2, 0, 0))
+    grid.add_column(no_wrap=True)
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    grid.add_row(status, check, summary)
+    console.print(grid)
+
+
+def _line(console: Console, text: Text) -> None:
+    text.rstrip()
+    console.print(text, soft_wrap=True, highlight=False)

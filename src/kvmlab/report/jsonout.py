@@ -1,6 +1,6 @@
-"""The report as JSON, for other tools.
+"""The report as JSON, for other tools (docs/json-output.md).
 
-Schema ``kvmlab.report/1``::
+Schema ``kvmlab.report/1``; with ``--compare`` each row names its own run and variant::
 
     {"schema": "kvmlab.report/1",
      "runs": [{"id", "lab", "suite", "spec_digest", "kvmlab_version", "started", "ended",

@@ -1,12 +1,16 @@
-"""The level table on the terminal (rich)."""
+"""The level table on the terminal or in a pipe (see :mod:`kvmlab.report.grid`)."""
 
 from __future__ import annotations
 
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
 from kvmlab.report.fmt import cell_text
+from kvmlab.report.grid import Cell as GridCell
+from kvmlab.report.grid import Col, print_grid
 from kvmlab.report.table import Cell, LevelTable
+
+CAPTION = "median ±half the min-max spread; change vs the level below"
 
 
 def print_table(table: LevelTable, console: Console, title: str) -> None:
@@ -14,19 +18,17 @@ def print_table(table: LevelTable, console: Console, title: str) -> None:
 
     Changes that are losses (less throughput, more time) are red, gains green.
     """
-    out = Table(title=title, caption="median ±half the min-max spread; change vs the level below")
-    out.add_column("workload")
-    out.add_column("metric")
-    out.add_column("unit")
     several = len(table.variants) > 1
+    columns = [Col("workload"), Col("metric"), Col("unit")]
     for col in table.columns:
         label = f"{col.variant}\n{col.label}" if several else col.label
-        out.add_column(label, justify="right")
+        columns.append(Col(label, "right"))
+    rows: list[list[GridCell]] = []
     for row in table.rows:
-        cells = [cell_text(row.cells.get(c), _coloured) for c in table.columns]
         arrow = "↑" if row.higher_is_better else "↓"
-        out.add_row(row.workload, row.metric, f"{row.unit} {arrow}", *cells)
-    console.print(out)
+        cells = [Text.from_markup(cell_text(row.cells.get(c), _coloured)) for c in table.columns]
+        rows.append([row.workload, row.metric, f"{row.unit} {arrow}", *cells])
+    print_grid(console, columns, rows, title=title, caption=CAPTION)
 
 
 def _coloured(delta: str, cell: Cell) -> str:

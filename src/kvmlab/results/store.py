@@ -1,4 +1,4 @@
-"""The results store: SQLite (WAL) in a results directory, schema versioned.
+"""The results store: one SQLite (WAL) file, private (0600), schema versioned.
 
 Every sample is committed as it is measured, so a run that is interrupted keeps
 what it measured; :meth:`ResultStore.finish` marks a run complete. Runs never
@@ -22,6 +22,7 @@ from kvmlab.results.model import Run, Sample
 
 SCHEMA_VERSION = 1
 DB_FILE = "results.sqlite"
+RESULTS_ENV = "KVMLAB_RESULTS"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -52,22 +53,68 @@ class StoreError(KvmlabError):
     exit_code = 3
 
 
-def default_results_dir() -> Path:
-    """``$KVMLAB_RESULTS``, else ``$XDG_DATA_HOME/kvmlab``, else ``~/.local/share/kvmlab``."""
-    if env := os.environ.get("KVMLAB_RESULTS"):
+def default_results_path() -> Path:
+    """``$KVMLAB_RESULTS`` (the database file), else ``results.sqlite`` in
+    ``$XDG_DATA_HOME/kvmlab`` or ``~/.local/share/kvmlab``."""
+    if env := os.environ.get(RESULTS_ENV):
         return Path(env)
     data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data) / "kvmlab"
+    return Path(data) / "kvmlab" / DB_FILE
+
+
+def prepare_database_file(path: Path, shown: str) -> None:
+    """Make sure ``path`` can be the database: a regular file (created 0600) in an existing
+    directory; ``shown`` names it in errors (``KVMLAB_RESULTS=/x``)."""
+    if path.is_dir():
+        raise UsageError(f"{shown} is a directory; it names the results database file, "
+                         f"e.g. {path / DB_FILE}")  # fmt: skip
+    if path.exists() and not path.is_file():
+        raise UsageError(f"{shown} is not a regular file; it names the results database file")
+    if not path.parent.is_dir():
+        raise UsageError(f"{shown}: directory {path.parent} does not exist; "
+                         "create it first or choose another path")  # fmt: skip
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        os.close(fd)
+    except FileExistsError:
+        _make_private(path)
+    except OSError as exc:
+        raise StoreError(f"cannot create the results database {path}: {exc.strerror}") from None
+
+
+def _make_private(path: Path) -> None:
+    """Tighten a database (and its WAL files) written by an older kvmlab to 0600."""
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            st = file.stat()
+            if st.st_mode & 0o077 and st.st_uid == os.geteuid():
+                file.chmod(0o600)
+        except OSError:
+            pass
 
 
 class ResultStore:
     """Runs and samples in one SQLite file; a context manager that closes it."""
 
-    def __init__(self, directory: Path | None = None) -> None:
-        self.directory = directory or default_results_dir()
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self.path = self.directory / DB_FILE
-        self._db = sqlite3.connect(self.path, timeout=30)
+    def __init__(self, path: Path | None = None) -> None:
+        env = os.environ.get(RESULTS_ENV)
+        if path is not None:
+            shown = f"the results database {path}"
+        elif env:
+            path, shown = Path(env), f"{RESULTS_ENV}={env}"
+        else:  # kvmlab's own data directory: created, private
+            path = default_results_path()
+            shown = f"the results database {path}"
+            try:
+                path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create {path.parent}: {exc.strerror}") from None
+        self.path = path
+        prepare_database_file(path, shown)
+        try:
+            self._db = sqlite3.connect(self.path, timeout=30)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the results database {path}: {exc}") from None
         self._db.row_factory = sqlite3.Row
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -166,6 +213,11 @@ class ResultStore:
         return [
             Sample(**{**dict(r), "higher_is_better": bool(r["higher_is_better"])}) for r in rows
         ]
+
+    def sample_counts(self) -> dict[int, int]:
+        """Run id -> number of samples stored, for every run with samples."""
+        rows = self._db.execute("SELECT run, COUNT(*) FROM samples GROUP BY run").fetchall()
+        return {int(r[0]): int(r[1]) for r in rows}
 
     def close(self) -> None:
         """Close the database."""

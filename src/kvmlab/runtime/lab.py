@@ -15,12 +15,14 @@ from kvmlab.guest.image import GuestImage
 from kvmlab.render import BootImage, Target, render_qemu
 from kvmlab.render.devices.disk import SEED_IMAGE
 from kvmlab.render.target import Accel
-from kvmlab.runtime import nested
+from kvmlab.runtime import nested, ports
 from kvmlab.runtime.disks import mount_script
 from kvmlab.runtime.errors import RuntimeFailure, StateError
 from kvmlab.runtime.machine import Machine, MachineConfig
 from kvmlab.runtime.network import setup_script, user_net
-from kvmlab.runtime.rundir import GuestRecord, LabDir, make_private
+from kvmlab.runtime.procs import terminate
+from kvmlab.runtime.rundir import GuestEntry, GuestRecord, LabDir
+from kvmlab.runtime.signals import deferred_signals
 from kvmlab.spec import Guest, LoadedLab
 from kvmlab.spec.rules import guest_key
 
@@ -77,12 +79,28 @@ def guest_config(
     run_dir: Path,
     image: GuestImage | None,
 ) -> MachineConfig:
-    """Render ``guest`` and describe the machine that runs it."""
+    """Render ``guest`` and describe the machine that runs it.
+
+    A guest sharing the host root gets QEMU wrapped to export a masked view of it
+    (:mod:`kvmlab.runtime.hostview`); ``kvmlab render`` shows the plain argv.
+    """
+    from kvmlab.guest.kernel import default_cache_dir
+    from kvmlab.runtime import hostview
+
     target = make_target(loaded, path, guest, host, run_dir, image)
     accel, reason = target.accel_for(guest)
     pins = {int(k): v for k, v in guest.pinning.vcpus.items()}
+    argv = render_qemu(guest, target).argv
+    if target.image is not None:
+        view = guest.host_view
+        keep = [default_cache_dir(), target.image.kernel.parent]
+        try:
+            argv = hostview.restricted(argv, run_dir, view.hide, view.show, keep)
+        except hostview.HostViewError as exc:
+            key = f"{guest_key(path)}.host_view.{exc.key}"
+            raise SpecError([Problem(str(loaded.path), key, exc.message)]) from None
     return MachineConfig(
-        lab=loaded.lab.name, address=path, argv=render_qemu(guest, target).argv,
+        lab=loaded.lab.name, address=path, argv=argv,
         run_dir=run_dir, accel=accel, accel_reason=reason, vcpus=guest.vcpus,
         memory=guest.memory.size, boots_image=guest.boot == "image", pinning=pins,
         emulator_pinning=guest.pinning.emulator, children=bool(guest.nested and guest.guests),
@@ -135,12 +153,16 @@ def prepare_guest(machine: Machine, lab: str, path: tuple[str, ...], guest: Gues
 
 
 def assert_not_up(lab: str) -> None:
-    """Refuse (:class:`StateError`) when any guest of lab ``lab`` is running."""
+    """Refuse (:class:`StateError`) when any guest of lab ``lab`` has a live QEMU.
+
+    Half-started and orphaned guests (their ``kvmlab up`` died) and guests whose record
+    cannot be read count too: their QEMU still holds disks and ports.
+    """
     lab_dir = LabDir.of(lab)
-    running = [rec.name for d, rec in lab_dir.records() if rec.running(d)]
-    if running:
+    live = [f"{e.name} {e.state()}" for e in lab_dir.live()]
+    if live:
         raise StateError(
-            f"lab {lab_dir.lab} is already up ({', '.join(running)}); "
+            f"lab {lab_dir.lab} is already up ({', '.join(live)}); "
             f"run 'kvmlab down {lab_dir.lab}' first"
         )
 
@@ -148,7 +170,7 @@ def assert_not_up(lab: str) -> None:
 def clean_stale(lab_dir: LabDir) -> list[str]:
     """Remove the run state of guests whose QEMU died; refuse when any still runs."""
     assert_not_up(lab_dir.lab)
-    stale = [rec.name for _, rec in lab_dir.records()]
+    stale = [e.name for e in lab_dir.entries()]
     lab_dir.clear()
     return stale
 
@@ -186,20 +208,27 @@ def started(
         with lab_dir.locked():
             for name in clean_stale(lab_dir):  # refuses while the lab runs: nothing to undo
                 progress(f"cleaned up {name}: its QEMU had died")
+            if not within:  # a guest hypervisor's forwards live in its own network stack
+                ports.check_free(str(loaded.path), [((n,), g) for n, g in chosen])
             try:
                 _boot_all(loaded, host, image, chosen, lab_dir, machines, progress, outer, path,
                           children)  # fmt: skip
                 yield machines
             finally:
-                owned = [m for m in machines if not m.detached]
                 failing = sys.exc_info()[0] is not None
-                for machine in reversed(owned):
-                    if machine.config.children and not failing and machine.is_alive():
-                        nested.stop_children(machine, loaded.lab.name)
-                    machine.shutdown(force=failing)
-                if owned or not machines:
-                    lab_dir.clear()
-                    cleared = True
+                with deferred_signals():  # a second Ctrl-C does not cut the clean-up short
+                    owned = [m for m in machines if not m.detached]
+                    for machine in reversed(owned):
+                        if machine.config.children and not failing and machine.is_alive():
+                            nested.stop_children(machine, loaded.lab.name)
+                        machine.shutdown(force=failing)
+                    survivors = [m.config.name for m in owned if m.is_alive()]
+                    if survivors:
+                        raise RuntimeFailure(f"could not stop {', '.join(survivors)}; its "
+                                             f"state is kept: 'kvmlab down {lab_dir.lab}'")
+                    if owned or not machines:
+                        lab_dir.clear()
+                        cleared = True
     finally:
         if cleared:
             lab_dir.remove()
@@ -230,7 +259,7 @@ def _boot_all(
         if guest.cloud_init is not None:
             from kvmlab.guest.cloudinit import write_seed
 
-            make_private(config.run_dir)
+            lab_dir.create_guest_dir(path)
             write_seed(config.run_dir / SEED_IMAGE, guest.cloud_init, hostname=name)
         machine = Machine(config)
         machines.append(machine)
@@ -275,23 +304,48 @@ def up(
 
 
 def down(lab: str, force: bool = False, progress: Progress = lambda _: None) -> list[str]:
-    """Stop every guest of a lab (children first) and remove its run directory."""
+    """Stop every guest of a lab (children first) and remove its run directory.
+
+    Half-started, orphaned and unreadable guests are found by their run directory and
+    stopped too (each process confirmed before it is signalled). The run state is
+    removed only once no process of the lab is left; otherwise it is kept and the
+    survivors named.
+    """
     lab_dir = LabDir.of(lab)
-    if not lab_dir.root.exists():
-        raise StateError(f"lab {lab} is not up")
+    if not lab_dir.exists():
+        raise StateError(f"lab {lab_dir.lab} is not up")
     stopped: list[str] = []
-    with lab_dir.locked():
-        records: list[tuple[Path, GuestRecord]] = list(lab_dir.records())
-        for run_dir, record in sorted(records, key=lambda r: -len(r[1].address)):
-            if record.via is not None:
-                continue  # stopped from inside its guest hypervisor, below
-            machine = Machine.attach(run_dir, record)
-            if machine.is_alive() and record.children and not force:
-                progress(f"stopping the guests inside {record.name}")
-                nested.stop_children(machine, lab)
-            if machine.is_alive():
-                progress(f"stopping {record.name}")
-                machine.shutdown(force=force)
-                stopped.append(record.name)
+    with lab_dir.locked(), deferred_signals():
+        entries = list(lab_dir.entries())
+        for entry in sorted(entries, key=lambda e: -len(e.address)):
+            if _stop_entry(entry, lab_dir.lab, force, progress):
+                stopped.append(entry.name)
+        survivors = [f"{e.name} (pid {', '.join(map(str, e.processes()))})"
+                     for e in entries if e.processes()]  # fmt: skip
+        if survivors:
+            raise RuntimeFailure(f"could not stop {', '.join(survivors)}; the run state in "
+                                 f"{lab_dir.root} is kept")  # fmt: skip
         lab_dir.remove()
+    return stopped
+
+
+def _stop_entry(entry: GuestEntry, lab: str, force: bool, progress: Progress) -> bool:
+    """Stop one guest's QEMU; True when there was one to stop."""
+    record = entry.record
+    if record is not None and record.via is not None:
+        return False  # stopped from inside its guest hypervisor
+    stopped = False
+    if record is not None and record.running(entry.run_dir):
+        machine = Machine.attach(entry.run_dir, record)
+        if record.children and record.state == "running" and not force:
+            progress(f"stopping the guests inside {record.name}")
+            nested.stop_children(machine, lab)
+        progress(f"stopping {record.name}")
+        machine.shutdown(force=force or record.state != "running")
+        stopped = True
+    for pid in entry.processes():  # never recorded, or recorded unreadably
+        why = entry.problem or "its record has no pid"
+        progress(f"stopping QEMU pid {pid} of {entry.name} ({why})")
+        terminate(pid, f"{entry.run_dir}/", grace=3.0)
+        stopped = True
     return stopped

@@ -25,9 +25,11 @@ from kvmlab.guest.errors import AgentError
 from kvmlab.render.devices.control import AGENT_SOCKET, QMP_SOCKET, SERIAL_LOG
 from kvmlab.runtime import boottime
 from kvmlab.runtime.errors import QmpFailure, RuntimeFailure, StateError
-from kvmlab.runtime.procs import alive, tail, terminate, wait_gone
+from kvmlab.runtime.owned import create_owned, remove_owned
+from kvmlab.runtime.procs import alive, start_time, tail, terminate, wait_gone
 from kvmlab.runtime.qmp import QmpSession
-from kvmlab.runtime.rundir import GuestRecord, make_private
+from kvmlab.runtime.rundir import GuestRecord
+from kvmlab.runtime.signals import deferred_signals
 
 QEMU_LOG = "qemu.log"
 AGENT_READY_TIMEOUT = 60.0
@@ -88,6 +90,7 @@ class Machine:
         self._qmp: QmpSession | None = None
         self._detached = False
         self._started = 0.0
+        self._pid_start: int | None = None
         self._marker = str(self.run_dir)
         """What the QEMU command line contains; for a guest inside a guest hypervisor,
         the hypervisor's run directory (its ``pid`` is that hypervisor's QEMU)."""
@@ -95,22 +98,34 @@ class Machine:
     # -- life cycle ---------------------------------------------------------------------
 
     def launch(self, timeout: float = 180.0) -> dict[str, float]:
-        """Start QEMU and wait until the guest agent answers; return the boot stages (s)."""
+        """Start QEMU and wait until the guest agent answers; return the boot stages (s).
+
+        The guest is on record before QEMU is spawned and gets its pid at once after, so
+        a kvmlab killed at any instant leaves a QEMU that ``ps`` and ``down`` find.
+        """
         self._require(MachineState.CREATED, "launch")
         self.state = MachineState.LAUNCHING
-        make_private(self.run_dir)
+        create_owned(self.run_dir, f"guest {self.config.name}")
         t0 = time.monotonic()
         self._started = time.time()
-        with (self.run_dir / QEMU_LOG).open("wb") as log:
-            self._proc = subprocess.Popen(
-                self.config.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # Ctrl-C reaches kvmlab, which stops QEMU in order
-                umask=0o177,  # sockets and logs 0600
-            )
-        self.pid = self._proc.pid
+        self.record().save(self.run_dir)
+        log_fd = os.open(self.run_dir / QEMU_LOG,
+                         os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)  # fmt: skip
+        try:
+            with deferred_signals():  # spawned and recorded, or neither
+                self._proc = subprocess.Popen(
+                    self.config.argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log_fd,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # Ctrl-C reaches kvmlab, which stops QEMU in order
+                    umask=0o177,  # sockets and logs 0600
+                )
+                self.pid = self._proc.pid
+                self._pid_start = start_time(self.pid)
+                self.record().save(self.run_dir)
+        finally:
+            os.close(log_fd)
         try:
             self._qmp = self._connect_qmp(t0 + 30.0)
             t_qmp = time.monotonic()
@@ -149,6 +164,9 @@ class Machine:
             session.close()
             self._check_alive("before QMP answered")
             self._fail(f"QMP did not answer: {exc}", None)
+        except BaseException:  # Ctrl-C while connecting: no task left for the GC to find
+            session.close()
+            raise
 
     def _apply_pinning(self) -> None:
         """Pin vCPU threads (from query-cpus-fast) and the other QEMU threads, as specified."""
@@ -200,6 +218,7 @@ class Machine:
         )  # fmt: skip
         machine = cls(config)
         machine.pid = record.pid
+        machine._pid_start = record.pid_start
         machine.boot = dict(record.boot)
         machine._marker = record.marker or str(run_dir)
         machine._started = record.started
@@ -269,14 +288,14 @@ class Machine:
     def _kill(self) -> None:
         self._close_qmp()
         if self.pid is not None:
-            terminate(self.pid, str(self.run_dir), grace=3.0)
+            terminate(self.pid, str(self.run_dir), grace=3.0, started=self._pid_start)
         if self._proc is not None:
             self._proc.wait(10)
 
     def _cleanup(self) -> None:
-        import shutil
-
-        shutil.rmtree(self.run_dir, ignore_errors=True)
+        """Remove the guest's run directory (only kvmlab's own, see kvmlab.runtime.owned)."""
+        if not self.is_alive():
+            remove_owned(self.run_dir)
 
     @property
     def detached(self) -> bool:
@@ -287,7 +306,7 @@ class Machine:
         """Whether the QEMU process runs."""
         if self._proc is not None:
             return self._proc.poll() is None
-        return self.pid is not None and alive(self.pid, self._marker)
+        return self.pid is not None and alive(self.pid, self._marker, self._pid_start)
 
     # -- using a running guest ----------------------------------------------------------
 
@@ -328,15 +347,17 @@ class Machine:
         return self._qmp
 
     def record(self) -> GuestRecord:
-        """The persistent description of this running guest."""
-        assert self.pid is not None
+        """The persistent description of this guest (``launching`` until it runs)."""
         cfg = self.config
+        launching = self.state is not MachineState.RUNNING
         return GuestRecord(
-            lab=cfg.lab, address=list(cfg.address), pid=self.pid, argv=cfg.argv,
+            lab=cfg.lab, address=list(cfg.address), pid=self.pid or 0, argv=cfg.argv,
             accel=cfg.accel, accel_reason=cfg.accel_reason, vcpus=cfg.vcpus,
             memory=cfg.memory, started=self._started, boots_image=cfg.boots_image,
-            children=cfg.children,
-            boot=self.boot,
+            children=cfg.children, boot=self.boot, pid_start=self._pid_start,
+            state="launching" if launching else "running",
+            owner=os.getpid() if launching else None,
+            owner_start=start_time(os.getpid()) if launching else None,
         )  # fmt: skip
 
     def _require(self, state: MachineState, action: str) -> None:

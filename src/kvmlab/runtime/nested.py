@@ -22,7 +22,7 @@ from kvmlab.guest.errors import GuestExecTimeout
 from kvmlab.guest.image import GuestImage
 from kvmlab.render.devices.control import AGENT_SOCKET, RELAY_PORT, RELAY_SOCKET
 from kvmlab.runtime.machine import Machine
-from kvmlab.runtime.rundir import GuestRecord, LabDir, make_private
+from kvmlab.runtime.rundir import GuestRecord, LabDir
 from kvmlab.spec import LoadedLab
 
 IMAGE_ENV = "KVMLAB_IMAGE"
@@ -130,7 +130,7 @@ def start_children(
     for row in inner:
         child = row["address"][-1]
         machine.exec_background(relay_script(loaded.lab.name, child))
-        run_dir = make_private(lab_dir.guest_dir([*machine.config.address, child]))
+        run_dir = lab_dir.create_guest_dir([*machine.config.address, child])
         (run_dir / AGENT_SOCKET).symlink_to(machine.run_dir / RELAY_SOCKET.format(child))
         record = GuestRecord(
             lab=loaded.lab.name, address=[*machine.config.address, child],

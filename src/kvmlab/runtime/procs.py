@@ -8,22 +8,70 @@ import time
 from pathlib import Path
 
 
-def alive(pid: int, marker: str | None = None) -> bool:
-    """Whether ``pid`` runs (not a zombie) and, if given, its command line contains ``marker``.
-
-    The marker (a run-directory path) guards against a recycled pid.
-    """
-    proc = Path(f"/proc/{pid}")
+def _stat_fields(pid: int) -> list[str] | None:
+    """``/proc/PID/stat`` after the command name (field 3 onwards), or None when gone."""
     try:
-        stat = (proc / "stat").read_text()
-        if stat.rpartition(")")[2].split()[0] in ("Z", "X"):
-            return False
-        if marker is not None:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            return marker in cmdline
-        return True
-    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except (OSError, ValueError):
+        return None
+
+
+def start_time(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot (``/proc/PID/stat`` field 22).
+
+    Together with the pid it names one process for good: a recycled pid has a later start.
+    It survives ``exec``, so a wrapper that execs QEMU keeps the start time it had.
+    """
+    fields = _stat_fields(pid)
+    try:
+        return int(fields[19]) if fields else None
+    except (IndexError, ValueError):
+        return None
+
+
+def cmdline(pid: int) -> str | None:
+    """The command line of ``pid``, arguments joined by spaces, or None when gone."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return raw.replace(b"\0", b" ").decode(errors="replace")
+
+
+def alive(pid: int, marker: str | None = None, started: int | None = None) -> bool:
+    """Whether ``pid`` runs (not a zombie) and is still the process we mean.
+
+    ``started`` (its :func:`start_time`) and ``marker`` (text its command line contains,
+    e.g. its run directory) guard against a recycled pid.
+    """
+    if pid <= 0:
         return False
+    fields = _stat_fields(pid)
+    if not fields or fields[0] in ("Z", "X"):
+        return False
+    if started is not None and start_time(pid) != started:
+        return False
+    if marker is not None:
+        line = cmdline(pid)
+        return line is not None and marker in line
+    return True
+
+
+def find_marked(marker: str, program: str = "qemu-system") -> list[int]:
+    """Live processes whose command line names ``program`` and contains ``marker``.
+
+    How kvmlab finds a QEMU it started but could not record (killed between spawn and
+    record, or its record is unreadable): every QEMU it starts has its run directory in
+    its command line.
+    """
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        line = cmdline(int(proc.name))
+        if line and marker in line and program in line and alive(int(proc.name)):
+            found.append(int(proc.name))
+    return sorted(found)
 
 
 def wait_gone(pid: int, timeout: float, marker: str | None = None) -> bool:
@@ -43,18 +91,25 @@ def wait_gone(pid: int, timeout: float, marker: str | None = None) -> bool:
         time.sleep(0.02)
 
 
-def terminate(pid: int, marker: str | None = None, grace: float = 5.0) -> None:
-    """SIGTERM, wait ``grace`` seconds, then SIGKILL and wait; quiet when already gone."""
+def terminate(
+    pid: int, marker: str | None = None, grace: float = 5.0, started: int | None = None
+) -> bool:
+    """SIGTERM, wait ``grace`` seconds, then SIGKILL and wait; True when it is gone.
+
+    The process is confirmed (``marker``, ``started``) before each signal, so a pid that
+    was recycled meanwhile is never signalled.
+    """
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
-        if not alive(pid, marker):
+        if not alive(pid, marker, started):
             wait_gone(pid, 0)
-            return
+            return True
         try:
             os.kill(pid, sig)
         except ProcessLookupError:
-            return
+            return True
         if wait_gone(pid, wait, marker):
-            return
+            return True
+    return not alive(pid, marker, started)
 
 
 def tail(path: Path, lines: int = 20) -> list[str]:
@@ -72,9 +127,8 @@ def tail(path: Path, lines: int = 20) -> list[str]:
 
 def cpu_seconds(pid: int) -> float | None:
     """User plus system CPU time of ``pid`` (all threads), in seconds."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
+    fields = _stat_fields(pid)
+    if not fields:
         return None
     ticks = os.sysconf("SC_CLK_TCK")
     return (int(fields[11]) + int(fields[12])) / ticks

@@ -2,6 +2,9 @@
 
 Every call runs on a private event loop with a timeout. Events are collected
 from the moment of connection, so one that fires between two calls is not lost.
+Ctrl-C, SIGTERM and SIGHUP are held back while the loop runs and raised when the call
+returns (within its timeout): an interrupt inside a task would leave the client
+half-connected and tasks pending.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any, Self, TypeVar
 from qemu.qmp import EventListener, QMPClient, QMPError
 
 from kvmlab.runtime.errors import QmpFailure
+from kvmlab.runtime.signals import deferred_signals
 
 T = TypeVar("T")
 
@@ -37,7 +41,8 @@ class QmpSession:
 
     def _run(self, what: str, coro: Awaitable[T], timeout: float) -> T:
         try:
-            return self._loop.run_until_complete(asyncio.wait_for(coro, timeout))
+            with deferred_signals():  # see the module doc
+                return self._loop.run_until_complete(asyncio.wait_for(coro, timeout))
         except TimeoutError:
             raise QmpFailure(f"QMP {what} on {self.socket}: no answer in {timeout:g} s") from None
         except (QMPError, OSError, EOFError) as exc:
@@ -76,13 +81,17 @@ class QmpSession:
                     return dict(event)
 
         try:
-            return self._loop.run_until_complete(asyncio.wait_for(first(), timeout))
+            with deferred_signals():
+                return self._loop.run_until_complete(asyncio.wait_for(first(), timeout))
         except TimeoutError:
             return None
 
     def _reset(self) -> None:
-        """Return the client to idle after a failed attempt (its reader tasks end with it)."""
-        with contextlib.suppress(QMPError, OSError, EOFError, TimeoutError):
+        """Return the client to idle after a failed attempt (its reader tasks end with it).
+
+        Never cut short by a signal: a half-done disconnect leaves the client unusable.
+        """
+        with deferred_signals(), contextlib.suppress(QMPError, OSError, EOFError, TimeoutError):
             self._loop.run_until_complete(asyncio.wait_for(self._client.disconnect(), 5))
 
     def close(self) -> None:
@@ -93,8 +102,13 @@ class QmpSession:
         """
         if self._loop.is_closed():
             return
+        with deferred_signals():  # a Ctrl-C here would leave tasks pending for the GC
+            self._close()
+
+    def _close(self) -> None:
         try:
-            self._reset()
+            with contextlib.suppress(Exception):  # the client may be mid-way through anything
+                self._reset()
             pending = asyncio.all_tasks(self._loop)
             for task in pending:
                 task.cancel()

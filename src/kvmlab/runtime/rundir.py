@@ -1,11 +1,17 @@
 """Run directories: private per-lab and per-guest state that outlives one kvmlab command.
 
-Layout under the run root (``kvmlab.paths.run_root()``), every directory 0700::
+Layout under the run root (``kvmlab.paths.run_root()``), every directory 0700 and marked
+as kvmlab's (:mod:`kvmlab.runtime.owned`), every state file 0600::
 
     LAB/lab.json            which lab file, when it went up
     LAB/.lock               held (flock) while a command changes the lab
-    LAB/GUEST/guest.json    pid, argv, accelerator, boot stages of a running guest
+    LAB/GUEST/guest.json    pid and start time, argv, accelerator, state, boot stages
     LAB/GUEST/*.sock        QMP, guest agent, console (0600), serial.log, qemu.log
+
+A guest's record is on disk before its QEMU is spawned (state ``launching``, no pid) and
+gets the pid and the process's start time right after; a QEMU whose record never got its
+pid is still found by its run directory, which its command line names. So no instant of
+``kvmlab up`` leaves a QEMU that ``ps`` and ``down`` cannot see.
 """
 
 from __future__ import annotations
@@ -13,29 +19,28 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from kvmlab.paths import run_root
 from kvmlab.runtime.errors import StateError
-from kvmlab.runtime.procs import alive
+from kvmlab.runtime.owned import (
+    MARKER,
+    checked_run_root,
+    create_owned,
+    remove_owned,
+    write_private,
+)
+from kvmlab.runtime.procs import alive, find_marked
+from kvmlab.spec.names import is_name, lab_name
 
 GUEST_FILE = "guest.json"
 LAB_FILE = "lab.json"
-
-
-def make_private(path: Path) -> Path:
-    """Create ``path`` and missing parents as 0700 directories (existing ones are tightened)."""
-    missing = [p for p in (path, *path.parents) if not p.exists()]
-    for p in reversed(missing):
-        p.mkdir(mode=0o700)
-    path.chmod(0o700)
-    return path
+MAX_STATE_BYTES = 1 << 20
 
 
 @dataclass
@@ -45,6 +50,7 @@ class GuestRecord:
     lab: str
     address: list[str]
     pid: int
+    """QEMU's pid; 0 while it is being spawned."""
     argv: list[str]
     accel: str
     accel_reason: str
@@ -59,6 +65,13 @@ class GuestRecord:
     marker: str | None = None
     """What the QEMU process's command line contains (default: this run directory)."""
     boot: dict[str, float] = field(default_factory=dict)
+    state: str = "running"
+    """``launching`` from before QEMU is spawned until its agent answers, then ``running``."""
+    pid_start: int | None = None
+    """QEMU's start time (``/proc/PID/stat``): with the pid, it names the process for good."""
+    owner: int | None = None
+    """While launching: the pid of the kvmlab command starting it."""
+    owner_start: int | None = None
 
     @property
     def name(self) -> str:
@@ -66,23 +79,92 @@ class GuestRecord:
         return "/".join([self.lab, *self.address])
 
     def save(self, run_dir: Path) -> None:
-        """Write atomically into the guest's run directory."""
-        tmp = run_dir / f".{GUEST_FILE}.tmp"
-        tmp.write_text(json.dumps(asdict(self), indent=2))
-        tmp.replace(run_dir / GUEST_FILE)
+        """Write atomically (0600) into the guest's run directory."""
+        write_private(run_dir / GUEST_FILE, json.dumps(asdict(self), indent=2))
+
+    @classmethod
+    def read(cls, run_dir: Path) -> GuestRecord:
+        """The record in ``run_dir``; :class:`StateError` saying what is wrong with it."""
+        path = run_dir / GUEST_FILE
+        try:
+            with path.open("rb") as f:
+                raw = f.read(MAX_STATE_BYTES + 1)
+        except FileNotFoundError:
+            raise StateError(f"{path} is missing") from None
+        except OSError as exc:
+            raise StateError(f"{path} cannot be read: {exc.strerror}") from None
+        try:
+            if len(raw) > MAX_STATE_BYTES:
+                raise ValueError("it is too large")
+            data: dict[str, Any] = json.loads(raw)
+            known = {f.name for f in fields(cls)}
+            record = cls(**{k: v for k, v in data.items() if k in known})
+            if not is_name(record.lab) or not all(is_name(a) for a in record.address):
+                raise ValueError("it names an invalid lab or guest")
+            if not isinstance(record.pid, int) or not isinstance(record.argv, list):
+                raise ValueError("its pid or argv has the wrong type")
+        except (ValueError, TypeError) as exc:
+            raise StateError(f"{path} is not a valid guest record ({exc})") from None
+        return record
 
     @classmethod
     def load(cls, run_dir: Path) -> GuestRecord | None:
         """The record in ``run_dir``, or None when there is none or it is unreadable."""
         try:
-            data: dict[str, Any] = json.loads((run_dir / GUEST_FILE).read_text())
-            return cls(**data)
-        except (OSError, ValueError, TypeError):
+            return cls.read(run_dir)
+        except StateError:
             return None
 
     def running(self, run_dir: Path) -> bool:
         """Whether this guest's QEMU still runs (checked against its run directory)."""
-        return alive(self.pid, self.marker or str(run_dir))
+        return alive(self.pid, self.marker or str(run_dir), self.pid_start)
+
+    def owner_alive(self) -> bool:
+        """Whether the kvmlab command that is launching this guest still runs."""
+        return self.owner is not None and alive(self.owner, None, self.owner_start)
+
+
+@dataclass(frozen=True)
+class GuestEntry:
+    """A guest's run directory as found on disk: its record, or what is wrong with it."""
+
+    lab: str
+    run_dir: Path
+    address: tuple[str, ...]
+    record: GuestRecord | None
+    problem: str | None = None
+
+    @property
+    def name(self) -> str:
+        """``lab/guest``, from the directory (a record may be unreadable)."""
+        return "/".join((self.lab, *self.address))
+
+    def processes(self) -> list[int]:
+        """This guest's live QEMU processes on this host (none for a guest inside another).
+
+        The recorded pid when it is still that process, and any QEMU whose command line
+        names this run directory (spawned but never recorded, or recorded unreadably).
+        """
+        rec = self.record
+        if rec is not None and rec.via is not None:
+            return []
+        found = set(find_marked(f"{self.run_dir}/"))
+        if rec is not None and rec.running(self.run_dir):
+            found.add(rec.pid)
+        return sorted(found)
+
+    def state(self) -> str:
+        """``running``, ``launching``, ``orphaned`` (its ``up`` died), ``dead``, ``unreadable``."""
+        rec = self.record
+        if rec is None:
+            return "unreadable"
+        if rec.via is not None:
+            return "running" if rec.running(self.run_dir) else "dead"
+        if not self.processes():
+            return "dead"
+        if rec.state == "launching":
+            return "launching" if rec.owner_alive() else "orphaned"
+        return "running"
 
 
 @dataclass(frozen=True)
@@ -94,32 +176,69 @@ class LabDir:
 
     @classmethod
     def of(cls, lab: str) -> LabDir:
-        """The lab's directory under the run root (not created)."""
-        return cls(lab, run_root() / lab)
+        """The lab's directory under the run root (not created); ``lab`` is checked first."""
+        return cls(lab_name(lab), run_root() / lab)
 
     def guest_dir(self, address: tuple[str, ...] | list[str]) -> Path:
-        """``LAB/GUEST`` (not created)."""
+        """``LAB/GUEST`` (not created); every name is checked first."""
+        for name in address:
+            lab_name(name, "guest name")
         return self.root.joinpath(*address)
 
-    def records(self) -> Iterator[tuple[Path, GuestRecord]]:
-        """Every guest record of the lab, top-level guests first."""
-        if not self.root.is_dir():
+    def create_guest_dir(self, address: tuple[str, ...] | list[str]) -> Path:
+        """Create ``LAB/GUEST`` (its parents must exist) as kvmlab's own, 0700."""
+        return create_owned(self.guest_dir(address), f"guest {'/'.join(address)}")
+
+    def exists(self) -> bool:
+        """Whether the lab has a run directory (in a run root that passes the checks)."""
+        checked_run_root(create=False)
+        return self.root.is_dir() and not self.root.is_symlink()
+
+    def entries(self) -> Iterator[GuestEntry]:
+        """Every guest run directory of the lab, top-level guests first.
+
+        Directories that are not kvmlab's (no marker, no record, a name that is not a
+        guest name) are left out; symlinks are never followed.
+        """
+        if not self.exists():
             return
-        for path in sorted(self.root.rglob(GUEST_FILE), key=lambda p: len(p.parts)):
-            record = GuestRecord.load(path.parent)
-            if record is not None:
-                yield path.parent, record
+        found: list[GuestEntry] = []
+        for top, dirs, _ in os.walk(self.root, followlinks=False):
+            dirs[:] = sorted(d for d in dirs if is_name(d))
+            here = Path(top)
+            if here == self.root:
+                continue
+            if not (here / MARKER).is_file() and not (here / GUEST_FILE).exists():
+                continue
+            address = here.relative_to(self.root).parts
+            try:
+                found.append(GuestEntry(self.lab, here, address, GuestRecord.read(here)))
+            except StateError as exc:
+                found.append(GuestEntry(self.lab, here, address, None, str(exc)))
+        yield from sorted(found, key=lambda e: (len(e.address), e.address))
+
+    def records(self) -> Iterator[tuple[Path, GuestRecord]]:
+        """Every readable guest record of the lab, top-level guests first."""
+        for entry in self.entries():
+            if entry.record is not None:
+                yield entry.run_dir, entry.record
+
+    def live(self) -> list[GuestEntry]:
+        """The lab's guests that have a QEMU (or, inside a hypervisor, whose hypervisor) runs."""
+        return [e for e in self.entries() if e.state() not in ("dead", "unreadable")
+                or e.processes()]  # fmt: skip
 
     def write_info(self, lab_file: Path, digest: str) -> None:
         """Remember which lab file is up."""
         info = {"lab": self.lab, "file": str(lab_file), "digest": digest, "up": time.time()}
-        (self.root / LAB_FILE).write_text(json.dumps(info, indent=2))
+        write_private(self.root / LAB_FILE, json.dumps(info, indent=2))
 
     @contextmanager
     def locked(self) -> Iterator[None]:
         """Hold the lab's lock; another kvmlab changing the same lab is refused, not waited on."""
-        make_private(self.root)
-        fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        checked_run_root()
+        create_owned(self.root, f"lab {self.lab}")
+        fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -132,23 +251,28 @@ class LabDir:
             os.close(fd)
 
     def clear(self) -> None:
-        """Delete the lab's state but keep the directory and its lock (while holding it)."""
-        for child in self.root.iterdir() if self.root.is_dir() else ():
-            if child.name == ".lock":
-                continue
-            if child.is_dir() and not child.is_symlink():
-                shutil.rmtree(child, ignore_errors=True)
-            else:
+        """Delete the guests' state and lab.json, keeping the directory and its lock.
+
+        Only what kvmlab created goes: marked guest directories and its own files.
+        """
+        if not self.exists():
+            return
+        for child in self.root.iterdir():
+            if child.is_dir() and not child.is_symlink() and (child / MARKER).is_file():
+                remove_owned(child)
+            elif child.name in (LAB_FILE, f".{LAB_FILE}.tmp"):
                 child.unlink(missing_ok=True)
 
     def remove(self) -> None:
-        """Delete the lab's run directory."""
-        shutil.rmtree(self.root, ignore_errors=True)
+        """Delete the lab's run directory (only if kvmlab created it)."""
+        remove_owned(self.root)
 
 
 def running_labs() -> list[LabDir]:
-    """Labs with a run directory under the run root."""
-    root = run_root()
+    """Labs with a run directory under the run root (kvmlab's own, with valid names)."""
+    root = checked_run_root(create=False)
     if not root.is_dir():
         return []
-    return [LabDir(p.name, p) for p in sorted(root.iterdir()) if p.is_dir()]
+    return [LabDir(p.name, p) for p in sorted(root.iterdir())
+            if is_name(p.name) and p.is_dir() and not p.is_symlink()]  # fmt: skip
+

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import AfterValidator, Field, StringConstraints, model_validator
 
 from kvmlab.spec.base import SpecModel
 from kvmlab.spec.bench import BenchSpec
@@ -14,6 +14,30 @@ from kvmlab.spec.machine import Clock, Cpu, HyperV, Memory, Pinning
 from kvmlab.spec.units import NAME_PATTERN
 
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
+
+
+def _host_path(value: str) -> str:
+    parts = value.split("/")
+    if not value.startswith("/") or any(c in value for c in "\0\n"):
+        raise ValueError(f"{value!r} is not an absolute path")
+    if value != "/" and any(p in ("", ".", "..") for p in parts[1:]):
+        raise ValueError(f"{value!r} is not a normalised path (no '.', '..', '//' or trailing /)")
+    return value
+
+
+HostPath = Annotated[str, AfterValidator(_host_path)]
+
+
+class HostView(SpecModel):
+    """What of the host's root a default-image guest reads through its share."""
+
+    hide: list[HostPath] = []
+    """More host paths (files or directories, absolute) to hide from the guest."""
+
+    show: list[HostPath] = []
+    """Default masks to lift: those at or below these paths, e.g. `["/root/.ssh"]`; `["/"]`
+    lifts them all (the whole host root is shared, as before kvmlab masked it). `hide`
+    entries always apply."""
 
 
 class Guest(SpecModel):
@@ -64,6 +88,16 @@ class Guest(SpecModel):
     append: str | None = None
     """Kernel command line for `boot = "kernel"`, or extra parameters for `boot = "image"`
     (there `MODULE.PARAM=VALUE` reaches the modules its init loads, e.g. `kvm_amd.npt=0`)."""
+
+    host_view: HostView = HostView()
+    """With `boot = "image"`: what of the host root the guest can read. Hidden by default: the
+    host's live state (/proc, /sys, /dev, /run, /tmp, /var/tmp), password hashes
+    (/etc/shadow, ...), ssh host private keys, /etc/ssl/private and other system key
+    directories, every home's keys and credentials (.ssh, .gnupg, .aws, .kube, .docker,
+    .netrc, ...) and kvmlab's run root and results database; the image cache stays visible. A
+    hidden directory looks empty and a hidden file empty, both read-only; paths missing on the
+    host are skipped. Enforced on the host (QEMU exports a masked copy of /), so guest root
+    cannot undo it."""
 
     cloud_init: CloudInit | None = None
     """With `boot = "disk"`: attach a NoCloud seed (user, ssh keys, guest agent) kvmlab writes."""

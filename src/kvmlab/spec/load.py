@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import os
 import re
+import stat
 import tomllib
 import types
 import typing
@@ -48,20 +50,82 @@ class LoadedLab:
         return self.path.parent
 
 
+MAX_LAB_BYTES = 1 << 20
+"""Lab files are regular files of at most 1 MiB (a lab is a few KiB; this stops /dev/zero)."""
+
+_KINDS = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
+
+
 def load_lab(path: Path | str) -> LoadedLab:
     """Read and validate a lab file; raise :class:`SpecError` listing every problem."""
     path = Path(path)
-    shown = str(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise SpecError([Problem(shown, "", "no such file")]) from None
-    except IsADirectoryError:
-        raise SpecError([Problem(shown, "", "is a directory, not a lab file")]) from None
-    except OSError as exc:
-        raise SpecError([Problem(shown, "", exc.strerror or str(exc))]) from None
-    lab = parse_lab(data, shown)
+    data = read_lab_bytes(path)
+    lab = parse_lab(data, str(path))
     return LoadedLab(lab=lab, path=path.absolute(), digest=hashlib.sha256(data).hexdigest())
+
+
+def read_lab_bytes(path: Path) -> bytes:
+    """The bytes of a lab file: a regular file of at most :data:`MAX_LAB_BYTES`.
+
+    It is opened without blocking (a FIFO does not hang) and checked before it is read;
+    at most one byte more than the limit is ever read (``/dev/zero`` ends at once).
+    """
+    shown = str(path)
+
+    def problem(message: str) -> SpecError:
+        return SpecError([Problem(shown, "", message)])
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise problem("no such file") from None
+    except OSError as exc:
+        raise problem(_kind_of(path) or exc.strerror or str(exc)) from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise problem("is a directory, not a lab file")
+        if not stat.S_ISREG(st.st_mode):
+            raise problem(_not_regular(st.st_mode))
+        if st.st_size > MAX_LAB_BYTES:
+            raise problem(_too_big(st.st_size))
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_LAB_BYTES:
+            chunk = os.read(fd, MAX_LAB_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > MAX_LAB_BYTES:
+            raise problem(_too_big(None))
+        return b"".join(chunks)
+    except OSError as exc:
+        raise problem(exc.strerror or str(exc)) from None
+    finally:
+        os.close(fd)
+
+
+def _not_regular(mode: int) -> str:
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    return f"is {kind}, not a lab file; a lab file is a regular TOML file"
+
+
+def _kind_of(path: Path) -> str | None:
+    """Why a path that cannot be opened is not a lab file, when its type says so."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    return None if stat.S_ISREG(mode) or stat.S_ISDIR(mode) else _not_regular(mode)
+
+
+def _too_big(size: int | None) -> str:
+    """``size``: the file's size when known (else it grew while being read)."""
+    limit = f"{MAX_LAB_BYTES // 1024 // 1024} MiB"
+    known = f" ({size} bytes)" if size is not None else ""
+    return f"is larger than {limit}{known}; a lab file is at most {limit}"
 
 
 def parse_lab(data: bytes, shown: str) -> Lab:

@@ -163,6 +163,11 @@ def _boot(key: str, g: Guest) -> Iterator[Finding]:
         yield f"{key}.boot", 'boot = "disk" needs at least one disk'
     if g.boot == "disk" and g.append is not None:
         yield f"{key}.append", 'a disk boots its own kernel command line; append needs "kernel"'
+    if g.boot != "image" and (g.host_view.hide or g.host_view.show):
+        yield f"{key}.host_view", 'only the default image shares the host: boot = "image"'
+    for i, path in enumerate(g.host_view.hide):
+        if path == "/":
+            yield f"{key}.host_view.hide[{i}]", "would hide the guest's whole root"
     if g.machine == "microvm" and g.boot == "disk":
         yield f"{key}.boot", 'microvm boots a kernel directly: use boot = "image" or "kernel"'
     if g.machine == "microvm":

@@ -1,0 +1,159 @@
+"""Directories kvmlab creates and may therefore delete: confined to its run root, marked.
+
+kvmlab runs as root and deletes run state. It deletes a directory only when all of these
+hold: the path is below the (checked) run root, every component below the root is a real
+directory (no symlink is followed out of it), and the directory carries the marker file
+kvmlab wrote when it created it. The run root itself is never deleted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from pathlib import Path
+
+from kvmlab.paths import run_root
+from kvmlab.runtime.errors import StateError
+
+MARKER = ".kvmlab-owned"
+"""Written into every directory kvmlab creates under the run root; its text says what."""
+
+
+def _mkdir_private(path: Path) -> None:
+    path.mkdir(mode=0o700)
+    path.chmod(0o700)  # mkdir's mode is masked by the umask
+
+
+def _check_ancestor(path: Path, euid: int) -> None:
+    info = path.stat()
+    if not stat.S_ISDIR(info.st_mode):
+        raise StateError(f"run directory: {path} is not a directory")
+    if info.st_uid not in (0, euid):
+        raise StateError(f"run directory: {path} belongs to uid {info.st_uid}, not to you "
+                         "or root; set KVMLAB_RUN_DIR to a directory of your own")  # fmt: skip
+    if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+        raise StateError(f"run directory: {path} is writable by others (mode "
+                         f"{stat.S_IMODE(info.st_mode):o}) without the sticky bit; set "
+                         "KVMLAB_RUN_DIR to a private directory")  # fmt: skip
+
+
+def _legacy_state(root: Path) -> bool:
+    """Whether ``root`` holds only lab directories an older kvmlab left (each has a .lock)."""
+    return all(child.is_dir() and (child / ".lock").is_file() for child in root.iterdir())
+
+
+def checked_run_root(create: bool = True) -> Path:
+    """The run root, checked (and with ``create``, created 0700 with its missing parents).
+
+    It must be absolute, owned by the user and writable by nobody else, and its existing
+    parents owned by the user or root and not writable by others (unless sticky, like
+    /tmp). An existing directory that kvmlab did not make (no marker, other contents) is
+    refused, so ``KVMLAB_RUN_DIR=/etc`` cannot turn kvmlab loose on /etc.
+    """
+    root = run_root()
+    if not root.is_absolute():
+        raise StateError(f"KVMLAB_RUN_DIR must be an absolute path, not {str(root)!r}")
+    root = Path(os.path.normpath(root))
+    if root == Path("/"):
+        raise StateError("KVMLAB_RUN_DIR must not be /")
+    euid = os.geteuid()
+    missing = [p for p in (root, *root.parents) if not p.exists()]
+    for parent in root.parents:
+        if parent.exists():
+            _check_ancestor(parent, euid)
+    if missing:
+        if not create:
+            return root
+        for path in reversed(missing):
+            _mkdir_private(path)
+        (root / MARKER).write_text("run root\n")
+        return root
+    info = root.stat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != euid or info.st_mode & 0o022:
+        raise StateError(
+            f"run directory {root} must be a directory of yours that nobody else can write "
+            f"(it is uid {info.st_uid}, mode {stat.S_IMODE(info.st_mode):o}); set "
+            "KVMLAB_RUN_DIR to a private directory"
+        )
+    if not (root / MARKER).is_file():
+        if any(root.iterdir()) and not _legacy_state(root):
+            raise StateError(
+                f"run directory {root} holds files kvmlab did not create; set KVMLAB_RUN_DIR "
+                "to an empty or new directory"
+            )
+        if create:
+            (root / MARKER).write_text("run root\n")
+    return root
+
+
+def _confined(path: Path, root: Path) -> None:
+    """Raise unless ``path`` is strictly below ``root`` through real directories only."""
+    try:
+        parts = path.relative_to(root).parts
+    except ValueError:
+        raise StateError(f"refusing to touch {path}: it is outside the run root {root}") from None
+    if not parts or any(p in ("", ".", "..") for p in parts):
+        raise StateError(f"refusing to touch {path}: not a directory below the run root {root}")
+    current = root
+    for part in parts:
+        current = current / part
+        mode = current.lstat().st_mode
+        if not stat.S_ISDIR(mode):
+            kind = "a symlink" if stat.S_ISLNK(mode) else "not a directory"
+            raise StateError(f"refusing to touch {current}: it is {kind}")
+
+
+def create_owned(path: Path, what: str) -> Path:
+    """Create ``path`` (0700, below the run root) with kvmlab's marker; reuse it if ours."""
+    root = checked_run_root()
+    try:
+        _mkdir_private(path)
+    except FileExistsError:
+        _confined(path, root)
+        legacy = (path / ".lock").is_file() or not any(path.iterdir())
+        if not (path / MARKER).is_file() and not legacy:
+            raise StateError(f"{path} exists and kvmlab did not create it") from None
+        path.chmod(0o700)
+    else:
+        _confined(path, root)
+    (path / MARKER).write_text(f"{what}\n")
+    return path
+
+
+def owned(path: Path) -> bool:
+    """Whether ``path`` is a directory kvmlab created below the run root."""
+    try:
+        _confined(path, checked_run_root(create=False))
+    except (StateError, OSError):
+        return False
+    return (path / MARKER).is_file()
+
+
+def remove_owned(path: Path) -> None:
+    """Delete ``path`` and what it holds, only if kvmlab created it (see the module doc).
+
+    A missing ``path`` is fine; one that is not kvmlab's raises :class:`StateError`.
+    """
+    root = checked_run_root(create=False)
+    if not os.path.lexists(path):
+        return
+    _confined(path, root)
+    if not (path / MARKER).is_file():
+        raise StateError(f"not removing {path}: kvmlab did not create it (no {MARKER} marker)")
+    # rmtree works on file descriptors here (avoids_symlink_attacks): a symlink inside
+    # is removed as a link, never followed.
+    shutil.rmtree(path)
+
+
+def write_private(path: Path, data: str | bytes) -> None:
+    """Write ``path`` atomically (temporary file, then rename) with mode 0600."""
+    raw = data.encode() if isinstance(data, str) else data
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        os.fchmod(fd, 0o600)
+        f.write(raw)
+        f.flush()
+        os.fsync(fd)
+    tmp.replace(path)

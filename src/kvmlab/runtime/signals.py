@@ -1,0 +1,59 @@
+"""Signals around the moments that must not be cut in half.
+
+The CLI turns Ctrl-C, SIGTERM and SIGHUP into ``KeyboardInterrupt`` (:func:`interrupting`),
+so clean-up in ``finally`` blocks runs. Some sections must not be interrupted part-way:
+spawning a QEMU and putting its pid on record, disconnecting QMP, stopping guests while
+cleaning up. :func:`deferred_signals` holds the signals back for such a section (at the
+OS level, and in the handler for one that already arrived) and raises the interrupt when
+the section ends.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_state = {"depth": 0, "pending": 0}
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    if _state["depth"]:
+        _state["pending"] = signum
+        return
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def interrupting() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP raise ``KeyboardInterrupt`` (deferred where held back)."""
+    previous = {sig: signal.signal(sig, _on_signal) for sig in HANDLED}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextmanager
+def deferred_signals() -> Iterator[None]:
+    """Hold SIGINT, SIGTERM and SIGHUP for the ``with`` block; raise the interrupt after.
+
+    In threads other than the main one (where signals are never handled) this does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
+    _state["depth"] += 1
+    try:
+        yield
+    finally:
+        _state["depth"] -= 1
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        if _state["depth"] == 0 and _state["pending"]:
+            _state["pending"] = 0
+            raise KeyboardInterrupt  # the user's interrupt wins over an error on its way out
