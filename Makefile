@@ -25,7 +25,7 @@ lint: deps
 	$(BIN)/mypy src
 
 docs: deps
-	$(BIN)/kvmlab check --explain --markdown > docs/lab-reference.md
+	$(BIN)/kvmlab check --explain -o md > docs/lab-reference.md
 
 deps: $(APT_STAMP) $(PIP_STAMP)
 

@@ -39,8 +39,22 @@ def test_preflight_printed_for_nested_labs_only() -> None:
     text = _printed(NESTED, tcg)
     assert "host checks for nested guests" in text and "kvm.nested" in text
     assert "=> L1 runs under TCG (no hardware KVM here)" in text
-    assert 'unless they set accel = "kvm"' in text
+    assert "=> l1/l2 runs under KVM inside l1 (one vCPU" in text
     assert _printed(FLAT, tcg) == ""
     kvm = _printed(NESTED, AccelChoice("kvm", "hardware", "kvm_amd"))
     assert "=> L1 runs under KVM" in kvm
 
+
+
+def test_a_multi_vcpu_guest_hypervisor_under_tcg_is_explained_or_warned() -> None:
+    tcg = AccelChoice("tcg", "no hardware KVM here", "kvm_pvm")
+    two = NESTED.replace(b'memory = "2G"', b'memory = "2G"\nvcpus = 2')
+    assert "=> l1/l2 runs under TCG inside l1 (2 vCPUs under TCG" in _printed(two, tcg)
+    forced = two + b'accel = "kvm"\n'
+    text = _printed(forced, tcg)
+    assert "WARNING: l1/l2 asks for KVM inside l1, which has 2 vCPUs under TCG" in text
+    assert "fix: when_tcg = { vcpus = 1 } on guests.l1" in text
+    fixed = forced.replace(b"vcpus = 2", b"vcpus = 2\nwhen_tcg = { vcpus = 1 }")
+    assert "WARNING" not in _printed(fixed, tcg)
+    kvm = AccelChoice("kvm", "hardware", "kvm_amd")
+    assert "WARNING" not in _printed(forced, kvm)

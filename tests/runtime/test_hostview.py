@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kvmlab.errors import SpecError
+from kvmlab.errors import HostError, SpecError
 from kvmlab.runtime import hostview
 from kvmlab.runtime.errors import RuntimeFailure
 from kvmlab.runtime.hostview import Mask
@@ -31,9 +31,10 @@ def test_wrap_execs_qemu_in_a_private_mount_namespace(tmp_path: Path) -> None:
     assert argv[:7] == ["unshare", "--mount", "--propagation", "private", "--", "sh",
                         str(hostview.SCRIPT)]  # fmt: skip
     assert "--fork" not in argv
-    assert argv[7:11] == [view, str(tmp_path / "run" / hostview.EMPTY_FILE), "f", "/etc/shadow"]
-    assert argv[11:15] == ["d", "555", "/proc", "--"]
-    assert argv[15:] == [*QEMU[:4], FSDEV.replace("path=/,", f"path={view},"), *QEMU[5:]]
+    assert argv[7:12] == ["", view, str(tmp_path / "run" / hostview.EMPTY_FILE),
+                          "f", "/etc/shadow"]  # fmt: skip
+    assert argv[12:16] == ["d", "555", "/proc", "--"]
+    assert argv[16:] == [*QEMU[:4], FSDEV.replace("path=/,", f"path={view},"), *QEMU[5:]]
     assert hostview.SCRIPT.read_text().rstrip().endswith('exec "$@"')
 
 
@@ -45,7 +46,7 @@ def test_wrap_for_a_user_adds_a_user_namespace(tmp_path: Path) -> None:
 def test_kept_directories_inside_a_mask_are_bound_back(tmp_path: Path) -> None:
     masks = [Mask("/tmp", "dir", 0o1777)]
     argv = hostview.wrap(QEMU, masks, tmp_path, keep=["/tmp/cache", "/var/cache"])
-    start = argv.index(str(hostview.SCRIPT)) + 3
+    start = argv.index(str(hostview.SCRIPT)) + 4
     assert argv[start : argv.index("--", start)] == [
         "w", "1777", "/tmp", "k", "/tmp/cache", "r", "/tmp"]  # fmt: skip
 
@@ -135,7 +136,8 @@ PROBE = (
 
 
 @needs_root
-def test_script_masks_the_exported_view_only(tmp_path: Path) -> None:
+@pytest.mark.parametrize("busybox", [None, shutil.which("busybox")], ids=["util-linux", "busybox"])
+def test_script_masks_the_exported_view_only(tmp_path: Path, busybox: str | None) -> None:
     hidden, kept = tmp_path / "hidden", tmp_path / "cache"
     hidden.mkdir()
     (hidden / "secret").write_text("the secret")
@@ -144,7 +146,7 @@ def test_script_masks_the_exported_view_only(tmp_path: Path) -> None:
     argv = ["sh", "-c", PROBE, "probe", "-fsdev", "local,path=/", str(hidden / "secret"),
             str(kept / "entry"), str(hidden)]  # fmt: skip
     masks = hostview.resolve(["/etc/shadow", "/proc", str(tmp_path)], hide=[str(hidden)])
-    wrapped = hostview.wrap(argv, masks, tmp_path / "run", keep=[str(kept)])
+    wrapped = hostview.wrap(argv, masks, tmp_path / "run", keep=[str(kept)], busybox=busybox)
     proc = subprocess.Popen(wrapped, stdout=subprocess.PIPE, text=True)
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0
@@ -168,3 +170,16 @@ def test_script_refuses_to_start_qemu_when_a_mask_fails(tmp_path: Path) -> None:
     assert proc.returncode != 0
     assert "QEMU RAN" not in proc.stdout
     assert f"cannot hide {tmp_path / 'gone'} from the guest" in proc.stderr
+
+
+def test_a_user_without_user_namespaces_is_told_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(hostview, "userns_blocked", lambda: None)
+    assert hostview.restricted(QEMU, tmp_path)[:3] == ["unshare", "--user", "--map-root-user"]
+    monkeypatch.setattr(hostview, "userns_blocked", lambda: "user.max_user_namespaces is 0")
+    with pytest.raises(HostError, match="max_user_namespaces") as info:
+        hostview.restricted(QEMU, tmp_path)
+    assert info.value.exit_code == 4
+    assert hostview.restricted(QEMU, tmp_path, show=["/"]) == QEMU

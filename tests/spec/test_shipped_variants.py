@@ -1,4 +1,4 @@
-"""The seed-003 variants suggested (commented out) in labs/nested.toml are valid as written."""
+"""The variants suggested (commented out) in labs/nested.toml are valid as written."""
 
 from __future__ import annotations
 
@@ -12,11 +12,14 @@ NESTED = Path(__file__).resolve().parents[2] / "src" / "kvmlab" / "labs" / "nest
 
 def test_commented_variants_validate_and_differ() -> None:
     text = NESTED.read_text()
-    enabled = re.sub(r"^# (\[variants|append|model|vcpus)", r"\1", text, flags=re.MULTILINE)
+    enabled = re.sub(r"^# (\[variants|append|model|vcpus|accel)", r"\1", text, flags=re.MULTILINE)
     lab = parse_lab(enabled.encode(), "nested.toml")
-    assert set(lab.variants) == {"l1-npt-off", "named-cpu", "one-vcpu"}
+    assert set(lab.variants) == {"l1-npt-off", "named-cpu", "one-vcpu", "l2-kvm", "l2-tcg"}
     loaded = LoadedLab(lab=lab, path=NESTED, digest="x")
     variants = loaded.variants()
     assert variants["l1-npt-off"].lab.guests["l1"].append == "kvm_amd.npt=0"
     assert variants["named-cpu"].lab.guests["l1"].cpu.model == "EPYC"
     assert variants["one-vcpu"].lab.guests["l1"].guests["l2"].vcpus == 1
+    assert variants["l2-tcg"].lab.guests["l1"].guests["l2"].accel == "tcg"
+    assert variants["l2-kvm"].lab.guests["l1"].guests["l2"].accel == "auto"
+    assert variants["l2-tcg"].lab.guests["l1"].under("tcg").vcpus == 1

@@ -21,7 +21,7 @@ def host_accel() -> tuple[HostAccel, AccelChoice]:
     from kvmlab.runtime.nested import OUTER_ACCEL_ENV
 
     probe = HostProbe(Path("/"))
-    choice = choose_accel(probe=probe, outer=os.environ.get(OUTER_ACCEL_ENV))
+    choice = choose_accel(probe=probe, outer=os.environ.get(OUTER_ACCEL_ENV), cpus=os.cpu_count())
     cpu = cpu_info(probe)
     flag = cpu.virt_flag if cpu is not None else None
     virt: Literal["vmx", "svm"] | None = "vmx" if flag == "vmx" else "svm" if flag else None
@@ -46,11 +46,32 @@ def print_nested_preflight(lab: Lab, choice: AccelChoice, console: Console) -> N
         if f.status in (Status.WARN, Status.FAIL):
             for fix in f.fix:
                 console.print(f"       [cyan]fix: {fix}[/]", highlight=False)
+    for line in nested_plan(lab, choice):
+        console.print(f"  => {line}", highlight=False)
+
+
+def nested_plan(lab: Lab, choice: AccelChoice) -> list[str]:
+    """What the run will do with each guest hypervisor's guests, and the risks it takes."""
     if choice.accel == "kvm":
-        console.print("  => L1 runs under KVM; each guest hypervisor says whether its own "
-                      "guests get KVM", highlight=False)  # fmt: skip
-    else:
-        console.print(f"  => [yellow]L1 runs under {choice.accel.upper()}[/] ({choice.reason}); "
-                      "its guests run under TCG too unless they set accel = \"kvm\" (KVM on "
-                      "emulated SVM does not survive their I/O); every figure is labelled "
-                      "with its level's accelerator", highlight=False)  # fmt: skip
+        return ["L1 runs under KVM; each guest hypervisor says whether its own guests get KVM"]
+    lines = [f"L1 runs under {choice.accel.upper()} ({choice.reason})"]
+    for path, guest in lab.walk():
+        if len(path) != 1 or not guest.nested or not guest.guests:
+            continue
+        vcpus = guest.under(choice.accel).vcpus
+        name = "/".join(path)
+        for child, inner in guest.guests.items():
+            if vcpus == 1:
+                accel = "KVM" if inner.accel in ("auto", "kvm") else inner.accel.upper()
+                lines.append(f"{name}/{child} runs under {accel} inside {name} (one vCPU: "
+                             "KVM on emulated SVM holds up under load there)")  # fmt: skip
+            elif inner.accel == "kvm":
+                lines.append(
+                    f"WARNING: {name}/{child} asks for KVM inside {name}, which has {vcpus} "
+                    "vCPUs under TCG: L1 panics or soft-locks under L2's disk and network load "
+                    f"(3 of 3 stress runs); fix: when_tcg = {{ vcpus = 1 }} on guests.{name}"
+                )
+            else:
+                lines.append(f"{name}/{child} runs under TCG inside {name} ({vcpus} vCPUs under "
+                             "TCG; KVM there needs one: when_tcg = { vcpus = 1 })")  # fmt: skip
+    return lines

@@ -46,9 +46,9 @@ def run_up(
 ) -> None:
     """Start a lab's guests and print their boot stages."""
     from rich.console import Console
-    from rich.table import Table
 
     from kvmlab.cli.hostinfo import host_accel, print_nested_preflight
+    from kvmlab.report.grid import Col, print_grid
     from kvmlab.runtime import lab as labrun
     from kvmlab.spec import load_lab
 
@@ -56,7 +56,7 @@ def run_up(
     if within is not None and (loaded.lab.find(within) is None or not loaded.lab.guests):
         raise UsageError(f"lab {loaded.lab.name} has no guest hypervisor {within!r}")
     host, choice = host_accel()
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)
     console.print(f"accelerator for accel=auto: {choice.accel} ({choice.reason})")
     if within is None:
         print_nested_preflight(loaded.lab, choice, console)
@@ -75,15 +75,14 @@ def run_up(
 
         print(json.dumps([asdict(m.record()) for m in machines]))
         return
-    table = Table(title=f"lab {loaded.lab.name} is up: boot stages in seconds (measured)")
     stages = ["qemu", "kernel", "init", "agent", "guest", "total"]
     shown = [s for s in stages if any(s in m.boot for m in machines)]
-    for column in ["guest", "accel", *shown]:
-        table.add_column(column, justify="left" if column in ("guest", "accel") else "right")
-    for m in machines:
-        row = [f"{m.config.name}", m.config.accel]
-        table.add_row(*row, *(f"{m.boot[s]:.2f}" if s in m.boot else "-" for s in shown))
-    Console().print(table)
+    columns = [Col("guest"), Col("accel"), *(Col(s, "right") for s in shown)]
+    rows = [[m.config.name, m.config.accel,
+             *(f"{m.boot[s]:.2f}" if s in m.boot else "-" for s in shown)]
+            for m in machines]  # fmt: skip
+    print_grid(Console(), columns, rows,
+               title=f"lab {loaded.lab.name} is up: boot stages in seconds (measured)")
 
 
 def find_guest(address: str) -> tuple[Path, GuestRecord]:

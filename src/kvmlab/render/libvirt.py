@@ -17,6 +17,7 @@ def render_libvirt(guest: Guest, target: Target) -> str:
     if guest.machine == "microvm":
         raise RenderError(target.name, "libvirt has no microvm machine type; use --format qemu")
     accel, why = target.accel_for(guest)
+    guest = guest.under(accel)  # its when_tcg overrides, under TCG
     d = DomainXml.new("kvm" if accel == "kvm" else "qemu")
     d.note(why)
     d.section("name").text = target.name

@@ -11,6 +11,7 @@ from kvmlab.spec import Guest
 def render_qemu(guest: Guest, target: Target) -> QemuCommand:
     """The argv that runs ``guest`` as ``target`` describes, with notes explaining choices."""
     accel, why = target.accel_for(guest)
+    guest = guest.under(accel)  # its when_tcg overrides, under TCG
     q = QemuArgs(accel=accel, machine=guest.machine)
     q.note(why)
     for part in guest_parts(guest, target, accel):

@@ -21,7 +21,11 @@ and the script ends in ``exec``, so the pid kvmlab records is QEMU's. If a mask 
 mounted the script exits before QEMU starts: a guest never runs with an unmasked view.
 kvmlab as a non-root user adds ``--user --map-root-user`` (the only way such a user can
 mount); QEMU then runs as root of that user namespace and the guest sees your files as
-owned by root and other users' as ``nobody``.
+owned by root and other users' as ``nobody``. Where a sysctl forbids user namespaces such a
+guest is refused (exit 4) unless its lab shows it the whole root (``show = ["/"]``).
+Masks are made with busybox's ``mount`` when there is one: under TCG (a guest hypervisor
+starting its guests) the 13 default masks take 0.6 s that way against 3.3 s with
+util-linux's.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from kvmlab.errors import KvmlabError, ToolMissing
+from kvmlab.errors import HostError, KvmlabError, ToolMissing
 from kvmlab.runtime.errors import RuntimeFailure
 
 VIEW_DIR = "hostview"
@@ -61,7 +65,7 @@ HOME_SECRETS = (
 """Relative to every home directory in the password database (and ``$HOME``)."""
 
 SCRIPT = Path(__file__).with_name("hostview.sh")
-"""``sh hostview.sh VIEW EMPTY [MASK]... -- QEMU-ARGV``: mounts the view, execs QEMU."""
+"""``sh hostview.sh BUSYBOX VIEW EMPTY [MASK]... -- QEMU-ARGV``: mounts the view, execs QEMU."""
 
 
 class HostViewError(KvmlabError):
@@ -153,11 +157,14 @@ def wrap(
     keep: Sequence[str] = (),
     *,
     user_namespace: bool = False,
+    busybox: str | None = None,
 ) -> list[str]:
     """``argv`` (a QEMU command line sharing ``/`` over 9p) exporting the masked view.
 
     ``keep``: resolved directories that stay visible even inside a masked directory.
-    Pure: nothing is checked or mounted here.
+    ``busybox``: run its ``mount`` and ``mkdir`` instead of util-linux's and coreutils'
+    (under TCG, in a guest hypervisor, that is ~0.1 s less per command). Pure: nothing
+    is checked or mounted here.
     """
     view = str(run_dir / VIEW_DIR)
     qemu = export_view(argv, view)
@@ -176,7 +183,7 @@ def wrap(
         args += ["r", mask.path]
     userns = ["--user", "--map-root-user"] if user_namespace else []
     return ["unshare", *userns, "--mount", "--propagation", "private", "--", "sh", str(SCRIPT),
-            view, str(run_dir / EMPTY_FILE), *args, "--", *qemu]  # fmt: skip
+            busybox or "", view, str(run_dir / EMPTY_FILE), *args, "--", *qemu]  # fmt: skip
 
 
 def export_view(argv: Sequence[str], view: str) -> list[str]:
@@ -226,8 +233,36 @@ def restricted(
         return list(argv)
     if shutil.which("unshare") is None:
         raise ToolMissing("unshare", "apt-get install util-linux")
+    user = os.geteuid() != 0
+    if user and (why := userns_blocked()):
+        raise HostError(
+            f"cannot hide the host's secrets from the guest: as a user kvmlab needs a user "
+            f"namespace, and {why}",
+            fix=["run kvmlab as root", f"or allow user namespaces ({why})",
+                 'or share the whole host root: host_view = { show = ["/"] } on the guest'],
+        )  # fmt: skip
     kept: list[str] = []
     for path in sorted({os.path.realpath(p) for p in keep if p.is_dir()}):
         if not any(_below(path, k) for k in kept):
             kept.append(path)
-    return wrap(argv, masks, run_dir, kept, user_namespace=os.geteuid() != 0)
+    return wrap(argv, masks, run_dir, kept, user_namespace=user,
+                busybox=shutil.which("busybox"))  # fmt: skip
+
+
+USERNS_SWITCHES = {
+    "/proc/sys/user/max_user_namespaces": ("0", "user.max_user_namespaces is 0"),
+    "/proc/sys/kernel/unprivileged_userns_clone": ("0", "kernel.unprivileged_userns_clone is 0"),
+    "/proc/sys/kernel/apparmor_restrict_unprivileged_userns": (
+        "1", "kernel.apparmor_restrict_unprivileged_userns is 1"),
+}  # fmt: skip
+
+
+def userns_blocked() -> str | None:
+    """Why an unprivileged user cannot create a user namespace here, if a sysctl says so."""
+    for path, (value, why) in USERNS_SWITCHES.items():
+        try:
+            if Path(path).read_text().strip() == value:
+                return why
+        except OSError:
+            continue
+    return None

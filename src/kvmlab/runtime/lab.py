@@ -89,6 +89,7 @@ def guest_config(
 
     target = make_target(loaded, path, guest, host, run_dir, image)
     accel, reason = target.accel_for(guest)
+    guest = guest.under(accel)
     pins = {int(k): v for k, v in guest.pinning.vcpus.items()}
     argv = render_qemu(guest, target).argv
     if target.image is not None:
@@ -282,9 +283,8 @@ def start_nested(
     address = "/".join((*within, *machine.config.address))
     children = nested.start_children(machine, outer, address, image)
     for child in children:
-        why = f": {child.accel_reason}" if child.accel != "kvm" else ""
         progress(f"{child.name} is up inside {machine.config.name} ({child.accel}, "
-                 f"{child.boot.get('total', 0):.1f} s to its agent){why}")  # fmt: skip
+                 f"{child.boot.get('total', 0):.1f} s to its agent): {child.accel_reason}")  # fmt: skip
     return children
 
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, StringConstraints, model_validator
+from pydantic import (
+    AfterValidator,
+    Field,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
 
 from kvmlab.spec.base import SpecModel
 from kvmlab.spec.bench import BenchSpec
@@ -38,6 +44,17 @@ class HostView(SpecModel):
     """Default masks to lift: those at or below these paths, e.g. `["/root/.ssh"]`; `["/"]`
     lifts them all (the whole host root is shared, as before kvmlab masked it). `hide`
     entries always apply."""
+
+
+def _merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``overrides`` laid over it, tables merged key by key."""
+    out = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
 
 
 class Guest(SpecModel):
@@ -107,6 +124,35 @@ class Guest(SpecModel):
 
     guests: dict[Name, Guest] = {}
     """Guests run inside this one (needs `nested = true`)."""
+
+    when_tcg: dict[str, Any] = {}
+    """Overrides of this guest's keys applied when it runs under TCG (no usable hardware
+    KVM), e.g. `when_tcg = { vcpus = 1 }`: a guest hypervisor under TCG keeps its own guests
+    alive under KVM only with one vCPU. Not `guests`, `accel` or `when_tcg` itself."""
+
+    def under(self, accel: str) -> Guest:
+        """This guest as it runs under ``accel`` (its ``when_tcg`` applied under TCG)."""
+        if accel != "tcg" or not self.when_tcg:
+            return self
+        base = self.model_dump(exclude={"when_tcg", "guests"}, exclude_unset=True, by_alias=True)
+        merged = Guest.model_validate(_merge(base, self.when_tcg))
+        return merged.model_copy(update={"guests": self.guests})
+
+    @model_validator(mode="after")
+    def _when_tcg_is_a_guest(self) -> Guest:
+        bad = sorted(set(self.when_tcg) & {"guests", "accel", "when_tcg", "nested"})
+        if bad:
+            raise ValueError(f"when_tcg cannot change {', '.join(bad)}")
+        if self.when_tcg:
+            base = self.model_dump(exclude={"when_tcg", "guests"}, exclude_unset=True,
+                                   by_alias=True)  # fmt: skip
+            try:
+                Guest.model_validate(_merge(base, self.when_tcg))
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                where = ".".join(str(part) for part in err["loc"])
+                raise ValueError(f"when_tcg.{where}: {err['msg']}") from None
+        return self
 
     @model_validator(mode="before")
     @classmethod
