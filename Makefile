@@ -26,6 +26,7 @@ lint: deps
 
 docs: deps
 	$(BIN)/kvmlab check --explain -o md > docs/lab-reference.md
+	$(BIN)/python -m kvmlab.runtime.patience > docs/timeouts.md
 
 deps: $(APT_STAMP) $(PIP_STAMP)
 

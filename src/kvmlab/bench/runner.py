@@ -1,26 +1,49 @@
-"""Running a suite's workloads at one level: warm-up, repetitions, samples stored as they come."""
+"""Running a suite's workloads at one level: warm-up, repetitions, samples stored as they come.
+
+The runner also knows where the run is (level, guest, stage), so a failure is stored with
+the place it happened (:meth:`LevelRunner.fail`), and says each finished stage in one line.
+"""
 
 from __future__ import annotations
 
 import shlex
+import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from kvmlab.bench.executor import Background, Completed, Executor
+from kvmlab.bench.executor import Background, Completed, Executor, Place
 from kvmlab.bench.parsers.errors import ParseError
 from kvmlab.bench.suite import Settings
 from kvmlab.bench.workloads import WORKLOADS, Step
-from kvmlab.results.model import Sample
+from kvmlab.errors import KvmlabError
+from kvmlab.results.model import Failure, Sample
 from kvmlab.results.store import ResultStore
 
 Progress = Callable[[str], None]
 BOOT_STAGES = ("qemu", "kernel", "init", "agent", "guest", "total")
 
 
+def _quiet(_: str) -> None:
+    """A status that shows nothing."""
+
+
+@dataclass
+class Stage:
+    """Where a run is: the level, the guest(s) there, and what it does (boot, a workload)."""
+
+    level: str = ""
+    guest: str = ""
+    what: str = ""
+
+
 @dataclass
 class LevelRunner:
-    """Runs workloads at one place and stores every repetition at once."""
+    """Runs workloads at one place and stores every repetition at once.
+
+    ``progress`` gets one line per finished stage (a guest booted, a workload done with its
+    wall time); ``status`` the passing detail (each repetition), for a live status line.
+    """
 
     store: ResultStore
     run_id: int
@@ -29,12 +52,52 @@ class LevelRunner:
     progress: Progress
     timings: dict[str, float] = field(default_factory=dict)
     """Wall seconds per ``"<level> <guest> <workload>"``: where a run's time went."""
+    status: Progress = _quiet
+    lab: str = ""
+    """The lab's name, to name guests in progress lines as users type them."""
+    stage: Stage = field(default_factory=Stage)
+    _failed: list[BaseException] = field(default_factory=list)
 
-    def boot(self, executor: Executor, stages: dict[str, float]) -> list[Sample]:
-        """The guest's measured boot stages as samples of the ``boot`` workload."""
+    def at(self, level: str, guest: str, what: str) -> None:
+        """Note where the run is now (the place a failure is filed under)."""
+        self.stage = Stage(level, guest, what)
+
+    def name(self, place: Place) -> str:
+        """``L1 nested/l1``, ``L0 host`` (with the variant in front unless ``default``)."""
+        guest = place.guest
+        if guest != "host" and self.lab:
+            guest = f"{self.lab}/{guest}"
+        where = f"{place.level} {guest}"
+        return where if self.variant == "default" else f"{self.variant}: {where}"
+
+    def fail(self, exc: BaseException) -> Failure | None:
+        """Store ``exc`` as a failure at the current stage and say so; None if stored already.
+
+        A second error (a teardown failing after the first error) is stored too.
+        """
+        if any(exc is seen for seen in self._failed):
+            return None
+        self._failed.append(exc)
+        message, detail, code = describe(exc)
+        at = self.stage
+        failure = Failure(self.variant, at.level, at.guest, at.what, message, code, detail)
+        self.store.add_failure(self.run_id, failure)
+        guests = [g if g == "host" or not self.lab else f"{self.lab}/{g}"
+                  for g in failure.guest.split(", ") if g]  # fmt: skip
+        self.progress(replace(failure, guest=", ".join(guests)).headline)
+        return failure
+
+    def boot(self, executor: Executor, stages: dict[str, float], say: bool = True) -> list[Sample]:
+        """The guest's measured boot stages as samples of the ``boot`` workload.
+
+        ``say``: print the ``booted`` line (the runtime says it for nested guests itself).
+        """
+        place = executor.place
+        if say:
+            took = f", {stages['total']:.1f} s to its agent" if "total" in stages else ""
+            self.progress(f"{self.name(place)} booted ({place.accel}{took})")
         if "boot" not in self.settings.workloads:
             return []
-        place = executor.place
         samples = [
             Sample(self.variant, place.guest, place.level, place.accel, "boot", f"{stage}_s",
                    stages[stage], "s", False, 0, "kvmlab up (boot to guest agent ready)")
@@ -52,14 +115,20 @@ class LevelRunner:
             make = WORKLOADS.get(name)
             if make is None:
                 continue
+            self.at(place.level, place.guest, name)
             steps = make(place, self.settings)
             if not steps:
-                self.progress(f"{place.level} {place.guest}: {name} skipped ({_why(name)})")
+                self.progress(f"{self.name(place)} {name} skipped ({_why(name)})")
+                continue
             start = time.monotonic()
+            done: list[Sample] = []
             for step in steps:
-                samples.extend(self._step(executor, parent, name, step))
+                done.extend(self._step(executor, parent, name, step))
+            spent = time.monotonic() - start
             key = f"{place.level} {place.guest} {name}"
-            self.timings[key] = self.timings.get(key, 0.0) + time.monotonic() - start
+            self.timings[key] = self.timings.get(key, 0.0) + spent
+            self.progress(f"{self.name(place)} {name} done ({spent:.1f} s{_headline(done)})")
+            samples.extend(done)
         return samples
 
     def _step(
@@ -69,7 +138,7 @@ class LevelRunner:
         out: list[Sample] = []
         for rep in range(-s.warmup, s.repetitions):
             what = "warm-up" if rep < 0 else f"{rep + 1}/{s.repetitions}"
-            self.progress(f"{place.level} {place.guest}: {workload} {step.name} ({what})")
+            self.status(f"{self.name(place)}: {workload} {step.name} ({what})")
             result = self._run(executor, parent, step)
             try:
                 metrics = step.parse(result.stdout)
@@ -103,6 +172,27 @@ class LevelRunner:
             if "unable to connect" not in result.stdout + result.stderr:
                 return result
         return result
+
+
+def describe(exc: BaseException) -> tuple[str, str, int | None]:
+    """An error as (first line, other lines, exit status): what a failure record keeps."""
+    if isinstance(exc, KeyboardInterrupt):
+        return "Ctrl-C, SIGTERM or SIGHUP arrived", "", 130
+    if isinstance(exc, KvmlabError):
+        lines = "\n".join(exc.lines()).splitlines() or [type(exc).__name__]
+        return lines[0], "\n".join(lines[1:]), exc.exit_code
+    lines = f"{type(exc).__name__}: {exc}".splitlines()
+    return lines[0], "\n".join(lines[1:]), None
+
+
+def _headline(samples: list[Sample]) -> str:
+    """``; 1thread_events_per_s 455 events/s``: the workload's first metric, median."""
+    if not samples:
+        return ""
+    first = samples[0]
+    value = statistics.median(s.value for s in samples if s.metric == first.metric)
+    shown = f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    return f"; {first.metric} {shown} {first.unit}"
 
 
 def _why(workload: str) -> str:

@@ -94,14 +94,20 @@ def run_bench(
     image: Callable[[], GuestImage],
     progress: Progress,
     timings: dict[str, float] | None = None,
+    *,
+    status: Progress | None = None,
+    on_start: Callable[[int], None] | None = None,
 ) -> int:
     """Measure the suite at the requested levels, for every variant; the stored run's id.
 
-    ``timings`` (when given) receives the wall seconds of each boot and workload.
+    ``progress`` gets a line per stage (a guest booting, booted, a workload done) and
+    ``status`` the passing detail (each repetition); ``timings`` (when given) receives the
+    wall seconds of each boot and workload; ``on_start`` the run's id once it is stored.
 
     L0 is measured once and filed under every variant (the host does not change
     between them). Samples are stored as they are measured; the run is marked
-    complete only if everything finished (Ctrl-C or a failure leaves it incomplete).
+    complete only if everything finished. A failure or Ctrl-C is stored with the level,
+    guest and stage it cut short (teardown already done), then raised as it was.
     Nothing is measured or stored when the lab is up already or lacks a level asked for.
     """
     labrun.assert_not_up(loaded.lab.name)
@@ -110,8 +116,12 @@ def run_bench(
     run = Run(0, loaded.lab.name, str(loaded.path), loaded.digest, settings.suite, __version__,
               time.time(), host=host_facts)  # fmt: skip
     run_id = store.start(run)
+    if on_start is not None:
+        on_start(run_id)
     runner = LevelRunner(store, run_id, next(iter(variants)), settings, progress,
-                         timings if timings is not None else {})  # fmt: skip
+                         timings if timings is not None else {},
+                         status if status is not None else lambda _: None,
+                         loaded.lab.name)  # fmt: skip
     complete = False
     scratch = Path(tempfile.mkdtemp(prefix="kvmlab-fio-", dir=SCRATCH_PARENT))
     try:
@@ -124,6 +134,9 @@ def run_bench(
             if levels & {"L1", "L2"}:
                 _guests(variant, levels, runner, host, image, host_exec, progress)
         complete = True
+    except BaseException as exc:
+        runner.fail(exc)
+        raise
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         store.finish(run_id, complete)
@@ -142,28 +155,55 @@ def _guests(
     """Boot L1, measure it, then start the L2s inside and measure them; tear down.
 
     L2s start only after L1 was measured, so an idle L2 (costly under TCG) does not
-    disturb L1's figures, and not at all when L2 is not asked for.
+    disturb L1's figures, and not at all when L2 is not asked for. An error is stored
+    before the teardown, so a teardown failing after it cannot hide it.
     """
+    tops = ", ".join(loaded.lab.guests)
+    runner.at("L1", tops, "boot")
     start = time.monotonic()
     with labrun.started(loaded, host, image, progress=progress, children=False) as machines:
-        runner.timings[f"boot {loaded.lab.name} L1"] = time.monotonic() - start
-        for machine in machines:
-            executor = _guest_executor(loaded, machine)
-            if "L1" in levels:
-                runner.boot(executor, machine.boot)
-                runner.workloads(executor, host_exec)
-            if "L2" in levels and machine.config.children:
-                start = time.monotonic()
-                built = image() if machine.config.boots_image else None
-                children = labrun.start_nested(machine, loaded, built, progress)
-                runner.timings[f"boot {machine.config.name}'s L2"] = time.monotonic() - start
-                runner.store.add_host_facts(runner.run_id, {
-                    f"accelerator_reason {'/'.join(child.address)}": child.accel_reason
-                    for child in children
-                })  # fmt: skip
-                lab_dir = LabDir.of(loaded.lab.name)
-                for child in children:
-                    inner = _guest_executor(
-                        loaded, Machine.attach(lab_dir.guest_dir(child.address), child))
-                    runner.boot(inner, inner.machine.boot)
-                    runner.workloads(inner, executor)
+        try:
+            runner.timings[f"boot {loaded.lab.name} L1"] = time.monotonic() - start
+            for machine in machines:
+                _measure(loaded, levels, runner, image, host_exec, progress, machine)
+        except BaseException as exc:
+            runner.fail(exc)
+            raise
+        finally:
+            runner.at("L1", tops, "teardown")
+
+
+def _measure(
+    loaded: LoadedLab,
+    levels: set[str],
+    runner: LevelRunner,
+    image: Callable[[], GuestImage],
+    host_exec: HostExecutor,
+    progress: Progress,
+    machine: Machine,
+) -> None:
+    """One guest hypervisor (or plain guest) at L1, then the guests it holds at L2."""
+    executor = _guest_executor(loaded, machine)
+    if "L1" in levels:
+        runner.boot(executor, machine.boot)
+        runner.workloads(executor, host_exec)
+    if "L2" not in levels or not machine.config.children:
+        return
+    l1 = "/".join(machine.config.address)
+    inner_guests = loaded.lab.find(l1)
+    assert inner_guests is not None
+    runner.at("L2", ", ".join(f"{l1}/{name}" for name in inner_guests.guests), "boot")
+    start = time.monotonic()
+    built = image() if machine.config.boots_image else None
+    children = labrun.start_nested(machine, loaded, built, progress)
+    runner.timings[f"boot {machine.config.name}'s L2"] = time.monotonic() - start
+    runner.store.add_host_facts(runner.run_id, {
+        f"accelerator_reason {'/'.join(child.address)}": child.accel_reason
+        for child in children
+    })  # fmt: skip
+    lab_dir = LabDir.of(loaded.lab.name)
+    for child in children:
+        inner = _guest_executor(loaded, Machine.attach(lab_dir.guest_dir(child.address), child))
+        runner.at("L2", inner.place.guest, "boot")
+        runner.boot(inner, inner.machine.boot, say=False)  # start_nested said it
+        runner.workloads(inner, executor)

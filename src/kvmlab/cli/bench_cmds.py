@@ -9,13 +9,19 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kvmlab.errors import UsageError
+from kvmlab.errors import KvmlabError, UsageError
 from kvmlab.results.model import Run
 from kvmlab.results.store import ResultStore
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.status import Status
 
 
 def host_facts(accel: str, reason: str, flavour: str) -> dict[str, Any]:
@@ -42,6 +48,42 @@ def host_facts(accel: str, reason: str, flavour: str) -> dict[str, Any]:
     }
 
 
+class StageLog:
+    """Progress on stderr a person can follow anywhere: a line per stage with the time since
+    the start (``[  42 s] L1 nested/l1 booted (tcg, 7.3 s to its agent)``), and on a
+    terminal a live status line too, showing each repetition."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.start = time.monotonic()
+        self._status: Status | None = None
+
+    def line(self, text: str) -> None:
+        """A stage: kept in the scrollback (or the log)."""
+        if self._status is not None:
+            self._status.update(text)
+        elapsed = time.monotonic() - self.start
+        self.console.print(f"[{elapsed:4.0f} s] {text}", markup=False, highlight=False)
+
+    def status(self, text: str) -> None:
+        """Passing detail: the live status only (nothing without a terminal)."""
+        if self._status is not None:
+            self._status.update(text)
+
+    @contextmanager
+    def live(self) -> Iterator[None]:
+        """The live status while the block runs, on a terminal."""
+        if not self.console.is_terminal:
+            yield
+            return
+        with self.console.status("starting") as status:
+            self._status = status
+            try:
+                yield
+            finally:
+                self._status = None
+
+
 def run_bench_cmd(
     lab_path: Path,
     suite: str,
@@ -55,13 +97,16 @@ def run_bench_cmd(
     Everything a user gave is checked before anything runs: the lab, the suite and
     workloads, the levels against what the lab has, ``--out``, the results database, and
     that the lab is not up already. With ``-o json`` stdout holds the JSON and nothing else.
+    When a level fails (or Ctrl-C arrives) after the run was stored, what was measured is
+    still printed and written, marked incomplete with the failure named, after teardown;
+    then the error is raised as it was, for its own exit status.
     """
     from rich.console import Console
 
     from kvmlab.bench.session import lab_levels, parse_levels, run_bench
     from kvmlab.bench.suite import settings_for
     from kvmlab.cli.hostinfo import host_accel, print_nested_preflight
-    from kvmlab.cli.outfile import check_out, write_out
+    from kvmlab.cli.outfile import check_out
     from kvmlab.cli.run_cmds import image_factory, interruptible
     from kvmlab.runtime.lab import assert_not_up
     from kvmlab.spec import load_lab
@@ -81,32 +126,52 @@ def run_bench_cmd(
                   f"accel=auto is {choice.accel} ({choice.reason})", markup=False)  # fmt: skip
         if wanted & {"L1", "L2"}:
             print_nested_preflight(loaded.lab, choice, err)
-        with err.status("starting") as status:
-            def progress(text: str) -> None:
-                status.update(text)
-
-            timings: dict[str, float] = {}
-            started = time.monotonic()
+        log = StageLog(err)
+        timings: dict[str, float] = {}
+        stored: list[int] = []
+        failure: BaseException | None = None
+        with log.live():
             try:
                 run_id = run_bench(
                     loaded, settings, wanted, store, host,
                     host_facts(choice.accel, choice.reason, choice.flavour), image_factory(),
-                    progress, timings,
+                    log.line, timings, status=log.status, on_start=stored.append,
                 )  # fmt: skip
+            except (Exception, KeyboardInterrupt) as exc:
+                if not stored:  # refused before anything was stored: nothing to report
+                    raise
+                run_id, failure = stored[0], exc
             finally:
                 spent = ", ".join(f"{k} {v:.0f} s" for k, v in timings.items())
-                total = time.monotonic() - started
+                total = time.monotonic() - log.start
                 err.print(f"time spent ({total:.0f} s in all): {spent or 'nothing measured'}",
                           markup=False)  # fmt: skip
-        show_report(store, str(run_id), None, output, None)
-        where = f"run {run_id} stored in {store.path}"
-        if html is None:
-            hint = f"'kvmlab report {run_id} -o html --out report.html' writes the page"
-            err.print(f"{where}; {hint}", markup=False)
+        if failure is None:
+            _report_run(store, run_id, output, html, err)
             return
-        write_out(html, _render_one(store, str(run_id), "html"))
-        done = f"{where}\nHTML report: {html.resolve()}"
-        print(done, file=sys.stderr if output == "json" else sys.stdout)
+        try:
+            _report_run(store, run_id, output, html, err)
+        except KvmlabError as exc:  # the failure's own error and status come first
+            err.print(f"the report of run {run_id} was not written: {exc}", markup=False)
+        raise failure
+
+
+def _report_run(
+    store: ResultStore, run_id: int, output: str, html: Path | None, err: Console
+) -> None:
+    """After ``kvmlab bench``/``run``: the level table (or JSON), then the HTML file."""
+    from kvmlab.cli.outfile import write_out
+
+    show_report(store, str(run_id), None, output, None)
+    state = "" if store.run(run_id).complete else "incomplete "
+    where = f"{state}run {run_id} stored in {store.path}"
+    if html is None:
+        hint = f"'kvmlab report {run_id} -o html --out report.html' writes the page"
+        err.print(f"{where}; {hint}", markup=False)
+        return
+    write_out(html, _render_one(store, str(run_id), "html"))
+    done = f"{where}\nHTML report: {html.resolve()}"
+    print(done, file=sys.stderr if output == "json" else sys.stdout)
 
 
 def _compare_label(run: Run, variant: str) -> str:
@@ -120,10 +185,11 @@ def _tables(store: ResultStore, runs: list[Run], compare: bool) -> list[tuple[in
 
     tables = []
     for run in runs:
-        samples = store.samples(run.id)
+        samples, failures = store.samples(run.id), run.failures
         if compare:  # runs side by side, as variants named by run id
             samples = [replace(s, variant=_compare_label(run, s.variant)) for s in samples]
-        tables.append((run.id, level_table(summarize(samples))))
+            failures = [replace(f, variant=_compare_label(run, f.variant)) for f in failures]
+        tables.append((run.id, level_table(summarize(samples), failures)))
     return tables
 
 
@@ -131,7 +197,8 @@ def _merge(tables: list[tuple[int, Any]]) -> Any:
     """One level table holding the columns of every compared run."""
     from kvmlab.report.table import LevelTable
 
-    merged = LevelTable([c for _, t in tables for c in t.columns], [])
+    merged = LevelTable([c for _, t in tables for c in t.columns], [],
+                        [f for _, t in tables for f in t.failures])  # fmt: skip
     rows: dict[tuple[str, str], Any] = {}
     for _, t in tables:
         for row in t.rows:
@@ -187,7 +254,7 @@ def _render(
     if compare:
         tables = [(runs[0].id, _merge(tables))]
     head = runs[0]
-    state = "" if head.complete else " (INCOMPLETE: interrupted or failed; partial data)"
+    state = "" if head.complete else f" (INCOMPLETE: {_cut_short(head)}; partial data)"
     title = (f"kvmlab run {' vs '.join(str(r.id) for r in runs)}: lab {head.lab}, "
              f"suite {head.suite}{state}")  # fmt: skip
     if output == "text":
@@ -209,6 +276,13 @@ def _render(
 
         return report_html(runs, tables, title=title)
     raise UsageError(f"unknown report format {output!r}; choose text, md, html or json")
+
+
+def _cut_short(run: Run) -> str:
+    """``L2 l1/l2 failed while booting`` (the first failure), or what an older run says."""
+    if not run.failures:
+        return "interrupted or failed" if run.ended is not None else "not finished"
+    return run.failures[0].short
 
 
 def results_ls(output: str) -> None:
@@ -235,7 +309,7 @@ def results_ls(output: str) -> None:
         for r in runs:
             started = datetime.fromtimestamp(r.started).strftime("%Y-%m-%d %H:%M")
             took = f"{r.ended - r.started:.0f} s" if r.ended else "-"
-            state = "complete" if r.complete else "incomplete"
+            state = "complete" if r.complete else f"incomplete: {_cut_short(r)}"
             rows.append([str(r.id), r.lab, r.suite, started, took, state,
                          str(counts.get(r.id, 0))])  # fmt: skip
         columns = [Col("id", "right"), Col("lab"), Col("suite"), Col("started"),

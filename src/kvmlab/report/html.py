@@ -18,7 +18,7 @@ from xml.etree.ElementTree import Element
 from kvmlab import __version__
 from kvmlab.report import svg
 from kvmlab.report.fmt import change, median_spread, number
-from kvmlab.report.table import Column, LevelTable, Row
+from kvmlab.report.table import FAILED, INTERRUPTED, Column, LevelTable, Row
 from kvmlab.results.model import LEVELS, Run, Summary
 
 TITLE = "kvmlab benchmark report"
@@ -51,6 +51,11 @@ dd { margin: 0; overflow-wrap: anywhere; }
 .badge { display: inline-block; padding: 0 8px; border-radius: 10px; font-size: 12px;
   font-weight: 600; background: #dafbe1; color: #116329; }
 .badge.incomplete { background: #ffebe9; color: #a40e26; }
+.failure { border-color: #ff8182; background: #fff8f8; }
+.failure h3 { color: #a40e26; }
+.failure pre { margin: 6px 0 0; white-space: pre-wrap; overflow-wrap: anywhere;
+  font-size: 12px; color: #57606a; }
+th.failed { color: #a40e26; }
 .scroll { overflow-x: auto; }
 table { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; }
 th, td { padding: 6px 10px; border-bottom: 1px solid #d8dee4; text-align: left;
@@ -148,6 +153,7 @@ def _run_card(run: Run) -> Markup:
     if run.ended is not None:
         facts += [("ended", _when(run.ended)), ("took", f"{run.ended - run.started:.0f} s")]
     facts += [("kvmlab", run.kvmlab_version), ("spec digest", run.spec_digest[:16])]
+    facts += [("interrupted" if f.interrupted else "failed", f.headline) for f in run.failures]
     host = _dl(_host_facts(run.host)) if run.host else h("p", "not recorded", class_="note")
     return h(
         "section",
@@ -181,7 +187,10 @@ def _run_section(
     run_id: int, run: Run | None, table: LevelTable, ids: Iterator[str], boot_from_table: bool
 ) -> Markup:
     name = f"Run {run_id}" + (f": {run.lab} · {run.suite}" if run else "")
-    parts: list[str] = [h("h2", name), h("div", _level_table(table), class_="card scroll")]
+    parts: list[str] = [h("h2", name)]
+    if table.failures:
+        parts.append(_failures(table))
+    parts.append(h("div", _level_table(table), class_="card scroll"))
     by_workload: dict[str, list[Row]] = {}
     for row in table.rows:
         by_workload.setdefault(row.workload, []).append(row)
@@ -193,6 +202,22 @@ def _run_section(
             continue
         parts.append(_workload_figure(table, workload, rows, next(ids)))
     return h("section", *parts, id=f"run-{run_id}")
+
+
+def _failures(table: LevelTable) -> Markup:
+    """What cut the run short: each failure's place and error, then the error's other lines."""
+    items = []
+    for f in table.failures:
+        detail = h("pre", f.detail) if f.detail else ""
+        items.append(h("li", h("strong", f"{f.short}: "), f.message, detail))
+    note = ("The run is incomplete: the table holds what was measured before, and a guest "
+            "that failed before anything was measured has an empty column.")  # fmt: skip
+    return h("section", h("h3", "Incomplete run"), h("ul", *items), h("p", note, class_="note"),
+             class_="card failure")  # fmt: skip
+
+
+def _cut_short(table: LevelTable, col: Column) -> bool:
+    return col.accel in (FAILED, INTERRUPTED) or table.failed(col) is not None
 
 
 def _column_name(col: Column, several: bool) -> str:
@@ -246,7 +271,11 @@ def _level_table(table: LevelTable) -> Markup:
         if several
         else []
     )
-    labels = (h("th", c.label, class_=_num(c in firsts), scope="col") for c in columns)
+    labels = (
+        h("th", table.heading(c), scope="col",
+          class_=_num(c in firsts) + (" failed" if _cut_short(table, c) else ""))
+        for c in columns
+    )  # fmt: skip
     head.append(h("tr", h("th", "workload"), h("th", "metric"), h("th", "unit"), *labels))
     body = []
     for i, row in enumerate(table.rows):

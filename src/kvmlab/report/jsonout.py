@@ -4,7 +4,11 @@ Schema ``kvmlab.report/1``; with ``--compare`` each row names its own run and va
 
     {"schema": "kvmlab.report/1",
      "runs": [{"id", "lab", "suite", "spec_digest", "kvmlab_version", "started", "ended",
-               "complete", "host": {...}}],
+               "complete", "host": {...},
+               "failures": [{"variant", "level", "guest", "stage" ("boot", a workload,
+                             "teardown"), "message" (the error's first line),
+                             "exit_code" (3 a component failed, 130 interrupted),
+                             "detail" (its other lines)}]}],
      "rows": [{"run", "variant", "guest", "level", "accelerator", "workload", "metric",
                "unit", "higher_is_better", "value" (median), "min", "max", "stdev", "n",
                "spread_pct" ((max-min)/median*100), "change_pct" (vs the level below, or null),

@@ -7,9 +7,10 @@ from kvmlab.report.table import LevelTable
 
 
 def markdown_table(table: LevelTable, title: str) -> str:
-    """A Markdown section: a heading, the table, and how to read it."""
+    """A Markdown section: a heading, the table, how to read it, and what failed."""
     several = len(table.variants) > 1
-    heads = [f"{c.variant} {c.label}" if several else c.label for c in table.columns]
+    heads = [f"{c.variant} {table.heading(c)}" if several else table.heading(c)
+             for c in table.columns]  # fmt: skip
     lines = [
         f"## {title}",
         "",
@@ -26,4 +27,13 @@ def markdown_table(table: LevelTable, title: str) -> str:
         "against the level below (L1 against L0, L2 against its L1).",
         "",
     ]
+    if table.notes:
+        lines += ["**Incomplete:**", "", *(f"- {_escape(n)}" for n in table.notes), ""]
     return "\n".join(lines)
+
+
+def _escape(text: str) -> str:
+    """Keep an error message from being read as Markdown (or HTML)."""
+    for char in "\\`*_[]<>|":
+        text = text.replace(char, "\\" + char)
+    return text

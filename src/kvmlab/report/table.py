@@ -1,14 +1,18 @@
 """The level table of seed 000: a row per metric, a column per level, each level's change
-against the level below it."""
+against the level below it; a run cut short also names what failed, where."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from kvmlab.results.model import LEVELS, Summary
+from kvmlab.results.model import LEVELS, Failure, Summary
 from kvmlab.results.stats import change_pct
 
 WORKLOAD_ORDER = ("cpu", "memory", "disk", "network", "boot", "kbuild")
+FAILED = "failed"
+INTERRUPTED = "interrupted"
+"""Shown instead of the accelerator for a guest cut short before anything was measured."""
 
 
 @dataclass(frozen=True)
@@ -67,23 +71,57 @@ class LevelTable:
 
     columns: list[Column]
     rows: list[Row]
+    failures: list[Failure] = field(default_factory=list)
+    """What cut the run short; a failed guest without samples has a column of its own."""
 
     @property
     def variants(self) -> list[str]:
         """The variants present, in column order."""
         return list(dict.fromkeys(c.variant for c in self.columns))
 
+    def failed(self, col: Column) -> Failure | None:
+        """The failure at this column's guest (not its teardown), if one happened there."""
+        return next((f for f in self.failures if (f.variant, f.level) == (col.variant, col.level)
+                     and col.guest in _guests(f) and f.stage != "teardown"), None)  # fmt: skip
+
+    def heading(self, col: Column) -> str:
+        """The column's label, ``failed`` (``interrupted``) after it when its guest was cut short
+        after something was measured there."""
+        failure = self.failed(col)
+        if failure is None or col.accel in (FAILED, INTERRUPTED):
+            return col.label
+        return f"{col.label} {_outcome(failure)}"
+
+    @property
+    def notes(self) -> list[str]:
+        """One line per failure: where, doing what, the error's first line."""
+        return [f.headline for f in self.failures]
+
+
+def _outcome(failure: Failure) -> str:
+    return INTERRUPTED if failure.interrupted else FAILED
+
+
+def _guests(failure: Failure) -> list[str]:
+    return [g for g in failure.guest.split(", ") if g]
+
 
 def _column_key(c: Column, variants: list[str]) -> tuple[int, int, str]:
     return (variants.index(c.variant), LEVELS.index(c.level) if c.level in LEVELS else 9, c.guest)
 
 
-def level_table(summaries: list[Summary]) -> LevelTable:
-    """Arrange run summaries into the level table."""
-    variants = list(dict.fromkeys(s.variant for s in summaries))
+def level_table(summaries: list[Summary], failures: Sequence[Failure] = ()) -> LevelTable:
+    """Arrange run summaries into the level table; ``failures`` add columns for the guests
+    that failed before anything was measured there (accelerator ``failed``)."""
+    variants = list(dict.fromkeys([*(s.variant for s in summaries),
+                                   *(f.variant for f in failures)]))  # fmt: skip
     columns: dict[tuple[str, str], Column] = {}
     for s in summaries:
         columns.setdefault((s.variant, s.guest), Column(s.variant, s.guest, s.level, s.accel))
+    for f in failures:
+        for guest in _guests(f) if f.level in LEVELS else []:
+            columns.setdefault((f.variant, guest), Column(f.variant, guest, f.level,
+                                                          _outcome(f)))  # fmt: skip
     ordered = sorted(columns.values(), key=lambda c: _column_key(c, variants))
     index = {(s.variant, s.guest, s.workload, s.metric): s for s in summaries}
     rows: dict[tuple[str, str], Row] = {}
@@ -102,4 +140,4 @@ def level_table(summaries: list[Summary]) -> LevelTable:
             row.cells[col] = Cell(here, delta)
     order = {w: i for i, w in enumerate(WORKLOAD_ORDER)}
     sorted_rows = sorted(rows.values(), key=lambda r: (order.get(r.workload, 99), r.workload))
-    return LevelTable(ordered, sorted_rows)
+    return LevelTable(ordered, sorted_rows, list(failures))

@@ -16,12 +16,13 @@ CAPTION = "median ±half the min-max spread; change vs the level below"
 def print_table(table: LevelTable, console: Console, title: str) -> None:
     """One row per metric; per column the median ± half-spread and the change vs the level below.
 
-    Changes that are losses (less throughput, more time) are red, gains green.
+    Changes that are losses (less throughput, more time) are red, gains green. A run cut
+    short ends with a line per failure: where, doing what, and the error.
     """
     several = len(table.variants) > 1
     columns = [Col("workload"), Col("metric"), Col("unit")]
     for col in table.columns:
-        label = f"{col.variant}\n{col.label}" if several else col.label
+        label = f"{col.variant}\n{table.heading(col)}" if several else table.heading(col)
         columns.append(Col(label, "right"))
     rows: list[list[GridCell]] = []
     for row in table.rows:
@@ -29,6 +30,8 @@ def print_table(table: LevelTable, console: Console, title: str) -> None:
         cells = [Text.from_markup(cell_text(row.cells.get(c), _coloured)) for c in table.columns]
         rows.append([row.workload, row.metric, f"{row.unit} {arrow}", *cells])
     print_grid(console, columns, rows, title=title, caption=CAPTION)
+    for note in table.notes:
+        console.print(Text(note, style="red"), soft_wrap=True)
 
 
 def _coloured(delta: str, cell: Cell) -> str:

@@ -30,6 +30,53 @@ class Sample:
     """The exact command that produced the value."""
 
 
+@dataclass(frozen=True)
+class Failure:
+    """What cut a run short: where it happened, doing what, and the error."""
+
+    variant: str
+    level: str
+    """``L0``, ``L1``, ``L2``, or empty when it was at no level."""
+    guest: str
+    """``host``, the guest's address (``l1/l2``; several joined by ``, ``), or empty."""
+    stage: str
+    """``boot``, a workload (``cpu``), or ``teardown``."""
+    message: str
+    """The error's first line."""
+    exit_code: int | None
+    """The exit status the error maps to (3 a component failed, 130 interrupted)."""
+    detail: str = ""
+    """The error's other lines (command, exit code, log tail)."""
+
+    @property
+    def where(self) -> str:
+        """``L2 l1/l2`` (``tuned: L2 l1/l2`` for a variant other than ``default``)."""
+        place = " ".join(p for p in (self.level, self.guest) if p) or "the run"
+        return place if self.variant == "default" else f"{self.variant}: {place}"
+
+    @property
+    def doing(self) -> str:
+        """``while booting``, ``during cpu``, ``while tearing down``."""
+        special = {"boot": "while booting", "teardown": "while tearing down", "": ""}
+        return special.get(self.stage, f"during {self.stage}")
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether Ctrl-C (or SIGTERM, SIGHUP) cut the run short rather than an error."""
+        return self.exit_code == 130
+
+    @property
+    def short(self) -> str:
+        """``L2 l1/l2 failed while booting`` (``interrupted`` for Ctrl-C)."""
+        verb = "interrupted" if self.interrupted else "failed"
+        return " ".join(p for p in (self.where, verb, self.doing) if p)
+
+    @property
+    def headline(self) -> str:
+        """One line: ``L2 l1/l2 failed while booting: <message>``."""
+        return f"{self.short}: {self.message}"
+
+
 @dataclass
 class Run:
     """One ``kvmlab bench``/``kvmlab run``: a lab, a suite, and what it measured."""
@@ -45,6 +92,8 @@ class Run:
     complete: bool = False
     host: dict[str, Any] = field(default_factory=dict)
     """Host facts (CPU, KVM flavour, QEMU version, accelerator choice) at the time of the run."""
+    failures: list[Failure] = field(default_factory=list)
+    """What cut the run short (empty for a complete run, or an older one never finished)."""
 
 
 @dataclass(frozen=True)

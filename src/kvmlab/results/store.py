@@ -2,7 +2,10 @@
 
 Every sample is committed as it is measured, so a run that is interrupted keeps
 what it measured; :meth:`ResultStore.finish` marks a run complete. Runs never
-finished stay ``complete = 0`` and are shown as incomplete.
+finished stay ``complete = 0`` and are shown as incomplete; what cut a run short is
+kept beside it (:meth:`ResultStore.add_failure`).
+
+Schema 2 added the ``failures`` table; a schema 1 database is migrated when opened.
 """
 
 from __future__ import annotations
@@ -18,9 +21,9 @@ from types import TracebackType
 from typing import Any, Self
 
 from kvmlab.errors import KvmlabError, UsageError
-from kvmlab.results.model import Run, Sample
+from kvmlab.results.model import Failure, Run, Sample
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DB_FILE = "results.sqlite"
 RESULTS_ENV = "KVMLAB_RESULTS"
 
@@ -39,12 +42,18 @@ CREATE TABLE IF NOT EXISTS samples (
     higher_is_better INTEGER NOT NULL, repetition INTEGER NOT NULL, command TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS samples_run ON samples(run);
+CREATE TABLE IF NOT EXISTS failures (
+    run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    variant TEXT NOT NULL, level TEXT NOT NULL, guest TEXT NOT NULL, stage TEXT NOT NULL,
+    message TEXT NOT NULL, exit_code INTEGER, detail TEXT NOT NULL
+);
 """
 
 SAMPLE_COLUMNS = (
     "variant", "guest", "level", "accel", "workload", "metric", "value", "unit",
     "higher_is_better", "repetition", "command",
 )  # fmt: skip
+FAILURE_COLUMNS = ("variant", "level", "guest", "stage", "message", "exit_code", "detail")
 
 
 class StoreError(KvmlabError):
@@ -125,15 +134,21 @@ class ResultStore:
             raise StoreError(f"{self.path}: not a usable results database ({exc})") from exc
 
     def _migrate(self) -> None:
+        """Create what is missing; schema 1 -> 2 only adds the ``failures`` table."""
         with self._db:
-            self._db.executescript(_SCHEMA)
-            row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-            if row is None:
-                self._db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-            elif int(row[0]) > SCHEMA_VERSION:
+            found = None
+            query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+            if self._db.execute(query).fetchone() is not None:
+                row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+                found = None if row is None else int(row[0])
+            if found is not None and found > SCHEMA_VERSION:
                 raise StoreError(
-                    f"{self.path} has schema {row[0]}, newer than this kvmlab ({SCHEMA_VERSION})"
+                    f"{self.path} has schema {found}, newer than this kvmlab ({SCHEMA_VERSION})"
                 )
+            self._db.executescript(_SCHEMA)
+            if found != SCHEMA_VERSION:
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)",
+                                 (str(SCHEMA_VERSION),))  # fmt: skip
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -173,6 +188,14 @@ class ResultStore:
             db.execute("UPDATE runs SET host = ? WHERE id = ?",
                        (json.dumps(host, sort_keys=True), run_id))  # fmt: skip
 
+    def add_failure(self, run_id: int, failure: Failure) -> None:
+        """Record what cut the run short (a run may have several: an error, then teardown's)."""
+        marks = ", ".join("?" * (len(FAILURE_COLUMNS) + 1))
+        with self._tx() as db:
+            db.execute(f"INSERT INTO failures (run, {', '.join(FAILURE_COLUMNS)}) "
+                       f"VALUES ({marks})",
+                       (run_id, *(getattr(failure, c) for c in FAILURE_COLUMNS)))  # fmt: skip
+
     def finish(self, run_id: int, complete: bool = True) -> None:
         """Mark the run ended (and complete, unless it was cut short)."""
         with self._tx() as db:
@@ -186,7 +209,8 @@ class ResultStore:
     def runs(self) -> list[Run]:
         """Every run, newest first."""
         rows = self._db.execute("SELECT * FROM runs ORDER BY id DESC").fetchall()
-        return [_run(r) for r in rows]
+        failures = self._failures()
+        return [_run(r, failures.get(int(r["id"]), [])) for r in rows]
 
     def run(self, ref: str | int) -> Run:
         """A run by id, or ``last`` for the newest."""
@@ -194,7 +218,7 @@ class ResultStore:
             row = self._db.execute("SELECT * FROM runs ORDER BY id DESC LIMIT 1").fetchone()
             if row is None:
                 raise UsageError(f"no runs in {self.path} yet")
-            return _run(row)
+            return _run(row, self._failures(int(row["id"])).get(int(row["id"]), []))
         try:
             run_id = int(ref)
         except ValueError:
@@ -202,7 +226,19 @@ class ResultStore:
         row = self._db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
             raise UsageError(f"no run {run_id} in {self.path}")
-        return _run(row)
+        return _run(row, self._failures(run_id).get(run_id, []))
+
+    def _failures(self, run_id: int | None = None) -> dict[int, list[Failure]]:
+        """Run id -> its failures in the order they were recorded (of one run, or all)."""
+        where = "" if run_id is None else "WHERE run = ?"
+        rows = self._db.execute(
+            f"SELECT run, {', '.join(FAILURE_COLUMNS)} FROM failures {where} ORDER BY rowid",
+            () if run_id is None else (run_id,),
+        ).fetchall()
+        out: dict[int, list[Failure]] = {}
+        for r in rows:
+            out.setdefault(int(r["run"]), []).append(Failure(*(r[c] for c in FAILURE_COLUMNS)))
+        return out
 
     def samples(self, run_id: int) -> list[Sample]:
         """The samples of a run in measurement order."""
@@ -232,8 +268,8 @@ class ResultStore:
         self.close()
 
 
-def _run(row: sqlite3.Row) -> Run:
+def _run(row: sqlite3.Row, failures: list[Failure]) -> Run:
     data: dict[str, Any] = dict(row)
     data["host"] = json.loads(data["host"])
     data["complete"] = bool(data["complete"])
-    return Run(**data)
+    return Run(**data, failures=failures)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 from kvmlab.errors import Problem, ProcessFailure, SpecError
+from kvmlab.guest.errors import GuestExecTimeout
 from kvmlab.guest.image import GuestImage
 from kvmlab.render import BootImage, Target, render_qemu
 from kvmlab.render.devices.disk import SEED_IMAGE
@@ -20,6 +21,7 @@ from kvmlab.runtime.disks import mount_script
 from kvmlab.runtime.errors import RuntimeFailure, StateError
 from kvmlab.runtime.machine import Machine, MachineConfig
 from kvmlab.runtime.network import setup_script, user_net
+from kvmlab.runtime.patience import LIMITS
 from kvmlab.runtime.procs import terminate
 from kvmlab.runtime.rundir import GuestEntry, GuestRecord, LabDir
 from kvmlab.runtime.signals import deferred_signals
@@ -129,12 +131,7 @@ def prepare_guest(machine: Machine, lab: str, path: tuple[str, ...], guest: Gues
     """After boot, what the default image does not do itself: mounts, user networking."""
     mounts = mount_script(guest) if guest.boot == "image" else None
     if mounts is not None:
-        result = machine.exec(mounts, timeout=120)
-        if result.returncode != 0:
-            raise RuntimeFailure(
-                f"{machine.config.name}: mounting its disks failed: "
-                f"{result.stderr.decode(errors='replace').strip()}"
-            )
+        _setup(machine, mounts, "mounting its disks")
     if guest.cloud_init is not None:
         # The agent starts before cloud-init's later stages: wait until it has finished.
         done = machine.exec(["cloud-init", "status", "--wait"], timeout=600)
@@ -145,12 +142,20 @@ def prepare_guest(machine: Machine, lab: str, path: tuple[str, ...], guest: Gues
             )
     net = user_net(lab, path, guest) if guest.boot == "image" else None
     if net is not None:
-        result = machine.exec(setup_script(net), timeout=30)
-        if result.returncode != 0:
-            raise RuntimeFailure(
-                f"{machine.config.name}: network set-up failed: "
-                f"{result.stderr.decode(errors='replace').strip()}"
-            )
+        _setup(machine, setup_script(net), "network set-up")
+
+
+def _setup(machine: Machine, argv: list[str], what: str) -> None:
+    """Run a set-up command in the guest, bounded by the ``setup`` limit at its speed."""
+    limit = LIMITS["setup"]
+    timeout = limit.value("ceiling", machine.level_factor())
+    try:
+        result = machine.exec(argv, timeout=timeout)
+    except GuestExecTimeout as exc:
+        raise limit.exceeded(f"{machine.config.name}: {what}", timeout, str(exc)) from None
+    if result.returncode != 0:
+        why = result.stderr.decode(errors="replace").strip()
+        raise RuntimeFailure(f"{machine.config.name}: {what} failed: {why}")
 
 
 def assert_not_up(lab: str) -> None:
@@ -283,8 +288,9 @@ def start_nested(
     address = "/".join((*within, *machine.config.address))
     children = nested.start_children(machine, outer, address, image)
     for child in children:
+        took = child.boot.get("total", 0)
         progress(f"{child.name} is up inside {machine.config.name} ({child.accel}, "
-                 f"{child.boot.get('total', 0):.1f} s to its agent): {child.accel_reason}")  # fmt: skip
+                 f"{took:.1f} s to its agent): {child.accel_reason}")  # fmt: skip
     return children
 
 

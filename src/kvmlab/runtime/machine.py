@@ -26,15 +26,13 @@ from kvmlab.render.devices.control import AGENT_SOCKET, QMP_SOCKET, SERIAL_LOG
 from kvmlab.runtime import boottime
 from kvmlab.runtime.errors import QmpFailure, RuntimeFailure, StateError
 from kvmlab.runtime.owned import create_owned, remove_owned
-from kvmlab.runtime.procs import alive, start_time, tail, terminate, wait_gone
+from kvmlab.runtime.patience import LIMITS, Stalled, Watch, cpu_steps, level_factor
+from kvmlab.runtime.procs import alive, cpu_seconds, start_time, tail, terminate, wait_gone
 from kvmlab.runtime.qmp import QmpSession
 from kvmlab.runtime.rundir import GuestRecord
 from kvmlab.runtime.signals import deferred_signals
 
 QEMU_LOG = "qemu.log"
-AGENT_READY_TIMEOUT = 60.0
-"""How long a running guest's agent may take to answer: a TCG guest hypervisor busy with
-its own guest's I/O answers for that guest (through the relay) in tens of seconds."""
 
 
 class MachineState(enum.Enum):
@@ -97,7 +95,7 @@ class Machine:
 
     # -- life cycle ---------------------------------------------------------------------
 
-    def launch(self, timeout: float = 180.0) -> dict[str, float]:
+    def launch(self, ceiling: float | None = None) -> dict[str, float]:
         """Start QEMU and wait until the guest agent answers; return the boot stages (s).
 
         The guest is on record before QEMU is spawned and gets its pid at once after, so
@@ -127,24 +125,10 @@ class Machine:
         finally:
             os.close(log_fd)
         try:
-            self._qmp = self._connect_qmp(t0 + 30.0)
+            self._qmp = self._connect_qmp(t0 + LIMITS["qmp"].value("ceiling"))
             t_qmp = time.monotonic()
             self._apply_pinning()
-            watch = boottime.MarkerWatch(self.run_dir / SERIAL_LOG, t0)
-            with GuestAgent(self.run_dir / AGENT_SOCKET) as agent:
-                while True:
-                    self._check_alive("while booting")
-                    watch.poll()
-                    if watch.failed:
-                        self._fail("the guest's init failed", None)
-                    try:
-                        agent.wait_ready(timeout=0.1, attempt=0.1)  # markers polled at 0.1 s
-                        break
-                    except AgentError:
-                        if time.monotonic() - t0 > timeout:
-                            self._fail(f"the guest agent did not answer within {timeout:g} s", None)
-            watch.poll()
-            self.boot = boottime.stages(t0, t_qmp, watch.seen, time.monotonic())
+            self.boot = self._wait_for_agent(t0, t_qmp, ceiling)
         except BaseException:
             self.state = MachineState.FAILED
             self._kill()
@@ -152,6 +136,36 @@ class Machine:
         self.state = MachineState.RUNNING
         self.record().save(self.run_dir)
         return self.boot
+
+    def _wait_for_agent(self, t0: float, t_qmp: float, ceiling: float | None) -> dict[str, float]:
+        """Wait while the guest boots (serial output, markers, QEMU's CPU time advancing)
+        until its agent answers; fail on a stall, a ceiling, init's failure or QEMU's exit."""
+        markers = boottime.MarkerWatch(self.run_dir / SERIAL_LOG, t0)
+        serial = self.run_dir / SERIAL_LOG
+        pid = self.pid or 0
+        watch = Watch(LIMITS["boot"], f"{self.config.name}: its guest agent did not answer", {
+            "serial output": lambda: serial.stat().st_size if serial.exists() else 0,
+            "boot markers": lambda: len(markers.seen),
+            "QEMU's CPU time": cpu_steps(lambda: cpu_seconds(pid)),
+        }, start=t0)  # fmt: skip
+        if ceiling is not None:
+            watch.ceiling = ceiling
+        with GuestAgent(self.run_dir / AGENT_SOCKET) as agent:
+            while True:
+                self._check_alive("while booting")
+                markers.poll()
+                if markers.failed:
+                    self._fail("the guest's init failed", None)
+                try:
+                    agent.wait_ready(timeout=0.1, attempt=0.1)  # markers polled at 0.1 s
+                    break
+                except AgentError:
+                    try:
+                        watch.poll()
+                    except Stalled as exc:
+                        self._fail(str(exc), None)
+        markers.poll()
+        return boottime.stages(t0, t_qmp, markers.seen, time.monotonic())
 
     def _connect_qmp(self, deadline: float) -> QmpSession:
         session = QmpSession(self.run_dir / QMP_SOCKET)
@@ -324,7 +338,7 @@ class Machine:
             raise StateError(f"{self.config.name} is not running (its QEMU has exited)")
         try:
             with GuestAgent(self.run_dir / AGENT_SOCKET) as agent:
-                agent.wait_ready(timeout=AGENT_READY_TIMEOUT)
+                agent.wait_ready(timeout=self.agent_patience())
                 return agent.exec(argv, timeout=timeout, input=input, env=env)
         except AgentError as exc:
             if self.is_alive():
@@ -332,11 +346,20 @@ class Machine:
             self.state = MachineState.STOPPED
             raise self._died(f"{self.config.name} died while running {argv[0]}") from exc
 
+    def level_factor(self) -> float:
+        """How much slower than the reference this guest is (from its measured boot)."""
+        return level_factor(self.boot)
+
+    def agent_patience(self) -> float:
+        """How long its agent may take to answer: a TCG guest hypervisor busy with its own
+        guest's I/O answers for that guest (through the relay) in tens of seconds."""
+        return LIMITS["agent"].value("ceiling", self.level_factor())
+
     def exec_background(self, argv: list[str]) -> int:
         """Start ``argv`` in the guest without waiting (it ends with the guest); its guest pid."""
         self._require(MachineState.RUNNING, "exec")
         with GuestAgent(self.run_dir / AGENT_SOCKET) as agent:
-            agent.wait_ready(timeout=AGENT_READY_TIMEOUT)
+            agent.wait_ready(timeout=self.agent_patience())
             return agent.exec_start(argv, capture=False)
 
     def qmp(self) -> QmpSession:

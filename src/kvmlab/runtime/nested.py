@@ -22,6 +22,7 @@ from kvmlab.guest.errors import GuestExecTimeout
 from kvmlab.guest.image import GuestImage
 from kvmlab.render.devices.control import AGENT_SOCKET, RELAY_PORT, RELAY_SOCKET
 from kvmlab.runtime.machine import Machine
+from kvmlab.runtime.patience import LIMITS
 from kvmlab.runtime.rundir import GuestRecord, LabDir
 from kvmlab.spec import LoadedLab
 
@@ -32,9 +33,6 @@ OUTER_ACCEL_ENV = "KVMLAB_OUTER_ACCEL"
 takes it into account (KVM on top of TCG is not stable, see kvmlab.host.accel)."""
 INNER_RUN_ROOT = "/run/kvmlab"
 """kvmlab's run root inside guests (root, no KVMLAB_RUN_DIR)."""
-INNER_UP_TIMEOUT = 600.0
-"""A backstop: the inner ``kvmlab up`` has its own boot timeouts, unless its guest hypervisor
-itself stops making progress."""
 
 
 def kvmlab_argv(*args: str) -> list[str]:
@@ -112,14 +110,14 @@ def start_children(
     """Start the guests inside ``machine`` and record them here, reachable by relay."""
     copy_lab(machine, loaded)
     argv = kvmlab_argv("up", str(loaded.path), "--within", address, "--json")
+    limit = LIMITS["inner-up"]
+    timeout = limit.value("ceiling", machine.level_factor())
     try:
-        result = machine.exec(argv, timeout=INNER_UP_TIMEOUT,
-                              env=guest_env(image, machine.config.accel))  # fmt: skip
+        result = machine.exec(argv, timeout=timeout, env=guest_env(image, machine.config.accel))
     except GuestExecTimeout:
-        raise ProcessFailure(
-            f"{machine.config.name}: starting its guests did not finish in "
-            f"{INNER_UP_TIMEOUT:g} s", argv, None, inner_evidence(machine, loaded.lab.name),
-        ) from None  # fmt: skip
+        stalled = limit.exceeded(f"{machine.config.name}: starting its guests", timeout)
+        raise ProcessFailure(str(stalled), argv, None,
+                             inner_evidence(machine, loaded.lab.name)) from None  # fmt: skip
     if result.returncode != 0:
         failure = inner_failure(result, argv, f"{machine.config.name}: starting its guests failed")
         failure.log_tail.extend(inner_evidence(machine, loaded.lab.name))
@@ -147,6 +145,11 @@ def start_children(
 def stop_children(machine: Machine, lab: str) -> None:
     """``kvmlab down LAB`` inside the guest hypervisor (its guests stop before it does)."""
     argv = kvmlab_argv("down", lab)
-    result = machine.exec(argv, timeout=300, env=guest_env())
+    limit = LIMITS["inner-down"]
+    timeout = limit.value("ceiling", machine.level_factor())
+    try:
+        result = machine.exec(argv, timeout=timeout, env=guest_env())
+    except GuestExecTimeout:
+        raise limit.exceeded(f"{machine.config.name}: stopping its guests", timeout) from None
     if result.returncode not in (0, 2):  # 2: nothing was up there
         _checked(machine, argv, result, "stopping its guests")
