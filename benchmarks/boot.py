@@ -1,6 +1,7 @@
 """Boot to a usable command: kvmlab's default guest against virtme-ng, same kernel, TCG.
 
 Run: .venv/bin/python benchmarks/boot.py [--runs N] [--warmup N] [--json FILE] [--quiet S]
+     .venv/bin/python benchmarks/boot.py --smoke   # one kvmlab boot, no virtme-ng (the tests)
 
 Both tools boot the same Debian generic kernel package (the one kvmlab's default image is
 built from) with the same QEMU under TCG (multi-threaded, ``-cpu max``, q35), 2 vCPUs and
@@ -9,11 +10,12 @@ first in even rounds, vng first in odd ones) after ``--warmup`` unrecorded round
 seconds on the host's monotonic clock; min, median and max over ``--runs`` per tool.
 
 - kvmlab, through the library as ``kvmlab up`` does: a lab file with one guest in a temp
-  directory, ``guest_config()`` and ``Machine`` in a ``with`` block (private
-  ``KVMLAB_RUN_DIR``), ``launch()`` (QEMU start until the guest agent answers; its boot
-  stages are reported too), then ``exec(["true"])``. "ready" = launch + exec, the time to a
-  usable command; the shutdown after it is not counted. The image boots the package's
-  uncompressed vmlinux through PVH, from kvmlab's image cache (built before timing).
+  directory, booted by ``kvmlab.runtime.lab.started()`` (private ``KVMLAB_RUN_DIR``: the lab
+  directory and its lock, rendering, QEMU start until the guest agent answers, whose boot
+  stages are reported too), then ``exec(["true"])`` in it. "ready" = from entering
+  ``started()`` until ``true`` returned, the time to a usable command; the teardown after it
+  is not counted. The image boots the package's uncompressed vmlinux through PVH, from
+  kvmlab's image cache (built before timing). kvmlab's own boot timeout applies.
 - virtme-ng: wall time of the whole ``vng --run VMLINUZ --disable-kvm --disable-microvm
   --force-9p --cpus 2 --memory 1G --exec true`` command, its initramfs build included,
   where VMLINUZ is the package's bzImage from kvmlab's kernel cache. vng resolves modules
@@ -57,10 +59,10 @@ from kvmlab import __version__ as kvmlab_version
 from kvmlab.errors import KvmlabError
 from kvmlab.guest.image import FLAVOUR_FOR_SHARE, GuestImage, build_default_image
 from kvmlab.guest.kernel import Kernel, default_cache_dir, fetch_kernel, resolve_kernel_package
-from kvmlab.paths import guest_run_dir
-from kvmlab.runtime.lab import HostAccel, guest_config
-from kvmlab.runtime.machine import Machine, MachineConfig
-from kvmlab.spec import load_lab
+from kvmlab.runtime.lab import HostAccel, guest_config, started
+from kvmlab.runtime.machine import MachineConfig
+from kvmlab.runtime.rundir import LabDir
+from kvmlab.spec import LoadedLab, load_lab
 
 VCPUS = 2
 MEMORY = "1G"
@@ -74,11 +76,12 @@ vcpus = {VCPUS}
 memory = "{MEMORY}"
 accel = "tcg"
 """
+HOST = HostAccel("tcg", "benchmarks/boot.py compares both tools under TCG")
 VNG_PACKAGE = "virtme-ng"
 VNG_VERSION = "1.42"
 SBIN = ("/usr/local/sbin", "/usr/sbin", "/sbin")
 KVMLAB_MEASURES = {  # key in a run's result -> label in the table
-    "ready": "ready (launch + exec)",
+    "ready": "ready (up + exec)",
     "qemu": "  qemu start to QMP",
     "kernel": "  firmware + kernel",
     "init": "  init to agent start",
@@ -190,34 +193,49 @@ def sigterm_as_interrupt() -> Iterator[None]:
 # -- kvmlab -----------------------------------------------------------------------------------
 
 
-def kvmlab_setup(work: Path) -> tuple[MachineConfig, GuestImage, Kernel]:
-    """The guest's machine config, its image and the unpacked kernel package it came from."""
+@dataclass
+class Kvmlab:
+    """What kvmlab boots: the lab, the default image, and the guest's machine config."""
+
+    loaded: LoadedLab
+    image: GuestImage
+    config: MachineConfig
+
+
+def kvmlab_setup(work: Path) -> Kvmlab:
+    """The one-guest lab in ``work``, the default image (built now, not while timing) and the
+    guest's config as ``started()`` renders it (for its argv)."""
     lab_file = work / "lab.toml"
     lab_file.write_text(LAB_TOML)
     loaded = load_lab(lab_file)
     image = build_default_image()
+    guest = loaded.lab.guests[GUEST]
+    run_dir = LabDir.of(LAB).guest_dir((GUEST,))  # rendered only; started() creates it
+    config = guest_config(loaded, (GUEST,), guest, HOST, run_dir, image)
+    if config.accel != "tcg":
+        raise BenchError(f"kvmlab chose accelerator {config.accel}, not tcg")
+    return Kvmlab(loaded, image, config)
+
+
+def kernel_package(image: GuestImage) -> Kernel:
+    """The unpacked kernel package the default image was built from (for vng)."""
     package = resolve_kernel_package(FLAVOUR_FOR_SHARE[image.share])
     if image.kernel_package != f"{package.name}={package.version}":
         raise BenchError(
             f"the default image was built from {image.kernel_package}, but apt now resolves "
             f"{package.name}={package.version}; the two tools would boot different kernels"
         )
-    kernel = fetch_kernel(package)
-    guest = loaded.lab.guests[GUEST]
-    host = HostAccel("tcg", "benchmarks/boot.py compares both tools under TCG")
-    config = guest_config(loaded, (GUEST,), guest, host, guest_run_dir(LAB, (GUEST,)), image)
-    if config.accel != "tcg":
-        raise BenchError(f"kvmlab chose accelerator {config.accel}, not tcg")
-    return config, image, kernel
+    return fetch_kernel(package)
 
 
-def kvmlab_run(config: MachineConfig, timeout: float) -> dict[str, float]:
-    """One boot: launch's stages, exec of ``true``, and ready = launch + exec."""
+def kvmlab_run(lab: Kvmlab) -> dict[str, float]:
+    """One boot as ``kvmlab up`` does it, ``true`` run in it; the boot stages and ready."""
     start = time.monotonic()
-    with Machine(config) as machine:
-        stages = machine.launch(timeout=timeout)
+    with started(lab.loaded, HOST, lambda: lab.image) as machines:
+        [machine] = machines
         result = machine.exec(["true"], timeout=60.0)
         ready = time.monotonic() - start
+        stages = dict(machine.boot)
     if result.returncode != 0:
         raise BenchError(f"kvmlab: 'true' exited {result.returncode} in the guest")
     return {"ready": ready, **stages, "exec": ready - stages["total"]}
@@ -317,13 +335,11 @@ def vng_run(argv: list[str], env: dict[str, str], cwd: Path, timeout: float) -> 
         try:
             returncode = proc.wait(timeout)
             wall = time.monotonic() - start
-        except subprocess.TimeoutExpired:
+        except BaseException as exc:  # a timeout, Ctrl-C: nothing of it is left running
             kill_group(proc.pid)
             proc.wait()
-            raise BenchError(f"vng did not finish within {timeout:g} s") from None
-        except BaseException:
-            kill_group(proc.pid)
-            proc.wait()
+            if isinstance(exc, subprocess.TimeoutExpired):
+                raise BenchError(f"vng did not finish within {timeout:g} s") from None
             raise
         kill_group(proc.pid)  # anything left in its group (normally nothing)
     if returncode != 0:
@@ -374,15 +390,17 @@ def other_qemus() -> int:
     return len(processes_mentioning(["qemu-system-"]))
 
 
-def table(kvmlab: Series, vng: Series, runs: int) -> list[str]:
+def table(kvmlab: Series, vng: Series | None, runs: int) -> list[str]:
     """One row per measure; the command is shown on each tool's main row."""
     rows = [
         ("kvmlab", label, key, kvmlab.command if key == "ready" else "")
         for key, label in KVMLAB_MEASURES.items()
         if key in kvmlab.samples
     ]
-    rows.append(("vng", "wall (whole command)", "wall", vng.command))
-    summaries = {"kvmlab": kvmlab.summary(), "vng": vng.summary()}
+    summaries = {"kvmlab": kvmlab.summary()}
+    if vng is not None:
+        rows.append(("vng", "wall (whole command)", "wall", vng.command))
+        summaries["vng"] = vng.summary()
     lines = [
         f"{'tool':7} {'measure':22} {'runs':>4} {'min (s)':>8} {'median (s)':>10} "
         f"{'max (s)':>8}  command"
@@ -403,12 +421,16 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5, help="recorded runs per tool (5)")
     parser.add_argument("--warmup", type=int, default=1, help="unrecorded rounds first (1)")
     parser.add_argument("--json", type=Path, help="also write the numbers to this file")
-    parser.add_argument("--timeout", type=float, default=300.0, help="per boot, s (300)")
+    parser.add_argument("--timeout", type=float, default=300.0, help="per vng boot, s (300)")
     parser.add_argument(
         "--quiet", type=float, default=0.1,
         help="a run is quiet when other processes took less than this share of the CPU (0.1)",
     )  # fmt: skip
     parser.add_argument("--vng-version", default=VNG_VERSION, help=f"({VNG_VERSION})")
+    parser.add_argument(
+        "--smoke", action="store_true",
+        help="one kvmlab boot and nothing else (no virtme-ng): checks that this still runs",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.runs < 1 or args.warmup < 0:
         parser.error("--runs must be >= 1 and --warmup >= 0")
@@ -420,7 +442,7 @@ def main() -> int:
     markers = [str(work), str(view_parent)]
     try:
         with sigterm_as_interrupt():
-            return measure(args, work, view_parent)
+            return smoke(work) if args.smoke else measure(args, work, view_parent)
     except BenchError as exc:
         print(f"boot.py: {exc}", file=sys.stderr)
         return 1
@@ -441,9 +463,33 @@ def main() -> int:
         shutil.rmtree(view_parent, ignore_errors=True)
 
 
+def kvmlab_series(lab: Kvmlab) -> Series:
+    what = f"started(lab: vcpus={VCPUS}, memory={MEMORY}, accel=tcg) + .exec(['true'])"
+    return Series("kvmlab", what, lab.config.argv)
+
+
+def qemu_of(argv: list[str]) -> str:
+    """The QEMU binary in a guest's argv (which may run it through a host-view wrapper)."""
+    return next(a for a in argv if Path(a).name.startswith("qemu-system-"))
+
+
+def smoke(work: Path) -> int:
+    """One kvmlab boot, timed and shown as the full run shows it."""
+    print("preparing: default image", file=sys.stderr)
+    lab = kvmlab_setup(work)
+    series = kvmlab_series(lab)
+    result = kvmlab_run(lab)
+    series.add({**result, "others_cpu_share": 0.0})
+    print(f"boot to a usable command, 1 kvmlab run (smoke: no virtme-ng), seconds; "
+          f"{qemu_of(lab.config.argv)}")  # fmt: skip
+    print("\n".join(table(series, None, 1)))
+    return 0
+
+
 def measure(args: argparse.Namespace, work: Path, view_parent: Path) -> int:
     print("preparing: default image, kernel package, virtme-ng venv", file=sys.stderr)
-    config, image, kernel = kvmlab_setup(work)
+    lab = kvmlab_setup(work)
+    config, image, kernel = lab.config, lab.image, kernel_package(lab.image)
     check_vng_host()
     venv = default_cache_dir() / "bench-venvs" / "virtme-ng"
     ensure_vng(venv, args.vng_version)
@@ -451,17 +497,12 @@ def measure(args: argparse.Namespace, work: Path, view_parent: Path) -> int:
     env = vng_env(venv)
     vng_cwd = work / "vng"
     vng_cwd.mkdir()
-    qemu = config.argv[0]
+    qemu = qemu_of(config.argv)
     vng_qemu = shutil.which("qemu-system-x86_64", path=env["PATH"])
     if vng_qemu is None or Path(vng_qemu).resolve() != Path(qemu).resolve():
         raise BenchError(f"vng would run {vng_qemu}, kvmlab runs {qemu}")
 
-    kvmlab = Series(
-        "kvmlab",
-        f"Machine(guest_config(lab: vcpus={VCPUS}, memory={MEMORY}, accel=tcg))"
-        ".launch() + .exec(['true'])",
-        config.argv,
-    )
+    kvmlab = kvmlab_series(lab)
     shown = vng_argv(venv, kernel.vmlinuz)  # the cache's path: the view's file is the same
     vng = Series("vng", shlex.join(["vng", *shown[1:]]), vng_argv(venv, vmlinuz))
     load_before, others_before = loadavg(), other_qemus()
@@ -485,7 +526,7 @@ def measure(args: argparse.Namespace, work: Path, view_parent: Path) -> int:
             busy0, own0 = cpu_seconds()
             start = time.monotonic()
             if tool == "kvmlab":
-                result = kvmlab_run(config, args.timeout)
+                result = kvmlab_run(lab)
                 seconds = result["ready"]
             else:
                 result = vng_run(vng.argv, env, vng_cwd, args.timeout)
@@ -508,25 +549,17 @@ def measure(args: argparse.Namespace, work: Path, view_parent: Path) -> int:
         statistics.median(quiet_k) / statistics.median(quiet_v) if quiet_k and quiet_v else None
     )
     configuration = {
-        "kernel_release": image.kernel_release,
-        "kernel_package": image.kernel_package,
+        "kernel_release": image.kernel_release, "kernel_package": image.kernel_package,
         "accelerator": "tcg (multi-threaded TCG, -cpu max, q35; kvmlab passes "
         "-accel tcg,thread=multi, vng --disable-kvm gets QEMU's default, also MTTCG)",
-        "vcpus": VCPUS,
-        "memory": MEMORY,
-        "qemu": qemu_version(qemu),
-        "kvmlab": f"{kvmlab_version} ({kvmlab_revision()})",
-        "virtme_ng": args.vng_version,
+        "vcpus": VCPUS, "memory": MEMORY, "qemu": qemu_version(qemu),
+        "kvmlab": f"{kvmlab_version} ({kvmlab_revision()})", "virtme_ng": args.vng_version,
         "kvmlab_image": f"{image.key} ({'vmlinux via PVH' if image.pvh else 'bzImage'})",
-        "vng_kernel": str(kernel.vmlinuz),
-        "runs": args.runs,
-        "warmup_rounds": args.warmup,
+        "vng_kernel": str(kernel.vmlinuz), "runs": args.runs, "warmup_rounds": args.warmup,
         "order": "interleaved, alternating which tool goes first",
-        "loadavg_before": load_before,
-        "loadavg_after": loadavg(),
-        "other_qemus_before": others_before,
-        "other_qemus_max": max(others_seen),
-    }
+        "loadavg_before": load_before, "loadavg_after": loadavg(),
+        "other_qemus_before": others_before, "other_qemus_max": max(others_seen),
+    }  # fmt: skip
     print()
     print(f"boot to a usable command, {args.runs} runs each (+{args.warmup} warm-up), seconds")
     for key, value in configuration.items():
@@ -552,26 +585,13 @@ def measure(args: argparse.Namespace, work: Path, view_parent: Path) -> int:
         )
     if args.json:
         data = {
-            "configuration": configuration,
-            "unit": "s",
-            "contention_at_each_start": contention,
+            "configuration": configuration, "unit": "s", "contention_at_each_start": contention,
             "ratio_kvmlab_median_over_vng_median": ratio,
-            "quiet_runs": {
-                "others_cpu_share_below": args.quiet,
-                "kvmlab_ready": quiet_k,
-                "vng_wall": quiet_v,
-                "ratio_of_medians": quiet_ratio,
-            },
-            "tools": {
-                s.tool: {
-                    "command": s.command,
-                    "argv": s.argv,
-                    "summary": s.summary(),
-                    "runs": s.samples,
-                }
-                for s in (kvmlab, vng)
-            },
-        }
+            "quiet_runs": {"others_cpu_share_below": args.quiet, "kvmlab_ready": quiet_k,
+                           "vng_wall": quiet_v, "ratio_of_medians": quiet_ratio},
+            "tools": {s.tool: {"command": s.command, "argv": s.argv, "summary": s.summary(),
+                               "runs": s.samples} for s in (kvmlab, vng)},
+        }  # fmt: skip
         args.json.write_text(json.dumps(data, indent=2) + "\n")
     return 0
 

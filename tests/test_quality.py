@@ -1,7 +1,9 @@
-"""The linters are part of the tests: ruff on the tree, mypy --strict on the package."""
+"""The linters are part of the tests: ruff on the tree, mypy --strict on the package and on
+the benchmarks (scripts the README names, which nothing else imports)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,16 +22,19 @@ def test_ruff_clean() -> None:
 
 
 def test_mypy_strict_clean() -> None:
-    proc = subprocess.run(
-        [str(BIN / "mypy"), "src"], cwd=ROOT, capture_output=True, text=True, timeout=300
-    )
+    """Bare ``mypy``: the files pyproject names, the package and the benchmarks."""
+    proc = subprocess.run([str(BIN / "mypy")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    checked = int(re.search(r"in (\d+) source files", proc.stdout).group(1))  # type: ignore[union-attr]
+    expected = [*(ROOT / "src").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py")]
+    assert checked == len(expected), "mypy checks the package and the benchmarks"
 
 
 def test_no_module_over_600_lines() -> None:
     long = [
         f"{p.relative_to(ROOT)}: {n}"
-        for p in sorted((ROOT / "src").rglob("*.py"))
+        for p in sorted([*(ROOT / "src").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py")])
         if (n := len(p.read_text().splitlines())) > 600
     ]
     assert not long, long

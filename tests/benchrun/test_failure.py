@@ -18,7 +18,6 @@ import pytest
 import kvmlab.bench.session as session
 from kvmlab.bench.executor import Completed, HostExecutor
 from kvmlab.cli.main import main
-from kvmlab.errors import ProcessFailure
 from kvmlab.guest.agent import ExecResult
 from kvmlab.results.store import ResultStore
 from kvmlab.runtime import nested
@@ -102,7 +101,8 @@ def stand_in(
         finally:
             events.append(f"teardown (report written: {html.exists()})")
             if teardown_fails:
-                raise RuntimeFailure("could not stop deep/l1; its state is kept: 'kvmlab down deep'")
+                raise RuntimeFailure(
+                    "could not stop deep/l1; its state is kept: 'kvmlab down deep'")
 
     def start_nested(machine: StandIn, *args: Any) -> list[Any]:
         argv = nested.kvmlab_argv("up", "deep.toml", "--within", "l1", "--json")
@@ -136,7 +136,8 @@ def test_l2_failing_keeps_l0_and_l1_in_table_and_report(
     title = "kvmlab run 1: lab deep, suite quick (INCOMPLETE: L2 l1/l2 failed while booting; "
     assert title in out
     header = next(line for line in out.splitlines() if line.startswith("workload"))
-    assert re.split(r" {2,}", header)[-3:] == ["L0 host (native)", "L1 l1 (tcg)", "L2 l1/l2 (failed)"]
+    columns = re.split(r" {2,}", header)[-3:]
+    assert columns == ["L0 host (native)", "L1 l1 (tcg)", "L2 l1/l2 (failed)"]
     cpu = next(line for line in out.splitlines() if "1thread_events_per_s" in line)
     assert cpu.split()[-1] == "-", "nothing was measured at L2"
     assert failure in out.splitlines()

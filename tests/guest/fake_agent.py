@@ -62,6 +62,7 @@ class FakeAgent:
     close_on: str | None = None  # command on which the channel drops
     requests: list[dict[str, object]] = field(default_factory=list)
     on_request: Callable[[dict[str, object]], None] | None = None  # called before answering
+    read_delay: float = 0.0  # seconds after each read of up to 1 MiB (a slow guest channel)
 
     def __post_init__(self) -> None:
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -100,6 +101,7 @@ class FakeAgent:
                 continue
             if not data:
                 return
+            time.sleep(self.read_delay)
             buf += data
             while True:
                 newline, sentinel = buf.find(b"\n", scanned), buf.find(b"\xff", scanned)

@@ -6,7 +6,6 @@ import math
 import os
 import shutil
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,6 +26,7 @@ from kvmlab.guest.errors import (
 )
 
 from .fake_agent import FakeAgent, Program
+from .host_agent import start_host_agent, stop
 
 
 @pytest.fixture
@@ -150,7 +150,7 @@ def test_output_past_16_mib_is_flagged_per_stream(fake: FakeAgent) -> None:
         assert info.value.exit_code == 3
         assert "more than 16 MiB to stdout" in str(info.value)
         assert "exited with 4" in str(info.value)
-        assert "read that in parts" in info.value.lines()[1]
+        assert "read that in parts under 16 MiB" in info.value.lines()[1]
         exact = agent.exec(["exact"], timeout=20)
         assert exact.complete(["exact"]) is exact and len(exact.stdout) == MAX_OUTPUT
 
@@ -218,6 +218,21 @@ def test_ctrl_c_before_guest_exec_answered_kills_what_it_started(fake: FakeAgent
         "path": "sh", "arg": kill_argv(1000)[1:], "capture-output": False}  # fmt: skip
 
 
+def test_ctrl_c_while_the_request_is_sent_starts_nothing(fake: FakeAgent) -> None:
+    fake.programs[("cat",)] = Program(echo_input=True)
+    fake.read_delay = 0.1  # 8 MiB of input take the fake about a second to read
+    timer = threading.Timer(0.3, os.kill, [os.getpid(), signal.SIGINT])
+    with GuestAgent(fake.path) as agent:
+        agent.wait_ready(5)
+        timer.start()
+        with pytest.raises(KeyboardInterrupt) as info:
+            agent.exec(["cat"], input=bytes(8 << 20), timeout=30)
+        assert not isinstance(info.value, GuestExecInterrupted)
+        fake.read_delay = 0
+        agent.ping()  # the partial request was dropped (0xFF) and the stream is in step
+    assert "guest-exec" not in [r["execute"] for r in fake.requests]
+
+
 def test_too_much_input_and_bad_timeouts_are_refused_before_anything_runs(
     fake: FakeAgent,
 ) -> None:
@@ -238,9 +253,7 @@ def test_too_much_input_and_bad_timeouts_are_refused_before_anything_runs(
 def test_against_the_hosts_qemu_ga(tmp_path: Path) -> None:
     """The real agent, listening on a unix socket on the host: same protocol, no VM."""
     sock = tmp_path / "qga.sock"
-    argv = ["qemu-ga", "-m", "unix-listen", "-p", str(sock), "-t", str(tmp_path),
-            "-f", str(tmp_path / "qga.pid")]  # fmt: skip
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = start_host_agent(sock, tmp_path)
     try:
         with GuestAgent(sock) as agent:
             agent.wait_ready(10)
@@ -253,5 +266,4 @@ def test_against_the_hosts_qemu_ga(tmp_path: Path) -> None:
         with GuestAgent(sock) as agent:  # a second client gets in step despite the first
             agent.wait_ready(10)
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop(proc)

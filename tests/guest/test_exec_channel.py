@@ -29,6 +29,8 @@ from kvmlab.runtime.procs import start_time
 from kvmlab.runtime.rundir import GuestRecord, LabDir
 from tests.runtime.conftest import KVMLAB, wait_for
 
+from .host_agent import start_host_agent, stop
+
 pytestmark = [
     pytest.mark.functional,
     pytest.mark.skipif(shutil.which("qemu-ga") is None, reason="qemu-guest-agent not installed"),
@@ -47,20 +49,17 @@ def guest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     run_dir = lab.create_guest_dir(("vm",))
     state = tmp_path / "qga"
     state.mkdir()
-    argv = ["qemu-ga", "-m", "unix-listen", "-p", str(run_dir / AGENT_SOCKET),
-            "-t", str(state), "-f", str(state / "qga.pid")]  # fmt: skip
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = start_host_agent(run_dir / AGENT_SOCKET, state)
     try:
         wait_for(run_dir / AGENT_SOCKET, 10)
         GuestRecord(
-            lab="hostga", address=["vm"], pid=proc.pid, argv=argv, accel="tcg",
+            lab="hostga", address=["vm"], pid=proc.pid, argv=["qemu-ga"], accel="tcg",
             accel_reason="the host's qemu-ga stands in", vcpus=1, memory=0,
             started=time.time(), marker=str(run_dir), pid_start=start_time(proc.pid),
         ).save(run_dir)  # fmt: skip
         yield run_dir
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop(proc)
 
 
 def kvmlab(*args: str, stdin: object = subprocess.DEVNULL, timeout: float = 60) -> (
@@ -156,10 +155,10 @@ def test_output_past_16_mib_is_printed_then_an_error(guest: Path) -> None:
     assert lines[0].startswith("kvmlab: guest command ['head', '-c', '20000000', '/dev/zero'] "
                                "wrote more than 16 MiB to stdout")  # fmt: skip
     assert lines[0].endswith("the command exited with 0")
-    assert "read that in parts" in lines[1]
+    assert lines[1].startswith("kvmlab:   fix: write it to a file in the guest")
     err = kvmlab("exec", ADDRESS, "--", "sh", "-c", "head -c 17000000 /dev/zero >&2; exit 5")
     assert err.returncode == 3 and len(err.stderr) > MAX_OUTPUT
-    assert b"to stderr: " in err.stderr and b"exited with 5" in err.stderr
+    assert b"to stderr; " in err.stderr and b"exited with 5" in err.stderr
     exact = kvmlab("exec", ADDRESS, "--", "head", "-c", str(MAX_OUTPUT), "/dev/zero")
     assert (exact.returncode, len(exact.stdout), exact.stderr) == (0, MAX_OUTPUT, b"")
 

@@ -10,7 +10,7 @@ import pytest
 
 from kvmlab.errors import UsageError
 from kvmlab.report.table import level_table
-from kvmlab.results.model import Run, Sample
+from kvmlab.results.model import Failure, Run, Sample
 from kvmlab.results.stats import summarize
 from kvmlab.results.store import DB_FILE, ResultStore, StoreError
 
@@ -176,3 +176,69 @@ def test_markdown_and_text_show_medians_and_changes() -> None:
     print_table(table, Console(file=out, width=200, color_system=None), "run 1")
     text = out.getvalue()
     assert "80.0 ±0% -20.0%" in text and "L1 l1 (tcg)" in text
+
+
+SCHEMA_1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    lab TEXT NOT NULL, lab_file TEXT NOT NULL, spec_digest TEXT NOT NULL,
+    suite TEXT NOT NULL, kvmlab_version TEXT NOT NULL, host TEXT NOT NULL,
+    started REAL NOT NULL, ended REAL, complete INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE samples (
+    run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    variant TEXT NOT NULL, guest TEXT NOT NULL, level TEXT NOT NULL, accel TEXT NOT NULL,
+    workload TEXT NOT NULL, metric TEXT NOT NULL, value REAL NOT NULL, unit TEXT NOT NULL,
+    higher_is_better INTEGER NOT NULL, repetition INTEGER NOT NULL, command TEXT NOT NULL
+);
+INSERT INTO meta VALUES ('schema', '1');
+INSERT INTO runs (lab, lab_file, spec_digest, suite, kvmlab_version, host, started)
+    VALUES ('old', '/labs/old.toml', 'abc', 'quick', '0.1.0', '{"cpus": 2}', 1700000000.0);
+INSERT INTO samples VALUES (1, 'default', 'host', 'L0', 'native', 'cpu', 'events_per_s',
+    100.0, 'events/s', 1, 0, 'sysbench cpu run');
+"""
+"""A database as kvmlab wrote it before failures were stored (schema 1)."""
+
+
+def failure(level: str = "L2", stage: str = "boot", code: int | None = 3) -> Failure:
+    return Failure("default", level, "l1/l2", stage, "l1: starting its guests failed", code,
+                   "  exit code: 3")  # fmt: skip
+
+
+def test_schema_1_database_is_migrated_and_keeps_its_runs(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / DB_FILE)
+    db.executescript(SCHEMA_1)
+    db.close()
+    with ResultStore(tmp_path / DB_FILE) as store:
+        old = store.run(1)
+        assert (old.lab, old.host, old.failures, old.complete) == ("old", {"cpus": 2}, [], False)
+        assert [s.value for s in store.samples(1)] == [100.0]
+        store.add_failure(1, failure())
+        assert store.run(1).failures == [failure()]
+    schema = sqlite3.connect(tmp_path / DB_FILE).execute(
+        "SELECT value FROM meta WHERE key = 'schema'").fetchone()[0]
+    assert schema == "2"
+
+
+def test_failures_are_kept_per_run_in_order(tmp_path: Path) -> None:
+    with ResultStore(tmp_path / DB_FILE) as store:
+        first, second = store.start(new_run()), store.start(new_run())
+        teardown = failure("L1", "teardown", 3)
+        store.add_failure(first, failure())
+        store.add_failure(first, teardown)
+        store.finish(first, complete=False)
+        assert store.run(first).failures == [failure(), teardown]
+        assert store.run("last").failures == []
+        assert {r.id: r.failures for r in store.runs()} == {second: [], first: [failure(),
+                                                                                teardown]}
+    with ResultStore(tmp_path / DB_FILE) as store:  # read back as another command would
+        assert store.run(first).failures[1].headline == (
+            "L1 l1/l2 failed while tearing down: l1: starting its guests failed")
+
+
+def test_failure_headlines() -> None:
+    assert failure().headline == "L2 l1/l2 failed while booting: l1: starting its guests failed"
+    interrupted = Failure("tuned", "L1", "l1", "cpu", "Ctrl-C arrived", 130)
+    assert interrupted.headline == "tuned: L1 l1 interrupted during cpu: Ctrl-C arrived"
+    assert Failure("default", "", "", "", "boom", None).short == "the run failed"

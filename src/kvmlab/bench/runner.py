@@ -64,11 +64,13 @@ class LevelRunner:
 
     def name(self, place: Place) -> str:
         """``L1 nested/l1``, ``L0 host`` (with the variant in front unless ``default``)."""
-        guest = place.guest
-        if guest != "host" and self.lab:
-            guest = f"{self.lab}/{guest}"
-        where = f"{place.level} {guest}"
+        where = f"{place.level} {self._shown(place.guest)}"
         return where if self.variant == "default" else f"{self.variant}: {where}"
+
+    def _shown(self, guests: str) -> str:
+        """Guest addresses as users type them: ``nested/l1/l2`` for ``l1/l2``."""
+        return ", ".join(g if g == "host" or not self.lab else f"{self.lab}/{g}"
+                         for g in guests.split(", ") if g)  # fmt: skip
 
     def fail(self, exc: BaseException) -> Failure | None:
         """Store ``exc`` as a failure at the current stage and say so; None if stored already.
@@ -82,9 +84,7 @@ class LevelRunner:
         at = self.stage
         failure = Failure(self.variant, at.level, at.guest, at.what, message, code, detail)
         self.store.add_failure(self.run_id, failure)
-        guests = [g if g == "host" or not self.lab else f"{self.lab}/{g}"
-                  for g in failure.guest.split(", ") if g]  # fmt: skip
-        self.progress(replace(failure, guest=", ".join(guests)).headline)
+        self.progress(replace(failure, guest=self._shown(failure.guest)).headline)
         return failure
 
     def boot(self, executor: Executor, stages: dict[str, float], say: bool = True) -> list[Sample]:

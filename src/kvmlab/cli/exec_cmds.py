@@ -72,7 +72,8 @@ def read_input(fd: int = 0, limit: int = MAX_INPUT) -> bytes | None:
     except OSError:
         return None  # closed
     hint = threading.Timer(STDIN_HINT_AFTER, print, [
-        "kvmlab: forwarding stdin to the guest command once it ends (</dev/null: none)"],
+        "kvmlab: waiting for the end of stdin, which goes to the guest command "
+        "(give it </dev/null if it needs none)"],
         {"file": sys.stderr, "flush": True})  # fmt: skip
     hint.daemon = True
     hint.start()

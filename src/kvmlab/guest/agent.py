@@ -54,7 +54,7 @@ STATUS_TIMEOUT = 60.0  # the longest wait for one guest-exec-status answer
 MAX_OUTPUT = 16 * 1024 * 1024  # qemu-ga keeps this much of each stream (GUEST_EXEC_MAX_OUTPUT)
 MAX_REQUEST = 64 * 1024 * 1024  # QEMU's JSON parser refuses longer messages (MAX_TOKEN_SIZE)
 MAX_INPUT = 47 * 1024 * 1024  # base64 makes it 62.7 MiB: the rest of the request fits beside it
-INPUT_RATE = 256 * 1024  # bytes/s a slow (nested TCG) guest's agent channel takes at worst
+INPUT_RATE = 128 * 1024  # bytes/s a slow guest's agent takes at worst (TCG L1: 1.5 MB/s)
 KILL_TIMEOUT = 5.0  # the longest wait for the agent to start the kill
 _MAX_LINE = 64 * 1024 * 1024  # two 16 MiB outputs in base64 and the JSON around them
 _KILL_TREE = (  # stop each process before listing its children: none escapes by forking
@@ -403,11 +403,17 @@ class GuestAgent:
         """SIGKILL ``pid`` and its descendants (best effort); whether it was seen to end."""
         try:
             self.exec_start(kill_argv(pid), capture=False, timeout=KILL_TIMEOUT)
-            deadline = time.monotonic() + confirm
+        except AgentError:
+            return False
+        deadline = time.monotonic() + confirm
+        try:
             while time.monotonic() < deadline:
-                if self.exec_status(pid, timeout=max(0.1, deadline - time.monotonic())):
+                left = max(0.1, deadline - time.monotonic())
+                if self.exec_status(pid, timeout=left) is not None:
                     return True
                 time.sleep(0.02)
+        except AgentCommandError:
+            return True  # the agent no longer knows the pid: it ended and was reported
         except AgentError:
             pass
         return False

@@ -114,15 +114,15 @@ class GuestOutputTruncated(AgentError):
         self.limit = limit
         super().__init__(
             f"guest command {self.argv!r} wrote more than {limit / MIB:g} MiB to "
-            f"{' and '.join(self.streams)}: the guest agent keeps only the first {limit} bytes "
-            f"of each (printed above); the command {_ended(returncode)}"
+            f"{' and '.join(self.streams)}; the guest agent keeps only the first {limit} bytes "
+            f"of each (passed on); the command {_ended(returncode)}"
         )
 
     def lines(self) -> list[str]:
         return [
             str(self),
-            "  for all of it, write it to a file in the guest (sh -c 'CMD > /tmp/out') and read "
-            "that in parts, e.g. dd if=/tmp/out bs=1M skip=16 count=16",
+            "  fix: write it to a file in the guest (sh -c 'CMD > /tmp/out') and read that in "
+            f"parts under {self.limit / MIB:g} MiB (dd if=/tmp/out bs=1M skip=16 count=16)",
         ]
 
 

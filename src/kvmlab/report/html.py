@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from html import escape
 from typing import Any
@@ -388,13 +389,14 @@ def _stage_key(metric: str) -> int:
 def _boot_figure(summaries: list[Summary], ident: str) -> Markup:
     """Stacked stages per (variant, guest), the ``total`` metric marked with its spread."""
     guests: dict[Column, dict[str, Summary]] = {}
-    for s in summaries:
+    for s in summaries:  # stored runs name them qemu_s ... total_s
+        s = replace(s, metric=s.metric.removesuffix("_s"))
         guests.setdefault(Column(s.variant, s.guest, s.level, s.accel), {})[s.metric] = s
     variants = list(dict.fromkeys(c.variant for c in guests))
     order = sorted(
         guests, key=lambda c: (variants.index(c.variant), c.level not in LEVELS, c.level, c.guest)
     )
-    names = dict.fromkeys(s.metric for s in summaries if s.metric != "total")
+    names = dict.fromkeys(m for found in guests.values() for m in found if m != "total")
     stages = sorted(names, key=_stage_key)
     colors = {name: svg.STAGES[i % len(svg.STAGES)] for i, name in enumerate(stages)}
     rows = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -209,35 +210,44 @@ def started(
         known = ", ".join(loaded.lab.guests)
         raise StateError(f"lab {loaded.lab.name} has no top-level guest {only!r} ({known})")
     machines: list[Machine] = []
-    cleared = False
-    try:
-        with lab_dir.locked():
-            for name in clean_stale(lab_dir):  # refuses while the lab runs: nothing to undo
+    mine = False  # the lab was not up: this call owns its run state until it hands it over
+    with contextlib.ExitStack() as stack:
+        try:
+            with deferred_signals():  # locked and checked, or neither
+                stack.enter_context(lab_dir.locked())
+                stale = clean_stale(lab_dir)  # refuses while the lab runs: nothing to undo
+                mine = True
+            for name in stale:
                 progress(f"cleaned up {name}: its QEMU had died")
             if not within:  # a guest hypervisor's forwards live in its own network stack
                 ports.check_free(str(loaded.path), [((n,), g) for n, g in chosen])
-            try:
-                _boot_all(loaded, host, image, chosen, lab_dir, machines, progress, outer, path,
-                          children)  # fmt: skip
-                yield machines
-            finally:
+            _boot_all(loaded, host, image, chosen, lab_dir, machines, progress, outer, path,
+                      children)  # fmt: skip
+            yield machines
+        finally:
+            if mine:
                 failing = sys.exc_info()[0] is not None
                 with deferred_signals():  # a second Ctrl-C does not cut the clean-up short
-                    owned = [m for m in machines if not m.detached]
-                    for machine in reversed(owned):
-                        if machine.config.children and not failing and machine.is_alive():
-                            nested.stop_children(machine, loaded.lab.name)
-                        machine.shutdown(force=failing)
-                    survivors = [m.config.name for m in owned if m.is_alive()]
-                    if survivors:
-                        raise RuntimeFailure(f"could not stop {', '.join(survivors)}; its "
-                                             f"state is kept: 'kvmlab down {lab_dir.lab}'")
-                    if owned or not machines:
-                        lab_dir.clear()
-                        cleared = True
-    finally:
-        if cleared:
-            lab_dir.remove()
+                    _stop_owned(machines, lab_dir, failing)
+
+
+def _stop_owned(machines: list[Machine], lab_dir: LabDir, failing: bool) -> None:
+    """Stop the machines not handed over (children first); remove the lab's state if none was.
+
+    A machine that cannot be stopped keeps the state on disk for ``kvmlab down``.
+    """
+    owned = [m for m in machines if not m.detached]
+    for machine in reversed(owned):
+        if machine.config.children and not failing and machine.is_alive():
+            nested.stop_children(machine, lab_dir.lab)
+        machine.shutdown(force=failing)
+    survivors = [m.config.name for m in owned if m.is_alive()]
+    if survivors:
+        raise RuntimeFailure(f"could not stop {', '.join(survivors)}; its state is kept: "
+                             f"'kvmlab down {lab_dir.lab}'")  # fmt: skip
+    if len(owned) == len(machines):
+        lab_dir.clear()
+        lab_dir.remove()
 
 
 def _boot_all(

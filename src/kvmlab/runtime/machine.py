@@ -205,7 +205,7 @@ class Machine:
         self.state = MachineState.FAILED
         raise LaunchFailure(
             what=f"{self.config.name}: {what}",
-            argv=self.config.argv,
+            argv=qemu_command(self.config.argv),
             returncode=returncode,
             log_tail=[
                 *(f"qemu: {line}" for line in tail(self.run_dir / QEMU_LOG, 10)),
@@ -414,3 +414,11 @@ def describe_status(status: int) -> str:
         except ValueError:
             return f"killed by signal {-status}"
     return f"exit code {status}"
+
+
+def qemu_command(argv: list[str]) -> list[str]:
+    """QEMU's own command line within ``argv`` (without the host-view wrapper before it)."""
+    for i, arg in enumerate(argv):
+        if Path(arg).name.startswith("qemu-system"):
+            return argv[i:]
+    return argv

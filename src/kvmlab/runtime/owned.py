@@ -141,9 +141,18 @@ def remove_owned(path: Path) -> None:
     _confined(path, root)
     if not (path / MARKER).is_file():
         raise StateError(f"not removing {path}: kvmlab did not create it (no {MARKER} marker)")
+    # The marker goes last, so a removal cut short can be finished by the next one.
     # rmtree works on file descriptors here (avoids_symlink_attacks): a symlink inside
     # is removed as a link, never followed.
-    shutil.rmtree(path)
+    for child in path.iterdir():
+        if child.name == MARKER:
+            continue
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+    (path / MARKER).unlink()
+    path.rmdir()
 
 
 def write_private(path: Path, data: str | bytes) -> None:

@@ -34,10 +34,11 @@ class QmpSession:
         # qemu.qmp logs failed attempts at ERROR; the caller gets them as exceptions instead.
         logging.getLogger("qemu.qmp").addHandler(logging.NullHandler())
         logging.getLogger("qemu.qmp").propagate = False
-        self._loop = asyncio.new_event_loop()
-        self._client = QMPClient(name)
-        self._events = EventListener()
-        self._client.register_listener(self._events)
+        with deferred_signals():  # a loop half-made by an interrupt complains when collected
+            self._loop = asyncio.new_event_loop()
+            self._client = QMPClient(name)
+            self._events = EventListener()
+            self._client.register_listener(self._events)
 
     def _run(self, what: str, coro: Awaitable[T], timeout: float) -> T:
         try:

@@ -1,0 +1,26 @@
+"""The host's own qemu-ga on a unix socket: the real agent protocol without a VM.
+
+Commands it runs run on the host, as the test's user: tests give it harmless ones only.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+
+def start_host_agent(sock: Path, state: Path) -> subprocess.Popen[bytes]:
+    """Start ``qemu-ga -m unix-listen`` on ``sock``, its state (pid file) in ``state``."""
+    argv = ["qemu-ga", "-m", "unix-listen", "-p", str(sock), "-t", str(state),
+            "-f", str(state / "qga.pid")]  # fmt: skip
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop it: SIGTERM, then SIGKILL (one was once seen stuck with SIGTERM pending)."""
+    proc.terminate()
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)

@@ -1,0 +1,71 @@
+"""The benchmarks the README names still run: each one's ``--help``, and one short round.
+
+Nothing else imports ``benchmarks/``, so a change in the package can break them unseen (one
+did: ``boot.py`` imported a function a tidy-up removed). Every script must have a smoke
+run here; the boot benchmark boots a guest, so its run is functional.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.runtime.conftest import qemu_pids
+
+SCRIPTS = sorted((ROOT / "benchmarks").glob("*.py"))
+SMOKE = {"startup.py": ["--runs", "1"], "boot.py": ["--smoke"]}
+"""Each benchmark's quickest run."""
+
+
+def bench(script: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args],
+                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+
+
+def test_every_benchmark_has_a_smoke_run() -> None:
+    assert {p.name for p in SCRIPTS} == set(SMOKE)
+
+
+@pytest.mark.parametrize("script", [p.name for p in SCRIPTS])
+def test_help(script: str) -> None:
+    """``--help`` imports everything the script uses and parses its options."""
+    proc = bench(script, "--help")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"usage: {script}")
+    for option in SMOKE[script]:
+        if option.startswith("--"):
+            assert option in proc.stdout
+
+
+def test_startup_one_round() -> None:
+    proc = bench("startup.py", *SMOKE["startup.py"])
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("command") and "(runs=1)" in lines[0]
+    timed = {line[:34].strip(): line[34:].split() for line in lines[1:]}
+    assert set(timed) == {"kvmlab --help", "kvmlab check labs/nested.toml",
+                          "kvmlab render labs/nested.toml", "kvmlab render --format libvirt"}
+    for label, (median, low, high) in timed.items():
+        assert 0 < float(low) <= float(median) <= float(high), label
+
+
+@pytest.mark.functional
+def test_boot_one_round(tmp_path: Path) -> None:
+    """One kvmlab boot to a usable command (no virtme-ng), and nothing left running."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "boot.py"), *SMOKE["boot.py"]],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ready = next(line for line in proc.stdout.splitlines() if "ready (up + exec)" in line)
+    runs, low, median, high = ready.split()[5:9]
+    assert runs == "1" and 0 < float(low) == float(median) == float(high) < 120
+    assert "launch total" in proc.stdout and "exec true" in proc.stdout
+    assert not qemu_pids(str(tmp_path)), "boot.py stops its guest"
+    assert not list(tmp_path.iterdir()), "and removes its temp directories"
