@@ -22,7 +22,7 @@ test: deps
 
 lint: deps
 	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/mypy src
+	$(BIN)/mypy
 
 docs: deps
 	$(BIN)/kvmlab check --explain -o md > docs/lab-reference.md

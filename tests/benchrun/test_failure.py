@@ -10,6 +10,7 @@ import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from html import escape as html_escape
 from pathlib import Path
 from typing import Any
 
@@ -132,7 +133,8 @@ def test_l2_failing_keeps_l0_and_l1_in_table_and_report(
 
     assert status == 3, "a component failed: the error's own exit status"
     assert events == ["teardown (report written: False)"], "torn down before the report"
-    failure = "L2 l1/l2 failed while booting: deep/l1: starting its guests failed inside the guest"
+    failure = ("L2 l1/l2 failed while booting: deep/l1: starting its guests failed inside the "
+               "guest: deep/l1/l2: the guest's init failed")
     title = "kvmlab run 1: lab deep, suite quick (INCOMPLETE: L2 l1/l2 failed while booting; "
     assert title in out
     header = next(line for line in out.splitlines() if line.startswith("workload"))
@@ -151,13 +153,15 @@ def test_l2_failing_keeps_l0_and_l1_in_table_and_report(
         "[t] L1 deep/l1 booted (tcg, 4.0 s to its agent)",
         "[t] L1 deep/l1 cpu done (0.0 s; 1thread_events_per_s 3041 events/s)",
         "[t] L2 deep/l1/l2 failed while booting: deep/l1: starting its guests failed inside "
-        "the guest",
+        "the guest: deep/l1/l2: the guest's init failed",
+        "[t] stopping deep/l1",
     ]
-    assert "kvmlab: deep/l1: starting its guests failed inside the guest" in lines
+    why = "starting its guests failed inside the guest: deep/l1/l2: the guest's init failed"
+    assert f"kvmlab: deep/l1: {why}" in lines
     assert "kvmlab:   | kvmlab: deep/l1/l2: the guest's init failed" in lines
 
     page = html.read_text()
-    assert "Incomplete run" in page and "starting its guests failed inside the guest" in page
+    assert "Incomplete run" in page and html_escape(why) in page
     assert "deep/l1/l2: the guest&#x27;s init failed" in page, "the error's detail, escaped"
     assert '<th scope="col" class="num failed">L2 l1/l2 (failed)</th>' in page
 
@@ -194,7 +198,8 @@ def test_a_failing_teardown_is_named_too_and_loses_nothing(
     assert status == 3
     notes = [line for line in out.splitlines() if re.match(r"L\d \S+ failed ", line)]
     assert notes == [
-        "L2 l1/l2 failed while booting: deep/l1: starting its guests failed inside the guest",
+        "L2 l1/l2 failed while booting: deep/l1: starting its guests failed inside the guest: "
+        "deep/l1/l2: the guest's init failed",
         "L1 l1 failed while tearing down: could not stop deep/l1; its state is kept: "
         "'kvmlab down deep'",
     ]

@@ -6,6 +6,7 @@ import math
 import os
 import shutil
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -230,7 +231,7 @@ def test_ctrl_c_while_the_request_is_sent_starts_nothing(fake: FakeAgent) -> Non
         assert not isinstance(info.value, GuestExecInterrupted)
         fake.read_delay = 0
         agent.ping()  # the partial request was dropped (0xFF) and the stream is in step
-    assert "guest-exec" not in [r["execute"] for r in fake.requests]
+    assert [r["execute"] for r in fake.requests] == ["guest-sync-delimited"] * 2 + ["guest-ping"]
 
 
 def test_too_much_input_and_bad_timeouts_are_refused_before_anything_runs(

@@ -64,10 +64,10 @@ class LevelRunner:
 
     def name(self, place: Place) -> str:
         """``L1 nested/l1``, ``L0 host`` (with the variant in front unless ``default``)."""
-        where = f"{place.level} {self._shown(place.guest)}"
+        where = f"{place.level} {self.shown(place.guest)}"
         return where if self.variant == "default" else f"{self.variant}: {where}"
 
-    def _shown(self, guests: str) -> str:
+    def shown(self, guests: str) -> str:
         """Guest addresses as users type them: ``nested/l1/l2`` for ``l1/l2``."""
         return ", ".join(g if g == "host" or not self.lab else f"{self.lab}/{g}"
                          for g in guests.split(", ") if g)  # fmt: skip
@@ -84,7 +84,7 @@ class LevelRunner:
         at = self.stage
         failure = Failure(self.variant, at.level, at.guest, at.what, message, code, detail)
         self.store.add_failure(self.run_id, failure)
-        self.progress(replace(failure, guest=self._shown(failure.guest)).headline)
+        self.progress(replace(failure, guest=self.shown(failure.guest)).headline)
         return failure
 
     def boot(self, executor: Executor, stages: dict[str, float], say: bool = True) -> list[Sample]:

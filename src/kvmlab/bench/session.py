@@ -171,6 +171,9 @@ def _guests(
             raise
         finally:
             runner.at("L1", tops, "teardown")
+            progress(f"stopping {runner.shown(tops)}")
+            start = time.monotonic()
+    progress(f"stopped {runner.shown(tops)} ({time.monotonic() - start:.1f} s)")
 
 
 def _measure(

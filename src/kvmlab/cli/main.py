@@ -229,6 +229,9 @@ def run_lab(
     levels: Annotated[
         str | None, typer.Option("--levels", help="Levels to measure (default: all the lab has).")
     ] = None,
+    only: Annotated[
+        str | None, typer.Option("--only", help="Workloads, e.g. cpu,disk (default: suite's).")
+    ] = None,
     out: Annotated[Path | None, typer.Option("--out", help="HTML report file.")] = None,
     output: Annotated[
         str, typer.Option("--output", "-o", help="text (the level table) or json (the report).")
@@ -240,7 +243,7 @@ def run_lab(
 
     path = lab if lab is not None else lab_path("nested")
     html = out or Path(f"kvmlab-report-{path.stem}.html")
-    run_bench_cmd(path, suite, levels, None, html, _output(output, "text", "json"))
+    run_bench_cmd(path, suite, levels, only, html, _output(output, "text", "json"))
 
 
 results_app = typer.Typer(help="Stored benchmark runs.", no_args_is_help=True)

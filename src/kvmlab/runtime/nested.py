@@ -61,7 +61,9 @@ def inner_failure(result: ExecResult, argv: list[str], what: str) -> ProcessFail
     # The inner kvmlab's own error lines say what went wrong; other output is context.
     ours = [line for line in lines if line.startswith("kvmlab:")]
     tail = (ours or lines)[-15:]
-    return ProcessFailure(f"{what} inside the guest", argv, result.returncode, tail)
+    why = ours[0].removeprefix("kvmlab:").strip() if ours else ""
+    return ProcessFailure(f"{what} inside the guest" + (f": {why}" if why else ""), argv,
+                          result.returncode, tail)  # fmt: skip
 
 
 def _checked(machine: Machine, argv: list[str], result: ExecResult, what: str) -> ExecResult:
