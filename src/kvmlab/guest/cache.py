@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 from kvmlab.errors import UsageError
+from kvmlab.paths import unsafe_own_dir, unsafe_parent
 
 MARKER = ".kvmlab-cache"
 SECTIONS = ("images", "kernels", "disks")
@@ -51,36 +52,22 @@ def default_root() -> Path:
     return Path(os.path.normpath(base)) / "kvmlab"
 
 
-def _check_parent(path: Path, euid: int) -> None:
-    info = path.stat()
-    if info.st_uid not in (0, euid) or (info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX):
-        raise UsageError(
-            f"cache directory: {path} belongs to uid {info.st_uid} (mode "
-            f"{stat.S_IMODE(info.st_mode):o}); set KVMLAB_CACHE to a directory of your own"
-        )
-
-
 def checked_root(root: Path | None = None, create: bool = True) -> Path:
     """The cache root (``root`` or the default), checked; created with ``create``."""
     root = Path(os.path.normpath(root or default_root()))
     if not root.is_absolute() or root == Path("/"):
         raise UsageError(f"the cache directory must be an absolute path other than /: {root}")
-    euid = os.geteuid()
-    for parent in root.parents:
-        if parent.exists():
-            _check_parent(parent, euid)
+    if why := unsafe_parent(root):
+        raise UsageError(f"cache directory {root}: {why}; set KVMLAB_CACHE to a directory of "
+                         "your own")  # fmt: skip
     if not os.path.lexists(root):
         if not create:
             return root
         root.mkdir(parents=True)
         (root / MARKER).write_text("kvmlab cache\n")
         return root
-    info = root.lstat()
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != euid or info.st_mode & 0o022:
-        raise UsageError(
-            f"cache directory {root} must be a directory of yours (not a symlink) that nobody "
-            f"else can write; set KVMLAB_CACHE to one"
-        )
+    if why := unsafe_own_dir(root):
+        raise UsageError(f"cache directory {why}; set KVMLAB_CACHE to one")
     if not (root / MARKER).is_file():
         strange = sorted(p.name for p in root.iterdir()
                          if p.name not in _KNOWN and not p.name.startswith(".bench-boot-"))

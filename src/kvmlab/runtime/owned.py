@@ -13,7 +13,7 @@ import shutil
 import stat
 from pathlib import Path
 
-from kvmlab.paths import run_root
+from kvmlab.paths import run_root, unsafe_own_dir, unsafe_parent
 from kvmlab.runtime.errors import StateError
 
 MARKER = ".kvmlab-owned"
@@ -23,19 +23,6 @@ MARKER = ".kvmlab-owned"
 def _mkdir_private(path: Path) -> None:
     path.mkdir(mode=0o700)
     path.chmod(0o700)  # mkdir's mode is masked by the umask
-
-
-def _check_ancestor(path: Path, euid: int) -> None:
-    info = path.stat()
-    if not stat.S_ISDIR(info.st_mode):
-        raise StateError(f"run directory: {path} is not a directory")
-    if info.st_uid not in (0, euid):
-        raise StateError(f"run directory: {path} belongs to uid {info.st_uid}, not to you "
-                         "or root; set KVMLAB_RUN_DIR to a directory of your own")  # fmt: skip
-    if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
-        raise StateError(f"run directory: {path} is writable by others (mode "
-                         f"{stat.S_IMODE(info.st_mode):o}) without the sticky bit; set "
-                         "KVMLAB_RUN_DIR to a private directory")  # fmt: skip
 
 
 def _legacy_state(root: Path) -> bool:
@@ -57,11 +44,10 @@ def checked_run_root(create: bool = True) -> Path:
     root = Path(os.path.normpath(root))
     if root == Path("/"):
         raise StateError("KVMLAB_RUN_DIR must not be /")
-    euid = os.geteuid()
     missing = [p for p in (root, *root.parents) if not p.exists()]
-    for parent in root.parents:
-        if parent.exists():
-            _check_ancestor(parent, euid)
+    if why := unsafe_parent(root):
+        raise StateError(f"run directory {root}: {why}; set KVMLAB_RUN_DIR to a private "
+                         "directory of your own")  # fmt: skip
     if missing:
         if not create:
             return root
@@ -69,13 +55,8 @@ def checked_run_root(create: bool = True) -> Path:
             _mkdir_private(path)
         (root / MARKER).write_text("run root\n")
         return root
-    info = root.stat()
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != euid or info.st_mode & 0o022:
-        raise StateError(
-            f"run directory {root} must be a directory of yours that nobody else can write "
-            f"(it is uid {info.st_uid}, mode {stat.S_IMODE(info.st_mode):o}); set "
-            "KVMLAB_RUN_DIR to a private directory"
-        )
+    if why := unsafe_own_dir(root.resolve()):
+        raise StateError(f"run directory {why}; set KVMLAB_RUN_DIR to a private directory")
     if not (root / MARKER).is_file():
         if any(root.iterdir()) and not _legacy_state(root):
             raise StateError(

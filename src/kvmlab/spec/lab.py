@@ -46,12 +46,12 @@ class HostView(SpecModel):
     entries always apply."""
 
 
-def _merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """``base`` with ``overrides`` laid over it, tables merged key by key."""
     out = dict(base)
     for key, value in overrides.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
+            out[key] = deep_merge(out[key], value)
         else:
             out[key] = value
     return out
@@ -135,7 +135,7 @@ class Guest(SpecModel):
         if accel != "tcg" or not self.when_tcg:
             return self
         base = self.model_dump(exclude={"when_tcg", "guests"}, exclude_unset=True, by_alias=True)
-        merged = Guest.model_validate(_merge(base, self.when_tcg))
+        merged = Guest.model_validate(deep_merge(base, self.when_tcg))
         return merged.model_copy(update={"guests": self.guests})
 
     @model_validator(mode="after")
@@ -147,7 +147,7 @@ class Guest(SpecModel):
             base = self.model_dump(exclude={"when_tcg", "guests"}, exclude_unset=True,
                                    by_alias=True)  # fmt: skip
             try:
-                Guest.model_validate(_merge(base, self.when_tcg))
+                Guest.model_validate(deep_merge(base, self.when_tcg))
             except ValidationError as exc:
                 err = exc.errors()[0]
                 where = ".".join(str(part) for part in err["loc"])

@@ -20,7 +20,7 @@ from pydantic_core import ErrorDetails
 
 from kvmlab.errors import Problem, SpecError
 from kvmlab.spec.devices import NIC_TYPES
-from kvmlab.spec.lab import Lab
+from kvmlab.spec.lab import Lab, deep_merge
 from kvmlab.spec.rules import check_lab
 
 
@@ -152,17 +152,6 @@ def parse_lab(data: bytes, shown: str) -> Lab:
     if problems:
         raise SpecError(problems)
     return lab
-
-
-def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    """``base`` with ``overrides`` laid over it, tables merged key by key."""
-    out = dict(base)
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = value
-    return out
 
 
 def _variant_problems(
