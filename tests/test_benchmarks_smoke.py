@@ -18,7 +18,7 @@ from tests.conftest import ROOT
 from tests.runtime.conftest import qemu_pids
 
 SCRIPTS = sorted((ROOT / "benchmarks").glob("*.py"))
-SMOKE = {"startup.py": ["--runs", "1"], "boot.py": ["--smoke"]}
+SMOKE = {"startup.py": ["--runs", "1"], "boot.py": ["--smoke"], "soak.py": ["--smoke"]}
 """Each benchmark's quickest run."""
 
 
@@ -69,3 +69,15 @@ def test_boot_one_round(tmp_path: Path) -> None:
     assert "launch total" in proc.stdout and "exec true" in proc.stdout
     assert not qemu_pids(str(tmp_path)), "boot.py stops its guest"
     assert not list(tmp_path.iterdir()), "and removes its temp directories"
+
+
+@pytest.mark.functional
+def test_soak_one_round(tmp_path: Path) -> None:
+    """The nested lab up, one short round of fio + iperf3 in L2, both kernels clean, down."""
+    env = {**os.environ, "KVMLAB_RUN_DIR": str(tmp_path / "run")}
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "soak.py"), "--smoke"],
+                          capture_output=True, text=True, timeout=1200, env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert "1 of 1 round(s) survived" in proc.stdout
+    assert "down: exit 0" in proc.stdout
+    assert not qemu_pids(str(tmp_path / "run"))

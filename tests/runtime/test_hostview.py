@@ -183,3 +183,23 @@ def test_a_user_without_user_namespaces_is_told_why(
         hostview.restricted(QEMU, tmp_path)
     assert info.value.exit_code == 4
     assert hostview.restricted(QEMU, tmp_path, show=["/"]) == QEMU
+
+
+HOST_MOUNTS = "27 1 0:26 / / rw,relatime - ext4 /dev/vda1 rw\n22 27 0:21 / /proc rw - proc proc rw\n"
+CHROOT_MOUNTS = "97 27 0:46 / /proc rw,relatime - proc proc rw\n"
+SHARED_INIT = "27 1 0:26 / / rw,relatime shared:1 - ext4 /dev/vda1 rw\n"
+
+
+def test_propagation_private_where_root_is_a_mount_unchanged_in_a_private_chroot(
+    tmp_path: Path,
+) -> None:
+    files = {}
+    for name, text in (("host", HOST_MOUNTS), ("chroot", CHROOT_MOUNTS), ("shared", SHARED_INIT)):
+        files[name] = tmp_path / name
+        files[name].write_text(text)
+    assert hostview.root_propagation(str(files["host"]), str(files["host"])) == "private"
+    # A chroot (the fresh-machine check runs one): "/" is no mount point, nothing is shared.
+    assert hostview.root_propagation(str(files["chroot"]), str(files["host"])) == "unchanged"
+    with pytest.raises(HostError, match="masks would reach the host"):
+        hostview.root_propagation(str(files["chroot"]), str(files["shared"]))
+    assert hostview.root_propagation() in ("private", "unchanged")  # this machine

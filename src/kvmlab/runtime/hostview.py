@@ -158,6 +158,7 @@ def wrap(
     *,
     user_namespace: bool = False,
     busybox: str | None = None,
+    propagation: Literal["private", "unchanged"] = "private",
 ) -> list[str]:
     """``argv`` (a QEMU command line sharing ``/`` over 9p) exporting the masked view.
 
@@ -182,7 +183,7 @@ def wrap(
             args += ["k", path]
         args += ["r", mask.path]
     userns = ["--user", "--map-root-user"] if user_namespace else []
-    return ["unshare", *userns, "--mount", "--propagation", "private", "--", "sh", str(SCRIPT),
+    return ["unshare", *userns, "--mount", "--propagation", propagation, "--", "sh", str(SCRIPT),
             busybox or "", view, str(run_dir / EMPTY_FILE), *args, "--", *qemu]  # fmt: skip
 
 
@@ -246,7 +247,40 @@ def restricted(
         if not any(_below(path, k) for k in kept):
             kept.append(path)
     return wrap(argv, masks, run_dir, kept, user_namespace=user,
-                busybox=shutil.which("busybox"))  # fmt: skip
+                busybox=shutil.which("busybox"), propagation=root_propagation())  # fmt: skip
+
+
+def _mountinfo(path: str) -> list[list[str]]:
+    try:
+        return [line.split() for line in Path(path).read_text().splitlines()]
+    except OSError:
+        return []
+
+
+def root_propagation(
+    own: str = "/proc/self/mountinfo", init: str = "/proc/1/mountinfo"
+) -> Literal["private", "unchanged"]:
+    """How ``unshare`` must set mount propagation so no mask leaks back to the host.
+
+    ``private`` (the safe default) needs ``/`` to be a mount point, which it is not in a
+    chroot (``unshare`` fails with EINVAL). There ``unchanged`` is as safe when no mount
+    is shared, neither ours nor init's (the one holding the chroot is only listed there);
+    otherwise masks could propagate to the host, so the guest is refused.
+    """
+    mine = _mountinfo(own)
+    if any(len(f) > 4 and f[4] == "/" for f in mine):
+        return "private"
+    shared = [f[4] for f in (*mine, *_mountinfo(init)) if any(t.startswith("shared:") for t in f)]
+    if not shared:
+        return "unchanged"
+    raise HostError(
+        "cannot hide the host's secrets from the guest: / is not a mount point here (a "
+        f"chroot?) and mounts are shared ({', '.join(shared[:3])}), so masks would reach "
+        "the host",
+        fix=["run kvmlab outside the chroot",
+             "or make the mounts private: mount --make-rprivate / (on the host)",
+             'or share the whole host root: host_view = { show = ["/"] } on the guest'],
+    )  # fmt: skip
 
 
 USERNS_SWITCHES = {
