@@ -185,7 +185,8 @@ def test_a_user_without_user_namespaces_is_told_why(
     assert hostview.restricted(QEMU, tmp_path, show=["/"]) == QEMU
 
 
-HOST_MOUNTS = "27 1 0:26 / / rw,relatime - ext4 /dev/vda1 rw\n22 27 0:21 / /proc rw - proc proc rw\n"
+HOST_MOUNTS = ("27 1 0:26 / / rw,relatime - ext4 /dev/vda1 rw\n"
+               "22 27 0:21 / /proc rw - proc proc rw\n")
 CHROOT_MOUNTS = "97 27 0:46 / /proc rw,relatime - proc proc rw\n"
 SHARED_INIT = "27 1 0:26 / / rw,relatime shared:1 - ext4 /dev/vda1 rw\n"
 
