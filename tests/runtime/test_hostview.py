@@ -146,7 +146,8 @@ def test_script_masks_the_exported_view_only(tmp_path: Path, busybox: str | None
     argv = ["sh", "-c", PROBE, "probe", "-fsdev", "local,path=/", str(hidden / "secret"),
             str(kept / "entry"), str(hidden)]  # fmt: skip
     masks = hostview.resolve(["/etc/shadow", "/proc", str(tmp_path)], hide=[str(hidden)])
-    wrapped = hostview.wrap(argv, masks, tmp_path / "run", keep=[str(kept)], busybox=busybox)
+    wrapped = hostview.wrap(argv, masks, tmp_path / "run", keep=[str(kept)], busybox=busybox,
+                            propagation=hostview.root_propagation())  # fmt: skip
     proc = subprocess.Popen(wrapped, stdout=subprocess.PIPE, text=True)
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0
@@ -165,7 +166,8 @@ def test_script_masks_the_exported_view_only(tmp_path: Path, busybox: str | None
 @needs_root
 def test_script_refuses_to_start_qemu_when_a_mask_fails(tmp_path: Path) -> None:
     argv = ["sh", "-c", "echo QEMU RAN", "probe", "-fsdev", "local,path=/"]
-    wrapped = hostview.wrap(argv, [Mask(str(tmp_path / "gone"), "dir")], tmp_path / "run")
+    wrapped = hostview.wrap(argv, [Mask(str(tmp_path / "gone"), "dir")], tmp_path / "run",
+                            propagation=hostview.root_propagation())  # fmt: skip
     proc = subprocess.run(wrapped, capture_output=True, text=True, timeout=30)
     assert proc.returncode != 0
     assert "QEMU RAN" not in proc.stdout
