@@ -40,7 +40,13 @@ class Problem:
 
     def __str__(self) -> str:
         where = f"{self.file}: {self.path}" if self.path else self.file
-        return f"{where}: {self.message}"
+        return printable(f"{where}: {self.message}")
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters escaped (``\\n``, ``\\x1b``): a key or value from a
+    file never splits an error line or reaches the terminal as an escape sequence."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class SpecError(KvmlabError):

@@ -69,9 +69,28 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
 
 
 def test_corrupt_file_is_a_clear_error(tmp_path: Path) -> None:
-    (tmp_path / DB_FILE).write_bytes(b"this is not sqlite" * 100)
+    (tmp_path / DB_FILE).write_bytes(b"SQLite format 3\0" + b"this is not sqlite" * 100)
     with pytest.raises(StoreError, match="not a usable results database"):
         ResultStore(tmp_path / DB_FILE)
+
+
+@pytest.mark.parametrize("kind", ["text", "empty", "symlink", "relative"])
+def test_a_file_that_is_not_a_results_database_is_never_touched(
+    tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KVMLAB_RESULTS=/etc/passwd must not chmod, truncate or convert /etc/passwd."""
+    victim = tmp_path / "passwd"
+    victim.write_text("" if kind == "empty" else "root:x:0:0:root:/root:/bin/bash\n")
+    victim.chmod(0o644)
+    before = victim.read_bytes()
+    target = {"symlink": tmp_path / "link", "relative": Path("passwd")}.get(kind, victim)
+    if kind == "symlink":
+        target.symlink_to(victim)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KVMLAB_RESULTS", str(target))
+    with pytest.raises(UsageError):
+        ResultStore()
+    assert victim.read_bytes() == before and oct(victim.stat().st_mode & 0o777) == "0o644"
 
 
 def test_kvmlab_results_names_the_database_file_created_0600(

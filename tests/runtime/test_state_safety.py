@@ -219,3 +219,76 @@ def test_records_with_foreign_names_are_unreadable(root: Path) -> None:
         (guest / "guest.json").write_text(json.dumps({**record().__dict__, "address": [".."]}))
     [entry] = lab.entries()
     assert entry.record is None and "invalid lab or guest" in str(entry.problem)
+
+
+def test_a_qemu_of_another_run_root_is_not_ours(root: Path, tmp_path: Path) -> None:
+    """/run/kvmlab/lab/vm/ is inside /srv/ci/run/kvmlab/lab/vm/: a path must start a token."""
+    other = tmp_path / "b" / str(root).lstrip("/") / "lab" / "vm"
+    proc = subprocess.Popen(["sh", "-c", "sleep 60; :", "qemu-system-x86_64",
+                             f"path={other}/qmp.sock"], start_new_session=True)  # fmt: skip
+    try:
+        lab = LabDir.of("lab")
+        with lab.locked():
+            guest = lab.create_guest_dir(["vm"])
+            record(pid=0, owner=999999).save(guest)
+        time.sleep(0.1)
+        assert find_marked(f"{guest}/") == []
+        assert find_marked(f"{other}/") == [proc.pid]
+        [entry] = lab.entries()
+        assert entry.state() == "dead"
+        assert labrun.down("lab") == []
+        assert proc.poll() is None, "another run root's QEMU was left alone"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_directory_kvmlab_did_not_create_is_never_adopted(root: Path) -> None:
+    checked_run_root()
+    project = root / "proj"
+    (project / "src").mkdir(parents=True)
+    (project / ".lock").touch()
+    (project / "src" / "main.c").write_text("important")
+    result = kvmlab("down", "proj", timeout=60)
+    assert result.returncode == 2 and "did not create" in result.stderr, result.stderr
+    assert (project / "src" / "main.c").read_text() == "important"
+
+
+def test_removal_stops_at_mount_points(root: Path, tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount")
+    decoy = tmp_path / "decoy"
+    (decoy / "sub").mkdir(parents=True)
+    (decoy / "sub" / "f").write_text("keep")
+    lab = LabDir.of("lab")
+    with lab.locked():
+        guest = lab.create_guest_dir(["vm"])
+        (guest / "hostview").mkdir()
+        subprocess.run(["mount", "--bind", str(decoy), str(guest / "hostview")], check=True)
+        try:
+            with pytest.raises(StateError, match="is a mount point"):
+                remove_owned(guest)
+        finally:
+            subprocess.run(["umount", str(guest / "hostview")], check=True)
+    assert (decoy / "sub" / "f").read_text() == "keep"
+
+
+def test_a_fifo_or_symlink_in_the_state_never_hangs_or_follows(root: Path) -> None:
+    lab = LabDir.of("lab")
+    with lab.locked():
+        guest = lab.create_guest_dir(["vm"])
+        os.mkfifo(guest / "guest.json")
+    [entry] = lab.entries()  # returns at once
+    assert entry.record is None and "not a regular file" in str(entry.problem)
+    (lab.root / ".lock").unlink()
+    (lab.root / ".lock").symlink_to("/etc/passwd")
+    with pytest.raises(StateError, match="never follows a symlink"), lab.locked():
+        pass
+
+
+def test_control_characters_from_files_are_escaped_in_errors(tmp_path: Path) -> None:
+    lab = tmp_path / "bad.toml"
+    lab.write_text('name = "x"\n[guests."vm1\\n\\u001b[31m"]\n')
+    result = kvmlab("check", str(lab), timeout=60)
+    assert result.returncode == 2
+    assert "\x1b" not in result.stderr and result.stderr.count("\n") == 1, result.stderr

@@ -5,6 +5,8 @@ Heavy modules are imported inside the commands so ``kvmlab --help`` stays fast.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import sys
 from pathlib import Path
@@ -15,6 +17,7 @@ from typer.core import TyperGroup
 
 from kvmlab import __version__
 from kvmlab.errors import KvmlabError
+from kvmlab.runtime.signals import interrupting
 
 PIPE_CLOSED = 141
 """Exit status when the reader of stdout went away (128 + SIGPIPE, as a shell reports it)."""
@@ -318,9 +321,21 @@ def main() -> None:
     ``SystemExit(1)``; kvmlab itself never exits (its status 1 is returned), so that is
     what such an exit means here.
     """
+    for name in ("stdout", "stderr"):  # started with it closed (>&-): write nowhere, quietly
+        if getattr(sys, name) is None:
+            setattr(sys, name, Path(os.devnull).open("w"))  # noqa: SIM115
     try:
-        status = app(standalone_mode=False)
-        sys.stdout.flush()
+        with interrupting():  # SIGTERM and SIGHUP end like Ctrl-C, at any moment
+            status = app(standalone_mode=False)
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        print("kvmlab: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except OSError as exc:
+        if exc.errno not in OUTPUT_ERRORS:
+            raise
+        print(f"kvmlab: cannot write the output: {exc.strerror}", file=sys.stderr)
+        _quiet_exit(3)
     except KvmlabError as exc:
         try:
             sys.stdout.flush()
@@ -344,10 +359,15 @@ def main() -> None:
     sys.exit(status if isinstance(status, int) else 0)
 
 
+OUTPUT_ERRORS = {errno.ENOSPC, errno.EIO, errno.EBADF, errno.EFBIG, errno.EDQUOT}
+"""Errors writing stdout (``>/dev/full``, a closed descriptor): one line, exit 3."""
+
+
 def _quiet_exit(status: int) -> NoReturn:
     """Exit without Python complaining about output it can no longer flush."""
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(devnull, sys.stdout.fileno())
     sys.exit(status)
 
 

@@ -74,11 +74,18 @@ def default_results_path() -> Path:
 def prepare_database_file(path: Path, shown: str) -> None:
     """Make sure ``path`` can be the database: a regular file (created 0600) in an existing
     directory; ``shown`` names it in errors (``KVMLAB_RESULTS=/x``)."""
+    if not path.is_absolute():
+        raise UsageError(f"{shown}: give an absolute path to the results database file")
+    if path.is_symlink():
+        raise UsageError(f"{shown} is a symlink; name the database file itself")
     if path.is_dir():
         raise UsageError(f"{shown} is a directory; it names the results database file, "
                          f"e.g. {path / DB_FILE}")  # fmt: skip
     if path.exists() and not path.is_file():
         raise UsageError(f"{shown} is not a regular file; it names the results database file")
+    if path.exists() and not _is_sqlite(path):
+        raise UsageError(f"{shown} is a file that is not a SQLite database; kvmlab will not "
+                         "touch it: name a new file or an existing results database")  # fmt: skip
     if not path.parent.is_dir():
         raise UsageError(f"{shown}: directory {path.parent} does not exist; "
                          "create it first or choose another path")  # fmt: skip
@@ -89,6 +96,15 @@ def prepare_database_file(path: Path, shown: str) -> None:
         _make_private(path)
     except OSError as exc:
         raise StoreError(f"cannot create the results database {path}: {exc.strerror}") from None
+
+
+def _is_sqlite(path: Path) -> bool:
+    """Whether ``path`` starts with SQLite's header (checked before it is opened or chmod'ed)."""
+    try:
+        with path.open("rb") as f:
+            return f.read(16) == b"SQLite format 3\0"
+    except OSError:
+        return False
 
 
 def _make_private(path: Path) -> None:

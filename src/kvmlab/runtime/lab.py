@@ -331,11 +331,12 @@ def down(lab: str, force: bool = False, progress: Progress = lambda _: None) -> 
     if not lab_dir.exists():
         raise StateError(f"lab {lab_dir.lab} is not up")
     stopped: list[str] = []
-    with lab_dir.locked(), deferred_signals():
+    with lab_dir.locked():
         entries = list(lab_dir.entries())
         for entry in sorted(entries, key=lambda e: -len(e.address)):
-            if _stop_entry(entry, lab_dir.lab, force, progress):
-                stopped.append(entry.name)
+            with deferred_signals():  # one guest stopped, or not touched
+                if _stop_entry(entry, lab_dir.lab, force, progress):
+                    stopped.append(entry.name)
         survivors = [f"{e.name} (pid {', '.join(map(str, e.processes()))})"
                      for e in entries if e.processes()]  # fmt: skip
         if survivors:

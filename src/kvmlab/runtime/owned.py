@@ -9,6 +9,7 @@ kvmlab wrote when it created it. The run root itself is never deleted.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 from pathlib import Path
@@ -23,11 +24,6 @@ MARKER = ".kvmlab-owned"
 def _mkdir_private(path: Path) -> None:
     path.mkdir(mode=0o700)
     path.chmod(0o700)  # mkdir's mode is masked by the umask
-
-
-def _legacy_state(root: Path) -> bool:
-    """Whether ``root`` holds only lab directories an older kvmlab left (each has a .lock)."""
-    return all(child.is_dir() and (child / ".lock").is_file() for child in root.iterdir())
 
 
 def checked_run_root(create: bool = True) -> Path:
@@ -58,7 +54,7 @@ def checked_run_root(create: bool = True) -> Path:
     if why := unsafe_own_dir(root.resolve()):
         raise StateError(f"run directory {why}; set KVMLAB_RUN_DIR to a private directory")
     if not (root / MARKER).is_file():
-        if any(root.iterdir()) and not _legacy_state(root):
+        if any(root.iterdir()):
             raise StateError(
                 f"run directory {root} holds files kvmlab did not create; set KVMLAB_RUN_DIR "
                 "to an empty or new directory"
@@ -92,8 +88,7 @@ def create_owned(path: Path, what: str) -> Path:
         _mkdir_private(path)
     except FileExistsError:
         _confined(path, root)
-        legacy = (path / ".lock").is_file() or not any(path.iterdir())
-        if not (path / MARKER).is_file() and not legacy:
+        if not (path / MARKER).is_file() and any(path.iterdir()):
             raise StateError(f"{path} exists and kvmlab did not create it") from None
         path.chmod(0o700)
     else:
@@ -122,6 +117,8 @@ def remove_owned(path: Path) -> None:
     _confined(path, root)
     if not (path / MARKER).is_file():
         raise StateError(f"not removing {path}: kvmlab did not create it (no {MARKER} marker)")
+    if mounted := mounts_at_or_below(path):
+        raise StateError(f"not removing {path}: {mounted[0]} is a mount point")
     # The marker goes last, so a removal cut short can be finished by the next one.
     # rmtree works on file descriptors here (avoids_symlink_attacks): a symlink inside
     # is removed as a link, never followed.
@@ -134,6 +131,25 @@ def remove_owned(path: Path) -> None:
             child.unlink()
     (path / MARKER).unlink()
     path.rmdir()
+
+
+def mounts_at_or_below(path: Path) -> list[str]:
+    """Mount points at or below ``path`` (/proc/self/mountinfo: bind mounts of the same
+    file system included, which a device-number check misses)."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return []
+    base = os.path.realpath(path)
+    found = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 5:
+            continue
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), fields[4])
+        if point == base or point.startswith(base + "/"):
+            found.append(point)
+    return found
 
 
 def write_private(path: Path, data: str | bytes) -> None:

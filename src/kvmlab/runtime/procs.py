@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -38,6 +39,16 @@ def cmdline(pid: int) -> str | None:
     return raw.replace(b"\0", b" ").decode(errors="replace")
 
 
+_SEPARATORS = re.compile(r"[\0=,: ]")
+
+
+def mentions(line: str, marker: str) -> bool:
+    """Whether a command line names ``marker`` as a path of its own: an argument, or a value
+    after ``=``, ``,`` or ``:`` (``path=RUN/qmp.sock``) starts with it. Merely containing it
+    is not enough: ``/run/kvmlab/lab/vm/`` is inside ``/srv/ci/run/kvmlab/lab/vm/``."""
+    return any(token.startswith(marker) for token in _SEPARATORS.split(line))
+
+
 def alive(pid: int, marker: str | None = None, started: int | None = None) -> bool:
     """Whether ``pid`` runs (not a zombie) and is still the process we mean.
 
@@ -53,7 +64,7 @@ def alive(pid: int, marker: str | None = None, started: int | None = None) -> bo
         return False
     if marker is not None:
         line = cmdline(pid)
-        return line is not None and marker in line
+        return line is not None and mentions(line, marker)
     return True
 
 
@@ -69,7 +80,7 @@ def find_marked(marker: str, program: str = "qemu-system") -> list[int]:
         if not proc.name.isdigit() or int(proc.name) == os.getpid():
             continue
         line = cmdline(int(proc.name))
-        if line and marker in line and program in line and alive(int(proc.name)):
+        if line and program in line and mentions(line, marker) and alive(int(proc.name)):
             found.append(int(proc.name))
     return sorted(found)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -87,12 +88,15 @@ class GuestRecord:
         """The record in ``run_dir``; :class:`StateError` saying what is wrong with it."""
         path = run_dir / GUEST_FILE
         try:
-            with path.open("rb") as f:
-                raw = f.read(MAX_STATE_BYTES + 1)
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
         except FileNotFoundError:
             raise StateError(f"{path} is missing") from None
         except OSError as exc:
             raise StateError(f"{path} cannot be read: {exc.strerror}") from None
+        with os.fdopen(fd, "rb") as f:  # a FIFO planted here must not hang ps or down
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise StateError(f"{path} is not a regular file")
+            raw = f.read(MAX_STATE_BYTES + 1)
         try:
             if len(raw) > MAX_STATE_BYTES:
                 raise ValueError("it is too large")
@@ -238,7 +242,11 @@ class LabDir:
         """Hold the lab's lock; another kvmlab changing the same lab is refused, not waited on."""
         checked_run_root()
         create_owned(self.root, f"lab {self.lab}")
-        fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        except OSError as exc:
+            raise StateError(f"cannot take the lock {self.root / '.lock'}: {exc.strerror} "
+                             "(kvmlab never follows a symlink there)") from None
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
