@@ -325,7 +325,7 @@ def main() -> None:
         if getattr(sys, name) is None:
             setattr(sys, name, Path(os.devnull).open("w"))  # noqa: SIM115
     try:
-        with interrupting():  # SIGTERM and SIGHUP end like Ctrl-C, at any moment
+        with interrupting(then_ignore=True):  # SIGTERM, SIGHUP like Ctrl-C, at any moment
             status = app(standalone_mode=False)
             sys.stdout.flush()
     except KeyboardInterrupt:

@@ -28,14 +28,18 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
 
 
 @contextmanager
-def interrupting() -> Iterator[None]:
-    """Ctrl-C, SIGTERM and SIGHUP raise ``KeyboardInterrupt`` (deferred where held back)."""
+def interrupting(then_ignore: bool = False) -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP raise ``KeyboardInterrupt`` (deferred where held back).
+
+    ``then_ignore``: afterwards they are ignored instead of handled as before (the CLI's
+    last moments: printing the final message and exiting must not be cut by one more).
+    """
     previous = {sig: signal.signal(sig, _on_signal) for sig in HANDLED}
     try:
         yield
     finally:
         for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            signal.signal(sig, signal.SIG_IGN if then_ignore else handler)
 
 
 @contextmanager
