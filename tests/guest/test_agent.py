@@ -30,6 +30,15 @@ from .fake_agent import FakeAgent, Program
 from .host_agent import start_host_agent, stop
 
 
+@pytest.fixture(autouse=True)
+def _sigint_raises() -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt here even when the suite was started with SIGINT
+    ignored (a background job, as CI and the fresh-machine check may run it)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.fixture
 def fake(tmp_path: Path) -> Iterator[FakeAgent]:
     agent = FakeAgent(tmp_path / "qga.sock")
