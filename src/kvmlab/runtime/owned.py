@@ -97,15 +97,6 @@ def create_owned(path: Path, what: str) -> Path:
     return path
 
 
-def owned(path: Path) -> bool:
-    """Whether ``path`` is a directory kvmlab created below the run root."""
-    try:
-        _confined(path, checked_run_root(create=False))
-    except (StateError, OSError):
-        return False
-    return (path / MARKER).is_file()
-
-
 def remove_owned(path: Path) -> None:
     """Delete ``path`` and what it holds, only if kvmlab created it (see the module doc).
 

@@ -111,14 +111,6 @@ class GuestRecord:
             raise StateError(f"{path} is not a valid guest record ({exc})") from None
         return record
 
-    @classmethod
-    def load(cls, run_dir: Path) -> GuestRecord | None:
-        """The record in ``run_dir``, or None when there is none or it is unreadable."""
-        try:
-            return cls.read(run_dir)
-        except StateError:
-            return None
-
     def running(self, run_dir: Path) -> bool:
         """Whether this guest's QEMU still runs (checked against its run directory)."""
         return alive(self.pid, self.marker or str(run_dir), self.pid_start)
@@ -220,12 +212,6 @@ class LabDir:
             except StateError as exc:
                 found.append(GuestEntry(self.lab, here, address, None, str(exc)))
         yield from sorted(found, key=lambda e: (len(e.address), e.address))
-
-    def records(self) -> Iterator[tuple[Path, GuestRecord]]:
-        """Every readable guest record of the lab, top-level guests first."""
-        for entry in self.entries():
-            if entry.record is not None:
-                yield entry.run_dir, entry.record
 
     def live(self) -> list[GuestEntry]:
         """The lab's guests that have a QEMU (or, inside a hypervisor, whose hypervisor) runs."""
