@@ -214,9 +214,10 @@ class LabDir:
         yield from sorted(found, key=lambda e: (len(e.address), e.address))
 
     def live(self) -> list[GuestEntry]:
-        """The lab's guests that have a QEMU (or, inside a hypervisor, whose hypervisor) runs."""
-        return [e for e in self.entries() if e.state() not in ("dead", "unreadable")
-                or e.processes()]  # fmt: skip
+        """The lab's guests whose QEMU runs (inside a hypervisor: whose hypervisor runs),
+        unreadable ones included when a QEMU names their run directory."""
+        return [e for e in self.entries()
+                if e.state() != "dead" and (e.record is not None or e.processes())]  # fmt: skip
 
     def write_info(self, lab_file: Path, digest: str) -> None:
         """Remember which lab file is up."""
