@@ -18,7 +18,8 @@ from tests.conftest import ROOT
 from tests.runtime.conftest import qemu_pids
 
 SCRIPTS = sorted((ROOT / "benchmarks").glob("*.py"))
-SMOKE = {"startup.py": ["--runs", "1"], "boot.py": ["--smoke"], "soak.py": ["--smoke"]}
+SMOKE = {"startup.py": ["--runs", "1"], "boot.py": ["--smoke"], "soak.py": ["--smoke"],
+         "l2_tcg.py": ["--smoke"]}  # fmt: skip
 """Each benchmark's quickest run."""
 
 
@@ -52,6 +53,12 @@ def test_startup_one_round() -> None:
                           "kvmlab render labs/nested.toml", "kvmlab render --format libvirt"}
     for label, (median, low, high) in timed.items():
         assert 0 < float(low) <= float(median) <= float(high), label
+
+
+def test_l2_tcg_variants_are_valid_labs() -> None:
+    proc = bench("l2_tcg.py", *SMOKE["l2_tcg.py"])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "3 variant lab(s) valid"
 
 
 @pytest.mark.functional

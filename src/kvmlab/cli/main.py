@@ -16,7 +16,7 @@ import typer
 from typer.core import TyperGroup
 
 from kvmlab import __version__
-from kvmlab.errors import KvmlabError
+from kvmlab.errors import KvmlabError, UsageError
 from kvmlab.runtime.signals import interrupting
 
 PIPE_CLOSED = 141
@@ -166,6 +166,73 @@ def ps(
     from kvmlab.cli.ps_cmd import run_ps
 
     run_ps(_output(output, "text", "json"))
+
+
+@app.command()
+def exits(
+    address: Annotated[
+        str | None, typer.Argument(help="LAB/GUEST at any level, e.g. nested/l1/l2.")
+    ] = None,
+    seconds: Annotated[float, typer.Option("--seconds", "-s", help="Length of the window.")] = 10.0,
+    provider: Annotated[
+        str, typer.Option("--provider", help="auto, tracepoints or counters.")
+    ] = "auto",
+    live: Annotated[bool, typer.Option("--live", help="Refresh each window until Ctrl-C.")] = False,
+    output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
+    tracefs_name: Annotated[str | None, typer.Option("--tracefs-name", hidden=True)] = None,
+    host_side_only: Annotated[bool, typer.Option("--host-side-only", hidden=True)] = False,
+    compare: Annotated[
+        Path | None,
+        typer.Option("--compare", help="Lab file with variants: boot each, profile --guest."),
+    ] = None,
+    guest: Annotated[str | None, typer.Option("--guest", help="With --compare: l1/idle.")] = None,
+    settle: Annotated[
+        float, typer.Option("--settle", help="With --compare: seconds idle before profiling.")
+    ] = 10.0,
+) -> None:
+    """VM-exit profile of a running guest: exits by reason with handling times, per vCPU,
+    port I/O, MSR and MMIO exits named, and host CPU against guest CPU for the window.
+
+    Taken where the guest's KVM runs (inside its guest hypervisor for a nested guest), with
+    the best provider there: kernel tracepoints, else KVM's counters (query-stats).
+    """
+    if compare is not None:
+        from kvmlab.cli.diagnose_cmds import run_compare
+
+        if address is not None or guest is None:
+            raise UsageError("--compare LAB_FILE takes --guest PATH and no address")
+        run_compare(compare, guest, seconds, settle, _output(output, "text", "json"))
+        return
+    if address is None:
+        raise UsageError("give the guest's address (LAB/GUEST), or --compare LAB_FILE")
+    from kvmlab.cli.exits_cmds import run_exits
+
+    run_exits(address, seconds, _output(provider, "auto", "tracepoints", "counters"), live,
+              _output(output, "text", "json"), tracefs_name, not host_side_only)
+
+
+@app.command()
+def diagnose(
+    address: Annotated[str, typer.Argument(help="LAB/GUEST at any level.")],
+    seconds: Annotated[float, typer.Option("--seconds", "-s", help="Length of the window.")] = 10.0,
+    provider: Annotated[
+        str, typer.Option("--provider", help="auto, tracepoints or counters.")
+    ] = "auto",
+    apply: Annotated[
+        bool, typer.Option("--apply", help="Write the lab with the first finding's fix.")
+    ] = False,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="With --apply: the new lab file.")
+    ] = None,
+    output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
+) -> None:
+    """Turn a guest's exit profile into findings: the cause, the numbers that matched, the fix
+    as a lab-file change (with its QEMU and libvirt forms) or host steps, and what to verify.
+    """
+    from kvmlab.cli.diagnose_cmds import run_diagnose
+
+    run_diagnose(address, seconds, _output(provider, "auto", "tracepoints", "counters"),
+                 _output(output, "text", "json"), apply, out)  # fmt: skip
 
 
 @app.command(name="exec", context_settings={"ignore_unknown_options": True})

@@ -1,0 +1,190 @@
+"""``kvmlab diagnose`` and ``kvmlab exits --compare``: from an exit profile to a cause, a fix
+written into the lab, and the before/after measurement that shows whether it worked."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kvmlab.cli.run_cmds import find_guest, image_factory, interruptible
+from kvmlab.errors import UsageError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from kvmlab.exits.model import Profile
+    from kvmlab.exits.rules import Diagnosis, Finding
+    from kvmlab.runtime.rundir import GuestRecord
+    from kvmlab.spec import Guest, LoadedLab
+
+
+def lab_of(record: GuestRecord) -> tuple[LoadedLab | None, str]:
+    """The lab file the guest's lab went up from (None, and why, if it is gone or changed)."""
+    from kvmlab.errors import KvmlabError
+    from kvmlab.runtime.rundir import LAB_FILE, LabDir
+    from kvmlab.spec import load_lab
+
+    try:
+        info = json.loads((LabDir.of(record.lab).root / LAB_FILE).read_text())
+        loaded = load_lab(Path(info["file"]))
+    except (OSError, ValueError, KeyError, KvmlabError) as exc:
+        return None, f"the lab file is not readable ({exc}): lab conditions are assumed"
+    if loaded.digest != info.get("digest"):
+        return loaded, f"{loaded.path} changed since the lab went up: diagnosing the file as now"
+    return loaded, ""
+
+
+def run_diagnose(
+    address: str, seconds: float, provider: str, output: str, apply: bool, out: Path | None
+) -> None:
+    """Profile the guest, evaluate the rules, print findings; with ``apply``, write the fix."""
+    from rich.console import Console
+
+    from kvmlab.exits.collect import profile_guest
+    from kvmlab.exits.fixes import guest_context
+    from kvmlab.exits.rules import evaluate
+
+    run_dir, record = find_guest(address)
+    loaded, why = lab_of(record)
+    guest = loaded.lab.find("/".join(record.address)) if loaded else None
+    context = guest_context(guest) if guest is not None else None
+    with interruptible(f"profiling the VM exits of {address}"):
+        profile = profile_guest(run_dir, record, seconds, provider)  # type: ignore[arg-type]
+    diagnosis = evaluate(profile, context)
+    written = None
+    if apply:
+        if loaded is None or guest is None or not diagnosis.findings:
+            raise UsageError(f"nothing to apply: {why or 'no finding with a lab fix'}")
+        written = apply_fix(loaded, tuple(record.address), diagnosis.findings[0], out)
+    if output == "json":
+        print(json.dumps({
+            "schema": 1, "address": address, "profile": profile.to_json(),
+            "findings": [f.to_json() for f in diagnosis.findings],
+            "unchecked": [str(u) for u in diagnosis.unchecked],
+            "lab_note": why or None, "written": str(written) if written else None,
+        }, indent=2))  # fmt: skip
+        return
+    console = Console()
+    show_diagnosis(profile, diagnosis, console, why)
+    if written is not None:
+        console.print(f"\nwrote {written}: the lab with the fix of {diagnosis.findings[0].id} "
+                      "as a variant; measure both the same way with\n"
+                      f"  kvmlab exits --compare {written} --guest {'/'.join(record.address)}",
+                      soft_wrap=True, highlight=False, markup=False)  # fmt: skip
+
+
+def show_diagnosis(profile: Profile, diagnosis: Diagnosis, console: Console, why: str) -> None:
+    """Findings with evidence and fix; the rules that lacked data."""
+    from kvmlab.exits.text import header
+
+    def say(text: str = "") -> None:
+        console.print(text, soft_wrap=True, highlight=False, markup=False)
+
+    for line in header(profile):
+        say(line)
+    if why:
+        say(f"note: {why}")
+    if not diagnosis.findings:
+        say("\nno rule fired: nothing in this profile matches a known cause")
+    for n, finding in enumerate(diagnosis.findings, 1):
+        say(f"\n{n}. [{finding.severity}] {finding.title} ({finding.id})")
+        say(f"   cause: {finding.cause}")
+        for line in finding.evidence:
+            say(f"   evidence: {line}")
+        for line in finding.assumed:
+            say(f"   assumed: {line}")
+        _show_fix(finding, say)
+        sources = finding.rule.source
+        for src in [sources] if isinstance(sources, str) else sources:
+            say(f"   source: {src}")
+    for item in diagnosis.unchecked:
+        say(str(item))
+
+
+def _show_fix(finding: Finding, say: object) -> None:
+    assert callable(say)
+    from kvmlab.exits.fixes import variant_toml
+
+    if finding.fix.lab:
+        say("   fix in the lab file:")
+        for line in variant_toml(f"fix-{finding.id}", ("GUEST",), finding.fix.lab).splitlines():
+            say(f"     {line}")
+    for step in finding.fix.host:
+        say(f"   fix on the host: {step}")
+    for step in finding.fix.guest:
+        say(f"   in the guest: {step}")
+    for line in finding.verify:
+        say(f"   verify: {line}")
+
+
+def apply_fix(loaded: LoadedLab, address: tuple[str, ...], finding: Finding,
+              out: Path | None) -> Path:  # fmt: skip
+    """Write the lab with ``finding``'s fix as a variant; print its QEMU and XML changes."""
+    from kvmlab.cli.hostinfo import host_accel
+    from kvmlab.exits.fixes import fix_renders, write_variant_lab
+    from kvmlab.render.target import Target
+
+    if not finding.fix.lab:
+        raise UsageError(f"{finding.id} has no lab-file fix (host or guest steps only)")
+    _, choice = host_accel()
+    target = Target(lab=loaded.lab.name, address=address, lab_dir=loaded.directory,
+                    run_dir=Path("/run/kvmlab"), auto_accel=choice.accel,
+                    auto_reason=choice.reason)  # fmt: skip
+    rendered = fix_renders(loaded.lab, address, finding.fix.lab, target)
+    dest = out or Path(f"{loaded.lab.name}-fix-{finding.id}.toml")
+    written = write_variant_lab(loaded.path, dest, f"fix-{finding.id}", address, finding.fix.lab,
+                                comment=f"kvmlab diagnose: {finding.title}")  # fmt: skip
+    for arg in rendered.args_removed:
+        print(f"QEMU before: {arg}", file=sys.stderr)
+    for arg in rendered.args_added:
+        print(f"QEMU after:  {arg}", file=sys.stderr)
+    for change in rendered.xml_changes:
+        print(f"libvirt {change.parent}: {change.before or '(none)'} -> "
+              f"{change.after or '(removed)'}", file=sys.stderr)  # fmt: skip
+    return written
+
+
+def run_compare(lab_path: Path, guest: str, seconds: float, settle: float, output: str) -> None:
+    """Boot each variant of the lab in turn, profile ``guest`` the same way, compare."""
+    import time
+
+    from rich.console import Console
+
+    from kvmlab.cli.hostinfo import host_accel
+    from kvmlab.exits.collect import profile_guest
+    from kvmlab.exits.compare import show_compare
+    from kvmlab.runtime import lab as labrun
+    from kvmlab.runtime.rundir import LabDir
+    from kvmlab.spec import load_lab
+
+    loaded = load_lab(lab_path)
+    if loaded.lab.find(guest) is None:
+        raise UsageError(f"lab {loaded.lab.name} has no guest {guest!r}")
+    variants = loaded.variants()
+    if len(variants) < 2:
+        raise UsageError(f"{lab_path} has no variants to compare (kvmlab diagnose --apply "
+                         "writes one)")  # fmt: skip
+    host, _ = host_accel()
+    err = Console(stderr=True, soft_wrap=True)
+    profiles: dict[str, Profile] = {}
+    guests: dict[str, Guest] = {}
+    for name, variant in variants.items():
+
+        def progress(text: str, name: str = name) -> None:
+            err.print(f"  {name}: {text}")
+
+        with interruptible(f"comparing variant {name} of {loaded.lab.name}"), labrun.started(
+            variant, host, image_factory(), progress=progress
+        ):
+            err.print(f"  {name}: up; letting it settle for {settle:g} s, then {seconds:g} s")
+            time.sleep(settle)
+            lab_dir = LabDir.of(loaded.lab.name)
+            entry = next(e for e in lab_dir.entries() if "/".join(e.address) == guest)
+            assert entry.record is not None
+            profiles[name] = profile_guest(entry.run_dir, entry.record, seconds)
+            found = variant.lab.find(guest)
+            assert found is not None
+            guests[name] = found
+    show_compare(profiles, guests, Console(), output)

@@ -1,0 +1,1 @@
+"""VM-exit profiles: model, providers, names."""
