@@ -134,7 +134,9 @@ class GuestExecutor:
     machine: Machine
 
     def run(self, argv: list[str], timeout: float) -> Completed:
-        result = self.machine.exec(argv, timeout=timeout)
+        # A step's limit is its duration plus a margin for the host; a level measured slower
+        # (TCG, nested, a loaded host) gets it scaled, like every ceiling (runtime.patience).
+        result = self.machine.exec(argv, timeout=timeout * self.machine.level_factor())
         return Completed(argv, result.returncode, result.stdout.decode(errors="replace"),
                          result.stderr.decode(errors="replace"))  # fmt: skip
 

@@ -37,8 +37,9 @@ def lab_of(record: GuestRecord) -> tuple[LoadedLab | None, str]:
 
 
 def run_diagnose(
-    address: str, seconds: float, provider: str, output: str, apply: bool, out: Path | None
-) -> None:
+    address: str, imported: Path | None, seconds: float, provider: str, output: str,
+    apply: bool, out: Path | None,
+) -> None:  # fmt: skip
     """Profile the guest, evaluate the rules, print findings; with ``apply``, write the fix."""
     from rich.console import Console
 
@@ -46,18 +47,29 @@ def run_diagnose(
     from kvmlab.exits.fixes import guest_context
     from kvmlab.exits.rules import evaluate
 
-    run_dir, record = find_guest(address)
-    loaded, why = lab_of(record)
-    guest = loaded.lab.find("/".join(record.address)) if loaded else None
-    context = guest_context(guest) if guest is not None else None
-    with interruptible(f"profiling the VM exits of {address}"):
-        profile = profile_guest(run_dir, record, seconds, provider)  # type: ignore[arg-type]
+    if imported is not None:
+        from kvmlab.exits.perfkvm import import_file
+
+        if apply:
+            raise UsageError("--apply needs a running guest of a lab (an address), not --import")
+        profile = import_file(imported, str(imported), seconds)
+        loaded, guest, context = None, None, None
+        address_path: tuple[str, ...] = ("GUEST",)
+        why = "no lab for an imported profile: lab conditions are assumed"
+    else:
+        run_dir, record = find_guest(address)
+        loaded, why = lab_of(record)
+        guest = loaded.lab.find("/".join(record.address)) if loaded else None
+        context = guest_context(guest) if guest is not None else None
+        address_path = tuple(record.address)
+        with interruptible(f"profiling the VM exits of {address}"):
+            profile = profile_guest(run_dir, record, seconds, provider)  # type: ignore[arg-type]
     diagnosis = evaluate(profile, context)
     written = None
     if apply:
         if loaded is None or guest is None or not diagnosis.findings:
             raise UsageError(f"nothing to apply: {why or 'no finding with a lab fix'}")
-        written = apply_fix(loaded, tuple(record.address), diagnosis.findings[0], out)
+        written = apply_fix(loaded, address_path, diagnosis.findings[0], out)
     if output == "json":
         print(json.dumps({
             "schema": 1, "address": address, "profile": profile.to_json(),
@@ -67,15 +79,17 @@ def run_diagnose(
         }, indent=2))  # fmt: skip
         return
     console = Console()
-    show_diagnosis(profile, diagnosis, console, why)
+    show_diagnosis(profile, diagnosis, console, why, address_path)
     if written is not None:
         console.print(f"\nwrote {written}: the lab with the fix of {diagnosis.findings[0].id} "
                       "as a variant; measure both the same way with\n"
-                      f"  kvmlab exits --compare {written} --guest {'/'.join(record.address)}",
+                      f"  kvmlab exits --compare {written} --guest {'/'.join(address_path)}",
                       soft_wrap=True, highlight=False, markup=False)  # fmt: skip
 
 
-def show_diagnosis(profile: Profile, diagnosis: Diagnosis, console: Console, why: str) -> None:
+def show_diagnosis(
+    profile: Profile, diagnosis: Diagnosis, console: Console, why: str, address: tuple[str, ...]
+) -> None:
     """Findings with evidence and fix; the rules that lacked data."""
     from kvmlab.exits.text import header
 
@@ -95,7 +109,7 @@ def show_diagnosis(profile: Profile, diagnosis: Diagnosis, console: Console, why
             say(f"   evidence: {line}")
         for line in finding.assumed:
             say(f"   assumed: {line}")
-        _show_fix(finding, say)
+        _show_fix(finding, say, address)
         sources = finding.rule.source
         for src in [sources] if isinstance(sources, str) else sources:
             say(f"   source: {src}")
@@ -103,13 +117,13 @@ def show_diagnosis(profile: Profile, diagnosis: Diagnosis, console: Console, why
         say(str(item))
 
 
-def _show_fix(finding: Finding, say: object) -> None:
+def _show_fix(finding: Finding, say: object, address: tuple[str, ...]) -> None:
     assert callable(say)
     from kvmlab.exits.fixes import variant_toml
 
     if finding.fix.lab:
         say("   fix in the lab file:")
-        for line in variant_toml(f"fix-{finding.id}", ("GUEST",), finding.fix.lab).splitlines():
+        for line in variant_toml(f"fix-{finding.id}", address, finding.fix.lab).splitlines():
             say(f"     {line}")
     for step in finding.fix.host:
         say(f"   fix on the host: {step}")
@@ -124,14 +138,16 @@ def apply_fix(loaded: LoadedLab, address: tuple[str, ...], finding: Finding,
     """Write the lab with ``finding``'s fix as a variant; print its QEMU and XML changes."""
     from kvmlab.cli.hostinfo import host_accel
     from kvmlab.exits.fixes import fix_renders, write_variant_lab
-    from kvmlab.render.target import Target
+    from kvmlab.runtime.lab import make_target
+    from kvmlab.runtime.rundir import LabDir
 
     if not finding.fix.lab:
         raise UsageError(f"{finding.id} has no lab-file fix (host or guest steps only)")
-    _, choice = host_accel()
-    target = Target(lab=loaded.lab.name, address=address, lab_dir=loaded.directory,
-                    run_dir=Path("/run/kvmlab"), auto_accel=choice.accel,
-                    auto_reason=choice.reason)  # fmt: skip
+    host, _ = host_accel()
+    guest = loaded.lab.find("/".join(address))
+    assert guest is not None
+    run_dir = LabDir.of(loaded.lab.name).root.joinpath(*address)
+    target = make_target(loaded, address, guest, host, run_dir, image_factory()())
     rendered = fix_renders(loaded.lab, address, finding.fix.lab, target)
     dest = out or Path(f"{loaded.lab.name}-fix-{finding.id}.toml")
     written = write_variant_lab(loaded.path, dest, f"fix-{finding.id}", address, finding.fix.lab,
@@ -175,16 +191,20 @@ def run_compare(lab_path: Path, guest: str, seconds: float, settle: float, outpu
         def progress(text: str, name: str = name) -> None:
             err.print(f"  {name}: {text}")
 
-        with interruptible(f"comparing variant {name} of {loaded.lab.name}"), labrun.started(
-            variant, host, image_factory(), progress=progress
-        ):
-            err.print(f"  {name}: up; letting it settle for {settle:g} s, then {seconds:g} s")
-            time.sleep(settle)
-            lab_dir = LabDir.of(loaded.lab.name)
-            entry = next(e for e in lab_dir.entries() if "/".join(e.address) == guest)
-            assert entry.record is not None
-            profiles[name] = profile_guest(entry.run_dir, entry.record, seconds)
-            found = variant.lab.find(guest)
-            assert found is not None
-            guests[name] = found
+        # Up and down as the commands do (guests detached, reached through their records),
+        # so the profile is taken exactly as `kvmlab exits` takes it.
+        with interruptible(f"comparing variant {name} of {loaded.lab.name}"):
+            labrun.up(variant, host, image_factory(), progress=progress)
+            try:
+                err.print(f"  {name}: up; settling for {settle:g} s, then {seconds:g} s")
+                time.sleep(settle)
+                lab_dir = LabDir.of(loaded.lab.name)
+                entry = next(e for e in lab_dir.entries() if "/".join(e.address) == guest)
+                assert entry.record is not None
+                profiles[name] = profile_guest(entry.run_dir, entry.record, seconds)
+            finally:
+                labrun.down(loaded.lab.name, progress=progress)
+        found = variant.lab.find(guest)
+        assert found is not None
+        guests[name] = found
     show_compare(profiles, guests, Console(), output)

@@ -151,11 +151,14 @@ def up(
     output: Annotated[
         str, typer.Option("--output", "-o", help="text (boot stages) or json (guest records).")
     ] = "text",
+    variant: Annotated[
+        str | None, typer.Option("--variant", help="Start this variant of the lab.")
+    ] = None,
 ) -> None:
     """Start a lab's guests, wait for their agents, print boot stages; they keep running."""
     from kvmlab.cli.run_cmds import run_up
 
-    run_up(lab, guest, within, as_json or _output(output, "text", "json") == "json")
+    run_up(lab, guest, within, as_json or _output(output, "text", "json") == "json", variant)
 
 
 @app.command()
@@ -179,7 +182,6 @@ def exits(
     ] = "auto",
     live: Annotated[bool, typer.Option("--live", help="Refresh each window until Ctrl-C.")] = False,
     output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
-    tracefs_name: Annotated[str | None, typer.Option("--tracefs-name", hidden=True)] = None,
     host_side_only: Annotated[bool, typer.Option("--host-side-only", hidden=True)] = False,
     compare: Annotated[
         Path | None,
@@ -189,6 +191,11 @@ def exits(
     settle: Annotated[
         float, typer.Option("--settle", help="With --compare: seconds idle before profiling.")
     ] = 10.0,
+    import_: Annotated[
+        Path | None,
+        typer.Option("--import", help="perf kvm stat report text or perf.data; --seconds: "
+                     "its window (perf kvm stat live: 1)."),
+    ] = None,
 ) -> None:
     """VM-exit profile of a running guest: exits by reason with handling times, per vCPU,
     port I/O, MSR and MMIO exits named, and host CPU against guest CPU for the window.
@@ -196,6 +203,11 @@ def exits(
     Taken where the guest's KVM runs (inside its guest hypervisor for a nested guest), with
     the best provider there: kernel tracepoints, else KVM's counters (query-stats).
     """
+    if import_ is not None:
+        from kvmlab.cli.exits_cmds import run_import
+
+        run_import(import_, address, seconds, _output(output, "text", "json"))
+        return
     if compare is not None:
         from kvmlab.cli.diagnose_cmds import run_compare
 
@@ -208,12 +220,12 @@ def exits(
     from kvmlab.cli.exits_cmds import run_exits
 
     run_exits(address, seconds, _output(provider, "auto", "tracepoints", "counters"), live,
-              _output(output, "text", "json"), tracefs_name, not host_side_only)
+              _output(output, "text", "json"), not host_side_only)
 
 
 @app.command()
 def diagnose(
-    address: Annotated[str, typer.Argument(help="LAB/GUEST at any level.")],
+    address: Annotated[str | None, typer.Argument(help="LAB/GUEST at any level.")] = None,
     seconds: Annotated[float, typer.Option("--seconds", "-s", help="Length of the window.")] = 10.0,
     provider: Annotated[
         str, typer.Option("--provider", help="auto, tracepoints or counters.")
@@ -225,13 +237,20 @@ def diagnose(
         Path | None, typer.Option("--out", help="With --apply: the new lab file.")
     ] = None,
     output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
+    import_: Annotated[
+        Path | None,
+        typer.Option("--import", help="Diagnose a perf kvm stat report or perf.data instead."),
+    ] = None,
 ) -> None:
     """Turn a guest's exit profile into findings: the cause, the numbers that matched, the fix
     as a lab-file change (with its QEMU and libvirt forms) or host steps, and what to verify.
     """
     from kvmlab.cli.diagnose_cmds import run_diagnose
 
-    run_diagnose(address, seconds, _output(provider, "auto", "tracepoints", "counters"),
+    if (address is None) == (import_ is None):
+        raise UsageError("give the guest's address (LAB/GUEST) or --import FILE")
+    run_diagnose(address or "", import_, seconds,
+                 _output(provider, "auto", "tracepoints", "counters"),
                  _output(output, "text", "json"), apply, out)  # fmt: skip
 
 

@@ -42,8 +42,9 @@ def image_factory() -> Callable[[], GuestImage]:
 
 
 def run_up(
-    lab_path: Path, guest: str | None, within: str | None = None, as_json: bool = False
-) -> None:
+    lab_path: Path, guest: str | None, within: str | None = None, as_json: bool = False,
+    variant: str | None = None,
+) -> None:  # fmt: skip
     """Start a lab's guests and print their boot stages."""
     from rich.console import Console
 
@@ -53,6 +54,8 @@ def run_up(
     from kvmlab.spec import load_lab
 
     loaded = load_lab(lab_path)
+    if variant is not None:
+        loaded = loaded.variant_named(variant)
     if within is not None and (loaded.lab.find(within) is None or not loaded.lab.guests):
         raise UsageError(f"lab {loaded.lab.name} has no guest hypervisor {within!r}")
     host, choice = host_accel()

@@ -22,9 +22,10 @@ from kvmlab.errors import HostError, KvmlabError, ProcessFailure
 from kvmlab.exits import qstats, tracepoints
 from kvmlab.exits.cputime import ThreadTimes, add_guest_side, cpu_window
 from kvmlab.exits.model import Profile, from_json
-from kvmlab.exits.pcimap import Region, pci_regions
+from kvmlab.exits.pcimap import Region, iomem_regions, pci_regions
+from kvmlab.render.devices.control import PID_FILE
 from kvmlab.runtime.machine import Machine
-from kvmlab.runtime.nested import guest_env, inner_failure, kvmlab_argv
+from kvmlab.runtime.nested import INNER_RUN_ROOT, guest_env, inner_failure, kvmlab_argv
 from kvmlab.runtime.rundir import GuestRecord, LabDir
 
 Provider = Literal["auto", "tracepoints", "counters"]
@@ -49,33 +50,66 @@ def profile_guest(
 ) -> Profile:  # fmt: skip
     """The exit profile of a running guest over ``seconds``.
 
-    ``guest_side``: also read the guest's own CPU time through its agent (off inside a
-    guest hypervisor, whose guests' agents are relayed to the level below).
+    ``guest_side``: also read the guest's own CPU time and address map through its agent
+    (off for the kvmlab inside a guest hypervisor, whose guests' agents are relayed to the
+    level below, which reads them itself).
     """
     address = "/".join([record.lab, *record.address])
     name = name or tracefs_name()
-    if record.via is not None:
-        return _inside(run_dir, record, address, seconds, provider, name)
-    if record.accel != "kvm":
+    if record.via is None and record.accel != "kvm":
         raise NoExits(_tcg_reason(record, address))
-    machine = Machine.attach(run_dir, record)
-    pid = machine.pid or 0
-    before, t0 = _guest_stat(machine) if guest_side else "", time.monotonic()
+    guest = Machine.attach(run_dir, record)
+    hyper = _hypervisor(record, address) if record.via is not None else None
+    before = _guest_read(guest) if guest_side else ("", "")
+    t0 = time.monotonic()
+    profile = None
     if provider in ("auto", "tracepoints"):
-        regions = pci_regions(machine.qmp().execute("query-pci"))
-        profile = _traced(address, pid, seconds, name, provider == "auto", regions)
-        if profile is None:
-            profile = _counted(address, machine, pid, seconds)
-            profile.notes.append("tracepoints unavailable here (no hist triggers or no "
-                                 "tracefs access): counters only")  # fmt: skip
-    else:
-        profile = _counted(address, machine, pid, seconds)
-    after, wall = _guest_stat(machine) if guest_side else "", time.monotonic() - t0
-    if profile.cpu is not None and before and after:
-        add_guest_side(profile.cpu, before, after, wall)
-    if not machine.is_alive():
+        regions = iomem_regions(before[1])
+        if hyper is None and not regions:
+            regions = pci_regions(guest.qmp().execute("query-pci"))
+        profile = _traced(address, _pid_arg(record, guest), seconds, name, hyper,
+                          provider == "auto", regions)  # fmt: skip
+    if profile is None:
+        profile = (_counted(address, guest, seconds) if hyper is None
+                   else _counted_inside(hyper, record, address, seconds))  # fmt: skip
+        if provider == "auto":
+            profile.notes.append("tracepoints unavailable where its KVM runs (no hist "
+                                 "triggers or no tracefs access): counters only")  # fmt: skip
+    after = _guest_read(guest) if guest_side else ("", "")
+    wall = time.monotonic() - t0
+    if profile.cpu is not None and before[0] and after[0]:
+        add_guest_side(profile.cpu, before[0], after[0], wall)
+        if wall > profile.cpu.seconds * 1.5:
+            profile.notes.append(f"guest CPU is its mean over the {wall:.0f} s around the window")
+    if hyper is not None:
+        profile.notes.append(f"taken inside {record.lab}/{record.via}, where its KVM runs")
+    if not guest.is_alive():
         profile.partial = f"{address} stopped during the window"
     return profile
+
+
+def _hypervisor(record: GuestRecord, address: str) -> Machine:
+    """The guest hypervisor a nested guest runs in (its record at this level)."""
+    assert record.via is not None
+    via = record.via.split("/")
+    lab_dir = LabDir.of(record.lab)
+    hyper = next((e.record for e in lab_dir.entries() if list(e.address) == via), None)
+    if hyper is None:
+        raise NoExits(f"{address}: its guest hypervisor {record.lab}/{record.via} is gone")
+    return Machine.attach(lab_dir.guest_dir(via), hyper)
+
+
+def _inner_address(record: GuestRecord) -> list[str]:
+    """The guest's path as the kvmlab inside its hypervisor knows it."""
+    assert record.via is not None
+    return record.address[len(record.via.split("/")):]
+
+
+def _pid_arg(record: GuestRecord, guest: Machine) -> str:
+    """The QEMU process to trace: its pid here, or its pid file inside the hypervisor."""
+    if record.via is None:
+        return str(guest.pid or 0)
+    return "@" + "/".join([INNER_RUN_ROOT, record.lab, *_inner_address(record), PID_FILE])
 
 
 def _tcg_reason(record: GuestRecord, address: str) -> str:
@@ -85,42 +119,58 @@ def _tcg_reason(record: GuestRecord, address: str) -> str:
     return why
 
 
-def _guest_stat(machine: Machine) -> str:
+def _guest_read(machine: Machine) -> tuple[str, str]:
+    """The guest's ``/proc/stat`` and ``/proc/iomem`` ('' where unreadable)."""
+    argv = ["sh", "-c", "cat /proc/stat; echo @@; cat /proc/iomem"]
     try:
-        result = machine.exec(["cat", "/proc/stat"], timeout=60)
+        result = machine.exec(argv, timeout=120)
     except KvmlabError:
-        return ""
-    return result.stdout.decode(errors="replace") if result.returncode == 0 else ""
+        return "", ""
+    stat, _, iomem = result.stdout.decode(errors="replace").partition("@@\n")
+    return (stat, iomem) if result.returncode == 0 else ("", "")
 
 
 def _traced(
-    address: str, pid: int, seconds: float, name: str, fallback: bool, regions: list[Region]
-) -> Profile | None:
-    """The tracepoint profile taken here, or None when ``fallback`` and tracing is unusable."""
+    address: str, pid: str, seconds: float, name: str, hyper: Machine | None, fallback: bool,
+    regions: list[Region],
+) -> Profile | None:  # fmt: skip
+    """The tracepoint profile, taken here or inside ``hyper`` (plain sh there: no Python);
+    None when ``fallback`` and tracing is unusable there."""
     argv = tracepoints.run_argv(name, seconds, pid)
-    with _cleaned(name):
-        proc = subprocess.run(argv, capture_output=True, text=True, check=False,
-                              timeout=seconds + 120)  # fmt: skip
-    if proc.returncode in (tracepoints.NO_HIST, tracepoints.NO_TRACEFS) and fallback:
+    with _cleaned(name, hyper):
+        if hyper is None:
+            proc = subprocess.run(argv, capture_output=True, check=False,
+                                  timeout=seconds + 120)  # fmt: skip
+            code, out, err = proc.returncode, proc.stdout, proc.stderr
+        else:
+            result = hyper.exec(argv, timeout=seconds + 300)
+            code, out, err = result.returncode, result.stdout, result.stderr
+    if code in (tracepoints.NO_HIST, tracepoints.NO_TRACEFS) and fallback:
         return None
-    if proc.returncode != 0:
-        raise ProcessFailure("the VM-exit tracer failed", ["trace.sh", "run", name],
-                             proc.returncode, proc.stderr.splitlines()[-5:])  # fmt: skip
-    return tracepoints.parse_output(proc.stdout, address, seconds, regions)
+    if code != 0:
+        where = "" if hyper is None else f" inside {hyper.config.name}"
+        raise ProcessFailure(f"the VM-exit tracer failed{where}", ["trace.sh", "run", name, pid],
+                             code, err.decode(errors="replace").splitlines()[-5:])  # fmt: skip
+    return tracepoints.parse_output(out.decode(errors="replace"), address, seconds, regions)
 
 
 @contextmanager
-def _cleaned(name: str) -> Iterator[None]:
-    """Leave tracefs as it was even when interrupted (the tracer's own trap may not run)."""
+def _cleaned(name: str, hyper: Machine | None) -> Iterator[None]:
+    """Leave tracefs as it was even when interrupted (the tracer's own trap may not run:
+    a guest command is killed with SIGKILL)."""
     try:
         yield
     finally:
-        if (TRACEFS / "instances" / name).exists():
+        if hyper is not None:
+            with suppress(KvmlabError):
+                hyper.exec(tracepoints.clean_argv(name), timeout=120)
+        elif (TRACEFS / "instances" / name).exists():
             subprocess.run(tracepoints.clean_argv(name), capture_output=True, check=False,
                            timeout=60)  # fmt: skip
 
 
-def _counted(address: str, machine: Machine, pid: int, seconds: float) -> Profile:
+def _counted(address: str, machine: Machine, seconds: float) -> Profile:
+    pid = machine.pid or 0
     start = _thread_times(pid)
     profile = qstats.profile(address, machine.qmp().execute, seconds, time.sleep)
     profile.cpu = cpu_window(start, _thread_times(pid))
@@ -142,42 +192,18 @@ def _thread_times(pid: int) -> ThreadTimes:
     return ThreadTimes.parse(f"{uptime} {os.sysconf('SC_CLK_TCK')}", "\n".join(lines))
 
 
-def _inside(run_dir: Path, record: GuestRecord, address: str, seconds: float, provider: str,
-            name: str) -> Profile:  # fmt: skip
-    """Ask the kvmlab inside the guest hypervisor (where this guest's KVM runs).
-
-    The guest's own CPU time is read here, through its relayed agent, around the whole
-    call: the guest's CPU share is the mean over that longer span.
-    """
-    assert record.via is not None
-    via = record.via.split("/")
-    lab_dir = LabDir.of(record.lab)
-    hyper_dir = lab_dir.guest_dir(via)
-    hyper = next((e.record for e in lab_dir.entries() if list(e.address) == via), None)
-    if hyper is None:
-        raise NoExits(f"{address}: its guest hypervisor {record.lab}/{record.via} is gone")
-    machine = Machine.attach(hyper_dir, hyper)
-    inner = "/".join([record.lab, *record.address[len(via):]])
-    argv = kvmlab_argv("exits", inner, "--seconds", f"{seconds:g}", "--provider", provider,
-                       "--tracefs-name", name, "--host-side-only", "-o", "json")  # fmt: skip
-    guest = Machine.attach(run_dir, record)
-    before, t0 = _guest_stat(guest), time.monotonic()
-    try:
-        result = machine.exec(argv, timeout=seconds + 600, env=guest_env())
-    except BaseException:
-        with suppress(KvmlabError):  # the tracer inside was killed before its own cleanup
-            machine.exec(tracepoints.clean_argv(name), timeout=120)
-        raise
+def _counted_inside(hyper: Machine, record: GuestRecord, address: str, seconds: float) -> Profile:
+    """Counters of a nested guest: its QMP is inside the hypervisor, so the kvmlab there is
+    asked (``kvmlab exits ... --provider counters -o json``)."""
+    inner = "/".join([record.lab, *_inner_address(record)])
+    argv = kvmlab_argv("exits", inner, "--seconds", f"{seconds:g}", "--provider", "counters",
+                       "--host-side-only", "-o", "json")  # fmt: skip
+    result = hyper.exec(argv, timeout=seconds + 600, env=guest_env())
     if result.returncode != 0:
         failure = inner_failure(result, argv, f"{address}: profiling it inside {record.via}")
         if result.returncode == NoExits.exit_code:
             raise HostError(str(failure))
         raise failure
     profile = from_json(json.loads(result.stdout))
-    after, wall = _guest_stat(guest), time.monotonic() - t0
-    if profile.cpu is not None and before and after:
-        add_guest_side(profile.cpu, before, after, wall)
-        profile.notes.append(f"guest CPU is its mean over the {wall:.0f} s of the whole call")
     profile.address = address
-    profile.notes.append(f"taken inside {record.lab}/{record.via}, where its KVM runs")
     return profile

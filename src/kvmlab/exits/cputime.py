@@ -52,15 +52,21 @@ def cpu_window(start: ThreadTimes, end: ThreadTimes) -> CpuWindow:
 
 
 def proc_stat_busy(text: str, hz: float = 100.0) -> tuple[float, float]:
-    """(busy, total) seconds of all CPUs in a ``/proc/stat`` (busy: not idle, not iowait)."""
+    """(busy, total) seconds of all CPUs in a ``/proc/stat``.
+
+    Busy is what the guest ran: user, nice, system, irq, softirq; not idle, iowait or steal
+    (time its vCPUs were runnable but the host ran something else: under a busy or nested
+    host that is most of the time, and counting it would call an idle guest busy).
+    """
     for line in text.splitlines():
         fields = line.split()
         if fields and fields[0] == "cpu":
             # user nice system idle iowait irq softirq steal guest guest_nice; guest time
             # is already in user, so the first eight make the total.
             ticks = [int(v) for v in fields[1:9]]
+            ticks += [0] * (8 - len(ticks))
             total = sum(ticks)
-            busy = total - ticks[3] - ticks[4]
+            busy = total - ticks[3] - ticks[4] - ticks[7]
             return busy / hz, total / hz
     raise ValueError("no 'cpu' line in /proc/stat")
 

@@ -36,3 +36,29 @@ def _devices(devices: Iterable[dict[str, Any]]) -> list[Region]:
 
 def _is_virtio(dev: dict[str, Any]) -> bool:
     return int(dev.get("id", {}).get("vendor", 0)) == 0x1AF4
+
+
+def iomem_regions(text: str) -> list[Region]:
+    """(start, size, name) from a guest's ``/proc/iomem``, smallest first: its own view of
+    its physical address map (BARs named by device and driver: ``0000:00:01.0
+    virtio-pci-modern``), readable through the agent at any level."""
+    out: list[Region] = []
+    parents: list[tuple[int, str]] = []  # (indent, name) of the enclosing ranges
+    for line in text.splitlines():
+        span, sep, name = line.partition(" : ")
+        if not sep:
+            continue
+        indent = len(span) - len(span.lstrip())
+        try:
+            first, last = (int(v, 16) for v in span.strip().split("-"))
+        except ValueError:
+            continue
+        while parents and parents[-1][0] >= indent:
+            parents.pop()
+        label = name.strip()
+        if parents and ":" in parents[-1][1]:  # a driver inside a device's BAR
+            label = f"{parents[-1][1]} {label}"
+        parents.append((indent, name.strip()))
+        if label not in ("Reserved", "System RAM") and not label.startswith("PCI Bus"):
+            out.append((first, last - first + 1, label))
+    return sorted(out, key=lambda r: r[1])

@@ -2,7 +2,7 @@
 # kvmlab's VM-exit tracer: runs where the guest's KVM runs (the host, or inside a guest
 # hypervisor through its agent), so no Python starts there.
 #
-#   trace.sh run NAME SECONDS PID   profile QEMU process PID for SECONDS
+#   trace.sh run NAME SECONDS PID   profile QEMU process PID (or @PIDFILE) for SECONDS
 #   trace.sh clean NAME             remove what a killed run NAME left behind
 #
 # Everything lives in a private tracefs instance (instances/NAME) filtered to PID's
@@ -87,6 +87,12 @@ esac
 
 seconds=$3
 pid=$4
+case $pid in
+@*) { read -r pid <"${pid#@}"; } 2>/dev/null || {
+	echo "kvmlab-trace: cannot read the pid file ${4#@}" >&2
+	exit 3
+} ;;
+esac
 [ -w $T/instances ] || {
 	echo "kvmlab-trace: cannot write $T/instances (tracefs not mounted, or not root)" >&2
 	exit 4

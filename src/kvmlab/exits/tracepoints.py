@@ -34,9 +34,10 @@ def script() -> str:
     return resources.files("kvmlab.exits").joinpath("trace.sh").read_text()
 
 
-def run_argv(name: str, seconds: float, pid: int) -> list[str]:
-    """The command that profiles QEMU process ``pid`` for ``seconds`` (tracefs ``name``)."""
-    return ["sh", "-c", script(), "trace.sh", "run", name, f"{seconds:g}", str(pid)]
+def run_argv(name: str, seconds: float, pid: str) -> list[str]:
+    """The command that profiles QEMU process ``pid`` (``@FILE``: the pid in FILE) for
+    ``seconds`` (tracefs instance ``name``)."""
+    return ["sh", "-c", script(), "trace.sh", "run", name, f"{seconds:g}", pid]
 
 
 def clean_argv(name: str) -> list[str]:

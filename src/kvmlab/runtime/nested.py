@@ -106,12 +106,20 @@ def relay_script(lab: str, child: str) -> list[str]:
     return ["sh", "-c", script, "relay", port, sock]
 
 
+def inner_up_argv(loaded: LoadedLab, address: str) -> list[str]:
+    """``kvmlab up`` of the guests inside guest hypervisor ``address``, run there. That
+    kvmlab reads the same lab file, so a variant is named (else its changes to the inner
+    guests would be lost)."""
+    argv = kvmlab_argv("up", str(loaded.path), "--within", address, "--json")
+    return [*argv, "--variant", loaded.variant] if loaded.variant is not None else argv
+
+
 def start_children(
     machine: Machine, loaded: LoadedLab, address: str, image: GuestImage | None
 ) -> list[GuestRecord]:
     """Start the guests inside ``machine`` and record them here, reachable by relay."""
     copy_lab(machine, loaded)
-    argv = kvmlab_argv("up", str(loaded.path), "--within", address, "--json")
+    argv = inner_up_argv(loaded, address)
     limit = LIMITS["inner-up"]
     timeout = limit.value("ceiling", machine.level_factor())
     try:

@@ -163,9 +163,17 @@ an expired one says which it was, what progress was last seen and which variable
 """
 
 
+DOC_WORKLOADS = """
+Benchmark steps inside a guest (`kvmlab bench`, `kvmlab run`) are time-based commands with
+a limit of their own length plus a margin (sysbench and iperf3: duration + 60 s; fio:
+2 x duration + 120 s; ping: 0.2 s per echo + 30 s), multiplied by the level factor of the
+guest they run in, so a slow level gets the time its tools need to start.
+"""
+
+
 def timeouts_doc() -> str:
     """``docs/timeouts.md``: ``python -m kvmlab.runtime.patience > docs/timeouts.md``."""
-    return (DOC_INTRO + limits_markdown()
+    return (DOC_INTRO + limits_markdown() + DOC_WORKLOADS
             + "\nGenerated from `kvmlab.runtime.patience.LIMITS` (`make docs`).\n")  # fmt: skip
 
 

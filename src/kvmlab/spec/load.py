@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from kvmlab.errors import Problem, SpecError
+from kvmlab.errors import Problem, SpecError, UsageError
 from kvmlab.spec.devices import NIC_TYPES
 from kvmlab.spec.lab import Lab, deep_merge
 from kvmlab.spec.rules import check_lab
@@ -32,6 +32,9 @@ class LoadedLab:
     path: Path
     digest: str
     """sha256 of the file's bytes: identifies the exact spec a result was measured with."""
+    variant: str | None = None
+    """The variant this is (None: the lab as written); a kvmlab inside a guest hypervisor
+    is told it, since it reads the same file."""
 
     def variants(self) -> dict[str, LoadedLab]:
         """Each variant as a lab of its own (``default`` when the lab declares none)."""
@@ -41,8 +44,16 @@ class LoadedLab:
         out = {}
         for name, overrides in self.lab.variants.items():
             lab = Lab.model_validate(deep_merge(base, overrides))
-            out[name] = LoadedLab(lab=lab, path=self.path, digest=self.digest)
+            out[name] = LoadedLab(lab=lab, path=self.path, digest=self.digest, variant=name)
         return out
+
+    def variant_named(self, name: str) -> LoadedLab:
+        """One variant, or a UsageError listing those there are."""
+        found = self.variants()
+        if name not in found or not self.lab.variants:
+            have = ", ".join(self.lab.variants) or "none"
+            raise UsageError(f"{self.path} has no variant {name!r} (variants: {have})")
+        return found[name]
 
     @property
     def directory(self) -> Path:
