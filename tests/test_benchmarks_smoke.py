@@ -19,7 +19,7 @@ from tests.runtime.conftest import qemu_pids
 
 SCRIPTS = sorted((ROOT / "benchmarks").glob("*.py"))
 SMOKE = {"startup.py": ["--runs", "1"], "boot.py": ["--smoke"], "soak.py": ["--smoke"],
-         "l2_tcg.py": ["--smoke"]}  # fmt: skip
+         "l2_tcg.py": ["--smoke"], "exits_overhead.py": ["--smoke"]}  # fmt: skip
 """Each benchmark's quickest run."""
 
 
@@ -53,6 +53,12 @@ def test_startup_one_round() -> None:
                           "kvmlab render labs/nested.toml", "kvmlab render --format libvirt"}
     for label, (median, low, high) in timed.items():
         assert 0 < float(low) <= float(median) <= float(high), label
+
+
+def test_exits_overhead_builds_its_collectors() -> None:
+    proc = bench("exits_overhead.py", *SMOKE["exits_overhead.py"])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "4 collector commands built"
 
 
 def test_l2_tcg_variants_are_valid_labs() -> None:

@@ -178,7 +178,7 @@ def exits(
     ] = None,
     seconds: Annotated[float, typer.Option("--seconds", "-s", help="Length of the window.")] = 10.0,
     provider: Annotated[
-        str, typer.Option("--provider", help="auto, tracepoints or counters.")
+        str, typer.Option("--provider", help="auto, tracepoints, counters or perf.")
     ] = "auto",
     live: Annotated[bool, typer.Option("--live", help="Refresh each window until Ctrl-C.")] = False,
     output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
@@ -219,7 +219,7 @@ def exits(
         raise UsageError("give the guest's address (LAB/GUEST), or --compare LAB_FILE")
     from kvmlab.cli.exits_cmds import run_exits
 
-    run_exits(address, seconds, _output(provider, "auto", "tracepoints", "counters"), live,
+    run_exits(address, seconds, _output(provider, "auto", "tracepoints", "counters", "perf"), live,
               _output(output, "text", "json"), not host_side_only)
 
 
@@ -228,7 +228,7 @@ def diagnose(
     address: Annotated[str | None, typer.Argument(help="LAB/GUEST at any level.")] = None,
     seconds: Annotated[float, typer.Option("--seconds", "-s", help="Length of the window.")] = 10.0,
     provider: Annotated[
-        str, typer.Option("--provider", help="auto, tracepoints or counters.")
+        str, typer.Option("--provider", help="auto, tracepoints, counters or perf.")
     ] = "auto",
     apply: Annotated[
         bool, typer.Option("--apply", help="Write the lab with the first finding's fix.")
@@ -250,7 +250,7 @@ def diagnose(
     if (address is None) == (import_ is None):
         raise UsageError("give the guest's address (LAB/GUEST) or --import FILE")
     run_diagnose(address or "", import_, seconds,
-                 _output(provider, "auto", "tracepoints", "counters"),
+                 _output(provider, "auto", "tracepoints", "counters", "perf"),
                  _output(output, "text", "json"), apply, out)  # fmt: skip
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from kvmlab.errors import HostError, KvmlabError, ProcessFailure
-from kvmlab.exits import qstats, tracepoints
+from kvmlab.exits import perfkvm, qstats, tracepoints
 from kvmlab.exits.cputime import ThreadTimes, add_guest_side, cpu_window
 from kvmlab.exits.model import Profile, from_json
 from kvmlab.exits.pcimap import Region, iomem_regions, pci_regions
@@ -28,8 +28,8 @@ from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.nested import INNER_RUN_ROOT, guest_env, inner_failure, kvmlab_argv
 from kvmlab.runtime.rundir import GuestRecord, LabDir
 
-Provider = Literal["auto", "tracepoints", "counters"]
-PROVIDERS: tuple[str, ...] = ("auto", "tracepoints", "counters")
+Provider = Literal["auto", "tracepoints", "counters", "perf"]
+PROVIDERS: tuple[str, ...] = ("auto", "tracepoints", "counters", "perf")
 TRACEFS = Path("/sys/kernel/tracing")
 
 
@@ -63,6 +63,8 @@ def profile_guest(
     before = _guest_read(guest) if guest_side else ("", "")
     t0 = time.monotonic()
     profile = None
+    if provider == "perf":
+        profile = _perf(address, _pid_arg(record, guest), seconds, name, hyper)
     if provider in ("auto", "tracepoints"):
         regions = iomem_regions(before[1])
         if hyper is None and not regions:
@@ -167,6 +169,25 @@ def _cleaned(name: str, hyper: Machine | None) -> Iterator[None]:
         elif (TRACEFS / "instances" / name).exists():
             subprocess.run(tracepoints.clean_argv(name), capture_output=True, check=False,
                            timeout=60)  # fmt: skip
+
+
+def _perf(address: str, pid: str, seconds: float, name: str, hyper: Machine | None) -> Profile:
+    """``perf kvm stat record`` of the guest's QEMU, where its KVM runs, and its reports."""
+    argv = perfkvm.record_argv(pid, seconds, name)
+    if hyper is None:
+        proc = subprocess.run(argv, capture_output=True, check=False, timeout=seconds + 300)
+        code, out, err = proc.returncode, proc.stdout, proc.stderr
+    else:
+        result = hyper.exec(argv, timeout=seconds + 600)
+        code, out, err = result.returncode, result.stdout, result.stderr
+    if code != 0:
+        lines = err.decode(errors="replace").splitlines()
+        why = f": {lines[-1]}" if lines else ""
+        argv_shown = ["perf", "kvm", "stat", "record", "-p", pid]
+        raise ProcessFailure(f"perf kvm stat record failed{why}", argv_shown, code, lines[-5:])
+    profile = perfkvm.parse_report(out.decode(errors="replace"), address, seconds)
+    profile.provider_note = "perf kvm stat record -p (every exit recorded, then reported)"
+    return profile
 
 
 def _counted(address: str, machine: Machine, seconds: float) -> Profile:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from importlib import resources
 from pathlib import Path
 
 from kvmlab.errors import ProcessFailure, UsageError
@@ -98,3 +99,10 @@ def import_file(path: Path, address: str, seconds: float) -> Profile:
     profile = parse_report(text, address, seconds)
     profile.notes.append(f"imported from {path}; window {seconds:g} s as given (--seconds)")
     return profile
+
+
+def record_argv(pid: str, seconds: float, name: str) -> list[str]:
+    """The command (``perf.sh``) that records QEMU ``pid`` (``@FILE``: the pid in FILE) for
+    ``seconds`` where its KVM runs and prints perf's reports."""
+    script = resources.files("kvmlab.exits").joinpath("perf.sh").read_text()
+    return ["sh", "-c", script, "perf.sh", pid, f"{seconds:g}", name]
