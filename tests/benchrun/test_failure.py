@@ -67,6 +67,9 @@ class StandIn:
         self.run_dir = config.run_dir
         self.interrupt_at = interrupt_at
 
+    def level_factor(self) -> float:
+        return 1.0
+
     def exec(self, argv: list[str], timeout: float = 600.0, **_: Any) -> ExecResult:
         if self.interrupt_at is not None and self.interrupt_at in argv:
             raise KeyboardInterrupt  # what the CLI's signal handler raises on Ctrl-C

@@ -3,13 +3,16 @@ written into the lab, and the before/after measurement that shows whether it wor
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kvmlab.cli.exits_cmds import DEFAULT_SECONDS
 from kvmlab.cli.run_cmds import find_guest, image_factory, interruptible
-from kvmlab.errors import UsageError
+from kvmlab.errors import UsageError, printable
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -37,12 +40,18 @@ def lab_of(record: GuestRecord) -> tuple[LoadedLab | None, str]:
 
 
 def run_diagnose(
-    address: str, imported: Path | None, seconds: float, provider: str, output: str,
+    address: str, imported: Path | None, seconds: float | None, provider: str, output: str,
     apply: bool, out: Path | None,
 ) -> None:  # fmt: skip
-    """Profile the guest, evaluate the rules, print findings; with ``apply``, write the fix."""
+    """Profile the guest, evaluate the rules, print findings; with ``apply``, write the fix.
+
+    Everything that can be refused is refused before the guest is profiled (the window,
+    where ``--apply`` would write); when there is nothing to apply, the diagnosis is still
+    printed, then the reason.
+    """
     from rich.console import Console
 
+    from kvmlab.cli.exits_cmds import LIVE_SECONDS, check_seconds, import_seconds
     from kvmlab.exits.collect import profile_guest
     from kvmlab.exits.fixes import guest_context
     from kvmlab.exits.rules import evaluate
@@ -52,24 +61,34 @@ def run_diagnose(
 
         if apply:
             raise UsageError("--apply needs a running guest of a lab (an address), not --import")
-        profile = import_file(imported, str(imported), seconds)
+        shown = printable(str(imported))
+        profile = import_file(imported, shown, import_seconds(seconds))
         loaded, guest, context = None, None, None
+        address = shown
         address_path: tuple[str, ...] = ("GUEST",)
         why = "no lab for an imported profile: lab conditions are assumed"
     else:
+        window = check_seconds(DEFAULT_SECONDS if seconds is None else seconds, LIVE_SECONDS)
+        if apply:
+            check_apply_out(out)
         run_dir, record = find_guest(address)
         loaded, why = lab_of(record)
         guest = loaded.lab.find("/".join(record.address)) if loaded else None
         context = guest_context(guest) if guest is not None else None
         address_path = tuple(record.address)
         with interruptible(f"profiling the VM exits of {address}"):
-            profile = profile_guest(run_dir, record, seconds, provider)  # type: ignore[arg-type]
+            profile = profile_guest(run_dir, record, window, provider)  # type: ignore[arg-type]
     diagnosis = evaluate(profile, context)
-    written = None
+    written, applied, refusal = None, None, None
     if apply:
-        if loaded is None or guest is None or not diagnosis.findings:
-            raise UsageError(f"nothing to apply: {why or 'no finding with a lab fix'}")
-        written = apply_fix(loaded, address_path, diagnosis.findings[0], out)
+        applied = next((f for f in diagnosis.findings if f.fix.lab), None)
+        if loaded is None or guest is None:
+            refusal = f"nothing to apply: {why}"
+        elif applied is None:
+            refusal = ("nothing to apply: no finding has a lab-file fix" if diagnosis.findings
+                       else "nothing to apply: no rule fired")  # fmt: skip
+        else:
+            written = apply_fix(loaded, address_path, applied, out)
     if output == "json":
         print(json.dumps({
             "schema": 1, "address": address, "profile": profile.to_json(),
@@ -77,14 +96,37 @@ def run_diagnose(
             "unchecked": [str(u) for u in diagnosis.unchecked],
             "lab_note": why or None, "written": str(written) if written else None,
         }, indent=2))  # fmt: skip
+    else:
+        console = Console()
+        show_diagnosis(profile, diagnosis, console, why, address_path)
+        if written is not None and applied is not None:
+            console.print(f"\nwrote {written}: the lab with the fix of {applied.id} as a "
+                          "variant; measure both the same way with\n"
+                          f"  kvmlab exits --compare {written} --guest {'/'.join(address_path)}",
+                          soft_wrap=True, highlight=False, markup=False)  # fmt: skip
+    if refusal is not None:
+        sys.stdout.flush()
+        raise UsageError(refusal)
+
+
+def check_apply_out(out: Path | None) -> None:
+    """Refuse, before anything is measured, a place ``--apply`` could not write: an
+    existing file (never overwritten), a directory, a missing directory; without ``--out``,
+    a current directory that takes no new file."""
+    from kvmlab.cli.outfile import check_out
+
+    if out is None:
+        if not os.access(".", os.W_OK | os.X_OK):
+            raise UsageError("--apply writes the fixed lab into the current directory, which "
+                             "takes no new file (permission denied); give --out FILE")  # fmt: skip
         return
-    console = Console()
-    show_diagnosis(profile, diagnosis, console, why, address_path)
-    if written is not None:
-        console.print(f"\nwrote {written}: the lab with the fix of {diagnosis.findings[0].id} "
-                      "as a variant; measure both the same way with\n"
-                      f"  kvmlab exits --compare {written} --guest {'/'.join(address_path)}",
-                      soft_wrap=True, highlight=False, markup=False)  # fmt: skip
+    if out.is_dir():
+        raise UsageError(f"--out {printable(str(out))} is a directory; give a file name, e.g. "
+                         f"{printable(str(out / 'fixed-lab.toml'))}")  # fmt: skip
+    if os.path.lexists(out):
+        raise UsageError(f"--out {printable(str(out))} exists; kvmlab does not overwrite it: "
+                         "name a new file")  # fmt: skip
+    check_out(out)
 
 
 def show_diagnosis(
@@ -137,6 +179,7 @@ def apply_fix(loaded: LoadedLab, address: tuple[str, ...], finding: Finding,
               out: Path | None) -> Path:  # fmt: skip
     """Write the lab with ``finding``'s fix as a variant; print its QEMU and XML changes."""
     from kvmlab.cli.hostinfo import host_accel
+    from kvmlab.cli.outfile import OutputError
     from kvmlab.exits.fixes import fix_renders, write_variant_lab
     from kvmlab.runtime.lab import make_target
     from kvmlab.runtime.rundir import LabDir
@@ -150,8 +193,15 @@ def apply_fix(loaded: LoadedLab, address: tuple[str, ...], finding: Finding,
     target = make_target(loaded, address, guest, host, run_dir, image_factory()())
     rendered = fix_renders(loaded.lab, address, finding.fix.lab, target)
     dest = out or Path(f"{loaded.lab.name}-fix-{finding.id}.toml")
-    written = write_variant_lab(loaded.path, dest, f"fix-{finding.id}", address, finding.fix.lab,
-                                comment=f"kvmlab diagnose: {finding.title}")  # fmt: skip
+    existed = os.path.lexists(dest)  # then write_variant_lab refuses it and never opens it
+    try:
+        written = write_variant_lab(loaded.path, dest, f"fix-{finding.id}", address,
+                                    finding.fix.lab, comment=f"kvmlab diagnose: {finding.title}")
+    except OSError as exc:  # the write of the file it just created failed: none half-written
+        if not existed:
+            with contextlib.suppress(OSError):
+                dest.unlink()
+        raise OutputError(f"cannot write {printable(str(dest))}: {exc.strerror or exc}") from None
     for arg in rendered.args_removed:
         print(f"QEMU before: {arg}", file=sys.stderr)
     for arg in rendered.args_added:
@@ -162,49 +212,68 @@ def apply_fix(loaded: LoadedLab, address: tuple[str, ...], finding: Finding,
     return written
 
 
-def run_compare(lab_path: Path, guest: str, seconds: float, settle: float, output: str) -> None:
-    """Boot each variant of the lab in turn, profile ``guest`` the same way, compare."""
+def run_compare(
+    lab_path: Path, guest: str, seconds: float, settle: float, output: str,
+    provider: str = "auto",
+) -> None:  # fmt: skip
+    """Boot each variant of the lab in turn, profile ``guest`` the same way, compare.
+
+    Everything is checked before the first variant boots: the windows, the guest's path,
+    that every variant has the guest.
+    """
     import time
 
     from rich.console import Console
 
+    from kvmlab.cli.exits_cmds import LIVE_SECONDS, check_seconds
     from kvmlab.cli.hostinfo import host_accel
     from kvmlab.exits.collect import profile_guest
     from kvmlab.exits.compare import show_compare
     from kvmlab.runtime import lab as labrun
+    from kvmlab.runtime.errors import RuntimeFailure
     from kvmlab.runtime.rundir import LabDir
     from kvmlab.spec import load_lab
 
+    check_seconds(seconds, LIVE_SECONDS)
+    check_seconds(settle, (0.0, 3600.0), "--settle")
     loaded = load_lab(lab_path)
     if loaded.lab.find(guest) is None:
-        raise UsageError(f"lab {loaded.lab.name} has no guest {guest!r}")
+        known = ", ".join("/".join(path) for path, _ in loaded.lab.walk())
+        raise UsageError(f"lab {loaded.lab.name} has no guest {printable(repr(guest))} "
+                         f"(its guests: {known}; --guest is a path like l1/l2)")  # fmt: skip
     variants = loaded.variants()
     if len(variants) < 2:
-        raise UsageError(f"{lab_path} has no variants to compare (kvmlab diagnose --apply "
-                         "writes one)")  # fmt: skip
+        raise UsageError(f"{printable(str(lab_path))} has no variants to compare (kvmlab "
+                         "diagnose --apply writes one)")  # fmt: skip
+    guests: dict[str, Guest] = {}
+    for name, variant in variants.items():
+        found = variant.lab.find(guest)
+        if found is None:
+            raise UsageError(f"variant {name} of lab {loaded.lab.name} has no guest {guest}")
+        guests[name] = found
     host, _ = host_accel()
     err = Console(stderr=True, soft_wrap=True)
     profiles: dict[str, Profile] = {}
-    guests: dict[str, Guest] = {}
     for name, variant in variants.items():
 
         def progress(text: str, name: str = name) -> None:
-            err.print(f"  {name}: {text}")
+            err.print(f"  {name}: {text}", highlight=False, markup=False)
 
         # Up and down as the commands do (guests detached, reached through their records),
         # so the profile is taken exactly as `kvmlab exits` takes it.
         with interruptible(f"comparing variant {name} of {loaded.lab.name}"):
             labrun.up(variant, host, image_factory(), progress=progress)
             try:
-                err.print(f"  {name}: up; settling for {settle:g} s, then {seconds:g} s")
+                progress(f"up; settling for {settle:g} s, then {seconds:g} s")
                 time.sleep(settle)
                 lab_dir = LabDir.of(loaded.lab.name)
-                entry = next(e for e in lab_dir.entries() if "/".join(e.address) == guest)
-                assert entry.record is not None
-                profiles[name] = profile_guest(entry.run_dir, entry.record, seconds)
+                entry = next((e for e in lab_dir.entries() if "/".join(e.address) == guest
+                              and e.record is not None), None)  # fmt: skip
+                if entry is None or entry.record is None:
+                    raise RuntimeFailure(f"variant {name}: guest {guest} is not running after "
+                                         f"'kvmlab up' of lab {loaded.lab.name}")  # fmt: skip
+                profiles[name] = profile_guest(entry.run_dir, entry.record, seconds,
+                                               provider)  # type: ignore[arg-type]  # fmt: skip
             finally:
                 labrun.down(loaded.lab.name, progress=progress)
-        found = variant.lab.find(guest)
-        assert found is not None
-        guests[name] = found
     show_compare(profiles, guests, Console(), output)

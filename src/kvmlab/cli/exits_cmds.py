@@ -4,10 +4,43 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
+import typer
+
 from kvmlab.cli.run_cmds import find_guest, interruptible
-from kvmlab.errors import UsageError
+from kvmlab.errors import UsageError, printable
+
+PROVIDERS = ("auto", "tracepoints", "counters", "perf")
+DEFAULT_SECONDS = 10.0
+LIVE_SECONDS = (0.1, 3600.0)
+"""A window on a running guest: long enough to see exits, short enough to wait for."""
+IMPORT_SECONDS = (0.001, 1e6)
+"""The window an imported perf report covered (perf kvm stat live: 1 s by default)."""
+
+
+def check_provider(value: str) -> str:
+    """The ``--provider`` value, checked (a bad one is a usage error naming the option)."""
+    if value not in PROVIDERS:
+        listed = f"{', '.join(PROVIDERS[:-1])} or {PROVIDERS[-1]}"
+        raise typer.BadParameter(f"choose {listed} (got {value!r})", param_hint="--provider")
+    return value
+
+
+def check_seconds(seconds: float, limits: tuple[float, float], flag: str = "--seconds") -> float:
+    """``seconds`` when finite and within ``limits``, else a :class:`UsageError`."""
+    low, high = limits
+    if not (math.isfinite(seconds) and low <= seconds <= high):
+        raise UsageError(f"{flag} must be between {low:g} and {high:g}, not {seconds:g}")
+    return seconds
+
+
+def refuse_with(option: str, given: Mapping[str, bool]) -> None:
+    """Refuse the options in ``given`` that were given alongside ``option``."""
+    extra = [name for name, present in given.items() if present]
+    if extra:
+        raise UsageError(f"{option} takes no {' or '.join(extra)}")
 
 
 def run_exits(
@@ -20,8 +53,7 @@ def run_exits(
     from kvmlab.exits.collect import profile_guest
     from kvmlab.exits.text import show
 
-    if not (math.isfinite(seconds) and 0.1 <= seconds <= 3600):
-        raise UsageError(f"--seconds must be between 0.1 and 3600, not {seconds:g}")
+    check_seconds(seconds, LIVE_SECONDS)
     if live and output == "json":
         raise UsageError("--live prints tables; use -o json without --live")
     run_dir, record = find_guest(address)
@@ -40,16 +72,24 @@ def run_exits(
                 return
 
 
-def run_import(path: Path, address: str | None, seconds: float, output: str) -> None:
+def import_seconds(seconds: float | None) -> float:
+    """The window of an imported report: given, since perf's output does not say it."""
+    if seconds is None:
+        raise UsageError("--import needs --seconds, the window perf measured (its output does "
+                         "not say): 1 for a 'perf kvm stat live' screen, the recording's "
+                         "length for a report")  # fmt: skip
+    return check_seconds(seconds, IMPORT_SECONDS)
+
+
+def run_import(path: Path, address: str | None, seconds: float | None, output: str) -> None:
     """Show an imported ``perf kvm stat`` report like a profile kvmlab took."""
     from rich.console import Console
 
     from kvmlab.exits.perfkvm import import_file
     from kvmlab.exits.text import show
 
-    if not (math.isfinite(seconds) and 0.001 <= seconds <= 1e6):
-        raise UsageError(f"--seconds must be a positive window length, not {seconds:g}")
-    profile = import_file(path, address or str(path), seconds)
+    window = import_seconds(seconds)
+    profile = import_file(path, printable(address or str(path)), window)
     if output == "json":
         print(json.dumps(profile.to_json(), indent=2))
         return

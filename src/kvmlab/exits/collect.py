@@ -18,7 +18,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Literal
 
-from kvmlab.errors import HostError, KvmlabError, ProcessFailure
+from kvmlab.errors import HostError, KvmlabError, ProcessFailure, ToolMissing
 from kvmlab.exits import perfkvm, qstats, tracepoints
 from kvmlab.exits.cputime import ThreadTimes, add_guest_side, cpu_window
 from kvmlab.exits.model import Profile, from_json
@@ -68,7 +68,8 @@ def profile_guest(
     if provider in ("auto", "tracepoints"):
         regions = iomem_regions(before[1])
         if hyper is None and not regions:
-            regions = pci_regions(guest.qmp().execute("query-pci"))
+            with suppress(KvmlabError):  # names only: tracing does not need QMP
+                regions = pci_regions(guest.qmp().execute("query-pci"))
         profile = _traced(address, _pid_arg(record, guest), seconds, name, hyper,
                           provider == "auto", regions)  # fmt: skip
     if profile is None:
@@ -77,7 +78,7 @@ def profile_guest(
         if provider == "auto":
             profile.notes.append("tracepoints unavailable where its KVM runs (no hist "
                                  "triggers or no tracefs access): counters only")  # fmt: skip
-    after = _guest_read(guest) if guest_side else ("", "")
+    after = _guest_read(guest) if guest_side and before[0] else ("", "")
     wall = time.monotonic() - t0
     if profile.cpu is not None and before[0] and after[0]:
         add_guest_side(profile.cpu, before[0], after[0], wall)
@@ -141,14 +142,20 @@ def _traced(
     argv = tracepoints.run_argv(name, seconds, pid)
     with _cleaned(name, hyper):
         if hyper is None:
-            proc = subprocess.run(argv, capture_output=True, check=False,
-                                  timeout=seconds + 120)  # fmt: skip
+            proc = _run_here(argv, seconds + 120, "the VM-exit tracer")
             code, out, err = proc.returncode, proc.stdout, proc.stderr
         else:
             result = hyper.exec(argv, timeout=seconds + 300)
             code, out, err = result.returncode, result.stdout, result.stderr
     if code in (tracepoints.NO_HIST, tracepoints.NO_TRACEFS) and fallback:
         return None
+    if code in (tracepoints.NO_HIST, tracepoints.NO_TRACEFS):
+        lines = err.decode(errors="replace").splitlines()
+        where = "" if hyper is None else f" inside {hyper.config.name}"
+        raise HostError(f"tracepoints unavailable{where}: {lines[-1] if lines else code}",
+                        ["run as root with tracefs mounted (mount -t tracefs nodev "
+                         "/sys/kernel/tracing) and CONFIG_HIST_TRIGGERS",
+                         "or --provider counters"])  # fmt: skip
     if code != 0:
         where = "" if hyper is None else f" inside {hyper.config.name}"
         raise ProcessFailure(f"the VM-exit tracer failed{where}", ["trace.sh", "run", name, pid],
@@ -167,19 +174,23 @@ def _cleaned(name: str, hyper: Machine | None) -> Iterator[None]:
             with suppress(KvmlabError):
                 hyper.exec(tracepoints.clean_argv(name), timeout=120)
         elif (TRACEFS / "instances" / name).exists():
-            subprocess.run(tracepoints.clean_argv(name), capture_output=True, check=False,
-                           timeout=60)  # fmt: skip
+            with suppress(subprocess.TimeoutExpired):
+                subprocess.run(tracepoints.clean_argv(name), capture_output=True, check=False,
+                               timeout=60)  # fmt: skip
 
 
 def _perf(address: str, pid: str, seconds: float, name: str, hyper: Machine | None) -> Profile:
     """``perf kvm stat record`` of the guest's QEMU, where its KVM runs, and its reports."""
     argv = perfkvm.record_argv(pid, seconds, name)
     if hyper is None:
-        proc = subprocess.run(argv, capture_output=True, check=False, timeout=seconds + 300)
+        proc = _run_here(argv, seconds + 300, "perf kvm stat record")
         code, out, err = proc.returncode, proc.stdout, proc.stderr
     else:
         result = hyper.exec(argv, timeout=seconds + 600)
         code, out, err = result.returncode, result.stdout, result.stderr
+    if code == 4:  # perf.sh: perf or nsenter missing where KVM runs
+        raise ToolMissing("perf" if hyper is None else f"perf inside {hyper.config.name}",
+                          "apt-get install linux-perf util-linux")  # fmt: skip
     if code != 0:
         lines = err.decode(errors="replace").splitlines()
         why = f": {lines[-1]}" if lines else ""
@@ -188,6 +199,15 @@ def _perf(address: str, pid: str, seconds: float, name: str, hyper: Machine | No
     profile = perfkvm.parse_report(out.decode(errors="replace"), address, seconds)
     profile.provider_note = "perf kvm stat record -p (every exit recorded, then reported)"
     return profile
+
+
+def _run_here(argv: list[str], timeout: float, what: str) -> subprocess.CompletedProcess[bytes]:
+    """``argv`` run here; one that outlives ``timeout`` is a :class:`ProcessFailure`."""
+    try:
+        return subprocess.run(argv, capture_output=True, check=False, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise ProcessFailure(f"{what} did not end within {timeout:g} s", argv[:2] + argv[3:],
+                             None) from None  # fmt: skip
 
 
 def _counted(address: str, machine: Machine, seconds: float) -> Profile:
@@ -225,6 +245,10 @@ def _counted_inside(hyper: Machine, record: GuestRecord, address: str, seconds: 
         if result.returncode == NoExits.exit_code:
             raise HostError(str(failure))
         raise failure
-    profile = from_json(json.loads(result.stdout))
+    try:
+        profile = from_json(json.loads(result.stdout))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ProcessFailure(f"{address}: the kvmlab inside {record.via} answered no exit "
+                             f"profile ({exc})", argv, result.returncode) from None  # fmt: skip
     profile.address = address
     return profile

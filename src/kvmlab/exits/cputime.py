@@ -7,6 +7,7 @@ guest_time, which Linux also counts in utime); the guest side is the guest's own
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from kvmlab.exits.model import CpuWindow
@@ -21,13 +22,21 @@ class ThreadTimes:
 
     @classmethod
     def parse(cls, header: str, body: str) -> ThreadTimes:
-        """trace.sh's ``cpu-*`` section: ``UPTIME CLK_TCK`` then ``tid utime stime guest comm``."""
-        uptime, tick = header.split()[:2]
-        hz = float(tick)
-        snap = cls(uptime=float(uptime))
+        """trace.sh's ``cpu-*`` section: ``UPTIME CLK_TCK`` then ``tid utime stime guest comm``.
+
+        A header that is not two positive numbers is a :class:`ValueError`; thread lines
+        that are not numbers are skipped.
+        """
+        words = header.split()
+        if len(words) < 2:
+            raise ValueError(f"not 'UPTIME CLK_TCK': {header!r}")
+        uptime, hz = float(words[0]), float(words[1])
+        if not (math.isfinite(uptime) and math.isfinite(hz) and hz > 0):
+            raise ValueError(f"not 'UPTIME CLK_TCK': {header!r}")
+        snap = cls(uptime=uptime)
         for line in body.splitlines():
             parts = line.split(maxsplit=4)
-            if len(parts) < 4 or not all(p.isdigit() for p in parts[:4]):
+            if len(parts) < 4 or not all(p.isascii() and p.isdigit() for p in parts[:4]):
                 continue
             tid, user, system, guest = (int(p) for p in parts[:4])
             comm = parts[4] if len(parts) > 4 else ""
@@ -63,7 +72,10 @@ def proc_stat_busy(text: str, hz: float = 100.0) -> tuple[float, float]:
         if fields and fields[0] == "cpu":
             # user nice system idle iowait irq softirq steal guest guest_nice; guest time
             # is already in user, so the first eight make the total.
-            ticks = [int(v) for v in fields[1:9]]
+            values = fields[1:9]
+            if len(values) < 4 or not all(v.isascii() and v.isdigit() for v in values):
+                break
+            ticks = [int(v) for v in values]
             ticks += [0] * (8 - len(ticks))
             total = sum(ticks)
             busy = total - ticks[3] - ticks[4] - ticks[7]
@@ -76,9 +88,13 @@ def add_guest_side(window: CpuWindow, before: str, after: str, wall: float) -> N
 
     The readings bracket the traced window (they are taken through the guest agent just
     before and after it), so the guest's busy time is scaled to the window's length.
+    A reading that is not a ``/proc/stat`` leaves the guest side unknown (None).
     """
-    busy0, total0 = proc_stat_busy(before)
-    busy1, total1 = proc_stat_busy(after)
+    try:
+        busy0, total0 = proc_stat_busy(before)
+        busy1, total1 = proc_stat_busy(after)
+    except ValueError:
+        return
     scale = window.seconds / wall if wall > 0 else 1.0
     window.guest_busy = round((busy1 - busy0) * scale, 3)
     window.guest_total = round((total1 - total0) * scale, 3)

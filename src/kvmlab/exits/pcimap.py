@@ -9,33 +9,45 @@ Region = tuple[int, int, str]
 
 
 def pci_regions(reply: Iterable[dict[str, Any]]) -> list[Region]:
-    """(start, size, name) of every memory BAR, through bridges; name from the device."""
+    """(start, size, name) of every memory BAR, through bridges; name from the device.
+    What is not of ``query-pci``'s shape is left out (names only; nothing depends on it)."""
     out: list[Region] = []
-    for bus in reply:
-        out.extend(_devices(bus.get("devices", [])))
+    for bus in reply if isinstance(reply, list) else []:
+        if isinstance(bus, dict):
+            out.extend(_devices(bus.get("devices")))
     return out
 
 
-def _devices(devices: Iterable[dict[str, Any]]) -> list[Region]:
+def _devices(devices: object) -> list[Region]:
     out: list[Region] = []
-    for dev in devices:
-        info = dev.get("class_info", {})
-        desc = info.get("desc") or f"class 0x{info.get('class', 0):04x}"
+    for dev in devices if isinstance(devices, list) else []:
+        if not isinstance(dev, dict):
+            continue
+        info = _dict(dev, "class_info")
+        desc = info.get("desc") or f"class 0x{_int(info, 'class'):04x}"
         ident = dev.get("qdev_id") or ""
-        where = f"{dev.get('bus', 0):02x}:{dev.get('slot', 0):02x}.{dev.get('function', 0)}"
+        where = f"{_int(dev, 'bus'):02x}:{_int(dev, 'slot'):02x}.{_int(dev, 'function')}"
         label = f"{desc} {ident} ({where})" if ident else f"{desc} ({where})"
-        if _is_virtio(dev):
+        if _int(_dict(dev, "id"), "vendor") == 0x1AF4:
             label = "virtio " + label
-        for region in dev.get("regions", []):
-            if region.get("type") == "memory" and region.get("size"):
-                out.append((int(region["address"]), int(region["size"]),
-                            f"{label} BAR{region.get('bar', '?')}"))  # fmt: skip
-        out.extend(_devices(dev.get("pci_bridge", {}).get("devices", [])))
+        regions = dev.get("regions")
+        for region in regions if isinstance(regions, list) else []:
+            if isinstance(region, dict) and region.get("type") == "memory":
+                start, size = _int(region, "address"), _int(region, "size")
+                if size > 0:
+                    out.append((start, size, f"{label} BAR{region.get('bar', '?')}"))
+        out.extend(_devices(_dict(dev, "pci_bridge").get("devices")))
     return out
 
 
-def _is_virtio(dev: dict[str, Any]) -> bool:
-    return int(dev.get("id", {}).get("vendor", 0)) == 0x1AF4
+def _dict(data: dict[str, Any], key: str) -> dict[str, Any]:
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _int(data: dict[str, Any], key: str) -> int:
+    value = data.get(key)
+    return value if type(value) is int and value >= 0 else 0
 
 
 def iomem_regions(text: str) -> list[Region]:
@@ -52,6 +64,8 @@ def iomem_regions(text: str) -> list[Region]:
         try:
             first, last = (int(v, 16) for v in span.strip().split("-"))
         except ValueError:
+            continue
+        if last < first or last == 0:  # all zero: read without root, which hides addresses
             continue
         while parents and parents[-1][0] >= indent:
             parents.pop()

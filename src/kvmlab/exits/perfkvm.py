@@ -9,20 +9,39 @@ second by default, a report covers the recording; the caller says how long it wa
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
+import stat
 import subprocess
 from importlib import resources
 from pathlib import Path
 
-from kvmlab.errors import ProcessFailure, UsageError
+from kvmlab.errors import KvmlabError, ToolMissing, UsageError, printable
 from kvmlab.exits.model import MmioStat, PioStat, Profile, ReasonStat
 from kvmlab.exits.names import mmio_name, port_name, reason_kind, vendor_of
 
 PROVIDER = "perf"
 NOTE = "imported from perf kvm stat (its sampled window, its own exit accounting)"
 PERF_MAGIC = b"PERFILE2"
-_TIME = r"([\d.]+)us"
-_ROW = re.compile(rf"^\s*(\S+)\s+(\d+)\s+([\d.]+)%\s+([\d.]+)%\s+{_TIME}\s+{_TIME}\s+{_TIME}")
+MAX_TEXT_BYTES = 16 << 20
+"""An imported report text is at most 16 MiB (a report or a ``live`` screen is a few KiB);
+a perf.data file is read by perf, not by kvmlab, so it may be larger."""
+PERF_TIMEOUT = 300.0
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))  # fmt: skip
+
+
+class PerfFailed(KvmlabError):
+    """perf could not report a recording in time."""
+
+    exit_code = 3
+
+
+_NUM = r"\d+(?:\.\d+)?"
+_TIME = rf"({_NUM})us"
+_ROW = re.compile(rf"^\s*(\S+)\s+(\d+)\s+({_NUM})%\s+({_NUM})%\s+{_TIME}\s+{_TIME}\s+{_TIME}")
 _PORT = re.compile(r"^(0x[0-9a-f]+):(PIN|POUT)$", re.IGNORECASE)
 _MMIO = re.compile(r"^(0x[0-9a-f]+):([RW])$", re.IGNORECASE)
 
@@ -34,10 +53,11 @@ def parse_report(text: str, address: str, seconds: float) -> Profile:
     pio: dict[tuple[int, bool], PioStat] = {}
     mmio: dict[tuple[int, bool], MmioStat] = {}
     for line in text.splitlines():
-        if line.strip().startswith(("VM-EXIT", "IO Port", "MMIO Access")):
-            table = line.split()[0]
-            if table == "VM-EXIT":
-                reasons = {}
+        head = line.strip()
+        table = next((t for t in (("VM-EXIT", reasons), ("IO Port", pio), ("MMIO Access", mmio))
+                      if head.startswith(t[0])), None)  # fmt: skip
+        if table is not None:  # a table's header: a new screen of a live log replaces the last
+            table[1].clear()
             continue
         row = _ROW.match(line)
         if not row:
@@ -66,43 +86,91 @@ def parse_report(text: str, address: str, seconds: float) -> Profile:
 def report_text(data_file: Path) -> str:
     """``perf kvm stat report`` of a recorded file, for each event kind perf has."""
     out = []
+    absolute = str(data_file.absolute())  # absolute: perf reads standard input for "-i -"
+    shown = printable(str(data_file))
     for event in ("vmexit", "ioport", "mmio"):
-        argv = ["perf", "kvm", "-i", str(data_file), "stat", "report", f"--event={event}"]
+        argv = ["perf", "kvm", "-i", absolute, "stat", "report", f"--event={event}"]
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+            proc = subprocess.run(argv, capture_output=True, text=True, errors="replace",
+                                  stdin=subprocess.DEVNULL, timeout=PERF_TIMEOUT,
+                                  check=False)  # fmt: skip
         except FileNotFoundError:
-            raise UsageError("reading a perf.data file needs perf (apt-get install linux-perf); "
-                             "a saved report text imports without it") from None  # fmt: skip
+            raise ToolMissing("perf", "apt-get install linux-perf (a saved 'perf kvm stat "
+                              "report' text imports without it)") from None  # fmt: skip
+        except subprocess.TimeoutExpired:
+            raise PerfFailed(f"perf took over {PERF_TIMEOUT:g} s to report {shown}; run "
+                             f"'{printable(shlex.join(argv))}' and import its text"
+                             ) from None  # fmt: skip
         if proc.returncode != 0:
             if event == "vmexit":
-                raise ProcessFailure("perf could not read the recording", argv,
-                                     proc.returncode, proc.stderr.splitlines()[-5:])  # fmt: skip
+                said = next((line.strip() for line in proc.stderr.splitlines()
+                             if line.strip()), f"exit code {proc.returncode}")  # fmt: skip
+                raise UsageError(f"perf cannot read {shown} as a perf kvm stat recording: "
+                                 f"{printable(said)}")  # fmt: skip
             continue  # perf of another architecture has no ioport/mmio report
         out.append(proc.stdout)
     return "\n".join(out)
 
 
+def _read_text(fd: int, shown: str, size: int) -> str:
+    """The file's text, refused when over :data:`MAX_TEXT_BYTES` or binary."""
+    if size > MAX_TEXT_BYTES:
+        raise UsageError(_too_big(shown))
+    chunks: list[bytes] = []
+    got = 0
+    while got <= MAX_TEXT_BYTES:  # never more than one byte past the limit (a growing file)
+        chunk = os.read(fd, MAX_TEXT_BYTES + 1 - got)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    if got > MAX_TEXT_BYTES:
+        raise UsageError(_too_big(shown))
+    data = b"".join(chunks)
+    if b"\0" in data:
+        raise UsageError(f"{shown}: a binary file, neither a perf kvm stat report (text) "
+                         "nor a perf.data file")  # fmt: skip
+    return data.decode(errors="replace")
+
+
+def _too_big(shown: str) -> str:
+    return (f"{shown}: over {MAX_TEXT_BYTES >> 20} MiB, too large for a perf kvm stat report "
+            "text (import the perf.data file, or 'perf kvm stat report' of it)")
+
+
 def import_file(path: Path, address: str, seconds: float) -> Profile:
-    """A profile from a perf report text or a perf.data file (by its magic)."""
+    """A profile from a perf report text or a perf.data file (by its magic).
+
+    The file is opened without blocking (a FIFO does not hang) and must be a regular file;
+    a text is read up to :data:`MAX_TEXT_BYTES` (``/dev/zero`` is refused at once).
+    """
+    shown = printable(str(path))
     try:
-        with path.open("rb") as f:
-            head = f.read(8)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-    if head == PERF_MAGIC:
-        text = report_text(path)
-    else:
-        try:
-            text = path.read_text(errors="replace")
-        except OSError as exc:
-            raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+        raise UsageError(f"cannot read {shown}: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+            raise UsageError(f"cannot import {shown}: {kind}; give a saved perf kvm stat "
+                             "report (text) or perf.data file")  # fmt: skip
+        head = os.pread(fd, len(PERF_MAGIC), 0)
+        text = report_text(path) if head == PERF_MAGIC else _read_text(fd, shown, st.st_size)
+    except OSError as exc:
+        raise UsageError(f"cannot read {shown}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
     profile = parse_report(text, address, seconds)
-    profile.notes.append(f"imported from {path}; window {seconds:g} s as given (--seconds)")
+    profile.notes.append(f"imported from {shown}; window {seconds:g} s as given (--seconds)")
     return profile
 
 
 def record_argv(pid: str, seconds: float, name: str) -> list[str]:
     """The command (``perf.sh``) that records QEMU ``pid`` (``@FILE``: the pid in FILE) for
     ``seconds`` where its KVM runs and prints perf's reports."""
+    from kvmlab.exits.tracepoints import check_run_args
+
+    check_run_args(name, seconds, pid)
     script = resources.files("kvmlab.exits").joinpath("perf.sh").read_text()
     return ["sh", "-c", script, "perf.sh", pid, f"{seconds:g}", name]

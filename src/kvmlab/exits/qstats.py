@@ -10,7 +10,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kvmlab.errors import HostError
 from kvmlab.exits.model import Profile
+from kvmlab.runtime.errors import QmpFailure
 
 PROVIDER = "counters"
 NOTE = "KVM binary statistics through QMP query-stats (counters only: no times, no breakdown)"
@@ -24,15 +26,21 @@ COUNTER_KINDS = {
 
 
 def sample(reply: list[dict[str, Any]]) -> tuple[dict[str, int], dict[int, int]]:
-    """Totals over all vCPUs and the VM, and exits per vCPU, from ``query-stats`` replies."""
+    """Totals over all vCPUs and the VM, and exits per vCPU, from ``query-stats`` replies
+    (entries and statistics of another shape are left out: histograms, another provider)."""
     totals: dict[str, int] = {}
     per_vcpu: dict[int, int] = {}
     vcpu = 0
     for entry in reply:
-        if entry.get("provider") != "kvm":
+        if not isinstance(entry, dict) or entry.get("provider") != "kvm":
             continue
-        values = {s["name"]: s["value"] for s in entry.get("stats", [])
-                  if type(s.get("value")) is int}  # fmt: skip
+        stats = entry.get("stats")
+        values: dict[str, int] = {}
+        for stat in stats if isinstance(stats, list) else []:
+            if not isinstance(stat, dict) or type(stat.get("value")) is not int:
+                continue  # a histogram, or not a statistic
+            if isinstance(key := stat.get("name"), str):
+                values[key] = stat["value"]
         for name, value in values.items():
             totals[name] = totals.get(name, 0) + value
         if "qom-path" in entry:
@@ -42,10 +50,21 @@ def sample(reply: list[dict[str, Any]]) -> tuple[dict[str, int], dict[int, int]]
 
 
 def query(execute: Callable[..., Any]) -> list[dict[str, Any]]:
-    """Both ``query-stats`` targets (vm and vcpu) through a QMP ``execute``."""
+    """Both ``query-stats`` targets (vm and vcpu) through a QMP ``execute``; a QEMU without
+    the command (before 7.1) is a :class:`HostError`."""
     out: list[dict[str, Any]] = []
     for target in ("vm", "vcpu"):
-        out.extend(execute("query-stats", {"target": target}))
+        try:
+            reply = execute("query-stats", {"target": target})
+        except QmpFailure as exc:
+            if getattr(exc.__cause__, "error_class", None) != "CommandNotFound":
+                raise
+            raise HostError("this QEMU has no QMP query-stats (QEMU 7.1 and later have it), "
+                            "so KVM's counters cannot be read",
+                            ["profile with --provider tracepoints (root, tracefs) or perf"]
+                            ) from None  # fmt: skip
+        if isinstance(reply, list):
+            out.extend(e for e in reply if isinstance(e, dict))
     return out
 
 

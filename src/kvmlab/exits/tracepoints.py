@@ -6,12 +6,14 @@ parsing, so it is tested on output recorded inside a real guest hypervisor.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 
+from kvmlab.errors import UsageError
 from kvmlab.exits.cputime import ThreadTimes, cpu_window
 from kvmlab.exits.model import MmioStat, MsrStat, PioStat, Profile, ReasonStat
 from kvmlab.exits.names import exit_reason, mmio_name, msr_name, port_name
@@ -27,6 +29,26 @@ ISA = {1: "vmx", 2: "svm"}
 MMIO_READ, MMIO_WRITE = 1, 2
 _ROW = re.compile(r"^\{(?P<keys>[^}]*)\}(?P<vals>.*)$")
 _PAIR = re.compile(r"(\w+):\s*(~\s*2\^)?\s*(-?\d+)")
+_DROPPED = re.compile(r"^\s*Dropped:\s*(\d+)\s*$")
+NAME_PATTERN = re.compile(r"kvmlab_[A-Za-z0-9_]{1,48}")
+"""A tracer run's name: its tracefs instance and synthetic event (``NAME_lat``), an
+identifier kvmlab's own (trace.sh and perf.sh refuse any other, and so never touch
+another tool's instance)."""
+_PID = re.compile(r"[0-9]{1,10}|@/[^\x00-\x1f\x7f]{1,4000}")
+MAX_SECONDS = 86400.0
+
+
+def check_run_args(name: str, seconds: float, pid: str) -> None:
+    """Refuse what must not reach the tracer's shell or tracefs: a name other than
+    :data:`NAME_PATTERN`, a window that is not 0.01 s to a day, a pid that is not digits
+    or ``@`` and an absolute pid file path."""
+    if not NAME_PATTERN.fullmatch(name):
+        raise UsageError(f"{name!r} is not a tracer run name (kvmlab_ then up to 48 letters, "
+                         "digits and underscores)")  # fmt: skip
+    if not (math.isfinite(seconds) and 0.01 <= seconds <= MAX_SECONDS):
+        raise UsageError(f"a tracing window must be 0.01 to {MAX_SECONDS:g} s, not {seconds:g}")
+    if not _PID.fullmatch(pid):
+        raise UsageError(f"{pid!r} is not a process id or @/absolute/pid/file")
 
 
 def script() -> str:
@@ -37,11 +59,13 @@ def script() -> str:
 def run_argv(name: str, seconds: float, pid: str) -> list[str]:
     """The command that profiles QEMU process ``pid`` (``@FILE``: the pid in FILE) for
     ``seconds`` (tracefs instance ``name``)."""
+    check_run_args(name, seconds, pid)
     return ["sh", "-c", script(), "trace.sh", "run", name, f"{seconds:g}", pid]
 
 
 def clean_argv(name: str) -> list[str]:
     """The command that removes what an interrupted run ``name`` left in tracefs."""
+    check_run_args(name, 1.0, "0")
     return ["sh", "-c", script(), "trace.sh", "clean", name]
 
 
@@ -69,8 +93,8 @@ def parse_hists(text: str) -> list[Hist]:
             vals, _ = _pairs(row["vals"])
             hists[-1].rows.append((keys, vals))
             hists[-1].log2 |= log2
-        elif line.strip().startswith("Dropped:"):
-            hists[-1].dropped = int(line.split(":")[1])
+        elif dropped := _DROPPED.match(line):
+            hists[-1].dropped = int(dropped[1])
     return hists
 
 
@@ -108,7 +132,10 @@ def parse_output(
     for header, body in sections(output):
         word, _, rest = header.partition(" ")
         if word in ("cpu-start", "cpu-end"):
-            cpu[word] = ThreadTimes.parse(rest, body)
+            try:
+                cpu[word] = ThreadTimes.parse(rest, body)
+            except ValueError:  # a garbled snapshot: no CPU window, the exits still count
+                continue
         elif word == "hist":
             hists["lat" if rest.endswith("_lat") else rest] = parse_hists(body)
     if "cpu-start" in cpu and "cpu-end" in cpu:
@@ -129,6 +156,8 @@ def _exits(profile: Profile, exit_hists: list[Hist], lat_hists: list[Hist]) -> N
     counts: dict[int, int] = defaultdict(int)
     vendor = ""
     for keys, vals in exit_hists[0].rows if exit_hists else []:
+        if not _has(keys, "exit_reason", "vcpu_id") or "hitcount" not in vals:
+            continue
         vendor = ISA.get(keys.get("isa", 0), vendor)
         counts[keys["exit_reason"]] += vals["hitcount"]
         vcpu = keys["vcpu_id"]
@@ -138,7 +167,9 @@ def _exits(profile: Profile, exit_hists: list[Hist], lat_hists: list[Hist]) -> N
     buckets: dict[int, list[int]] = defaultdict(list)
     for hist in lat_hists:
         for keys, vals in hist.rows:
-            if "lat" in hist.log2:
+            if "reason" not in keys:
+                continue
+            if "lat" in hist.log2 and "lat" in keys:
                 buckets[keys["reason"]].append(keys["lat"])
             elif "lat" in vals:
                 total_ns[keys["reason"]] = vals["lat"]
@@ -156,7 +187,7 @@ def _exits(profile: Profile, exit_hists: list[Hist], lat_hists: list[Hist]) -> N
 
 def _drilldowns(profile: Profile, hists: dict[str, list[Hist]], regions: Sequence[Region]) -> None:
     pio: dict[tuple[int, bool], PioStat] = {}
-    for keys, vals in _rows(hists, "kvm_pio"):
+    for keys, vals in _rows(hists, "kvm_pio", "port", "rw"):
         key = (keys["port"], bool(keys["rw"]))
         if key in pio:
             pio[key].count += vals["hitcount"]
@@ -164,19 +195,30 @@ def _drilldowns(profile: Profile, hists: dict[str, list[Hist]], regions: Sequenc
             pio[key] = PioStat(port=key[0], write=key[1], count=vals["hitcount"],
                                size=keys.get("size"), name=port_name(key[0]))  # fmt: skip
     profile.pio = sorted(pio.values(), key=lambda s: -s.count)
+    msr = _rows(hists, "kvm_msr", "ecx", "write")
     profile.msr = sorted(
         (MsrStat(index=k["ecx"], write=bool(k["write"]), count=v["hitcount"],
-                 name=msr_name(k["ecx"])) for k, v in _rows(hists, "kvm_msr")),
+                 name=msr_name(k["ecx"])) for k, v in msr),
         key=lambda s: -s.count,
     )  # fmt: skip
+    mmio = _rows(hists, "kvm_mmio", "gpa", "type")
     profile.mmio = sorted(
         (MmioStat(gpa=k["gpa"], write=k["type"] == MMIO_WRITE, count=v["hitcount"],
-                  name=mmio_name(k["gpa"], regions)) for k, v in _rows(hists, "kvm_mmio")
+                  name=mmio_name(k["gpa"], regions)) for k, v in mmio
          if k["type"] in (MMIO_READ, MMIO_WRITE)),
         key=lambda s: -s.count,
     )  # fmt: skip
 
 
-def _rows(hists: dict[str, list[Hist]], event: str) -> list[tuple[dict[str, int], dict[str, int]]]:
+def _rows(
+    hists: dict[str, list[Hist]], event: str, *keys: str
+) -> list[tuple[dict[str, int], dict[str, int]]]:
+    """The rows of ``event``'s first histogram that have ``keys`` and a hitcount (a row
+    cut short, when the output was, is left out)."""
     group = hists.get(event, [])
-    return group[0].rows if group else []
+    rows = group[0].rows if group else []
+    return [(k, v) for k, v in rows if _has(k, *keys) and "hitcount" in v]
+
+
+def _has(fields: dict[str, int], *names: str) -> bool:
+    return all(n in fields for n in names)
