@@ -12,10 +12,12 @@ and L2 forced to TCG, changed by one setting:
 - ``lpj``: 2 vCPUs and boot options that skip work on L2's kernel command line (``lpj=``
   skips the delay-loop calibration, ``mitigations=off`` the speculation-mitigation patching).
 
-Per run, in alternating order after a warm-up: ``kvmlab up`` wall time, L2's boot stages as
-kvmlab measured them (seconds from QEMU start: kernel, init, modules, agent), and the wall
-time of ``kvmlab exec LAB/l1/l2 -- fio --version`` (a tool's first start over 9p-over-9p).
-Median and min-max per variant. Not a test: each run takes minutes.
+Per run, in alternating order (reversed every other run: the first boot of a session also
+warms the host's caches, so give ``--variants`` in both orders when runs are few): ``kvmlab
+up`` wall time, L2's boot stages as kvmlab measured them (seconds from QEMU start: kernel,
+init, modules, agent), and the wall time of ``kvmlab exec LAB/l1/l2 -- fio --version`` (a
+tool's first start over 9p-over-9p). Median and min-max per variant. Not a test: each run
+takes minutes.
 """
 
 from __future__ import annotations

@@ -75,15 +75,17 @@ def test_tcg_guest_has_no_exits(storm: dict[str, str]) -> None:
 
 
 def test_interrupted_profile_leaves_tracefs_clean(storm: dict[str, str]) -> None:
+    """Ctrl-C inside a 120 s window. L1's agent runs one command at a time and the tracer
+    holds it, so the test cannot watch the set-up happen: it interrupts after 30 s (the
+    set-up takes a few seconds here), and whatever stage that hits, nothing may be left."""
     before = tracing_state(storm)
-    proc = subprocess.Popen([KVMLAB, "exits", "timer-storm/l1/idle", "--seconds", "60"],
+    proc = subprocess.Popen([KVMLAB, "exits", "timer-storm/l1/idle", "--seconds", "120"],
                             env=storm, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             stdin=subprocess.DEVNULL, text=True)  # fmt: skip
-    deadline = time.monotonic() + 120
-    while "kvmlab_" not in tracing_state(storm):  # the tracer is set up inside L1
-        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-        time.sleep(1)
+    time.sleep(30)
+    assert proc.poll() is None, proc.communicate()
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, err
+    assert "interrupted while profiling" in err
     assert tracing_state(storm) == before, "no instance, trigger or synthetic event is left"
