@@ -141,12 +141,7 @@ def _traced(
     None when ``fallback`` and tracing is unusable there."""
     argv = tracepoints.run_argv(name, seconds, pid)
     with _cleaned(name, hyper):
-        if hyper is None:
-            proc = _run_here(argv, seconds + 120, "the VM-exit tracer")
-            code, out, err = proc.returncode, proc.stdout, proc.stderr
-        else:
-            result = hyper.exec(argv, timeout=seconds + 300)
-            code, out, err = result.returncode, result.stdout, result.stderr
+        code, out, err = _run_where(argv, hyper, seconds + 120, "the VM-exit tracer")
     if code in (tracepoints.NO_HIST, tracepoints.NO_TRACEFS) and fallback:
         return None
     if code in (tracepoints.NO_HIST, tracepoints.NO_TRACEFS):
@@ -161,6 +156,18 @@ def _traced(
         raise ProcessFailure(f"the VM-exit tracer failed{where}", ["trace.sh", "run", name, pid],
                              code, err.decode(errors="replace").splitlines()[-5:])  # fmt: skip
     return tracepoints.parse_output(out.decode(errors="replace"), address, seconds, regions)
+
+
+def _run_where(
+    argv: list[str], hyper: Machine | None, timeout: float, what: str
+) -> tuple[int | None, bytes, bytes]:
+    """Exit status, stdout and stderr of ``argv`` run here, or inside ``hyper`` through its
+    agent (whose guest is slower: twice the time)."""
+    if hyper is None:
+        proc = _run_here(argv, timeout, what)
+        return proc.returncode, proc.stdout, proc.stderr
+    result = hyper.exec(argv, timeout=2 * timeout)
+    return result.returncode, result.stdout, result.stderr
 
 
 @contextmanager
@@ -182,12 +189,7 @@ def _cleaned(name: str, hyper: Machine | None) -> Iterator[None]:
 def _perf(address: str, pid: str, seconds: float, name: str, hyper: Machine | None) -> Profile:
     """``perf kvm stat record`` of the guest's QEMU, where its KVM runs, and its reports."""
     argv = perfkvm.record_argv(pid, seconds, name)
-    if hyper is None:
-        proc = _run_here(argv, seconds + 300, "perf kvm stat record")
-        code, out, err = proc.returncode, proc.stdout, proc.stderr
-    else:
-        result = hyper.exec(argv, timeout=seconds + 600)
-        code, out, err = result.returncode, result.stdout, result.stderr
+    code, out, err = _run_where(argv, hyper, seconds + 300, "perf kvm stat record")
     if code == 4:  # perf.sh: perf or nsenter missing where KVM runs
         raise ToolMissing("perf" if hyper is None else f"perf inside {hyper.config.name}",
                           "apt-get install linux-perf util-linux")  # fmt: skip
