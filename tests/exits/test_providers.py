@@ -193,3 +193,16 @@ def test_perf_kvm_stat_report_recorded_in_l1() -> None:
     assert profile.vendor == "svm"
     assert [r.reason for r in profile.sorted_reasons()][:2] == ["io", "msr"]
     assert profile.pio[0].port == 0x608 and profile.pio[0].count == profile.kind_count("io")
+
+
+def test_json_rows_keep_their_own_figures_when_names_repeat() -> None:
+    """SVM prints one name for several codes (e.g. exceptions it does not name): each row
+    keeps its own count, rate and share."""
+    from kvmlab.exits.model import ReasonStat
+
+    profile = Profile(address="x", provider="p", provider_note="", seconds=2.0,
+                      reasons=[ReasonStat("err", "other", 30, time_ns=300),
+                               ReasonStat("err", "other", 10, time_ns=500)])  # fmt: skip
+    rows = profile.to_json()["reasons"]
+    assert [(r["count"], r["rate"], r["share"], r["avg_ns"]) for r in rows] == [
+        (30, 15.0, 0.75, 10.0), (10, 5.0, 0.25, 50.0)]

@@ -172,15 +172,18 @@ def _run_where(
 
 @contextmanager
 def _cleaned(name: str, hyper: Machine | None) -> Iterator[None]:
-    """Leave tracefs as it was even when interrupted (the tracer's own trap may not run:
-    a guest command is killed with SIGKILL)."""
+    """Leave tracefs as it was even when interrupted. The tracer's own EXIT trap cleans up
+    when it ends; a guest command interrupted by kvmlab is killed with SIGKILL, so then the
+    clean-up runs again from here (inside the hypervisor: only then, one agent call less)."""
     try:
         yield
-    finally:
+    except BaseException:
         if hyper is not None:
             with suppress(KvmlabError):
                 hyper.exec(tracepoints.clean_argv(name), timeout=120)
-        elif (TRACEFS / "instances" / name).exists():
+        raise
+    finally:
+        if hyper is None and (TRACEFS / "instances" / name).exists():
             with suppress(subprocess.TimeoutExpired):
                 subprocess.run(tracepoints.clean_argv(name), capture_output=True, check=False,
                                timeout=60)  # fmt: skip

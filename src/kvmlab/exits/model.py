@@ -144,8 +144,7 @@ class Profile:
         out = asdict(self)
         out["schema"] = SCHEMA
         out["total"] = self.total
-        for row in out["reasons"]:
-            stat = next(r for r in self.reasons if r.reason == row["reason"])
+        for row, stat in zip(out["reasons"], self.reasons, strict=True):
             row["avg_ns"] = stat.avg_ns
             row["rate"] = self.rate(stat.count)
             row["share"] = stat.count / self.total if self.total else 0.0
