@@ -11,7 +11,7 @@ APT_PACKAGES := $(shell cat deps/apt.txt | grep -v '^\#')
 APT_STAMP := $(VENV)/.apt-$(shell cat deps/apt.txt deps/deb-src.sh | md5sum | cut -c1-12)
 PIP_STAMP := $(VENV)/.pip-$(shell cat pyproject.toml deps/constraints.txt | md5sum | cut -c1-12)
 
-.PHONY: demo test deps lint docs clean
+.PHONY: qemu10 demo test deps lint docs clean
 
 demo: deps
 	$(BIN)/kvmlab doctor || true
@@ -29,6 +29,11 @@ docs: deps
 	$(BIN)/python -m kvmlab.runtime.patience > docs/timeouts.md
 
 deps: $(APT_STAMP) $(PIP_STAMP)
+
+# QEMU 10.0 from bookworm-backports, unpacked under /opt/kvmlab-qemu10 beside Debian's 7.2
+# (never installed over it): labs/migrate.toml's variant qemu10, benchmarks/migrate_versions.py.
+qemu10:
+	bash deps/qemu10.sh
 
 $(APT_STAMP):
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -12,6 +17,47 @@ from kvmlab.spec import LoadedLab, load_lab
 ROOT = Path(__file__).resolve().parent.parent
 LABS = ROOT / "labs"
 LAB_FILES = sorted(LABS.glob("*.toml"))
+KVMLAB = str(Path(sys.executable).with_name("kvmlab"))
+
+
+def cli(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """The kvmlab command with ``env`` (stdin closed: exec forwards stdin, as ssh does)."""
+    return subprocess.run([KVMLAB, *args], capture_output=True, text=True, env=env,
+                          timeout=timeout, stdin=subprocess.DEVNULL)  # fmt: skip
+
+
+def interrupted_after(
+    env: dict[str, str], seconds: float, *args: str
+) -> tuple[int, str, str]:  # fmt: skip
+    """Run kvmlab, send Ctrl-C (SIGINT) after ``seconds`` (it must still be running then);
+    its exit status, stdout and stderr."""
+    import signal
+    import time
+
+    pipe = subprocess.PIPE
+    proc = subprocess.Popen([KVMLAB, *args], env=env, stdout=pipe, stderr=pipe,
+                            stdin=subprocess.DEVNULL, text=True)  # fmt: skip
+    time.sleep(seconds)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    return proc.returncode, out, err
+
+
+@contextmanager
+def lab_up(tmp: Path, lab_file: str, lab: str, *up_args: str) -> Iterator[dict[str, str]]:
+    """A lab up in a private run root for the ``with`` block (its environment); afterwards
+    it is down and none of its QEMUs is left."""
+    from tests.runtime.conftest import qemu_pids
+
+    env = {**os.environ, "KVMLAB_RUN_DIR": str(tmp / "run")}
+    up = cli(env, "up", str(LABS / lab_file), *up_args, timeout=1200)
+    try:
+        assert up.returncode == 0, up.stderr[-3000:]
+        yield env
+    finally:
+        cli(env, "down", lab, timeout=600)
+        assert not qemu_pids(str(tmp / "run"))
 
 
 def lab_ids() -> list[str]:
@@ -26,6 +72,13 @@ FAKE_IMAGE = BootImage(
     share="9p",
     share_tag="hostfs",
 )
+FAKE_STANDALONE = BootImage(
+    kernel=Path("/cache/images/KEY2/kernel"),
+    initrd=Path("/cache/images/KEY2/initrd.img"),
+    append="console=ttyS0 quiet panic=-1 kvmlab.share=none kvmlab.tag=hostfs",
+    share="none",
+    share_tag="hostfs",
+)
 
 
 def target_for(
@@ -36,7 +89,11 @@ def target_for(
     lab_dir: Path | None = None,
     image: BootImage = FAKE_IMAGE,
 ) -> Target:
-    """A deterministic target: fixed run dir, reason and (fake) default image unless given."""
+    """A deterministic target: fixed run dir, reason and (fake) default image unless given
+    (the self-contained one for a migratable guest, as the runtime picks it)."""
+    guest = loaded.lab.find("/".join(path))
+    if image is FAKE_IMAGE and guest is not None and guest.migratable:
+        image = FAKE_STANDALONE
     return Target(
         image=image,
         lab=loaded.lab.name,

@@ -9,6 +9,7 @@ Exit codes:
     2  bad input: a lab file, a command-line argument
     3  a component failed at run time (QEMU, a tool) or a required tool is missing
     4  the host cannot do what was asked (no KVM, no hugepages, ...)
+    5  a migration completed but its guest failed verification (``kvmlab migrate``)
     130 interrupted (Ctrl-C, SIGTERM, SIGHUP)
     141 stdout's reader went away (a closed pipe)
 """

@@ -5,44 +5,26 @@ exactly as found, also when the profile is interrupted."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import LABS
-from tests.runtime.conftest import qemu_pids
+from tests.conftest import cli, interrupted_after, lab_up
 
 pytestmark = pytest.mark.functional
 
-KVMLAB = str(Path(sys.executable).with_name("kvmlab"))
 TRACING_STATE = ("ls /sys/kernel/tracing/instances; cat /sys/kernel/tracing/synthetic_events; "
                  "grep -v '^#' /sys/kernel/tracing/events/kvm/*/trigger || true")  # fmt: skip
 
 
-def kvmlab(
-    env: dict[str, str], *args: str, timeout: float = 600
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([KVMLAB, *args], capture_output=True, text=True, env=env,
-                          timeout=timeout, stdin=subprocess.DEVNULL)  # fmt: skip
+kvmlab = cli
 
 
 @pytest.fixture(scope="module")
 def storm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     tmp = tmp_path_factory.mktemp("storm")
-    env = {**os.environ, "KVMLAB_RUN_DIR": str(tmp / "run")}
-    up = kvmlab(env, "up", str(LABS / "timer-storm.toml"), timeout=1200)
-    try:
-        assert up.returncode == 0, up.stderr[-3000:]
+    with lab_up(tmp, "timer-storm.toml", "timer-storm") as env:
         yield env
-    finally:
-        kvmlab(env, "down", "timer-storm", timeout=600)
-        assert not qemu_pids(str(tmp / "run"))
 
 
 def tracing_state(env: dict[str, str]) -> str:
@@ -79,13 +61,21 @@ def test_interrupted_profile_leaves_tracefs_clean(storm: dict[str, str]) -> None
     holds it, so the test cannot watch the set-up happen: it interrupts after 30 s (the
     set-up takes a few seconds here), and whatever stage that hits, nothing may be left."""
     before = tracing_state(storm)
-    proc = subprocess.Popen([KVMLAB, "exits", "timer-storm/l1/idle", "--seconds", "120"],
-                            env=storm, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, text=True)  # fmt: skip
-    time.sleep(30)
-    assert proc.poll() is None, proc.communicate()
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=300)
-    assert proc.returncode == 130, err
+    status, _, err = interrupted_after(storm, 30, "exits", "timer-storm/l1/idle", "--seconds",
+                                       "120")  # fmt: skip
+    assert status == 130, err
     assert "interrupted while profiling" in err
     assert tracing_state(storm) == before, "no instance, trigger or synthetic event is left"
+
+
+def test_live_refreshes_until_interrupted(storm: dict[str, str]) -> None:
+    """--live takes window after window (in a pipe each is printed after the last) until
+    Ctrl-C; the storm is in every one of them, and tracefs is clean afterwards."""
+    before = tracing_state(storm)
+    status, out, err = interrupted_after(storm, 60, "exits", "timer-storm/l1/idle", "--seconds",
+                                         "2", "--live")  # fmt: skip
+    assert status == 130, err
+    windows = out.count("VM exits by reason")
+    assert windows >= 2, out[-2000:]
+    assert out.count("ACPI PM timer") >= windows
+    assert tracing_state(storm) == before

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from qemu.qmp import QMPClient
 
-from kvmlab.guest.image import build_default_image
+from kvmlab.guest.image import build_default_image, build_image
 from kvmlab.render import BootImage, render_qemu
 from kvmlab.render.devices.disk import SEED_IMAGE
 from kvmlab.spec import Guest, TapNic, VhostUserNic, load_lab
@@ -122,7 +122,7 @@ def test_qemu_builds_the_spec(lab_file: Path, path: tuple[str, ...], tmp_path: P
     run_dir.mkdir(mode=0o700)
     if guest.cloud_init is not None:
         (run_dir / SEED_IMAGE).write_bytes(bytes(1024 * 1024))
-    image = build_default_image()
+    image = build_image("none") if guest.migratable else build_default_image()
     boot = BootImage(image.kernel, image.initrd, image.append, image.share, image.share_tag)
     target = target_for(loaded, path, "tcg", run_dir=run_dir, lab_dir=tmp_path, image=boot)
     argv = [*render_qemu(guest, target).argv, "-S"]
@@ -130,6 +130,9 @@ def test_qemu_builds_the_spec(lab_file: Path, path: tuple[str, ...], tmp_path: P
         argv = [shutil.which("unshare") or "unshare", "--net", "--", *argv]
     proc = _start(argv, run_dir / "qmp.sock", tmp_path / "qemu.log")
     try:
+        deadline = time.monotonic() + 10  # QEMU writes its pidfile after the QMP socket
+        while not (run_dir / "qemu.pid").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
         pid = (run_dir / "qemu.pid").read_text().strip()
         assert pid == str(proc.pid) or argv[0] != target.qemu_binary
         facts = asyncio.run(asyncio.wait_for(_inspect(run_dir / "qmp.sock"), 30))

@@ -288,6 +288,70 @@ def diagnose(
     run_diagnose(address or "", import_, seconds, provider, output, apply, out)
 
 
+@app.command()
+def migrate(
+    address: Annotated[str | None, typer.Argument(
+        help="LAB/GUEST (a running, migratable guest).")] = None,
+    lab: Annotated[Path | None, typer.Option(
+        "--lab", help="Run the lab file's [[migrations]] side by side instead.")] = None,
+    variant: Annotated[str | None, typer.Option(
+        "--variant", help="--lab: the lab's variant to bring up.")] = None,
+    reps: Annotated[int | None, typer.Option(
+        "--reps", help="--lab: repetitions of each migration (default: its own).")] = None,
+    html: Annotated[Path | None, typer.Option(
+        "--html", help="--lab: also write the comparison as an HTML page.")] = None,
+    mode: Annotated[str, typer.Option(
+        "--mode", help="precopy, postcopy, multifd, auto-converge, xbzrle or dirty-limit.")
+    ] = "precopy",
+    auto: Annotated[bool, typer.Option(
+        "--auto", help="Same as --mode auto: precopy, then postcopy if it does not converge "
+        "within the bulk copy and one pass at --downtime-limit (default 50 ms).")] = False,
+    downtime_limit: Annotated[int | None, typer.Option(
+        "--downtime-limit", help="Max downtime QEMU aims for, ms (QEMU default 300).")] = None,
+    bandwidth: Annotated[float | None, typer.Option(
+        "--bandwidth", help="Max bandwidth, MiB/s (QEMU default 128).")] = None,
+    dirty: Annotated[float, typer.Option(
+        "--dirty", help="Dirtying rate in the guest, MiB/s (0: as fast as it can).")] = 0.0,
+    dirty_mem: Annotated[int, typer.Option(
+        "--dirty-mem", help="Working set the guest dirties, MiB.")] = 128,
+    multifd_channels: Annotated[int | None, typer.Option(
+        "--multifd-channels", help="multifd: parallel channels (default 2).")] = None,
+    max_time: Annotated[float, typer.Option(
+        "--max-time", help="Give up after this many seconds (see --on-timeout).")] = 300.0,
+    on_timeout: Annotated[str, typer.Option(
+        "--on-timeout", help="cancel (the source keeps running) or postcopy.")] = "cancel",
+    postcopy_after: Annotated[int, typer.Option(
+        "--postcopy-after", help="postcopy: switch after this many passes.")] = 1,
+    qemu: Annotated[str | None, typer.Option(
+        "--qemu", help="Destination QEMU binary (migrate to another version).")] = None,
+    transport: Annotated[str, typer.Option(
+        "--transport", help="tcp (loopback) or unix.")] = "tcp",
+    output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
+) -> int:
+    """Live-migrate a running guest with a dirtying workload; measure and verify it.
+
+    Exit status: 0 migrated and verified; 3 failed or cancelled (the source kept running);
+    5 completed but the guest failed verification (corrupted); 130 interrupted.
+    """
+    from kvmlab.cli.migrate_cmd import run_compare, run_migrate
+
+    if lab is not None:
+        if address is not None:
+            raise UsageError("give LAB/GUEST or --lab FILE, not both")
+        return run_compare(lab, variant, reps, html, _output(output, "text", "json"))
+    if address is None:
+        raise UsageError("give the guest to migrate (LAB/GUEST), or --lab FILE")
+    if auto:
+        if mode not in ("precopy", "auto"):
+            raise UsageError(f"--auto chooses the mode itself; drop --mode {mode}")
+        mode = "auto"
+    if variant or reps or html:
+        raise UsageError("--variant, --reps and --html go with --lab")
+    return run_migrate(address, mode, downtime_limit, bandwidth, dirty_mem, dirty,
+                       multifd_channels, max_time, on_timeout, postcopy_after, qemu, transport,
+                       _output(output, "text", "json"))  # fmt: skip
+
+
 @app.command(name="exec", context_settings={"ignore_unknown_options": True})
 def exec_(
     address: Annotated[str, typer.Argument(help="LAB/GUEST, e.g. basic/vm1.")],

@@ -117,7 +117,10 @@ def run_render(lab_path: Path, address: str | None, fmt: str) -> None:
             why = f"runs inside guest hypervisor {path[-2]}, which exposes KVM"
             host = HostAccel("kvm", why, "svm" if top.accel == "tcg" else top.virt_flag)
         run_dir = LabDir.of(loaded.lab.name).guest_dir(path)
-        target = make_target(loaded, path, guest, host, run_dir, image)
+        shown = image
+        if guest.migratable and guest.boot == "image":
+            shown = latest_cached_image(share="none") or placeholder_image(share="none")
+        target = make_target(loaded, path, guest, host, run_dir, shown)
         if len(chosen) > 1:
             sep = "\n" if n else ""
             mark = "#" if fmt == "qemu" else "<!--"

@@ -25,7 +25,7 @@ from typing import Literal
 
 from kvmlab.errors import ToolMissing
 from kvmlab.guest import cache as cache_root
-from kvmlab.guest import initramfs
+from kvmlab.guest import initramfs, standalone
 from kvmlab.guest.errors import ImageError
 from kvmlab.guest.kernel import (
     KernelFlavour,
@@ -35,15 +35,18 @@ from kvmlab.guest.kernel import (
     resolve_kernel_package,
 )
 
-ShareKind = Literal["9p", "virtiofs"]
+ShareKind = Literal["9p", "virtiofs", "none"]
+"""How the image reaches the host root; ``none``: it does not (see kvmlab.guest.standalone)."""
 
 BUILDER_VERSION = "2"
+STANDALONE: ShareKind = "none"
 DEFAULT_SHARE: ShareKind = "9p"
 SHARE_TAG = "hostfs"
 AGENT_PORT_NAME = "org.qemu.guest_agent.0"
 VIRTIOFSD = Path("/usr/lib/qemu/virtiofsd")
 # The generic kernel has 9p and virtio-fs; the cloud kernel (smaller) only virtio-fs.
-FLAVOUR_FOR_SHARE: Mapping[ShareKind, KernelFlavour] = {"9p": "generic", "virtiofs": "cloud"}
+FLAVOUR_FOR_SHARE: Mapping[ShareKind, KernelFlavour] = {
+    "9p": "generic", "virtiofs": "cloud", "none": "generic"}
 # panic=-1: a failed init reboots at once, which -no-reboot turns into QEMU exiting.
 BASE_APPEND = "console=ttyS0 quiet panic=-1"
 
@@ -109,7 +112,9 @@ def build_image(
     flavour: KernelFlavour | None = None,
     cache_dir: Path | None = None,
 ) -> GuestImage:
-    """Build (or reuse) an image sharing the host root over ``share``."""
+    """Build (or reuse) an image sharing the host root over ``share`` (``none``: a
+    self-contained one that can be live-migrated, see :mod:`kvmlab.guest.standalone`)."""
+
     cache = cache_dir or default_cache_dir()
     if flavour is None:
         flavour = FLAVOUR_FOR_SHARE[share]
@@ -134,6 +139,8 @@ def build_image(
         "share": share,
         "append": append,
     }
+    if share == STANDALONE:
+        inputs |= standalone.inputs()
 
     def build(dest: Path) -> dict[str, str]:
         kernel = fetch_kernel(package, cache)
@@ -149,6 +156,7 @@ def build_image(
             release=package.release,
             groups=groups,
             init=init,
+            extra=standalone.tool_files() if share == STANDALONE else (),
         )
         return {
             "append": append,
@@ -186,6 +194,8 @@ def _image(entry: Path, key: str, meta: Mapping[str, str]) -> GuestImage:
         share = "9p"
     elif meta.get("share") == "virtiofs":
         share = "virtiofs"
+    elif meta.get("share") == STANDALONE:
+        share = STANDALONE
     else:
         raise ImageError(f"guest image {entry}: unknown share kind {meta.get('share')!r}")
     try:
@@ -280,8 +290,10 @@ def _sha256(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def latest_cached_image(cache_dir: Path | None = None) -> GuestImage | None:
-    """The newest cached default image, without apt or hashing (for ``kvmlab render``)."""
+def latest_cached_image(
+    cache_dir: Path | None = None, share: ShareKind = DEFAULT_SHARE
+) -> GuestImage | None:
+    """The newest cached image of kind ``share``, without apt or hashing (``kvmlab render``)."""
     root = (cache_dir or default_cache_dir()) / "images"
     entries = sorted(root.glob(f"*/{MANIFEST}"), key=lambda p: p.stat().st_mtime, reverse=True)
     for manifest in entries:
@@ -289,19 +301,21 @@ def latest_cached_image(cache_dir: Path | None = None) -> GuestImage | None:
             image = open_image(manifest.parent, verify=False)
         except ImageError:
             continue
-        if image.share == DEFAULT_SHARE:
+        if image.share == share:
             return image
     return None
 
 
-def placeholder_image(cache_dir: Path | None = None) -> GuestImage:
-    """Where the default image will be, for rendering before ``kvmlab image`` built it."""
+def placeholder_image(
+    cache_dir: Path | None = None, share: ShareKind = DEFAULT_SHARE
+) -> GuestImage:
+    """Where the image will be, for rendering before ``kvmlab image`` built it."""
     entry = (cache_dir or default_cache_dir()) / "images" / "NOT-BUILT-YET"
     return GuestImage(
         kernel=entry / KERNEL_FILE,
         initrd=entry / INITRD_FILE,
-        append=f"{BASE_APPEND} kvmlab.share={DEFAULT_SHARE} kvmlab.tag={SHARE_TAG}",
-        share=DEFAULT_SHARE,
+        append=f"{BASE_APPEND} kvmlab.share={share} kvmlab.tag={SHARE_TAG}",
+        share=share,
         share_tag=SHARE_TAG,
         kernel_release="unknown",
         kernel_package="unknown",

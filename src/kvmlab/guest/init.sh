@@ -4,7 +4,8 @@
 # Boots a guest whose root is the host's root, shared read-only (9p or virtio-fs) under
 # a tmpfs overlay, and starts the host's qemu-ga on the virtio-serial port named
 # org.qemu.guest_agent.0. Kernel command-line parameters:
-#   kvmlab.share=9p|virtiofs   how the host root is shared (default 9p)
+#   kvmlab.share=9p|virtiofs|none  how the host root is shared (default 9p; none: the
+#                              initramfs is the root and carries qemu-ga, see standalone.py)
 #   kvmlab.tag=TAG             its mount tag (default hostfs)
 #   kvmlab.hostname=NAME       the guest's hostname (default kvmlab)
 #   kvmlab.kvm=1               load kvm + kvm_amd/kvm_intel with nested=1 (guest hypervisor)
@@ -74,7 +75,7 @@ load() {
 }
 
 load base || fail "loading virtio modules"
-load "$share" || fail "loading $share modules (kernel $rel)"
+[ "$share" = none ] || load "$share" || fail "loading $share modules (kernel $rel)"
 for dev in /sys/bus/virtio/devices/*/device; do
 	[ -e "$dev" ] || continue
 	case $(cat "$dev") in
@@ -95,31 +96,43 @@ fi
 [ "$vhost" = 1 ] && { load vhost || mark "warning: cannot load vhost_net"; }
 mark "modules loaded"
 
-mkdir -p /mnt/lower /mnt/rw /newroot
-# 9p cache=mmap: as fast as cache=loose here (python imports 2.24 vs 2.35 s, 3 boots) and
-# it still sees host changes; cache=none was slower (2.56 s, fio --version 1.2 vs 0.8 s).
-case "$share" in
-9p) mount -t 9p -o ro,trans=virtio,version=9p2000.L,msize=512000,cache=mmap "$tag" /mnt/lower ;;
-virtiofs) mount -t virtiofs -o ro "$tag" /mnt/lower ;;
-*) false ;;
-esac || fail "mounting $share share $tag"
-mount -t tmpfs -o mode=0755 kvmlab-rw /mnt/rw &&
-	mkdir -p /mnt/rw/upper /mnt/rw/work &&
-	mount -t overlay -o lowerdir=/mnt/lower,upperdir=/mnt/rw/upper,workdir=/mnt/rw/work \
-		kvmlab-root /newroot || fail "mounting the overlay root"
-r=/newroot
-mount -t proc proc $r/proc &&
-	mount -t sysfs sysfs $r/sys &&
-	mount -t devtmpfs devtmpfs $r/dev &&
-	mkdir -p $r/dev/pts $r/dev/shm &&
-	mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts $r/dev/pts &&
-	mount -t tmpfs -o mode=1777 tmpfs $r/dev/shm &&
-	mount -t tmpfs -o mode=0755 tmpfs $r/run &&
-	mkdir -p $r/run/lock &&
-	mount -t tmpfs -o mode=1777 tmpfs $r/tmp || fail "mounting proc, sys, dev, run, tmp"
-mount -t tracefs tracefs $r/sys/kernel/tracing 2>/dev/null
-# The guest kernel's modules, for modprobe (busybox modprobe) inside the guest.
-mkdir -p "$r/lib/modules/$rel" && mount --bind "/lib/modules/$rel" "$r/lib/modules/$rel"
+if [ "$share" = none ]; then
+	# The self-contained image (migratable guests): the initramfs is the root, with
+	# qemu-ga, its libraries and kvmlab-dirty in it; nothing of the host is mounted.
+	r=
+	mkdir -p /dev/pts /dev/shm /run /var /tmp /root /etc/kvmlab &&
+		ln -sf /run /var/run &&
+		mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /dev/pts &&
+		mount -t tmpfs -o mode=1777 tmpfs /dev/shm &&
+		mount -t tmpfs -o mode=0755 tmpfs /run || fail "mounting dev/pts, dev/shm, run"
+	mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
+else
+	mkdir -p /mnt/lower /mnt/rw /newroot
+	# 9p cache=mmap: as fast as cache=loose here (python imports 2.24 vs 2.35 s, 3 boots) and
+	# it still sees host changes; cache=none was slower (2.56 s, fio --version 1.2 vs 0.8 s).
+	case "$share" in
+	9p) mount -t 9p -o ro,trans=virtio,version=9p2000.L,msize=512000,cache=mmap "$tag" /mnt/lower ;;
+	virtiofs) mount -t virtiofs -o ro "$tag" /mnt/lower ;;
+	*) false ;;
+	esac || fail "mounting $share share $tag"
+	mount -t tmpfs -o mode=0755 kvmlab-rw /mnt/rw &&
+		mkdir -p /mnt/rw/upper /mnt/rw/work &&
+		mount -t overlay -o lowerdir=/mnt/lower,upperdir=/mnt/rw/upper,workdir=/mnt/rw/work \
+			kvmlab-root /newroot || fail "mounting the overlay root"
+	r=/newroot
+	mount -t proc proc $r/proc &&
+		mount -t sysfs sysfs $r/sys &&
+		mount -t devtmpfs devtmpfs $r/dev &&
+		mkdir -p $r/dev/pts $r/dev/shm &&
+		mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts $r/dev/pts &&
+		mount -t tmpfs -o mode=1777 tmpfs $r/dev/shm &&
+		mount -t tmpfs -o mode=0755 tmpfs $r/run &&
+		mkdir -p $r/run/lock &&
+		mount -t tmpfs -o mode=1777 tmpfs $r/tmp || fail "mounting proc, sys, dev, run, tmp"
+	mount -t tracefs tracefs $r/sys/kernel/tracing 2>/dev/null
+	# The guest kernel's modules, for modprobe (busybox modprobe) inside the guest.
+	mkdir -p "$r/lib/modules/$rel" && mount --bind "/lib/modules/$rel" "$r/lib/modules/$rel"
+fi
 mark "root mounted"
 
 hostname "$name"
@@ -137,12 +150,15 @@ while [ -z "$port" ] && [ $tries -lt 100 ]; do
 done
 [ -n "$port" ] || fail "no virtio-serial port named org.qemu.guest_agent.0"
 port=/dev/${port##*/}
+for f in /sys/class/virtio-ports/*/name; do # the migration probe, for kvmlab-dirty
+	[ -e "$f" ] && [ "$(cat "$f")" = org.kvmlab.probe.0 ] && ln -sf "/dev/$(basename "${f%/name}")" $r/dev/kvmlab-probe
+done
 [ -x $r/usr/sbin/qemu-ga ] || fail "no /usr/sbin/qemu-ga on the host (apt-get install qemu-guest-agent)"
 (
 	while :; do
 		env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 			HOME=/root TERM=linux LANG=C.UTF-8 \
-			chroot $r /usr/sbin/qemu-ga -m virtio-serial -p "$port"
+			chroot ${r:-/} /usr/sbin/qemu-ga -m virtio-serial -p "$port"
 		mark "agent exited rc=$?"
 		sleep 1
 	done

@@ -53,6 +53,7 @@ from pathlib import Path
 from kvmlab.guest import elf
 from kvmlab.guest.cpio import CpioWriter
 from kvmlab.guest.errors import ImageError
+from kvmlab.guest.standalone import ToolFile
 
 # Which modules init.sh loads, by group (see its `load` calls); dependencies are added.
 MODULE_GROUPS: Mapping[str, tuple[str, ...]] = {
@@ -152,7 +153,10 @@ def module_table(modules: Mapping[str, ModuleInfo], groups: Iterable[str]) -> st
 
 
 def groups_for(share: str) -> list[str]:
-    """The module groups an image sharing the host root over ``share`` carries."""
+    """The module groups an image sharing the host root over ``share`` carries (``none``:
+    a self-contained image, no share module)."""
+    if share == "none":
+        return [g for g in MODULE_GROUPS if g not in SHARE_GROUPS]
     if share not in SHARE_GROUPS:
         raise ImageError(f"unknown share kind {share!r} (known: {', '.join(SHARE_GROUPS)})")
     return [g for g in MODULE_GROUPS if g not in SHARE_GROUPS or g == share]
@@ -190,8 +194,10 @@ def build_initramfs(
     release: str,
     groups: Iterable[str],
     init: str,
+    extra: Iterable[ToolFile] = (),
 ) -> None:
-    """Write a gzip-compressed newc initramfs to ``out`` (deterministic for equal inputs)."""
+    """Write a gzip-compressed newc initramfs to ``out`` (deterministic for equal inputs);
+    ``extra`` files are added with their parent directories."""
     check_static(busybox)
     modules = parse_modules_dep((modules_dir / "modules.dep").read_text())
     groups = list(groups)
@@ -236,6 +242,14 @@ def build_initramfs(
         if info.path in needed
     ]
     cpio.add_file(f"{mod_root}/modules.dep", "".join(sorted(dep_lines)).encode())
+    for tool in extra:
+        parts = tool.path.split("/")
+        for i in range(1, len(parts)):
+            parent = "/".join(parts[:i])
+            if parent not in made and parent not in ("bin", "lib", "etc"):
+                made.add(parent)
+                cpio.add_dir(parent)
+        cpio.add_file(tool.path, tool.data, tool.mode)
     builtin = modules_dir / "modules.builtin"
     if builtin.is_file():
         cpio.add_file(f"{mod_root}/modules.builtin", builtin.read_bytes())

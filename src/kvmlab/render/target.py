@@ -9,7 +9,7 @@ from typing import Literal
 from kvmlab.spec import Guest
 
 Accel = Literal["kvm", "tcg"]
-ShareKind = Literal["9p", "virtiofs"]
+ShareKind = Literal["9p", "virtiofs", "none"]
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Literal
 
 from kvmlab.errors import Problem, ProcessFailure, SpecError
 from kvmlab.guest.errors import GuestExecTimeout
-from kvmlab.guest.image import GuestImage
+from kvmlab.guest.image import STANDALONE, GuestImage, build_image
 from kvmlab.render import BootImage, Target, render_qemu
 from kvmlab.render.devices.disk import SEED_IMAGE
 from kvmlab.render.target import Accel
@@ -62,6 +62,7 @@ def make_target(
     image: GuestImage | None,
 ) -> Target:
     """Everything the renderers need for one guest of a lab on this host."""
+    extra = {"qemu_binary": guest.qemu} if guest.qemu else {}
     return Target(
         lab=loaded.lab.name,
         address=path,
@@ -71,6 +72,7 @@ def make_target(
         auto_reason=host.reason,
         virt_flag=host.virt_flag,
         image=boot_image(image, guest, path[-1]) if image and guest.boot == "image" else None,
+        **extra,
     )
 
 
@@ -90,12 +92,17 @@ def guest_config(
     from kvmlab.guest.kernel import default_cache_dir
     from kvmlab.runtime import hostview
 
+    if guest.qemu and not Path(guest.qemu).is_file():
+        key = f"{guest_key(path)}.qemu"
+        raise SpecError([Problem(str(loaded.path), key, f"{guest.qemu} does not exist")])
+    if image is not None and guest.migratable and image.share != STANDALONE:
+        image = build_image(STANDALONE)
     target = make_target(loaded, path, guest, host, run_dir, image)
     accel, reason = target.accel_for(guest)
     guest = guest.under(accel)
     pins = {int(k): v for k, v in guest.pinning.vcpus.items()}
     argv = render_qemu(guest, target).argv
-    if target.image is not None:
+    if target.image is not None and target.image.share != STANDALONE:
         view = guest.host_view
         keep = [default_cache_dir(), target.image.kernel.parent]
         try:

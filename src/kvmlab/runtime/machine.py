@@ -101,6 +101,35 @@ class Machine:
         The guest is on record before QEMU is spawned and gets its pid at once after, so
         a kvmlab killed at any instant leaves a QEMU that ``ps`` and ``down`` find.
         """
+        t0 = self._spawn()
+        try:
+            self._qmp = self._connect_qmp(t0 + LIMITS["qmp"].value("ceiling"))
+            t_qmp = time.monotonic()
+            self._apply_pinning()
+            self.boot = self._wait_for_agent(t0, t_qmp, ceiling)
+        except BaseException:
+            self.state = MachineState.FAILED
+            self._kill()
+            raise
+        self.state = MachineState.RUNNING
+        self.record().save(self.run_dir)
+        return self.boot
+
+    def launch_incoming(self) -> None:
+        """Start QEMU waiting for an incoming migration (its argv has ``-incoming defer``);
+        return once QMP answers. The guest runs when the migration completes."""
+        t0 = self._spawn()
+        try:
+            self._qmp = self._connect_qmp(t0 + LIMITS["qmp"].value("ceiling"))
+            self._apply_pinning()
+        except BaseException:
+            self.state = MachineState.FAILED
+            self._kill()
+            raise
+        self.state = MachineState.PAUSED
+
+    def _spawn(self) -> float:
+        """Create the run directory, spawn QEMU and put it on record; the start instant."""
         self._require(MachineState.CREATED, "launch")
         self.state = MachineState.LAUNCHING
         create_owned(self.run_dir, f"guest {self.config.name}")
@@ -124,18 +153,7 @@ class Machine:
                 self.record().save(self.run_dir)
         finally:
             os.close(log_fd)
-        try:
-            self._qmp = self._connect_qmp(t0 + LIMITS["qmp"].value("ceiling"))
-            t_qmp = time.monotonic()
-            self._apply_pinning()
-            self.boot = self._wait_for_agent(t0, t_qmp, ceiling)
-        except BaseException:
-            self.state = MachineState.FAILED
-            self._kill()
-            raise
-        self.state = MachineState.RUNNING
-        self.record().save(self.run_dir)
-        return self.boot
+        return t0
 
     def _wait_for_agent(self, t0: float, t_qmp: float, ceiling: float | None) -> dict[str, float]:
         """Wait while the guest boots (serial output, markers, QEMU's CPU time advancing)
@@ -294,6 +312,10 @@ class Machine:
         assert self.pid is not None
         wait_gone(self.pid, max(0.5, deadline - time.monotonic()), str(self.run_dir))
 
+    def disconnect(self) -> None:
+        """Close this object's QMP session, if any (the guest is not touched)."""
+        self._close_qmp()
+
     def _close_qmp(self) -> None:
         if self._qmp is not None:
             self._qmp.close()
@@ -310,6 +332,16 @@ class Machine:
         """Remove the guest's run directory (only kvmlab's own, see kvmlab.runtime.owned)."""
         if not self.is_alive():
             remove_owned(self.run_dir)
+
+    @property
+    def pid_start(self) -> int | None:
+        """QEMU's start time (``/proc/PID/stat``), with the pid naming the process for good."""
+        return self._pid_start
+
+    def resumed(self) -> None:
+        """The incoming machine's guest runs now (its migration completed)."""
+        self._require(MachineState.PAUSED, "resume")
+        self.state = MachineState.RUNNING
 
     @property
     def detached(self) -> bool:
@@ -330,15 +362,17 @@ class Machine:
         timeout: float = 600.0,
         input: bytes | None = None,
         env: dict[str, str] | None = None,
+        patience: float | None = None,
     ) -> ExecResult:
-        """Run ``argv`` in the guest through the agent (never a shell unless argv is one)."""
+        """Run ``argv`` in the guest through the agent (never a shell unless argv is one);
+        ``patience``: how long the agent may take to answer at all (default: by level)."""
         self._require(MachineState.RUNNING, "exec")
         if not self.is_alive():
             self.state = MachineState.STOPPED
             raise StateError(f"{self.config.name} is not running (its QEMU has exited)")
         try:
             with GuestAgent(self.run_dir / AGENT_SOCKET) as agent:
-                agent.wait_ready(timeout=self.agent_patience())
+                agent.wait_ready(timeout=patience or self.agent_patience())
                 return agent.exec(argv, timeout=timeout, input=input, env=env)
         except AgentError as exc:
             if self.is_alive():
@@ -363,7 +397,10 @@ class Machine:
             return agent.exec_start(argv, capture=False)
 
     def qmp(self) -> QmpSession:
-        """The QMP session (connected on first use)."""
+        """The QMP session (connected on first use); also of a paused or incoming machine."""
+        if self.state is MachineState.PAUSED:
+            assert self._qmp is not None
+            return self._qmp
         self._require(MachineState.RUNNING, "QMP")
         if self._qmp is None:
             self._qmp = QmpSession(self.run_dir / QMP_SOCKET).connect(timeout=5.0)

@@ -73,6 +73,9 @@ class GuestRecord:
     owner: int | None = None
     """While launching: the pid of the kvmlab command starting it."""
     owner_start: int | None = None
+    migrations: int = 0
+    """How many live migrations this guest has been through (its QEMU is the last
+    destination, whose run files were moved here; its own directory is ``.migration-N``)."""
 
     @property
     def name(self) -> str:

@@ -17,6 +17,7 @@ from kvmlab.spec.base import SpecModel
 from kvmlab.spec.bench import BenchSpec
 from kvmlab.spec.devices import CloudInit, Disk, Nic
 from kvmlab.spec.machine import Clock, Cpu, HyperV, Memory, Pinning
+from kvmlab.spec.migration import MigrationSpec
 from kvmlab.spec.units import NAME_PATTERN
 
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
@@ -116,6 +117,17 @@ class Guest(SpecModel):
     host are skipped. Enforced on the host (QEMU exports a masked copy of /), so guest root
     cannot undo it."""
 
+    qemu: HostPath | None = None
+    """The QEMU binary for this guest (absolute path; default /usr/bin/qemu-system-x86_64),
+    e.g. QEMU 10.0 from bookworm-backports unpacked beside Debian's 7.2 (`scripts/qemu10.sh`)
+    to compare versions side by side."""
+
+    migratable: bool = False
+    """With `boot = "image"`: boot the self-contained image, which `kvmlab migrate` can
+    live-migrate (a mounted 9p or virtio-fs share blocks migration). Its initramfs holds
+    busybox, the guest agent and kvmlab's dirtying workload, not the host's tools (no fio,
+    sysbench, iperf3 in it), and the guest gets a probe port that times its downtime."""
+
     cloud_init: CloudInit | None = None
     """With `boot = "disk"`: attach a NoCloud seed (user, ssh keys, guest agent) kvmlab writes."""
 
@@ -176,6 +188,9 @@ class Lab(SpecModel):
 
     bench: BenchSpec = BenchSpec()
     """Benchmark settings for `kvmlab bench` and `kvmlab run`."""
+
+    migrations: list[MigrationSpec] = []
+    """Live migrations `kvmlab migrate --lab` runs side by side (`[[migrations]]`)."""
 
     variants: dict[Name, dict[str, Any]] = {}
     """Configurations `kvmlab run` compares side by side: each a table of overrides of this

@@ -168,6 +168,12 @@ def _boot(key: str, g: Guest) -> Iterator[Finding]:
     for i, path in enumerate(g.host_view.hide):
         if path == "/":
             yield f"{key}.host_view.hide[{i}]", "would hide the guest's whole root"
+    if g.migratable and g.boot != "image":
+        yield f"{key}.migratable", 'selects the self-contained default image: boot = "image"'
+    if g.migratable and g.nested:
+        yield f"{key}.migratable", "kvmlab does not migrate guest hypervisors (nested state)"
+    if g.migratable and (g.host_view.hide or g.host_view.show):
+        yield f"{key}.host_view", "a migratable guest shares nothing of the host"
     if g.machine == "microvm" and g.boot == "disk":
         yield f"{key}.boot", 'microvm boots a kernel directly: use boot = "image" or "kernel"'
     if g.machine == "microvm":
@@ -271,4 +277,19 @@ def check_lab(lab: Lab) -> list[Finding]:
         for rule in GUEST_RULES:
             found.extend(rule(key, guest))
     found.extend(_unique(lab))
+    found.extend(_migrations(lab))
     return found
+
+
+def _migrations(lab: Lab) -> Iterator[Finding]:
+    seen: set[str] = set()
+    for i, m in enumerate(lab.migrations):
+        key = f"migrations[{i}]"
+        if m.name in seen:
+            yield f"{key}.name", f"another migration is named {m.name!r}"
+        seen.add(m.name)
+        guest = lab.guests.get(m.guest)
+        if guest is None:
+            yield f"{key}.guest", f"no top-level guest {m.guest!r} (kvmlab migrates those only)"
+        elif not guest.migratable:
+            yield f"{key}.guest", f"guest {m.guest} needs migratable = true (9p blocks migration)"

@@ -54,6 +54,8 @@ class BootPart:
             return
         q.note("boot image: a failed init panics (panic=-1) and -no-reboot makes QEMU exit")
         q.add("-no-reboot")
+        if image.share == "none":
+            return
         if image.share == "9p":
             q.add("-fsdev", opts("local", id="hostfs", path="/", security_model_="passthrough",
                                  readonly=True, multidevs="remap"))  # fmt: skip
@@ -83,7 +85,7 @@ class BootPart:
         d.section("on_reboot").text = "destroy" if self.image else "restart"
         d.section("on_crash").text = "destroy"
         image = self.image
-        if image is not None:
+        if image is not None and image.share != "none":
             driver = "path" if image.share == "9p" else "virtiofs"
             fs = sub(d.devices, "filesystem", type="mount", accessmode="passthrough",
                      multidevs="remap" if image.share == "9p" else None)  # fmt: skip

@@ -15,6 +15,10 @@ CONSOLE_SOCKET = "console.sock"
 SERIAL_LOG = "serial.log"
 AGENT_SOCKET = "qga.sock"
 PID_FILE = "qemu.pid"
+PROBE_PORT = "org.kvmlab.probe.0"
+PROBE_LOG = "probe.log"
+"""A migratable guest's heartbeat channel: kvmlab-dirty writes a line every 10 ms of guest
+time, QEMU appends it to this file, and the host times the arrivals (guest downtime)."""
 RELAY_PORT = "kvmlab.relay.{}"
 RELAY_SOCKET = "relay-{}.sock"
 """A guest hypervisor's extra agent channels: one per guest inside it, bridged there to that
@@ -28,6 +32,12 @@ class ControlPart:
     target: Target
     relays: tuple[str, ...] = ()
     """Names of the guests inside this one (when it is a guest hypervisor)."""
+
+    @property
+    def probe(self) -> bool:
+        """Whether the guest boots the self-contained (migratable) image: a probe port."""
+        image = self.target.image
+        return image is not None and image.share == "none"
 
     def qemu(self, q: QemuArgs) -> None:
         run = self.target.run_path
@@ -48,6 +58,10 @@ class ControlPart:
                                    wait=False))  # fmt: skip
             q.add("-device", opts("virtserialport", bus="vser0.0", chardev=f"relay-{child}",
                                   name=RELAY_PORT.format(child)))  # fmt: skip
+        if self.probe:
+            q.add("-chardev", opts("file", id="probe", path=str(run(PROBE_LOG))))
+            q.add("-device", opts("virtserialport", bus="vser0.0", chardev="probe",
+                                  name=PROBE_PORT))  # fmt: skip
         q.add("-device", q.virtio("rng"))
         q.add("-pidfile", str(run(PID_FILE)))
 
@@ -65,6 +79,10 @@ class ControlPart:
             relay = sub(d.devices, "channel", type="unix")
             sub(relay, "source", mode="bind", path=str(run(RELAY_SOCKET.format(child))))
             sub(relay, "target", type="virtio", name=RELAY_PORT.format(child))
+        if self.probe:
+            probe = sub(d.devices, "channel", type="file")
+            sub(probe, "source", path=str(run(PROBE_LOG)))
+            sub(probe, "target", type="virtio", name=PROBE_PORT)
         rng = sub(d.devices, "rng", model="virtio")
         sub(rng, "backend", "/dev/urandom", model="random")
         sub(d.devices, "memballoon", model="none")

@@ -1,0 +1,228 @@
+/*
+ * kvmlab-dirty: dirty guest memory at a set rate, prove it intact, and beat a heart.
+ *
+ *   kvmlab-dirty MEM_MIB RATE_MIBS STATEDIR [PROBE]
+ *
+ * Writes every 4 KiB page of a MEM_MIB working set, page after page, pass after pass,
+ * at RATE_MIBS MiB/s (0: as fast as it can). Pass c leaves in every word of a page a
+ * value computed from (c, page, word), and word 0 holds c itself: at any instant the
+ * pages before the cursor hold pass c and the rest pass c - 1, so any page whose content
+ * is not exactly one of those two (a lost write, a stale or foreign page after a
+ * migration) is found. This is the idea of QEMU's migration-test, applied to every word.
+ *
+ * SIGUSR1: check every page now (between two chunks) and append one line to
+ * STATEDIR/verify.log: "N ok pages=P pass=C cursor=X" or "N BAD bad=K first=I
+ * expected=E found=F word=W". STATEDIR/status is rewritten every second
+ * ("passes=.. pages=.. bytes=.. maxgap_us=.." with the longest gap the program saw
+ * in its own progress, by the guest's clock). PROBE (a virtio-serial port) gets a line
+ * with a sequence number every 10 ms of guest time: the host timestamps their arrival,
+ * which is how a stop of the whole guest is seen from outside. SIGTERM/SIGINT: exit 0.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PAGE 4096
+#define WORDS (PAGE / 8)
+#define CHUNK 16 /* pages between two clock checks (64 KiB) */
+#define BEAT_NS 10000000LL
+
+static volatile sig_atomic_t want_verify, want_stop;
+
+static void on_usr1(int sig) { (void)sig; want_verify = 1; }
+static void on_term(int sig) { (void)sig; want_stop = 1; }
+
+static inline uint64_t word(uint64_t pass, uint64_t page, uint64_t j)
+{
+	if (j == 0)
+		return pass;
+	uint64_t x = (pass * 0x9E3779B97F4A7C15ULL) ^ (page << 9 | j);
+	x ^= x >> 31;
+	x *= 0xBF58476D1CE4E5B9ULL;
+	return x ^ (x >> 29);
+}
+
+static long long now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static long long last_ns, started_ns;
+static unsigned long long maxgap;
+
+/* The clock, noting the longest gap between two readings (after the first second). */
+static long long tick(void)
+{
+	long long t = now_ns();
+	if (last_ns && t - last_ns > (long long)maxgap && t - started_ns > 1000000000LL)
+		maxgap = (unsigned long long)(t - last_ns);
+	last_ns = t;
+	return t;
+}
+
+static void fill(uint64_t *p, uint64_t pass, uint64_t page)
+{
+	for (uint64_t j = 0; j < WORDS; j++)
+		p[j] = word(pass, page, j);
+}
+
+static void put_file(const char *dir, const char *name, const char *text, int append)
+{
+	char path[4096], tmp[4200];
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	if (append) {
+		int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (fd >= 0) {
+			ssize_t n = write(fd, text, strlen(text));
+			(void)n;
+			fsync(fd);
+			close(fd);
+		}
+		return;
+	}
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0)
+		return;
+	ssize_t n = write(fd, text, strlen(text));
+	(void)n;
+	close(fd);
+	rename(tmp, path);
+}
+
+/* Check every page against the pass it must hold; append the verdict to verify.log. */
+static void verify(const char *dir, uint64_t *mem, uint64_t pages, uint64_t pass,
+		   uint64_t cursor, unsigned long checks)
+{
+	uint64_t bad = 0, first = 0, expected = 0, found = 0, at = 0;
+	for (uint64_t i = 0; i < pages; i++) {
+		uint64_t want = i < cursor ? pass : pass - 1;
+		uint64_t *p = mem + i * WORDS;
+		for (uint64_t j = 0; j < WORDS; j++) {
+			if (p[j] != word(want, i, j)) {
+				if (!bad++) {
+					first = i;
+					at = j;
+					expected = word(want, i, j);
+					found = p[j];
+				}
+				break;
+			}
+		}
+	}
+	char line[512];
+	if (bad)
+		snprintf(line, sizeof line,
+			 "%lu BAD bad=%llu first=%llu expected=%#llx found=%#llx word=%llu pass=%llu\n",
+			 checks, (unsigned long long)bad, (unsigned long long)first,
+			 (unsigned long long)expected, (unsigned long long)found,
+			 (unsigned long long)at, (unsigned long long)pass);
+	else
+		snprintf(line, sizeof line, "%lu ok pages=%llu pass=%llu cursor=%llu\n", checks,
+			 (unsigned long long)pages, (unsigned long long)pass,
+			 (unsigned long long)cursor);
+	put_file(dir, "verify.log", line, 1);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 4 || argc > 5) {
+		fprintf(stderr, "usage: kvmlab-dirty MEM_MIB RATE_MIBS STATEDIR [PROBE]\n");
+		return 2;
+	}
+	char *end;
+	unsigned long mib = strtoul(argv[1], &end, 10);
+	if (*end || mib == 0 || mib > (1UL << 20)) {
+		fprintf(stderr, "kvmlab-dirty: bad MEM_MIB %s\n", argv[1]);
+		return 2;
+	}
+	double rate = strtod(argv[2], &end);
+	if (*end || rate < 0) {
+		fprintf(stderr, "kvmlab-dirty: bad RATE_MIBS %s\n", argv[2]);
+		return 2;
+	}
+	const char *dir = argv[3];
+	int probe = argc == 5 ? open(argv[4], O_WRONLY | O_NONBLOCK | O_CLOEXEC) : -1;
+	uint64_t pages = (uint64_t)mib * 256;
+	uint64_t *mem = mmap(NULL, pages * PAGE, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (mem == MAP_FAILED) {
+		fprintf(stderr, "kvmlab-dirty: cannot map %lu MiB: %s\n", mib, strerror(errno));
+		return 1;
+	}
+	struct sigaction sa = {0};
+	sa.sa_handler = on_usr1;
+	sigaction(SIGUSR1, &sa, NULL);
+	sa.sa_handler = on_term;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+
+	for (uint64_t i = 0; i < pages; i++) /* pass 1, at full speed */
+		fill(mem + i * WORDS, 1, i);
+	uint64_t pass = 2, cursor = 0, passes = 1;
+	unsigned long long written = 0, beat = 0;
+	unsigned long checks = 0;
+	long long start = tick(), next_beat = start, next_status = start;
+	started_ns = start;
+	const double ns_per_byte = rate > 0 ? 1e9 / (rate * 1048576.0) : 0;
+	char text[256];
+	put_file(dir, "verify.log", "", 0);
+	while (!want_stop) {
+		for (int k = 0; k < CHUNK && cursor < pages; k++, cursor++)
+			fill(mem + cursor * WORDS, pass, cursor);
+		written += (unsigned long long)CHUNK * PAGE;
+		if (cursor == pages) {
+			cursor = 0;
+			pass++;
+			passes++;
+		}
+		if (want_verify) {
+			want_verify = 0;
+			verify(dir, mem, pages, pass, cursor, ++checks);
+		}
+		long long t = tick();
+		if (ns_per_byte > 0) { /* ahead of the rate: sleep, beating on the way */
+			long long due = start + (long long)(written * ns_per_byte);
+			while (t < due && !want_stop && !want_verify) {
+				long long wake = due < next_beat ? due : next_beat;
+				if (wake > t) {
+					struct timespec ts = {(wake - t) / 1000000000LL,
+							      (wake - t) % 1000000000LL};
+					nanosleep(&ts, NULL);
+				}
+				t = tick();
+				if (t >= next_beat && probe >= 0) {
+					int n = snprintf(text, sizeof text, "%llu\n", ++beat);
+					ssize_t w = write(probe, text, (size_t)n);
+					(void)w;
+					next_beat = t + BEAT_NS;
+				}
+			}
+		}
+		if (t >= next_beat && probe >= 0) {
+			int n = snprintf(text, sizeof text, "%llu\n", ++beat);
+			ssize_t w = write(probe, text, (size_t)n);
+			(void)w;
+			next_beat = t + BEAT_NS;
+		}
+		if (t >= next_status) {
+			snprintf(text, sizeof text,
+				 "passes=%llu pages=%llu bytes=%llu maxgap_us=%llu seconds=%.3f\n",
+				 (unsigned long long)passes, (unsigned long long)pages, written,
+				 maxgap / 1000, (t - start) / 1e9);
+			put_file(dir, "status", text, 0);
+			next_status = t + 1000000000LL;
+		}
+	}
+	return 0;
+}

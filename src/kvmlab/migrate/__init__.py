@@ -1,0 +1,1 @@
+"""Live migration, measured and verified: ``kvmlab migrate``."""

@@ -1,0 +1,154 @@
+"""A lab's ``[[migrations]]`` run side by side: strategies alternate, repetitions summarised.
+
+The lab is brought up for the comparison and down after it. A migration that leaves its
+guest dead (corruption, a lost postcopy) counts as it ended and the lab is brought up
+again before the next one, so one bad run never takes the others with it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvmlab.errors import KvmlabError
+from kvmlab.guest.image import GuestImage
+from kvmlab.migrate.modes import Settings
+from kvmlab.migrate.result import Outcome
+from kvmlab.migrate.session import Workload, migrate
+from kvmlab.runtime import lab as labrun
+from kvmlab.runtime.rundir import LabDir
+from kvmlab.spec import LoadedLab
+from kvmlab.spec.migration import MigrationSpec
+
+Progress = Callable[[str], None]
+
+METRICS: tuple[tuple[str, str, Callable[[Outcome], float | None]], ...] = (
+    ("total time", "ms", lambda o: o.final.times.get("total-time") if o.final else None),
+    ("QEMU downtime", "ms", lambda o: o.final.times.get("downtime") if o.final else None),
+    ("guest downtime", "ms", lambda o: o.guest_downtime_ms),
+    ("transferred", "MiB",
+     lambda o: o.final.ram["transferred"] / 1048576
+     if o.final and "transferred" in o.final.ram else None),
+    ("dirty syncs", "passes", lambda o: o.final.ram.get("dirty-sync-count") if o.final else None),
+)  # fmt: skip
+"""What the comparison reports per strategy: name, unit, how it is read from an outcome."""
+
+
+@dataclass
+class Strategy:
+    """One ``[[migrations]]`` entry and its outcomes."""
+
+    spec: MigrationSpec
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    def settings(self) -> Settings:
+        """The session settings for this entry."""
+        s = self.spec
+        return Settings(mode=s.mode, downtime_limit_ms=s.downtime_limit_ms,
+                        bandwidth_mibs=s.bandwidth_mibs, multifd_channels=s.multifd_channels,
+                        postcopy_after_pass=s.postcopy_after, max_seconds=s.max_seconds,
+                        on_timeout=s.on_timeout)  # fmt: skip
+
+    def summary(self, name: str) -> tuple[float, float, float, int] | None:
+        """Median, min, max and count of one metric over the verified runs."""
+        read = next(f for n, _, f in METRICS if n == name)
+        values = [v for o in self.outcomes if o.verified and (v := read(o)) is not None]
+        if not values:
+            return None
+        return statistics.median(values), min(values), max(values), len(values)
+
+    @property
+    def verified(self) -> int:
+        """How many runs were verified."""
+        return sum(1 for o in self.outcomes if o.verified)
+
+
+def run_migrations(
+    loaded: LoadedLab,
+    host: labrun.HostAccel,
+    image: Callable[[], GuestImage],
+    reps: int | None = None,
+    progress: Progress = lambda _: None,
+) -> list[Strategy]:
+    """Bring the lab up, run every declared migration ``reps`` times (default: each its own
+    ``repetitions``) in rotating order, bring it down; the strategies with their outcomes."""
+    strategies = [Strategy(m) for m in loaded.lab.migrations]
+    rounds = max(reps or s.spec.repetitions for s in strategies)
+    lab = loaded.lab.name
+    labrun.up(loaded, host, image, progress=progress)
+    fresh = True
+    try:
+        for rep in range(rounds):
+            order = strategies[rep % len(strategies) :] + strategies[: rep % len(strategies)]
+            for strategy in order:
+                if len(strategy.outcomes) >= (reps or strategy.spec.repetitions):
+                    continue
+                spec = strategy.spec
+                address = f"{lab}/{spec.guest}"
+                if not fresh or not _running(lab, spec.guest):
+                    progress(f"{address} did not come through the last migration intact: "
+                             "bringing the lab up again")  # fmt: skip
+                    labrun.down(lab, force=True, progress=progress)
+                    labrun.up(loaded, host, image, progress=progress)
+                progress(f"{spec.name}: run {len(strategy.outcomes) + 1}")
+                try:
+                    outcome = migrate(address, strategy.settings(),
+                                      Workload(spec.dirty_mib, spec.dirty_rate_mibs), progress)
+                except KvmlabError as exc:  # one broken attempt does not end the comparison
+                    outcome = Outcome(address, spec.mode, status="failed", error=str(exc))
+                strategy.outcomes.append(outcome)
+                fresh = intact(outcome)
+                progress(f"{spec.name}: {outcome.verdict}")
+    finally:
+        labrun.down(lab, force=True, progress=progress)
+    return strategies
+
+
+def intact(outcome: Outcome) -> bool:
+    """Whether the guest is known to be whole after ``outcome`` (wherever it now runs)."""
+    if outcome.verified:
+        return True
+    return outcome.status in ("cancelled", "failed") and not outcome.lost and bool(
+        outcome.source_checks) and all(c.ok for c in outcome.source_checks)  # fmt: skip
+
+
+def _running(lab: str, guest: str) -> bool:
+    for entry in LabDir.of(lab).entries():
+        if entry.address == (guest,):
+            return entry.state() == "running"
+    return False
+
+
+def table(strategies: list[Strategy]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows: per strategy, verified runs and each metric's median (min-max)."""
+    header = ["strategy", "verified", *(f"{n} ({u})" for n, u, _ in METRICS)]
+    rows = []
+    for s in strategies:
+        row = [f"{s.spec.name} ({s.spec.mode})", f"{s.verified}/{len(s.outcomes)}"]
+        for name, _, _ in METRICS:
+            got = s.summary(name)
+            row.append("-" if got is None else f"{got[0]:.0f} ({got[1]:.0f}-{got[2]:.0f})")
+        rows.append(row)
+    return header, rows
+
+
+def to_json(strategies: list[Strategy]) -> dict[str, Any]:
+    """The comparison as ``kvmlab migrate --lab -o json`` prints it."""
+    out: dict[str, Any] = {"schema": 1, "strategies": []}
+    for s in strategies:
+        summary = {}
+        for name, unit, _ in METRICS:
+            got = s.summary(name)
+            summary[name] = (
+                None
+                if got is None
+                else {"unit": unit, "median": got[0], "min": got[1], "max": got[2], "n": got[3]}
+            )
+        out["strategies"].append({
+            "name": s.spec.name, "spec": s.spec.model_dump(), "verified": s.verified,
+            "runs": len(s.outcomes), "summary": summary,
+            "outcomes": [o.to_json() for o in s.outcomes],
+        })  # fmt: skip
+    return out

@@ -1,0 +1,162 @@
+"""The guest's side of a migration: the dirtying workload and the checks of its state.
+
+Everything runs through the guest agent with busybox tools and ``kvmlab-dirty`` (both in
+the self-contained image). Each check returns a :class:`Check` with its evidence; none
+raises for a guest that fails it, so a broken destination is reported, not hidden.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+from kvmlab.errors import KvmlabError
+from kvmlab.runtime.machine import Machine
+
+STATE_DIR = "/run/kvmlab-dirty"
+CHECK_FILE = "/root/kvmlab-migration-check"
+PROBE_DEVICE = "/dev/kvmlab-probe"
+KERNEL_FAULT = re.compile(r"BUG|Oops|Kernel panic|general protection fault|detected stall")
+BAD_KERNEL = re.compile(r"Oops|BUG:|Kernel panic|general protection|soft lockup|"
+                        r"hung_task|rcu_sched self-detected|Call Trace|segfault", re.I)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verification: its name, whether it passed, and what was seen."""
+
+    name: str
+    ok: bool
+    evidence: str
+    seconds: float = 0.0
+
+
+@dataclass
+class Dirtier:
+    """The ``kvmlab-dirty`` process in the guest."""
+
+    pid: int
+    mem_mib: int
+    rate_mibs: float
+    checks: int = 0
+
+
+AGENT_PATIENCE = 30.0
+"""How long a guest's agent may take to answer after a migration: a healthy one answers in
+well under a second; a guest the migration broke often hangs instead of dying."""
+
+
+def _sh(machine: Machine, script: str, timeout: float = 60.0) -> tuple[int, str]:
+    result = machine.exec(["/bin/sh", "-c", script], timeout=timeout,
+                          patience=AGENT_PATIENCE * machine.level_factor())  # fmt: skip
+    out = (result.stdout + result.stderr).decode(errors="replace")
+    return result.returncode, out
+
+
+def start_dirtier(machine: Machine, mem_mib: int, rate_mibs: float) -> Dirtier:
+    """Start ``kvmlab-dirty`` and wait until it has filled its memory once."""
+    code, out = _sh(machine, f"rm -rf {STATE_DIR} && mkdir -p {STATE_DIR} && "
+                             "test -x /bin/kvmlab-dirty && test -e " + PROBE_DEVICE)  # fmt: skip
+    if code != 0:
+        raise KvmlabError(
+            f"{machine.config.name} has no kvmlab-dirty or probe port: is it "
+            "migratable = true (the self-contained image)? " + out.strip()
+        )
+    probe = PROBE_DEVICE
+    pid = machine.exec_background(["/bin/kvmlab-dirty", str(mem_mib), f"{rate_mibs:g}",
+                                   STATE_DIR, probe])  # fmt: skip
+    deadline = time.monotonic() + 60 + mem_mib / 4 * machine.level_factor()
+    while time.monotonic() < deadline:
+        code, out = _sh(machine, f"cat {STATE_DIR}/status 2>/dev/null; kill -0 {pid}")
+        if "passes=" in out:
+            return Dirtier(pid, mem_mib, rate_mibs)
+        if code != 0:
+            raise KvmlabError(f"kvmlab-dirty exited in {machine.config.name}: {out.strip()}")
+        time.sleep(0.5)
+    raise KvmlabError(f"kvmlab-dirty in {machine.config.name} did not start in time")
+
+
+def status(machine: Machine) -> dict[str, float]:
+    """The dirtier's last status line as numbers (passes, bytes, maxgap_us, seconds)."""
+    _, out = _sh(machine, f"cat {STATE_DIR}/status")
+    return {k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)", out)}
+
+
+def verify_memory(machine: Machine, dirtier: Dirtier, timeout: float = 120.0) -> Check:
+    """Ask the dirtier to check every page now (SIGUSR1) and read its verdict."""
+    dirtier.checks += 1
+    n = dirtier.checks
+    t0 = time.monotonic()
+    code, out = _sh(machine, f"kill -USR1 {dirtier.pid}")
+    if code != 0:
+        return Check("memory pattern", False, f"kvmlab-dirty (pid {dirtier.pid}) is gone: "
+                                              f"{out.strip()}")  # fmt: skip
+    deadline = t0 + timeout * machine.level_factor()
+    while time.monotonic() < deadline:
+        _, out = _sh(machine, f"grep '^{n} ' {STATE_DIR}/verify.log; kill -0 {dirtier.pid}")
+        line = next((x for x in out.splitlines() if x.startswith(f"{n} ")), None)
+        if line is not None:
+            ok = line.split()[1] == "ok"
+            took = time.monotonic() - t0
+            what = f"{dirtier.mem_mib} MiB, every word of every page: {line[len(str(n)) + 1 :]}"
+            return Check("memory pattern", ok, what, took)
+        time.sleep(0.2)
+    return Check("memory pattern", False, f"no verdict from kvmlab-dirty in {timeout:g} s")
+
+
+def stop_dirtier(machine: Machine, dirtier: Dirtier) -> None:
+    """Stop the dirtier (it exits on SIGTERM)."""
+    _sh(machine, f"kill {dirtier.pid} 2>/dev/null; true")
+
+
+def write_check_file(machine: Machine, mib: int = 8) -> str:
+    """Write random data to a file in the guest; return its sha256."""
+    code, out = _sh(machine, f"dd if=/dev/urandom of={CHECK_FILE} bs=1M count={mib} "
+                             f"2>/dev/null && sync && sha256sum {CHECK_FILE}")  # fmt: skip
+    if code != 0:
+        raise KvmlabError(f"cannot write {CHECK_FILE} in {machine.config.name}: {out.strip()}")
+    return out.split()[0]
+
+
+def check_file(machine: Machine, digest: str) -> Check:
+    """The file written before the migration reads back identical."""
+    code, out = _sh(machine, f"sha256sum {CHECK_FILE}")
+    got = out.split()[0] if code == 0 and out.split() else out.strip()
+    return Check(
+        "file written before",
+        code == 0 and got == digest,
+        f"sha256 {got[:16]}... (before {digest[:16]}...)",
+    )
+
+
+def kernel_lines(machine: Machine) -> int:
+    """How many lines the guest kernel has logged so far."""
+    _, out = _sh(machine, "dmesg | wc -l")
+    return int(out.strip() or 0)
+
+
+def check_kernel(machine: Machine, since_line: int) -> Check:
+    """No oops, BUG, panic, lockup or segfault in the kernel log since ``since_line``."""
+    code, out = _sh(machine, f"dmesg | tail -n +{since_line + 1}")
+    bad = [line for line in out.splitlines() if BAD_KERNEL.search(line)]
+    if code != 0:
+        return Check("kernel log", False, f"dmesg failed: {out.strip()[-200:]}")
+    if bad:
+        return Check("kernel log", False, "; ".join(bad[:3]))
+    return Check("kernel log", True, f"{len(out.splitlines())} new line(s), no oops/BUG/panic")
+
+
+def check_agent(machine: Machine) -> Check:
+    """The guest agent answers a command."""
+    t0 = time.monotonic()
+    try:
+        code, out = _sh(machine, "cat /proc/uptime", timeout=30)
+    except KvmlabError as exc:
+        return Check("guest agent", False, str(exc))
+    return Check(
+        "guest agent",
+        code == 0,
+        f"uptime {out.split()[0] if out else '?'} s",
+        time.monotonic() - t0,
+    )

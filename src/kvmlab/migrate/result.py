@@ -1,0 +1,155 @@
+"""What one migration did: QEMU's statistics, the guest's downtime, the verification."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kvmlab.migrate.guestside import Check
+from kvmlab.migrate.stats import Sample, info_migrate, passes
+
+
+@dataclass
+class Outcome:
+    """A migration from start to verdict. ``verified`` is the headline: a migration QEMU
+    calls completed whose guest fails any check is ``FAILED``, never a success."""
+
+    address: str
+    plan: str
+    status: str = "none"
+    samples: list[Sample] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    checks_before: list[Check] = field(default_factory=list)
+    checks_after: list[Check] = field(default_factory=list)
+    source_checks: list[Check] = field(default_factory=list)
+    """The source after a migration that did not complete (it must still be intact)."""
+    source_resumed: bool = False
+    lost: bool = False
+    """Postcopy failed: the guest's memory was split between the two QEMUs, nothing runs it."""
+    guest_downtime_ms: float | None = None
+    """Longest gap between the guest's heartbeats around the switch-over, on the host clock."""
+    baseline_gap_ms: float | None = None
+    """The same measure over a second before the migration (scheduling noise)."""
+    guest_clock_gap_ms: float | None = None
+    """Longest gap the dirtier saw in its own progress, by the guest's clock."""
+    dirty_mib: int = 0
+    dirty_rate_mibs: float = 0.0
+    dirty_seen_mibs: float | None = None
+    """The rate the dirtier actually reached before the migration (MiB/s)."""
+    postcopy_started: float | None = None
+    raw_last: dict[str, Any] | None = None
+    """QEMU's last ``query-migrate`` reply as it came (for the record and the tests)."""
+    choice: str | None = None
+    """``auto``: what kvmlab chose and why."""
+    cancelled: str | None = None
+    error: str | None = None
+    source_qemu: str = ""
+    dest_qemu: str = ""
+    wall_seconds: float = 0.0
+    verify_seconds: float = 0.0
+
+    @property
+    def final(self) -> Sample | None:
+        """The last ``query-migrate`` sample."""
+        return self.samples[-1] if self.samples else None
+
+    @property
+    def verified(self) -> bool:
+        """Completed, and every check after the switch-over passed."""
+        return (self.status == "completed" and bool(self.checks_after)
+                and all(c.ok for c in self.checks_after))  # fmt: skip
+
+    @property
+    def verdict(self) -> str:
+        """``VERIFIED``, ``FAILED`` (completed but the guest is not intact, or failed) or
+        ``CANCELLED`` (the source kept running)."""
+        if self.verified:
+            return "VERIFIED"
+        if self.status == "cancelled":
+            return "CANCELLED"
+        return "FAILED"
+
+    def to_json(self) -> dict[str, Any]:
+        """The outcome as ``-o json`` prints it (schema in docs/json-output.md)."""
+        final = self.final
+        return {
+            "schema": 1,
+            "address": self.address,
+            "plan": self.plan,
+            "status": self.status,
+            "verdict": self.verdict,
+            "error": self.error,
+            "cancelled": self.cancelled,
+            "qemu": {"source": self.source_qemu, "destination": self.dest_qemu},
+            "final": final.to_json() if final else None,
+            "guest_downtime_ms": self.guest_downtime_ms,
+            "baseline_gap_ms": self.baseline_gap_ms,
+            "guest_clock_gap_ms": self.guest_clock_gap_ms,
+            "dirty": {"mib": self.dirty_mib, "rate_mibs": self.dirty_rate_mibs,
+                      "seen_mibs": self.dirty_seen_mibs},
+            "postcopy_started_s": self.postcopy_started,
+            "choice": self.choice,
+            "passes": passes(self.samples),
+            "events": self.events,
+            "checks": {"before": [asdict(c) for c in self.checks_before],
+                       "after": [asdict(c) for c in self.checks_after],
+                       "source": [asdict(c) for c in self.source_checks]},
+            "source_resumed": self.source_resumed,
+            "lost": self.lost,
+            "wall_seconds": self.wall_seconds,
+            "verify_seconds": self.verify_seconds,
+            "samples": [s.to_json() for s in self.samples],
+            "query_migrate": self.raw_last,
+        }  # fmt: skip
+
+
+def text(outcome: Outcome) -> list[str]:
+    """Seed 004's ``info migrate`` table, then the guest's view and the verification."""
+    lines = [f"migration of {outcome.address}: {outcome.plan}"]
+    if outcome.source_qemu != outcome.dest_qemu:
+        lines.append(f"  from {outcome.source_qemu} to {outcome.dest_qemu}")
+    if outcome.final is not None:
+        lines += [f"  {line}" for line in info_migrate(outcome.final)]
+    for p in passes(outcome.samples):
+        lines.append(f"  pass {p['pass']:.0f}: from {p['start']:.1f} s, "
+                     f"{p['bytes'] / 1048576:.1f} MiB in {p['seconds']:.1f} s, "
+                     f"dirty rate {p['dirty-pages-rate']:.0f} pages/s")  # fmt: skip
+    if outcome.postcopy_started is not None:
+        lines.append(f"  postcopy started at {outcome.postcopy_started:.1f} s")
+    if outcome.choice:
+        lines.append(f"  auto: {outcome.choice}")
+    rate = outcome.dirty_seen_mibs
+    seen = "" if rate is None else f", {rate:.1f} MiB/s reached"
+    lines.append(f"dirtying: {outcome.dirty_mib} MiB working set at "
+                 f"{outcome.dirty_rate_mibs:g} MiB/s (0 = as fast as it can){seen}")  # fmt: skip
+    if outcome.guest_downtime_ms is not None:
+        noise = outcome.baseline_gap_ms
+        base = "" if noise is None else f" (heartbeat noise before the migration: {noise:.0f} ms)"
+        lines.append(f"guest downtime (heartbeats, host clock): "
+                     f"{outcome.guest_downtime_ms:.0f} ms{base}")  # fmt: skip
+    if outcome.guest_clock_gap_ms is not None:
+        lines.append(f"longest stall by the guest's own clock: "
+                     f"{outcome.guest_clock_gap_ms:.0f} ms")  # fmt: skip
+    for when, checks in (
+        ("before", outcome.checks_before),
+        ("after", outcome.checks_after),
+        ("source", outcome.source_checks),
+    ):
+        for c in checks:
+            lines.append(f"  check {when:6} {'ok  ' if c.ok else 'FAIL'} {c.name}: {c.evidence}")
+    if outcome.lost:
+        lines.append(
+            "the guest is lost: postcopy failed after the switch-over; the paused "
+            "source is left for 'kvmlab down'"
+        )
+    if outcome.source_resumed:
+        lines.append("the source was resumed: the guest runs where it was")
+    if outcome.cancelled:
+        lines.append(f"cancelled: {outcome.cancelled}")
+    if outcome.error:
+        lines.append(f"error: {outcome.error}")
+    lines.append(
+        f"verdict: {outcome.verdict} ({outcome.wall_seconds:.1f} s in all, "
+        f"verification {outcome.verify_seconds:.1f} s outside the migration)"
+    )
+    return lines

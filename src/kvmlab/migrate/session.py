@@ -1,0 +1,485 @@
+"""One live migration of a running guest, from the dirtying workload to the verdict.
+
+The destination QEMU is the source's command line with its own run directory and
+``-incoming defer`` (same devices by construction; :mod:`kvmlab.runtime.handover`). The
+source keeps running and intact whatever happens before the switch-over: a destination
+that fails to start, dies, or a cut connection leaves the source running (QEMU resumes
+it), a timeout or Ctrl-C cancels (``migrate_cancel``), and kvmlab checks the source
+again. After a completed migration the guest is verified on the destination: a guest
+that fails is reported FAILED with the evidence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from kvmlab.errors import KvmlabError, UsageError
+from kvmlab.migrate import guestside
+from kvmlab.migrate.modes import AUTO_PASSES, Plan, Settings, check_settings, plan
+from kvmlab.migrate.probe import HeartbeatWatch
+from kvmlab.migrate.result import Outcome
+from kvmlab.migrate.stats import FINISHED, parse
+from kvmlab.render.devices.control import PROBE_LOG, PROBE_PORT
+from kvmlab.runtime import handover
+from kvmlab.runtime.errors import QmpFailure, RuntimeFailure, StateError
+from kvmlab.runtime.machine import Machine, qemu_command
+from kvmlab.runtime.owned import remove_owned
+from kvmlab.runtime.qmp import QmpSession
+from kvmlab.runtime.rundir import GuestRecord, LabDir
+
+Progress = Callable[[str], None]
+SAMPLE_S = 0.1
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The dirtying workload in the guest during the migration."""
+
+    mem_mib: int = 128
+    rate_mibs: float = 0.0
+    """MiB/s; 0: as fast as the guest can."""
+    warmup_s: float = 3.0
+
+
+class MigrationCancelled(RuntimeFailure):
+    """The migration was cancelled (timeout, Ctrl-C); the source kept running."""
+
+
+def _source(address: str) -> tuple[LabDir, Path, GuestRecord]:
+    parts = address.split("/")
+    if len(parts) < 2:
+        raise UsageError(f"{address!r} is not a guest address; write LAB/GUEST")
+    lab_dir = LabDir.of(parts[0])
+    guest_dir = lab_dir.guest_dir(parts[1:])
+    if len(parts) > 2:
+        raise UsageError(f"{address}: kvmlab migrates top-level guests only (not a guest "
+                         "inside a guest hypervisor)")  # fmt: skip
+    if not lab_dir.exists() or not guest_dir.is_dir():
+        raise StateError(f"{address} is not up (kvmlab ps lists what runs)")
+    record = GuestRecord.read(guest_dir)
+    if record.state != "running":
+        raise StateError(f"{address} is not running (its state: {record.state})")
+    if not record.running(guest_dir):
+        raise StateError(f"{address}: its QEMU has exited (see {guest_dir}/serial.log; "
+                         f"'kvmlab down {parts[0]}' cleans up)")  # fmt: skip
+    if not any(PROBE_PORT in arg for arg in record.argv):
+        raise UsageError(f"{address} cannot be migrated: it mounts the host's root over 9p, "
+                         "which blocks migration; set migratable = true for it in the lab "
+                         "file and bring the lab up again")  # fmt: skip
+    return lab_dir, guest_dir, record
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _set(machine: Machine, caps: dict[str, bool], params: dict[str, object]) -> None:
+    if caps:
+        machine.qmp().execute("migrate-set-capabilities", {"capabilities": [
+            {"capability": k, "state": v} for k, v in caps.items()]})  # fmt: skip
+    if params:
+        machine.qmp().execute("migrate-set-parameters", params)
+
+
+def migrate(
+    address: str,
+    settings: Settings,
+    workload: Workload = Workload(),
+    progress: Progress = lambda _: None,
+    dest_qemu: str | None = None,
+    transport: str = "tcp",
+) -> Outcome:
+    """Migrate the running guest at ``address`` and verify it; the outcome, whatever it is.
+
+    Raises only for what stops the attempt before the migration starts (bad input, a
+    guest that is not running or not migratable, a destination that does not start).
+    """
+    check_settings(settings)
+    if transport not in ("tcp", "unix"):
+        raise UsageError("--transport must be tcp or unix")
+    lab_dir, guest_dir, record = _source(address)
+    source = Machine.attach(guest_dir, record)
+    with lab_dir.locked():
+        try:
+            return _migrate(source, address, guest_dir, record, settings, workload, progress,
+                            dest_qemu, transport)  # fmt: skip
+        finally:
+            source.disconnect()  # every QMP session closes, whatever ended the attempt
+
+
+def _migrate(
+    source: Machine, address: str, guest_dir: Path, record: GuestRecord, settings: Settings,
+    workload: Workload, progress: Progress, dest_qemu: str | None, transport: str,
+) -> Outcome:  # fmt: skip
+    t_start = time.monotonic()
+    dest_dir = handover.migration_dir(guest_dir, record)
+    if dest_dir.exists():
+        remove_owned(dest_dir)  # a failed attempt's leftovers (its QEMU is gone: see below)
+    argv, forwards = handover.destination_argv(record.argv, guest_dir, dest_dir, dest_qemu)
+    run_state = source.qmp().execute("query-status")
+    if not run_state.get("running"):
+        raise StateError(f"{address} is not running but {run_state.get('status')} (a failed "
+                         f"postcopy leaves its source so); 'kvmlab down {record.lab}' removes it")
+    offered = {c["capability"] for c in source.qmp().execute("query-migrate-capabilities")}
+    the_plan = plan(settings, offered)
+    outcome = Outcome(
+        address,
+        the_plan.describe(),
+        dirty_mib=workload.mem_mib,
+        dirty_rate_mibs=workload.rate_mibs,
+        source_qemu=qemu_command(record.argv)[0],
+        dest_qemu=qemu_command(argv)[0],
+    )
+    progress(f"starting kvmlab-dirty in {address}: {workload.mem_mib} MiB at "
+             f"{workload.rate_mibs:g} MiB/s")  # fmt: skip
+    t_verify = time.monotonic()
+    dirtier = guestside.start_dirtier(source, workload.mem_mib, workload.rate_mibs)
+    digest = guestside.write_check_file(source)
+    klines = guestside.kernel_lines(source)
+    outcome.checks_before.append(guestside.verify_memory(source, dirtier))
+    outcome.verify_seconds += time.monotonic() - t_verify
+    if not outcome.checks_before[-1].ok:
+        guestside.stop_dirtier(source, dirtier)
+        raise RuntimeFailure(f"{address} fails verification before any migration: "
+                             f"{outcome.checks_before[-1].evidence}")  # fmt: skip
+    before = guestside.status(source)
+    time.sleep(workload.warmup_s)
+    after = guestside.status(source)
+    if after.get("seconds", 0) > before.get("seconds", 0):
+        outcome.dirty_seen_mibs = ((after.get("bytes", 0) - before.get("bytes", 0)) / 1048576
+                                   / (after["seconds"] - before["seconds"]))  # fmt: skip
+    dest = Machine(replace(source.config, argv=argv, run_dir=dest_dir))
+    try:
+        return _attempt(source, dest, forwards, guest_dir, record, the_plan, outcome,
+                        _Verify(dirtier, digest, klines), progress, transport, t_start)
+    finally:
+        dest.disconnect()
+
+
+@dataclass(frozen=True)
+class _Verify:
+    """What the checks after the migration compare against."""
+
+    dirtier: guestside.Dirtier
+    digest: str
+    klines: int
+
+
+def _attempt(
+    source: Machine, dest: Machine, forwards: list[tuple[str, str]], guest_dir: Path,
+    record: GuestRecord, the_plan: Plan, outcome: Outcome, ref: _Verify, progress: Progress,
+    transport: str, t_start: float,
+) -> Outcome:  # fmt: skip
+    """Start the destination, migrate, hand over or back out; verify where the guest runs."""
+    dest_dir, settings = dest.run_dir, the_plan.settings
+    dirtier, digest, klines = ref.dirtier, ref.digest, ref.klines
+    adopted: GuestRecord | None = None
+    watch = HeartbeatWatch([guest_dir / PROBE_LOG, dest_dir / PROBE_LOG])
+    try:
+        progress(f"starting the destination QEMU ({dest_dir.name}, -incoming defer)")
+        try:
+            dest.launch_incoming()
+        except KvmlabError as exc:
+            lines = exc.lines()
+            raise RuntimeFailure(f"the destination QEMU did not start: {lines[0]}"
+                                 + "".join(f"; {x.strip()}" for x in lines[1:4])) from exc
+        _set(source, the_plan.source_caps, the_plan.source_params)
+        _set(dest, the_plan.dest_caps, the_plan.dest_params)
+        uri = (f"tcp:127.0.0.1:{_free_port()}" if transport == "tcp"
+               else f"unix:{dest_dir / 'migrate.sock'}")  # fmt: skip
+        dest.qmp().execute("migrate-incoming", {"uri": uri})
+        watch.start()
+        time.sleep(1.0)
+        t_base = time.monotonic() - 1.0
+        progress(f"migrating over {uri} ({outcome.plan})")
+        t0 = time.monotonic()
+        source.qmp().execute("migrate", {"uri": uri})
+        _follow(source, dest, the_plan, outcome, t0, progress)
+        if outcome.status != "completed":
+            raise _Unfinished()
+        if settings.mode == "auto" and outcome.postcopy_started is None:
+            outcome.choice = (
+                f"precopy converged within {AUTO_PASSES} passes under the "
+                f"{the_plan.source_params['downtime-limit']} ms target"
+            )
+        t_run = _wait_running(dest, outcome)
+        time.sleep(1.0)  # heartbeats from the destination after it resumed
+        gap = watch.longest_gap(t0, t_run + 1.0)
+        base = watch.longest_gap(t_base, t0)
+        outcome.guest_downtime_ms = gap.seconds * 1000 if gap else None
+        outcome.baseline_gap_ms = base.seconds * 1000 if base else None
+        watch.stop()
+        progress("switched over: stopping the source QEMU, handing the address over")
+        source.shutdown(force=True)
+        adopted = handover.adopt(guest_dir, dest_dir, record, dest.pid or 0, dest.pid_start)
+        _restore_forwards(dest, forwards)
+    except _Unfinished:
+        pass
+    except (KeyboardInterrupt, KvmlabError) as exc:
+        watch.stop()
+        if isinstance(exc, KeyboardInterrupt):
+            outcome.cancelled = "interrupted (Ctrl-C, SIGTERM or SIGHUP)"
+        else:
+            outcome.error = outcome.error or str(exc)
+        if outcome.status == "completed" and adopted is None:
+            # switched over, then the destination failed: that is the verdict's evidence
+            outcome.checks_after = [guestside.Check("destination", False, f"{exc}; "
+                                                    f"{_serial_tail(dest_dir)}")]  # fmt: skip
+            _keep_log(dest_dir, guest_dir)
+    finally:
+        watch.stop()
+    if adopted is None and outcome.lost:
+        outcome.checks_after = [guestside.Check("destination", False, _serial_tail(dest_dir))]
+        _keep_log(dest_dir, guest_dir)
+        dest.shutdown(force=True)
+        remove_owned(dest_dir)
+        source.detach()  # paused, holding half a guest: 'kvmlab down' removes it
+        outcome.wall_seconds = time.monotonic() - t_start
+        return outcome
+    if adopted is None:
+        if dest.is_alive() or dest_dir.exists():
+            _back_out(source, dest, dest_dir, outcome, progress)
+        t_verify = time.monotonic()
+        outcome.source_checks = _verify(source, dirtier, digest, klines, "source")
+        outcome.verify_seconds += time.monotonic() - t_verify
+        with contextlib.suppress(KvmlabError):
+            guestside.stop_dirtier(source, dirtier)
+        if source.is_alive():
+            source.detach()  # it runs on, as before; only its QMP session closes
+        outcome.wall_seconds = time.monotonic() - t_start
+        return outcome
+    dest.detach()
+    migrated = Machine.attach(guest_dir, adopted)
+    t_verify = time.monotonic()
+    outcome.checks_after = _verify(migrated, dirtier, digest, klines, "destination")
+    outcome.verify_seconds += time.monotonic() - t_verify
+    with contextlib.suppress(KvmlabError):
+        state = guestside.status(migrated)
+        outcome.guest_clock_gap_ms = state.get("maxgap_us", 0) / 1000
+        guestside.stop_dirtier(migrated, dirtier)
+    outcome.wall_seconds = time.monotonic() - t_start
+    return outcome
+
+
+class _Unfinished(Exception):
+    """The migration ended without completing (failed or cancelled)."""
+
+
+def _follow(source: Machine, dest: Machine, the_plan: Plan, outcome: Outcome, t0: float,
+            progress: Progress) -> None:  # fmt: skip
+    """Sample ``query-migrate`` until the migration ends; start postcopy or cancel as planned."""
+    settings = the_plan.settings
+    postcopy = the_plan.source_caps.get("postcopy-ram", False)
+    qmp = source.qmp()
+    last_pass = 0.0
+    while True:
+        t = time.monotonic() - t0
+        reply = qmp.execute("query-migrate")
+        sample = parse(reply, t)
+        outcome.raw_last = reply
+        outcome.samples.append(sample)
+        outcome.status = sample.status
+        if sample.status in FINISHED:
+            if sample.error:
+                outcome.error = sample.error
+            if sample.status == "completed":
+                _final_times(qmp, outcome, t0)
+            return
+        sync = sample.ram.get("dirty-sync-count", 0.0)
+        if sync != last_pass:
+            last_pass = sync
+            progress(f"pass {sync:.0f} at {t:.1f} s: {sample.ram.get('remaining', 0) / 1048576:.0f}"
+                     f" MiB remaining, {sample.ram.get('mbps', 0):.0f} Mbit/s")  # fmt: skip
+        if (postcopy and outcome.postcopy_started is None and settings.mode == "postcopy"
+                and sync > settings.postcopy_after_pass):  # fmt: skip
+            qmp.execute("migrate-start-postcopy")
+            outcome.postcopy_started = t
+            progress(f"switching to postcopy at {t:.1f} s (after pass {sync - 1:.0f})")
+        if (settings.mode == "auto" and outcome.postcopy_started is None
+                and sync > AUTO_PASSES):  # fmt: skip
+            qmp.execute("migrate-start-postcopy")
+            outcome.postcopy_started = t
+            target = the_plan.source_params["downtime-limit"]
+            outcome.choice = (
+                f"precopy did not reach the {target} ms target in {AUTO_PASSES} "
+                "passes (expected downtime "
+                f"{sample.times.get('expected-downtime', 0):.0f} ms): postcopy"
+            )
+            progress(f"auto: {outcome.choice} at {t:.1f} s")
+        if t > settings.max_seconds and outcome.cancelled is None:
+            if settings.on_timeout == "postcopy" and postcopy and outcome.postcopy_started is None:
+                qmp.execute("migrate-start-postcopy")
+                outcome.postcopy_started = t
+                progress(f"not converged in {settings.max_seconds:g} s: switching to postcopy")
+            elif outcome.postcopy_started is None:
+                outcome.cancelled = f"not converged in {settings.max_seconds:g} s"
+                progress(f"{outcome.cancelled}: cancelling (the source keeps running)")
+                qmp.execute("migrate_cancel")
+        if not dest.is_alive() and outcome.postcopy_started is None:
+            outcome.error = "the destination QEMU exited during the migration"
+        if outcome.postcopy_started is not None and (
+            not dest.is_alive() or sample.status == "postcopy-paused"
+            or t > 2 * settings.max_seconds
+        ):  # fmt: skip
+            # In postcopy the guest's state is split between the two: nothing can resume it.
+            outcome.status = "failed"
+            outcome.lost = True
+            why = ("its QEMU exited" if not dest.is_alive()
+                   else f"postcopy stalled ({sample.status})")  # fmt: skip
+            outcome.error = (
+                f"the destination failed during postcopy ({why}): the guest is "
+                "lost (its memory was split between source and destination)"
+            )
+            return
+        event = qmp.wait_event(["MIGRATION_PASS", "MIGRATION"], SAMPLE_S)
+        if event is not None:
+            outcome.events.append({"t": time.monotonic() - t0, "event": event["event"],
+                                   "data": event.get("data", {})})  # fmt: skip
+
+
+def _final_times(qmp: QmpSession, outcome: Outcome, t0: float) -> None:
+    """QEMU 7.2 reports ``completed`` before it has computed ``total-time`` and ``downtime``
+    (both 0 until ``migration_calculate_complete`` runs a moment later): sample again until
+    they are there, so a finished migration never reads as 0 ms."""
+    deadline = time.monotonic() + 3.0
+    while not outcome.samples[-1].times.get("total-time") and time.monotonic() < deadline:
+        time.sleep(0.02)
+        reply = qmp.execute("query-migrate")
+        outcome.samples.append(parse(reply, time.monotonic() - t0))
+        outcome.raw_last = reply
+
+
+def _wait_running(dest: Machine, outcome: Outcome) -> float:
+    """Wait until the destination's guest runs; the instant it was seen running."""
+    deadline = time.monotonic() + 60.0
+    while time.monotonic() < deadline:
+        if not dest.is_alive():
+            raise RuntimeFailure("the destination QEMU exited right after the switch-over")
+        status = dest.qmp().execute("query-status")
+        if status.get("running"):
+            dest.resumed()
+            return time.monotonic()
+        time.sleep(0.02)
+    raise RuntimeFailure("the destination's guest did not start running within 60 s")
+
+
+def _restore_forwards(dest: Machine, forwards: list[tuple[str, str]]) -> None:
+    """The host port forwards the source held, now on the destination's user network.
+
+    ``hostfwd_add`` reports a failed bind only on QEMU's stderr, and the source's listening
+    socket can outlive its process by a moment: each rule is checked in ``info usernet``
+    and added again until it is there (5 s at most)."""
+    for netdev, rule in forwards:
+        port = rule.split(":")[-1].split("-")[0]
+        deadline = time.monotonic() + 5.0
+        while True:
+            hmp(dest, f"hostfwd_add {netdev} {rule}")
+            table = hmp(dest, "info usernet")
+            if any("HOST_FORWARD" in line and f" {port} " in f" {line} "
+                   for line in table.splitlines()):  # fmt: skip
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeFailure(f"cannot forward {rule} on the destination (the port is "
+                                     f"still in use?): {table.strip()[-300:]}")  # fmt: skip
+            time.sleep(0.2)
+
+
+def hmp(machine: Machine, command: str) -> str:
+    """An HMP command through QMP (for what QMP has no command of its own for)."""
+    reply = machine.qmp().execute("human-monitor-command", {"command-line": command})
+    return str(reply)
+
+
+def _back_out(source: Machine, dest: Machine, dest_dir: Path, outcome: Outcome,
+              progress: Progress) -> None:  # fmt: skip
+    """Leave the source running and remove every trace of the destination."""
+    with contextlib.suppress(QmpFailure, StateError):
+        status = source.qmp().execute("query-migrate").get("status")
+        if status not in (*FINISHED, "none", None):
+            progress(f"cancelling the migration ({status})")
+            source.qmp().execute("migrate_cancel")
+            for _ in range(100):
+                if source.qmp().execute("query-migrate").get("status") in FINISHED:
+                    break
+                time.sleep(0.1)
+            outcome.status = source.qmp().execute("query-migrate").get("status", "cancelled")
+        run = source.qmp().execute("query-status")
+        if outcome.postcopy_started is None and not run.get("running") and run.get(
+            "status"
+        ) in ("paused", "postmigrate"):  # fmt: skip
+            progress(f"resuming the source ({run.get('status')})")
+            source.qmp().execute("cont")
+            outcome.source_resumed = True
+    dest.shutdown(force=True)
+    if dest_dir.exists():
+        remove_owned(dest_dir)
+
+
+def _verify(machine: Machine, dirtier: guestside.Dirtier, digest: str, klines: int,
+            side: str) -> list[guestside.Check]:  # fmt: skip
+    """Every check of a guest after a migration (or after one that did not happen); a
+    guest that dies on the way fails the check it died in, with its serial log's tail."""
+    if not machine.is_alive():
+        return [guestside.Check("QEMU", False, f"the {side} QEMU has exited: "
+                                               f"{_serial_tail(machine.run_dir)}")]  # fmt: skip
+    checks: list[guestside.Check] = []
+    steps: list[tuple[str, Callable[[], guestside.Check]]] = [
+        ("guest agent", lambda: guestside.check_agent(machine)),
+        ("memory pattern", lambda: guestside.verify_memory(machine, dirtier)),
+        ("file written before", lambda: guestside.check_file(machine, digest)),
+        ("kernel log", lambda: guestside.check_kernel(machine, klines)),
+    ]
+    for name, step in steps:
+        try:
+            checks.append(step())
+        except KvmlabError as exc:
+            tail = "" if machine.is_alive() else f"; serial: {_serial_tail(machine.run_dir)}"
+            checks.append(guestside.Check(name, False, f"{exc}{tail}"))
+            break
+        if not checks[-1].ok and name == "guest agent":
+            break
+    if not all(c.ok for c in checks):
+        faults = _kernel_faults(machine.run_dir)
+        if faults:
+            checks.append(guestside.Check("serial console", False, faults))
+    return checks
+
+
+def _kernel_faults(run_dir: Path) -> str:
+    """The guest kernel's first faults and its panic from the serial log, or ``""``."""
+    from kvmlab.render.devices.control import SERIAL_LOG
+    from kvmlab.runtime.procs import tail
+
+    lines = [x.strip() for x in tail(run_dir / SERIAL_LOG, 400) if x.strip()]
+    worst = [x for x in lines if guestside.KERNEL_FAULT.search(x)]
+    panic = [x for x in worst if "Kernel panic" in x]
+    return " | ".join(dict.fromkeys([*worst[:2], *panic[:1]]))
+
+
+def _serial_tail(run_dir: Path) -> str:
+    """The last lines of a guest's serial log, kernel faults first."""
+    from kvmlab.render.devices.control import SERIAL_LOG
+    from kvmlab.runtime.procs import tail
+
+    faults = _kernel_faults(run_dir)
+    if faults:  # the first faults and the panic, not the call traces after them
+        return faults
+    lines = [x.strip() for x in tail(run_dir / SERIAL_LOG, 40) if x.strip()]
+    bad = [x for x in lines if guestside.BAD_KERNEL.search(x)]
+    return " | ".join((bad or lines)[-3:]) or "(no serial output)"
+
+
+def _keep_log(dest_dir: Path, guest_dir: Path) -> None:
+    """Keep a failed destination's serial log beside the guest's (the evidence)."""
+    from kvmlab.render.devices.control import SERIAL_LOG
+
+    with contextlib.suppress(OSError):
+        (dest_dir / SERIAL_LOG).replace(guest_dir / "serial.log.failed-destination")
