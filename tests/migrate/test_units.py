@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -207,3 +208,49 @@ def test_parse_ldd() -> None:
         ("libglib-2.0.so.0", Path("/lib/x86_64-linux-gnu/libglib-2.0.so.0")),
         ("ld-linux-x86-64.so.2", Path("/lib64/ld-linux-x86-64.so.2")),
     ]
+
+
+RECORDED = json.loads((Path(__file__).parent / "data" / "query-migrate.json").read_text())
+"""Real final query-migrate replies of QEMU 7.2 (kvmlab migrate --lab labs/migrate.toml)."""
+
+
+def test_recorded_72_precopy_reply_reads_as_info_migrate() -> None:
+    s = parse(RECORDED["qemu-7.2-precopy-completed"], 2.8)
+    lines = info_migrate(s)
+    assert lines[:3] == ["Migration status: completed", "total time: 2762 ms", "downtime: 39 ms"]
+    assert any(x.startswith("transferred ram: ") and x.endswith(" kbytes") for x in lines)
+    assert s.ram["dirty-sync-count"] >= 2 and s.ram["downtime-bytes"] > 0
+
+
+def test_recorded_72_postcopy_reply_has_postcopy_figures() -> None:
+    s = parse(RECORDED["qemu-7.2-postcopy-completed"], 1.9)
+    assert s.get("postcopy-bytes") and s.get("downtime") == 5
+    assert "postcopy ram: " in "\n".join(info_migrate(s))
+
+
+def test_qemu_72_reports_completed_before_its_times() -> None:
+    """What _final_times works around: QEMU 7.2 says completed with total-time and downtime
+    still 0 while downtime-bytes shows data went across in the stop."""
+    s = parse(RECORDED["qemu-7.2-completed-before-times"], 2.6)
+    assert s.status == "completed" and s.get("total-time") == 0 and s.get("downtime") == 0
+    assert s.ram["downtime-bytes"] > 0
+
+
+def test_final_times_samples_again_until_qemu_has_them() -> None:
+    from kvmlab.migrate.session import _final_times
+
+    replies = iter([RECORDED["qemu-7.2-completed-before-times"],
+                    RECORDED["qemu-7.2-precopy-completed"]])  # fmt: skip
+
+    class Qmp:
+        def execute(self, command: str) -> dict[str, object]:
+            assert command == "query-migrate"
+            return next(replies)
+
+    import time
+
+    out = Outcome("m/vm", "precopy", samples=[parse(RECORDED["qemu-7.2-completed-before-times"],
+                                                    2.6)])  # fmt: skip
+    _final_times(Qmp(), out, time.monotonic())  # type: ignore[arg-type]
+    assert out.final is not None and out.final.get("total-time") == 2762
+    assert out.raw_last == RECORDED["qemu-7.2-precopy-completed"]
