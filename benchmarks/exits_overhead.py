@@ -98,7 +98,7 @@ def one(mode: str, name: str, lab: str, seconds: int, device: str) -> float:
         raise SystemExit(f"{name} failed in L2 ({mode}): {run.stderr[-500:]}")
     if argv is not None:  # let the collector finish before the next run
         kvmlab("exec", f"{lab}/l1", "--", "sh", "-c",
-               "while pgrep -f '[t]race.sh|[p]erf.sh|[p]erf kvm|[s]ocat' >/dev/null; do "
+               "while pgrep -f '[t]race.sh|[p]erf.sh|[p]erf kvm|[q]uery-stats' >/dev/null; do "
                "sleep 1; done", timeout=600)  # fmt: skip
     return figure(name, run.stdout)
 

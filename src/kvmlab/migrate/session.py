@@ -227,6 +227,8 @@ def _attempt(
         watch.stop()
         if isinstance(exc, KeyboardInterrupt):
             outcome.cancelled = "interrupted (Ctrl-C, SIGTERM or SIGHUP)"
+        elif outcome.status == "completed" and not dest.is_alive():
+            outcome.error = "the destination QEMU exited after the switch-over (see the checks)"
         else:
             outcome.error = outcome.error or str(exc)
         if outcome.status == "completed" and adopted is None:
