@@ -90,6 +90,13 @@ def test_plan_resets_parameters_to_qemus_defaults() -> None:
     assert auto.describe() == "auto (postcopy-ram, downtime-limit=50)"
 
 
+def test_on_timeout_postcopy_enables_postcopy_from_the_start() -> None:
+    p = plan(Settings(mode="precopy", on_timeout="postcopy"), OFFERED_72)
+    assert p.source_caps["postcopy-ram"] and p.dest_caps["postcopy-ram"]
+    with pytest.raises(UsageError, match="cannot go with multifd"):
+        plan(Settings(mode="multifd", on_timeout="postcopy"), OFFERED_72)
+
+
 def test_plan_refuses_a_mode_this_qemu_lacks() -> None:
     with pytest.raises(UsageError, match="no migration capability 'dirty-limit'"):
         plan(Settings(mode="dirty-limit"), OFFERED_72)  # QEMU 7.2 has no dirty-limit
@@ -211,7 +218,7 @@ def test_parse_ldd() -> None:
 
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "query-migrate.json").read_text())
-"""Real final query-migrate replies of QEMU 7.2 (kvmlab migrate --lab labs/migrate.toml)."""
+"""Real final query-migrate replies of QEMU 7.2 and 10.0 (kvmlab migrate, labs/migrate.toml)."""
 
 
 def test_recorded_72_precopy_reply_reads_as_info_migrate() -> None:
@@ -226,6 +233,12 @@ def test_recorded_72_postcopy_reply_has_postcopy_figures() -> None:
     s = parse(RECORDED["qemu-7.2-postcopy-completed"], 1.9)
     assert s.get("postcopy-bytes") and s.get("downtime") == 5
     assert "postcopy ram: " in "\n".join(info_migrate(s))
+
+
+def test_recorded_100_reply_reads_the_same_way() -> None:
+    s = parse(RECORDED["qemu-10.0-precopy-completed"], 2.4)
+    assert s.status == "completed" and s.get("total-time") == 2438 and s.get("downtime") == 34
+    assert "dirty sync count: " in "\n".join(info_migrate(s))
 
 
 def test_qemu_72_reports_completed_before_its_times() -> None:

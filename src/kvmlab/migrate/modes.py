@@ -72,8 +72,11 @@ def plan(settings: Settings, offered: set[str]) -> Plan:
     source: dict[str, bool] = {"events": True}
     params: dict[str, Any] = {}
     dest_params: dict[str, Any] = {}
-    if mode in ("postcopy", "auto"):
-        both["postcopy-ram"] = True
+    if mode in ("postcopy", "auto") or settings.on_timeout == "postcopy":
+        if mode == "multifd":
+            raise UsageError("--on-timeout postcopy cannot go with multifd (QEMU: postcopy is "
+                             "not yet compatible with multifd)")  # fmt: skip
+        both["postcopy-ram"] = True  # set before the start: the switch may come later
     elif mode == "multifd":
         both["multifd"] = True
         channels = settings.multifd_channels or 2
