@@ -267,3 +267,23 @@ def test_final_times_samples_again_until_qemu_has_them() -> None:
     _final_times(Qmp(), out, time.monotonic())  # type: ignore[arg-type]
     assert out.final is not None and out.final.get("total-time") == 2762
     assert out.raw_last == RECORDED["qemu-7.2-precopy-completed"]
+
+
+USERNET = ("Hub -1 (net0):\r\n  Protocol[State]    FD  Source Address  Port   Dest. Address  Port "
+           "RecvQ SendQ\r\n  TCP[HOST_FORWARD]  16       127.0.0.1  2230       10.0.2.15    22"
+           "     0     0\r\n")  # fmt: skip
+"""QEMU 7.2's ``info usernet`` after ``hostfwd_add net0 tcp:127.0.0.1:2230-:22``."""
+
+
+def test_forward_found_by_its_host_port_not_the_guest_port() -> None:
+    from kvmlab.migrate.session import _forwarded
+
+    assert _forwarded(USERNET, "2230")
+    assert not _forwarded(USERNET, "22")  # the guest port, or the FD column, is no match
+    assert not _forwarded(USERNET, "16")
+
+
+def test_on_timeout_postcopy_keeps_the_modes_own_capability() -> None:
+    for mode, cap in (("xbzrle", "xbzrle"), ("auto-converge", "auto-converge")):
+        p = plan(Settings(mode=mode, on_timeout="postcopy"), OFFERED_72)
+        assert p.source_caps[cap] and p.source_caps["postcopy-ram"]

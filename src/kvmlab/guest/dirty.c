@@ -189,6 +189,7 @@ int main(int argc, char **argv)
 		if (want_verify) {
 			want_verify = 0;
 			verify(dir, mem, pages, pass, cursor, ++checks);
+			last_ns = now_ns(); /* the check is not a stall of the guest */
 		}
 		long long t = tick();
 		if (ns_per_byte > 0) { /* ahead of the rate: sleep, beating on the way */

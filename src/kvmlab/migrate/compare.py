@@ -99,6 +99,8 @@ def run_migrations(
                 except KvmlabError as exc:  # one broken attempt does not end the comparison
                     outcome = Outcome(address, spec.mode, status="failed", error=str(exc))
                 strategy.outcomes.append(outcome)
+                if outcome.cancelled and outcome.cancelled.startswith("interrupted"):
+                    raise KeyboardInterrupt  # the user's Ctrl-C ends the comparison
                 fresh = intact(outcome)
                 progress(f"{spec.name}: {outcome.verdict}")
     finally:

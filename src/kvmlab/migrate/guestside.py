@@ -56,7 +56,9 @@ def _sh(machine: Machine, script: str, timeout: float = 60.0) -> tuple[int, str]
 
 def start_dirtier(machine: Machine, mem_mib: int, rate_mibs: float) -> Dirtier:
     """Start ``kvmlab-dirty`` and wait until it has filled its memory once."""
-    code, out = _sh(machine, f"rm -rf {STATE_DIR} && mkdir -p {STATE_DIR} && "
+    # an earlier kvmlab-dirty (its kvmlab interrupted) would write into the new state
+    code, out = _sh(machine, "killall -q kvmlab-dirty; while pidof kvmlab-dirty >/dev/null; "
+                             f"do sleep 0.1; done; rm -rf {STATE_DIR} && mkdir -p {STATE_DIR} && "
                              "test -x /bin/kvmlab-dirty && test -e " + PROBE_DEVICE)  # fmt: skip
     if code != 0:
         raise KvmlabError(
@@ -94,8 +96,11 @@ def verify_memory(machine: Machine, dirtier: Dirtier, timeout: float = 120.0) ->
                                               f"{out.strip()}")  # fmt: skip
     deadline = t0 + timeout * machine.level_factor()
     while time.monotonic() < deadline:
-        _, out = _sh(machine, f"grep '^{n} ' {STATE_DIR}/verify.log; kill -0 {dirtier.pid}")
+        code, out = _sh(machine, f"grep '^{n} ' {STATE_DIR}/verify.log; kill -0 {dirtier.pid}")
         line = next((x for x in out.splitlines() if x.startswith(f"{n} ")), None)
+        if line is None and code != 0 and "No such process" in out:
+            return Check("memory pattern", False, f"kvmlab-dirty (pid {dirtier.pid}) died "
+                                                  "before its verdict")  # fmt: skip
         if line is not None:
             ok = line.split()[1] == "ok"
             took = time.monotonic() - t0

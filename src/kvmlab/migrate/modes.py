@@ -77,7 +77,7 @@ def plan(settings: Settings, offered: set[str]) -> Plan:
             raise UsageError("--on-timeout postcopy cannot go with multifd (QEMU: postcopy is "
                              "not yet compatible with multifd)")  # fmt: skip
         both["postcopy-ram"] = True  # set before the start: the switch may come later
-    elif mode == "multifd":
+    if mode == "multifd":
         both["multifd"] = True
         channels = settings.multifd_channels or 2
         params["multifd-channels"] = dest_params["multifd-channels"] = channels

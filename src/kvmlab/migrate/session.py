@@ -29,8 +29,10 @@ from kvmlab.runtime import handover
 from kvmlab.runtime.errors import QmpFailure, RuntimeFailure, StateError
 from kvmlab.runtime.machine import Machine, qemu_command
 from kvmlab.runtime.owned import remove_owned
+from kvmlab.runtime.procs import find_marked
 from kvmlab.runtime.qmp import QmpSession
 from kvmlab.runtime.rundir import GuestRecord, LabDir
+from kvmlab.runtime.signals import deferred_signals
 
 Progress = Callable[[str], None]
 SAMPLE_S = 0.1
@@ -120,14 +122,17 @@ def _migrate(
     workload: Workload, progress: Progress, dest_qemu: str | None, transport: str,
 ) -> Outcome:  # fmt: skip
     t_start = time.monotonic()
-    dest_dir = handover.migration_dir(guest_dir, record)
-    if dest_dir.exists():
-        remove_owned(dest_dir)  # a failed attempt's leftovers (its QEMU is gone: see below)
-    argv, forwards = handover.destination_argv(record.argv, guest_dir, dest_dir, dest_qemu)
     run_state = source.qmp().execute("query-status")
     if not run_state.get("running"):
         raise StateError(f"{address} is not running but {run_state.get('status')} (a failed "
                          f"postcopy leaves its source so); 'kvmlab down {record.lab}' removes it")
+    dest_dir = handover.migration_dir(guest_dir, record)
+    if dest_dir.exists():
+        if find_marked(f"{dest_dir}/"):
+            raise StateError(f"a QEMU of an earlier migration of {address} still runs from "
+                             f"{dest_dir}; 'kvmlab down {record.lab}' stops it")  # fmt: skip
+        remove_owned(dest_dir)  # a failed attempt's leftovers
+    argv, forwards = handover.destination_argv(record.argv, guest_dir, dest_dir, dest_qemu)
     offered = {c["capability"] for c in source.qmp().execute("query-migrate-capabilities")}
     the_plan = plan(settings, offered)
     outcome = Outcome(
@@ -142,26 +147,43 @@ def _migrate(
              f"{workload.rate_mibs:g} MiB/s")  # fmt: skip
     t_verify = time.monotonic()
     dirtier = guestside.start_dirtier(source, workload.mem_mib, workload.rate_mibs)
-    digest = guestside.write_check_file(source)
-    klines = guestside.kernel_lines(source)
-    outcome.checks_before.append(guestside.verify_memory(source, dirtier))
-    outcome.verify_seconds += time.monotonic() - t_verify
-    if not outcome.checks_before[-1].ok:
-        guestside.stop_dirtier(source, dirtier)
-        raise RuntimeFailure(f"{address} fails verification before any migration: "
-                             f"{outcome.checks_before[-1].evidence}")  # fmt: skip
-    before = guestside.status(source)
-    time.sleep(workload.warmup_s)
-    after = guestside.status(source)
-    if after.get("seconds", 0) > before.get("seconds", 0):
-        outcome.dirty_seen_mibs = ((after.get("bytes", 0) - before.get("bytes", 0)) / 1048576
-                                   / (after["seconds"] - before["seconds"]))  # fmt: skip
+    try:
+        digest = guestside.write_check_file(source)
+        klines = guestside.kernel_lines(source)
+        outcome.checks_before.append(guestside.verify_memory(source, dirtier))
+        outcome.verify_seconds += time.monotonic() - t_verify
+        if not outcome.checks_before[-1].ok:
+            guestside.stop_dirtier(source, dirtier)
+            raise RuntimeFailure(f"{address} fails verification before any migration: "
+                                 f"{outcome.checks_before[-1].evidence}")  # fmt: skip
+        before = guestside.status(source)
+        time.sleep(workload.warmup_s)
+        after = guestside.status(source)
+        if after.get("seconds", 0) > before.get("seconds", 0):
+            outcome.dirty_seen_mibs = ((after.get("bytes", 0) - before.get("bytes", 0)) / 1048576
+                                       / (after["seconds"] - before["seconds"]))  # fmt: skip
+    except BaseException:
+        _stop_anyway(guest_dir, dirtier)
+        raise
     dest = Machine(replace(source.config, argv=argv, run_dir=dest_dir))
     try:
         return _attempt(source, dest, forwards, guest_dir, record, the_plan, outcome,
                         _Verify(dirtier, digest, klines), progress, transport, t_start)
+    except BaseException:  # what _attempt does not handle: nothing of it may run on
+        _stop_anyway(guest_dir, dirtier)
+        with deferred_signals(), contextlib.suppress(KvmlabError, OSError):
+            if dest.is_alive() and GuestRecord.read(guest_dir).pid != dest.pid:
+                dest.shutdown(force=True)  # never handed over: it is not the guest
+                remove_owned(dest_dir)
+        raise
     finally:
         dest.disconnect()
+
+
+def _stop_anyway(guest_dir: Path, dirtier: guestside.Dirtier) -> None:
+    """Stop kvmlab-dirty wherever the guest runs now (best effort, interrupts held)."""
+    with deferred_signals(), contextlib.suppress(KvmlabError, OSError):
+        guestside.stop_dirtier(Machine.attach(guest_dir, GuestRecord.read(guest_dir)), dirtier)
 
 
 @dataclass(frozen=True)
@@ -183,6 +205,7 @@ def _attempt(
     dirtier, digest, klines = ref.dirtier, ref.digest, ref.klines
     adopted: GuestRecord | None = None
     watch = HeartbeatWatch([guest_dir / PROBE_LOG, dest_dir / PROBE_LOG])
+    t0 = time.monotonic()
     try:
         progress(f"starting the destination QEMU ({dest_dir.name}, -incoming defer)")
         try:
@@ -218,9 +241,8 @@ def _attempt(
         outcome.baseline_gap_ms = base.seconds * 1000 if base else None
         watch.stop()
         progress("switched over: stopping the source QEMU, handing the address over")
-        source.shutdown(force=True)
-        adopted = handover.adopt(guest_dir, dest_dir, record, dest.pid or 0, dest.pid_start)
-        _restore_forwards(dest, forwards)
+        adopted = _hand_over(source, dest, guest_dir, record)
+        outcome.checks_after.extend(_restore_forwards(dest, forwards))
     except _Unfinished:
         pass
     except (KeyboardInterrupt, KvmlabError) as exc:
@@ -231,6 +253,19 @@ def _attempt(
             outcome.error = "the destination QEMU exited after the switch-over (see the checks)"
         else:
             outcome.error = outcome.error or str(exc)
+        # Past the point of no return (postcopy started, or completed) nothing is undone:
+        # the destination holds the guest, so kvmlab finishes and hands over.
+        with deferred_signals():
+            if (adopted is None and outcome.postcopy_started is not None and dest.is_alive()
+                    and outcome.status not in FINISHED and not outcome.lost):  # fmt: skip
+                progress("postcopy cannot be cancelled: letting it finish first")
+                with contextlib.suppress(KvmlabError):
+                    _follow(source, dest, the_plan, outcome, t0, progress)
+            if adopted is None and outcome.status == "completed" and dest.is_alive():
+                progress("the migration had completed: handing the guest over to the "
+                         "destination")  # fmt: skip
+                with contextlib.suppress(KvmlabError):
+                    adopted = _hand_over(source, dest, guest_dir, record)
         if outcome.status == "completed" and adopted is None:
             # switched over, then the destination failed: that is the verdict's evidence
             outcome.checks_after = [guestside.Check("destination", False, f"{exc}; "
@@ -248,7 +283,8 @@ def _attempt(
         return outcome
     if adopted is None:
         if dest.is_alive() or dest_dir.exists():
-            _back_out(source, dest, dest_dir, outcome, progress)
+            with deferred_signals():  # a second Ctrl-C does not leave the destination behind
+                _back_out(source, dest, dest_dir, outcome, progress)
         t_verify = time.monotonic()
         outcome.source_checks = _verify(source, dirtier, digest, klines, "source")
         outcome.verify_seconds += time.monotonic() - t_verify
@@ -258,7 +294,7 @@ def _attempt(
             source.detach()  # it runs on, as before; only its QMP session closes
         outcome.wall_seconds = time.monotonic() - t_start
         return outcome
-    dest.detach()
+    dest.disconnect()
     migrated = Machine.attach(guest_dir, adopted)
     t_verify = time.monotonic()
     outcome.checks_after = _verify(migrated, dirtier, digest, klines, "destination")
@@ -329,7 +365,6 @@ def _follow(source: Machine, dest: Machine, the_plan: Plan, outcome: Outcome, t0
             outcome.error = "the destination QEMU exited during the migration"
         if outcome.postcopy_started is not None and (
             not dest.is_alive() or sample.status == "postcopy-paused"
-            or t > 2 * settings.max_seconds
         ):  # fmt: skip
             # In postcopy the guest's state is split between the two: nothing can resume it.
             outcome.status = "failed"
@@ -373,25 +408,56 @@ def _wait_running(dest: Machine, outcome: Outcome) -> float:
     raise RuntimeFailure("the destination's guest did not start running within 60 s")
 
 
-def _restore_forwards(dest: Machine, forwards: list[tuple[str, str]]) -> None:
-    """The host port forwards the source held, now on the destination's user network.
+def _hand_over(source: Machine, dest: Machine, guest_dir: Path,
+               record: GuestRecord) -> GuestRecord:  # fmt: skip
+    """Stop the source and give the guest's address to the destination: both or neither,
+    whatever signal arrives (held until it is done)."""
+    with deferred_signals():
+        source.shutdown(force=True)
+        try:
+            return handover.adopt(guest_dir, dest.run_dir, record, dest.pid or 0,
+                                  dest.pid_start)  # fmt: skip
+        except OSError as exc:
+            raise RuntimeFailure(f"handing {guest_dir} over to the destination failed: "
+                                 f"{exc}") from exc  # fmt: skip
+
+
+def _restore_forwards(dest: Machine, forwards: list[tuple[str, str]]) -> list[guestside.Check]:
+    """The host port forwards the source held, now on the destination's user network; a
+    failing check per rule that could not be restored.
 
     ``hostfwd_add`` reports a failed bind only on QEMU's stderr, and the source's listening
     socket can outlive its process by a moment: each rule is checked in ``info usernet``
     and added again until it is there (5 s at most)."""
+    failed = []
     for netdev, rule in forwards:
-        port = rule.split(":")[-1].split("-")[0]
+        host_port = rule.split("-")[0].rsplit(":", 1)[-1]
         deadline = time.monotonic() + 5.0
         while True:
-            hmp(dest, f"hostfwd_add {netdev} {rule}")
-            table = hmp(dest, "info usernet")
-            if any("HOST_FORWARD" in line and f" {port} " in f" {line} "
-                   for line in table.splitlines()):  # fmt: skip
+            try:
+                hmp(dest, f"hostfwd_add {netdev} {rule}")
+                table = hmp(dest, "info usernet")
+            except KvmlabError as exc:
+                failed.append(guestside.Check("port forward", False, f"{rule}: {exc}"))
+                break
+            if _forwarded(table, host_port):
                 break
             if time.monotonic() > deadline:
-                raise RuntimeFailure(f"cannot forward {rule} on the destination (the port is "
-                                     f"still in use?): {table.strip()[-300:]}")  # fmt: skip
+                failed.append(guestside.Check("port forward", False, f"{rule} could not be "
+                                              "set up on the destination (port in use?)"))
+                break
             time.sleep(0.2)
+    return failed
+
+
+def _forwarded(usernet: str, host_port: str) -> bool:
+    """Whether ``info usernet`` lists a host forward listening on ``host_port``."""
+    for line in usernet.splitlines():
+        cols = line.split()
+        # TCP[HOST_FORWARD]  FD  SRC-ADDR  SRC-PORT  DST-ADDR  DST-PORT  RecvQ  SendQ
+        if len(cols) >= 4 and "HOST_FORWARD" in cols[0] and cols[3] == host_port:
+            return True
+    return False
 
 
 def hmp(machine: Machine, command: str) -> str:

@@ -11,9 +11,11 @@ reach the migrated guest at the same address.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 from pathlib import Path
 
+from kvmlab.errors import KvmlabError
 from kvmlab.render.devices.control import (
     AGENT_SOCKET,
     CONSOLE_SOCKET,
@@ -82,8 +84,9 @@ def adopt(guest_dir: Path, dest_dir: Path, record: GuestRecord, pid: int,
     adopted = replace(record, pid=pid, pid_start=pid_start, state="running", owner=None,
                       owner_start=None, migrations=record.migrations + 1)  # fmt: skip
     adopted.save(guest_dir)
-    if record.migrations:
+    if record.migrations:  # best effort: the guest is handed over whatever happens here
         earlier = guest_dir / f".migration-{record.migrations}"
         if earlier.is_dir() and not find_marked(f"{earlier}/"):
-            remove_owned(earlier)
+            with contextlib.suppress(OSError, KvmlabError):
+                remove_owned(earlier)
     return adopted
