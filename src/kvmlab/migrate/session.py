@@ -48,10 +48,6 @@ class Workload:
     warmup_s: float = 3.0
 
 
-class MigrationCancelled(RuntimeFailure):
-    """The migration was cancelled (timeout, Ctrl-C); the source kept running."""
-
-
 def _source(address: str) -> tuple[LabDir, Path, GuestRecord]:
     parts = address.split("/")
     if len(parts) < 2:
@@ -107,9 +103,10 @@ def migrate(
     check_settings(settings)
     if transport not in ("tcp", "unix"):
         raise UsageError("--transport must be tcp or unix")
-    lab_dir, guest_dir, record = _source(address)
-    source = Machine.attach(guest_dir, record)
+    lab_dir, _, _ = _source(address)  # checked before the lock, which creates the lab dir
     with lab_dir.locked():
+        _, guest_dir, record = _source(address)  # again: another command may have changed it
+        source = Machine.attach(guest_dir, record)
         try:
             return _migrate(source, address, guest_dir, record, settings, workload, progress,
                             dest_qemu, transport)  # fmt: skip
@@ -122,6 +119,9 @@ def _migrate(
     workload: Workload, progress: Progress, dest_qemu: str | None, transport: str,
 ) -> Outcome:  # fmt: skip
     t_start = time.monotonic()
+    if workload.mem_mib * 1048576 > record.memory * 3 // 4:
+        raise UsageError(f"--dirty-mem {workload.mem_mib} MiB does not fit {address}: at most "
+                         f"{record.memory * 3 // 4 // 1048576} MiB (3/4 of its RAM)")  # fmt: skip
     run_state = source.qmp().execute("query-status")
     if not run_state.get("running"):
         raise StateError(f"{address} is not running but {run_state.get('status')} (a failed "
@@ -297,7 +297,7 @@ def _attempt(
     dest.disconnect()
     migrated = Machine.attach(guest_dir, adopted)
     t_verify = time.monotonic()
-    outcome.checks_after = _verify(migrated, dirtier, digest, klines, "destination")
+    outcome.checks_after.extend(_verify(migrated, dirtier, digest, klines, "destination"))
     outcome.verify_seconds += time.monotonic() - t_verify
     with contextlib.suppress(KvmlabError):
         state = guestside.status(migrated)
