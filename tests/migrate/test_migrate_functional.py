@@ -103,6 +103,8 @@ def test_ctrl_c_cancels_and_the_source_is_intact(lab: dict[str, str]) -> None:
 
 
 def test_migrate_refuses_what_it_cannot_do(lab: dict[str, str]) -> None:
+    huge = kvmlab(lab, "migrate", "migrate/vm", "--dirty-mem", "4096")
+    assert huge.returncode == 2 and "at most 384 MiB (3/4 of its RAM)" in huge.stderr
     bad = kvmlab(lab, "migrate", "migrate/vm", "--mode", "dirty-limit")
     assert bad.returncode == 2 and "no migration capability 'dirty-limit'" in bad.stderr
     missing = kvmlab(lab, "migrate", "migrate/nothere")
