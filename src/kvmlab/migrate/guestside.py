@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 
 from kvmlab.errors import KvmlabError
+from kvmlab.runtime.errors import RuntimeFailure
 from kvmlab.runtime.machine import Machine
 
 STATE_DIR = "/run/kvmlab-dirty"
@@ -61,7 +62,7 @@ def start_dirtier(machine: Machine, mem_mib: int, rate_mibs: float) -> Dirtier:
                              f"do sleep 0.1; done; rm -rf {STATE_DIR} && mkdir -p {STATE_DIR} && "
                              "test -x /bin/kvmlab-dirty && test -e " + PROBE_DEVICE)  # fmt: skip
     if code != 0:
-        raise KvmlabError(
+        raise RuntimeFailure(
             f"{machine.config.name} has no kvmlab-dirty or probe port: is it "
             "migratable = true (the self-contained image)? " + out.strip()
         )
@@ -74,9 +75,9 @@ def start_dirtier(machine: Machine, mem_mib: int, rate_mibs: float) -> Dirtier:
         if "passes=" in out:
             return Dirtier(pid, mem_mib, rate_mibs)
         if code != 0:
-            raise KvmlabError(f"kvmlab-dirty exited in {machine.config.name}: {out.strip()}")
+            raise RuntimeFailure(f"kvmlab-dirty exited in {machine.config.name}: {out.strip()}")
         time.sleep(0.5)
-    raise KvmlabError(f"kvmlab-dirty in {machine.config.name} did not start in time")
+    raise RuntimeFailure(f"kvmlab-dirty in {machine.config.name} did not start in time")
 
 
 def status(machine: Machine) -> dict[str, float]:
@@ -120,7 +121,7 @@ def write_check_file(machine: Machine, mib: int = 8) -> str:
     code, out = _sh(machine, f"dd if=/dev/urandom of={CHECK_FILE} bs=1M count={mib} "
                              f"2>/dev/null && sync && sha256sum {CHECK_FILE}")  # fmt: skip
     if code != 0:
-        raise KvmlabError(f"cannot write {CHECK_FILE} in {machine.config.name}: {out.strip()}")
+        raise RuntimeFailure(f"cannot write {CHECK_FILE} in {machine.config.name}: {out.strip()}")
     return out.split()[0]
 
 
