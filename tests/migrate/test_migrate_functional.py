@@ -1,6 +1,7 @@
 """Live migration of a real guest, verified; and the faults: a destination killed mid-way,
-Ctrl-C during the migration. One vCPU: QEMU 7.2's TCG corrupts multi-pass precopy of a
-guest with two (MACHINE-FACTS; `kvmlab migrate` reports it), which would make these flaky."""
+the connection cut, Ctrl-C during the migration. One vCPU: QEMU 7.2's TCG corrupts
+multi-pass precopy of a guest with two (MACHINE-FACTS; `kvmlab migrate` reports it), which
+would make these flaky."""
 
 from __future__ import annotations
 
@@ -85,6 +86,34 @@ def test_destination_killed_mid_way_leaves_the_source_running(lab: dict[str, str
     assert guest_pid(lab) == before
     assert qemu_pids(lab["KVMLAB_RUN_DIR"]) == [before]
     assert not [p for p in leftovers(lab) if p.name == ".migration-3"]
+
+
+def test_connection_cut_mid_way_leaves_the_source_running(lab: dict[str, str]) -> None:
+    """The migration stream's TCP connection destroyed (``ss -K``), both QEMUs alive: QEMU
+    fails the migration, the source goes on and is checked, the destination is stopped."""
+    before = guest_pid(lab)
+    proc = subprocess.Popen([KVMLAB, "migrate", "migrate/vm", *SLOW], env=lab, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    dest = wait_for_destination(lab, before)
+    port = listening_port(dest)
+    cut = subprocess.run(["ss", "-K", "-tnH", f"( sport = :{port} or dport = :{port} )"],
+                         capture_output=True, text=True)  # fmt: skip
+    assert cut.returncode == 0 and cut.stdout.strip(), cut.stderr  # a connection was destroyed
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 3, err[-3000:]
+    assert "verdict: FAILED" in out and "check source ok   memory pattern" in out
+    assert guest_pid(lab) == before
+    assert qemu_pids(lab["KVMLAB_RUN_DIR"]) == [before]
+
+
+def listening_port(pid: int) -> int:
+    """The TCP port a QEMU listens on for the incoming migration (not its host forward)."""
+    ss = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout
+    ports = [int(line.split()[3].rsplit(":", 1)[1]) for line in ss.splitlines()
+             if f"pid={pid}," in line]  # fmt: skip
+    ports = [p for p in ports if p != 2230]
+    assert len(ports) == 1, ss
+    return ports[0]
 
 
 def test_ctrl_c_cancels_and_the_source_is_intact(lab: dict[str, str]) -> None:

@@ -235,9 +235,22 @@ def test_schema_1_database_is_migrated_and_keeps_its_runs(tmp_path: Path) -> Non
         assert [s.value for s in store.samples(1)] == [100.0]
         store.add_failure(1, failure())
         assert store.run(1).failures == [failure()]
+        store.add_document(1, "default", "migrations", {"strategies": []})
+        assert store.documents(1, "migrations") == [("default", {"strategies": []})]
     schema = sqlite3.connect(tmp_path / DB_FILE).execute(
         "SELECT value FROM meta WHERE key = 'schema'").fetchone()[0]
-    assert schema == "2"
+    assert schema == "3"
+
+
+def test_documents_are_kept_per_run_kind_and_variant(tmp_path: Path) -> None:
+    with ResultStore(tmp_path / DB_FILE) as store:
+        first, second = store.start(new_run()), store.start(new_run())
+        store.add_document(first, "default", "migrations", {"n": 1})
+        store.add_document(first, "tuned", "migrations", {"n": 2})
+        store.add_document(first, "default", "other", {"n": 3})
+        assert store.documents(first, "migrations") == [("default", {"n": 1}),
+                                                        ("tuned", {"n": 2})]  # fmt: skip
+        assert store.documents(second, "migrations") == []
 
 
 def test_failures_are_kept_per_run_in_order(tmp_path: Path) -> None:

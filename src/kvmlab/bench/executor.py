@@ -34,6 +34,9 @@ class Place:
     """Block device or directory for the disk workload, None when there is none."""
     parent_addr: str | None
     """The address of the level below as this level reaches it (iperf3/ping server)."""
+    tools: bool = True
+    """Whether the benchmark tools are there: not in a migratable guest's self-contained
+    image (busybox, the agent and kvmlab-dirty only)."""
 
 
 @dataclass(frozen=True)

@@ -116,6 +116,10 @@ class LevelRunner:
             if make is None:
                 continue
             self.at(place.level, place.guest, name)
+            if not place.tools:
+                self.progress(f"{self.name(place)} {name} skipped (a migratable guest boots the "
+                              "self-contained image, which has no benchmark tools)")  # fmt: skip
+                continue
             steps = make(place, self.settings)
             if not steps:
                 self.progress(f"{self.name(place)} {name} skipped ({_why(name)})")

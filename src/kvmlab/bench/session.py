@@ -40,7 +40,8 @@ def guest_place(lab: str, path: tuple[str, ...], guest: Guest, accel: str) -> Pl
     disk = scratch_device(guest) if guest.boot == "image" else None
     parent = SLIRP_HOST if user_net(lab, path, guest) is not None else None
     level = f"L{len(path)}"
-    return Place("/".join(path), level, accel, guest.vcpus, disk, parent)
+    return Place("/".join(path), level, accel, guest.vcpus, disk, parent,
+                 tools=not guest.migratable)  # fmt: skip
 
 
 def _guest_executor(loaded: LoadedLab, machine: Machine) -> GuestExecutor:
@@ -97,6 +98,7 @@ def run_bench(
     *,
     status: Progress | None = None,
     on_start: Callable[[int], None] | None = None,
+    after: Callable[[LevelRunner, LoadedLab], None] | None = None,
 ) -> int:
     """Measure the suite at the requested levels, for every variant; the stored run's id.
 
@@ -105,7 +107,9 @@ def run_bench(
     wall seconds of each boot and workload; ``on_start`` the run's id once it is stored.
 
     L0 is measured once and filed under every variant (the host does not change
-    between them). Samples are stored as they are measured; the run is marked
+    between them). ``after`` runs once per variant after its suite, with the lab down (a
+    lab's ``[[migrations]]``, which bring the lab up themselves); a suite without
+    workloads boots nothing for it. Samples are stored as they are measured; the run is marked
     complete only if everything finished. A failure or Ctrl-C is stored with the level,
     guest and stage it cut short (teardown already done), then raised as it was.
     Nothing is measured or stored when the lab is up already or lacks a level asked for.
@@ -131,8 +135,10 @@ def run_bench(
             if name != runner.variant:
                 store.add(run_id, [replace(s, variant=name) for s in host_samples])
             runner.variant = name
-            if levels & {"L1", "L2"}:
+            if levels & {"L1", "L2"} and settings.workloads:
                 _guests(variant, levels, runner, host, image, host_exec, progress)
+            if after is not None:
+                after(runner, variant)
         complete = True
     except BaseException as exc:
         runner.fail(exc)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvmlab.errors import KvmlabError, UsageError
-from kvmlab.results.model import Run
+from kvmlab.results.model import MIGRATION_DOCUMENT, Run
 from kvmlab.results.store import ResultStore
 
 if TYPE_CHECKING:
@@ -105,6 +105,7 @@ def run_bench_cmd(
 
     from kvmlab.bench.session import lab_levels, parse_levels, run_bench
     from kvmlab.bench.suite import settings_for
+    from kvmlab.cli.bench_migrations import split_only
     from kvmlab.cli.hostinfo import host_accel, print_nested_preflight
     from kvmlab.cli.outfile import check_out
     from kvmlab.cli.run_cmds import image_factory, interruptible
@@ -112,15 +113,21 @@ def run_bench_cmd(
     from kvmlab.spec import load_lab
 
     loaded = load_lab(lab_path)
-    settings = settings_for(suite, loaded.lab.bench, only.split(",") if only else None)
     wanted = parse_levels(levels, loaded) if levels is not None else lab_levels(loaded)
+    suite_only, suite_runs, migrations = split_only(loaded, only, wanted)
+    settings = settings_for(suite, loaded.lab.bench, suite_only)
+    if not suite_runs:
+        settings = replace(settings, workloads=())
     if html is not None:
         check_out(html)
     assert_not_up(loaded.lab.name)
     err = Console(stderr=True, soft_wrap=True, highlight=False)
     with ResultStore() as store, interruptible(f"benchmarking {loaded.lab.name}"):
         host, choice = host_accel()
-        err.print(f"suite {settings.suite}: {', '.join(settings.workloads)}; "
+        plan = ", ".join(settings.workloads) or "no workloads"
+        if migrations.wanted:
+            plan += f"; the lab's {len(loaded.lab.migrations)} [[migrations]] after the suite"
+        err.print(f"suite {settings.suite}: {plan}; "
                   f"{settings.repetitions} repetitions after {settings.warmup} warm-up; "
                   f"levels {', '.join(sorted(wanted))}; "
                   f"accel=auto is {choice.accel} ({choice.reason})", markup=False)  # fmt: skip
@@ -136,6 +143,7 @@ def run_bench_cmd(
                     loaded, settings, wanted, store, host,
                     host_facts(choice.accel, choice.reason, choice.flavour), image_factory(),
                     log.line, timings, status=log.status, on_start=stored.append,
+                    after=migrations.after(host, image_factory(), log.line, log.status),
                 )  # fmt: skip
             except (Exception, KeyboardInterrupt) as exc:
                 if not stored:  # refused before anything was stored: nothing to report
@@ -148,6 +156,13 @@ def run_bench_cmd(
                           markup=False)  # fmt: skip
         if failure is None:
             _report_run(store, run_id, output, html, err)
+            if migrations.corrupted:
+                from kvmlab.migrate.stored import MigrationCorrupted
+
+                raise MigrationCorrupted(
+                    "migrations QEMU completed left the guest failing verification ("
+                    f"{'; '.join(migrations.corrupted)}); 'kvmlab report {run_id} -o json' has "
+                    "every check with its evidence")
             return
         try:
             _report_run(store, run_id, output, html, err)
@@ -246,10 +261,12 @@ def _render(
 ) -> str | None:
     """The report as a string; ``text`` is printed instead (None) unless ``to_file``."""
     compare = len(runs) > 1
+    documents = [(r.id, variant, doc) for r in runs
+                 for variant, doc in store.documents(r.id, MIGRATION_DOCUMENT)]  # fmt: skip
     if output == "json":
         from kvmlab.report.jsonout import report_json
 
-        return report_json(runs, _tables(store, runs, compare=False)) + "\n"
+        return report_json(runs, _tables(store, runs, compare=False), documents) + "\n"
     tables = _tables(store, runs, compare)
     if compare:
         tables = [(runs[0].id, _merge(tables))]
@@ -273,8 +290,13 @@ def _render(
         return "".join(markdown_table(t, title) for _, t in tables)
     if output == "html":
         from kvmlab.report.html import report_html
+        from kvmlab.report.migration_html import comparison_section
 
-        return report_html(runs, tables, title=title)
+        extra = [comparison_section(doc, f"Run {run_id}: live migrations"
+                                    + ("" if variant == "default" else f" ({variant})"),
+                                    f"migrations-{run_id}-{i}")
+                 for i, (run_id, variant, doc) in enumerate(documents)]  # fmt: skip
+        return report_html(runs, tables, title=title, extra=extra)
     raise UsageError(f"unknown report format {output!r}; choose text, md, html or json")
 
 

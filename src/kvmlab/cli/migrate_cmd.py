@@ -47,7 +47,7 @@ def run_migrate(
         print(json.dumps(outcome.to_json(), indent=2))
     else:
         print("\n".join(text(outcome)))
-    if outcome.cancelled and outcome.cancelled.startswith("interrupted"):
+    if outcome.interrupted:
         return 130
     if outcome.verified:
         return 0

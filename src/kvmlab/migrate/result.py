@@ -42,6 +42,8 @@ class Outcome:
     choice: str | None = None
     """``auto``: what kvmlab chose and why."""
     cancelled: str | None = None
+    interrupted: bool = False
+    """Ctrl-C (SIGTERM, SIGHUP) ended it: the caller's run ends too (exit 130)."""
     error: str | None = None
     source_qemu: str = ""
     dest_qemu: str = ""
@@ -80,6 +82,7 @@ class Outcome:
             "verdict": self.verdict,
             "error": self.error,
             "cancelled": self.cancelled,
+            "interrupted": self.interrupted,
             "qemu": {"source": self.source_qemu, "destination": self.dest_qemu},
             "final": final.to_json() if final else None,
             "guest_downtime_ms": self.guest_downtime_ms,

@@ -249,6 +249,7 @@ def _attempt(
         watch.stop()
         if isinstance(exc, KeyboardInterrupt):
             outcome.cancelled = "interrupted (Ctrl-C, SIGTERM or SIGHUP)"
+            outcome.interrupted = True
         elif outcome.status == "completed" and not dest.is_alive():
             outcome.error = "the destination QEMU exited after the switch-over (see the checks)"
         else:

@@ -20,7 +20,7 @@ from kvmlab import __version__
 from kvmlab.report import svg
 from kvmlab.report.fmt import change, median_spread, number
 from kvmlab.report.table import FAILED, INTERRUPTED, Column, LevelTable, Row
-from kvmlab.results.model import LEVELS, Run, Summary
+from kvmlab.results.model import LEVELS, MIGRATION_PREFIX, Run, Summary
 
 TITLE = "kvmlab benchmark report"
 HOST_KEYS = ("cpu", "cpus", "memory_gib", "kernel", "kvm_flavour", "qemu", "accelerator")
@@ -107,11 +107,13 @@ def report_html(
     tables: list[tuple[int, LevelTable]],
     boot: list[Summary] | None = None,
     title: str = TITLE,
+    extra: Sequence[Markup] = (),
 ) -> str:
     """The whole report: a header per run, then per run its table and a chart per workload.
 
     Boot stages come from ``boot`` when given (one section at the end), else from each
-    table's ``boot`` rows.
+    table's ``boot`` rows. ``extra`` sections (a run's live migrations) come last; the
+    level table's ``migrate ...`` rows get no figure of their own, those sections plot them.
     """
     ids = (f"fig-{i}" for i in itertools.count(1))
     by_id = {r.id: r for r in runs}
@@ -121,6 +123,7 @@ def report_html(
     ]
     if boot:
         sections.append(h("section", h("h2", "Boot"), _boot_figure(boot, next(ids))))
+    sections.extend(extra)
     if not tables and not boot:
         sections.append(h("p", "No results to report.", class_="note"))
     runs_line = ", ".join(f"run {r.id}" for r in runs) or "no runs"
@@ -200,6 +203,8 @@ def _run_section(
             stages = [c.summary for r in rows for c in r.cells.values()]
             if boot_from_table and stages:
                 parts.append(_boot_figure(stages, next(ids)))
+            continue
+        if workload.startswith(MIGRATION_PREFIX):
             continue
         parts.append(_workload_figure(table, workload, rows, next(ids)))
     return h("section", *parts, id=f"run-{run_id}")

@@ -12,12 +12,15 @@ Schema ``kvmlab.report/1``; with ``--compare`` each row names its own run and va
      "rows": [{"run", "variant", "guest", "level", "accelerator", "workload", "metric",
                "unit", "higher_is_better", "value" (median), "min", "max", "stdev", "n",
                "spread_pct" ((max-min)/median*100), "change_pct" (vs the level below, or null),
-               "command"}]}
+               "command"}],
+     "migrations": [{"run", "variant", "comparison" (as ``kvmlab migrate --lab -o json``
+                     prints it: every strategy, outcome, time series and check)}]}
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -27,8 +30,12 @@ from kvmlab.results.model import Run
 SCHEMA = "kvmlab.report/1"
 
 
-def report_json(runs: list[Run], tables: list[tuple[int, LevelTable]]) -> str:
-    """Runs and one row per (run, column, metric)."""
+def report_json(
+    runs: list[Run],
+    tables: list[tuple[int, LevelTable]],
+    migrations: Sequence[tuple[int, str, dict[str, Any]]] = (),
+) -> str:
+    """Runs, one row per (run, column, metric), and the runs' live migrations."""
     rows: list[dict[str, Any]] = []
     for run_id, table in tables:
         for row in table.rows:
@@ -44,5 +51,7 @@ def report_json(runs: list[Run], tables: list[tuple[int, LevelTable]]) -> str:
                     "change_pct": None if cell.change_pct is None else round(cell.change_pct, 3),
                     "command": s.command,
                 })  # fmt: skip
-    return json.dumps({"schema": SCHEMA, "runs": [asdict(r) for r in runs], "rows": rows},
-                      indent=2)  # fmt: skip
+    moved = [{"run": run, "variant": variant, "comparison": doc}
+             for run, variant, doc in migrations]  # fmt: skip
+    return json.dumps({"schema": SCHEMA, "runs": [asdict(r) for r in runs], "rows": rows,
+                       "migrations": moved}, indent=2)  # fmt: skip

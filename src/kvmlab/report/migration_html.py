@@ -32,6 +32,23 @@ CHART_W, CHART_H, LEFT, TOP = 1120.0, 260.0, 70.0, 36.0
 
 def migration_html(doc: dict[str, Any], lab: str) -> str:
     """The whole page for a comparison document."""
+    body = h("div", h("header", h("h1", f"{TITLE}: {lab}"),
+                      h("p", "Only verified runs enter the medians; every run is listed.",
+                        class_="lead")),
+             h("main", *comparison_parts(doc, lab, "fig")), class_="page")  # fmt: skip
+    head = join([META, h("title", f"{TITLE}: {lab}"), h("style", Markup(CSS))])
+    return "<!DOCTYPE html>\n" + h("html", h("head", head), h("body", body), lang="en") + "\n"
+
+
+def comparison_section(doc: dict[str, Any], heading: str, ident: str) -> Markup:
+    """The comparison as a section of another page (``kvmlab report``'s), ids prefixed."""
+    lead = h("p", "Only verified runs enter the medians; every run is listed.", class_="note")
+    return h("section", h("h2", heading), lead, *comparison_parts(doc, heading, ident),
+             id=ident)  # fmt: skip
+
+
+def comparison_parts(doc: dict[str, Any], lab: str, ident: str) -> list[Markup]:
+    """The runs table, a bar panel per metric, then RAM remaining and throughput over time."""
     strategies = doc["strategies"]
     colors = {s["name"]: PALETTE[i % len(PALETTE)] for i, s in enumerate(strategies)}
     label = {s["name"]: str(i + 1) for i, s in enumerate(strategies)}
@@ -53,7 +70,8 @@ def migration_html(doc: dict[str, Any], lab: str) -> str:
         groups.append(BarGroup(metric, unit, False, bars))
     legend = [(colors[s["name"]], f"{label[s['name']]} {s['name']} ({s['spec']['mode']}): "
                f"{s['verified']}/{s['runs']} verified") for s in strategies]  # fmt: skip
-    figures = [to_string(grouped_bars(groups, legend, f"{lab}: medians, min-max", "fig-1"))]
+    figures = [to_string(grouped_bars(groups, legend, f"{lab}: medians, min-max",
+                                      f"{ident}-1"))]  # fmt: skip
     for i, (field, unit, scale, title) in enumerate((
         ("remaining", "MiB", 1 / 1048576, "RAM remaining"),
         ("mbps", "Mbit/s", 1.0, "throughput"),
@@ -66,19 +84,13 @@ def migration_html(doc: dict[str, Any], lab: str) -> str:
             points = [(p["t"], p["ram"][field] * scale) for p in run["samples"]
                       if field in p["ram"]]  # fmt: skip
             series.append((s["name"], colors[s["name"]], points))
-        figures.append(line_chart(series, f"{title} over time ({unit})", unit, f"fig-{i + 2}"))
+        figures.append(line_chart(series, f"{title} over time ({unit})", unit, f"{ident}-{i + 2}"))
     rows = [h("tr", *(h("th", c) for c in ("strategy", "verified", "runs, in order")))]
     for s in strategies:
         verdicts = ", ".join(o["verdict"] for o in s["outcomes"])
         rows.append(h("tr", h("td", f"{s['name']} ({s['spec']['mode']})"),
                       h("td", f"{s['verified']}/{s['runs']}"), h("td", verdicts)))  # fmt: skip
-    body = h("div", h("header", h("h1", f"{TITLE}: {lab}"),
-                      h("p", "Only verified runs enter the medians; every run is listed.",
-                        class_="lead")),
-             h("main", h("table", *rows), *(h("figure", Markup(f)) for f in figures)),
-             class_="page")  # fmt: skip
-    head = join([META, h("title", f"{TITLE}: {lab}"), h("style", Markup(CSS))])
-    return "<!DOCTYPE html>\n" + h("html", h("head", head), h("body", body), lang="en") + "\n"
+    return [h("table", *rows), *(h("figure", Markup(f)) for f in figures)]
 
 
 def line_chart(

@@ -6,6 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 LEVELS = ("L0", "L1", "L2")
+MIGRATION_PREFIX = "migrate "
+"""Workloads named ``migrate <strategy>`` are a lab's ``[[migrations]]``; the run keeps
+their time series as documents of this kind."""
+MIGRATION_DOCUMENT = "migrations"
 
 
 @dataclass(frozen=True)

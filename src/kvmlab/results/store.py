@@ -5,7 +5,9 @@ what it measured; :meth:`ResultStore.finish` marks a run complete. Runs never
 finished stay ``complete = 0`` and are shown as incomplete; what cut a run short is
 kept beside it (:meth:`ResultStore.add_failure`).
 
-Schema 2 added the ``failures`` table; a schema 1 database is migrated when opened.
+Schema 2 added the ``failures`` table, schema 3 the ``documents`` table (what a workload
+records beyond samples: a live migration's time series and checks); an older database
+gains them when opened.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any, Self
 from kvmlab.errors import KvmlabError, UsageError
 from kvmlab.results.model import Failure, Run, Sample
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DB_FILE = "results.sqlite"
 RESULTS_ENV = "KVMLAB_RESULTS"
 
@@ -46,6 +48,10 @@ CREATE TABLE IF NOT EXISTS failures (
     run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
     variant TEXT NOT NULL, level TEXT NOT NULL, guest TEXT NOT NULL, stage TEXT NOT NULL,
     message TEXT NOT NULL, exit_code INTEGER, detail TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS documents (
+    run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    variant TEXT NOT NULL, kind TEXT NOT NULL, body TEXT NOT NULL
 );
 """
 
@@ -150,7 +156,7 @@ class ResultStore:
             raise StoreError(f"{self.path}: not a usable results database ({exc})") from exc
 
     def _migrate(self) -> None:
-        """Create what is missing; schema 1 -> 2 only adds the ``failures`` table."""
+        """Create what is missing; schemas 1 and 2 only lack tables added since."""
         with self._db:
             found = None
             query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
@@ -212,6 +218,12 @@ class ResultStore:
                        f"VALUES ({marks})",
                        (run_id, *(getattr(failure, c) for c in FAILURE_COLUMNS)))  # fmt: skip
 
+    def add_document(self, run_id: int, variant: str, kind: str, body: dict[str, Any]) -> None:
+        """Keep a JSON document of a run (``kind`` names its schema, e.g. ``migrations``)."""
+        with self._tx() as db:
+            db.execute("INSERT INTO documents (run, variant, kind, body) VALUES (?, ?, ?, ?)",
+                       (run_id, variant, kind, json.dumps(body, sort_keys=True)))  # fmt: skip
+
     def finish(self, run_id: int, complete: bool = True) -> None:
         """Mark the run ended (and complete, unless it was cut short)."""
         with self._tx() as db:
@@ -265,6 +277,14 @@ class ResultStore:
         return [
             Sample(**{**dict(r), "higher_is_better": bool(r["higher_is_better"])}) for r in rows
         ]
+
+    def documents(self, run_id: int, kind: str) -> list[tuple[str, dict[str, Any]]]:
+        """(variant, document) of one kind, in the order they were stored."""
+        rows = self._db.execute(
+            "SELECT variant, body FROM documents WHERE run = ? AND kind = ? ORDER BY rowid",
+            (run_id, kind),
+        ).fetchall()
+        return [(str(r["variant"]), json.loads(r["body"])) for r in rows]
 
     def sample_counts(self) -> dict[int, int]:
         """Run id -> number of samples stored, for every run with samples."""

@@ -190,7 +190,8 @@ class Lab(SpecModel):
     """Benchmark settings for `kvmlab bench` and `kvmlab run`."""
 
     migrations: list[MigrationSpec] = []
-    """Live migrations `kvmlab migrate --lab` runs side by side (`[[migrations]]`)."""
+    """Live migrations `kvmlab migrate --lab` runs side by side (`[[migrations]]`); `kvmlab
+    run` runs them after the suite and stores them with the run."""
 
     variants: dict[Name, dict[str, Any]] = {}
     """Configurations `kvmlab run` compares side by side: each a table of overrides of this

@@ -1,4 +1,5 @@
-"""``[[migrations]]`` of a lab: live migrations `kvmlab migrate --lab` runs and compares."""
+"""``[[migrations]]`` of a lab: live migrations `kvmlab migrate --lab` and `kvmlab run` run and
+compare."""
 
 from __future__ import annotations
 
