@@ -94,7 +94,14 @@ def target_for(
     guest = loaded.lab.find("/".join(path))
     if image is FAKE_IMAGE and guest is not None and guest.migratable:
         image = FAKE_STANDALONE
+    switch = loaded.lab.switch
+    if switch is not None and len(path) == 1:
+        extra = {"switch_dir": Path("/run/kvmlab", loaded.lab.name, ".switch"),
+                 "switch_kind": switch.kind}  # fmt: skip
+    else:
+        extra = {}
     return Target(
+        **extra,  # type: ignore[arg-type]
         image=image,
         lab=loaded.lab.name,
         address=path,

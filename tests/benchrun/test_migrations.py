@@ -134,7 +134,7 @@ def test_a_corrupted_guest_makes_the_run_exit_5_after_the_report(
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--only", "migrations", "--levels", "L0"], "add L1 to --levels"),
+    (["--only", "migrations", "--levels", "L0"], "needs level L1 in --levels"),
     (["--only", "cpu,migrations,bogus"], "unknown workload(s) bogus"),
 ])  # fmt: skip
 def test_only_migrations_is_checked_before_anything_runs(

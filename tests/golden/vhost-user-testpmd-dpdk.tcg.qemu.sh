@@ -1,12 +1,10 @@
 # accel auto -> tcg: test host
 # boot image: a failed init panics (panic=-1) and -no-reboot makes QEMU exit
 # cpu host-passthrough under TCG: QEMU's 'max' model (all TCG can emulate)
-# QEMU has no pinning option: kvmlab pins vCPU and emulator threads at run time (sched_setaffinity on the threads query-cpus-fast reports)
-# needs 3 free 1G huge pages on the host
 # vhost-user under TCG: vectors=0 (QEMU 7.2 with TCG crashes when the guest driver starts a vhost-user virtio-net with MSI-X)
 /usr/bin/qemu-system-x86_64 \
     -name guest=vhost-user-testpmd-dpdk,debug-threads=on \
-    -machine q35 \
+    -machine q35,memory-backend=ram0 \
     -accel tcg,thread=multi \
     -cpu max \
     -nodefaults \
@@ -19,19 +17,16 @@
     -no-reboot \
     -fsdev local,id=hostfs,path=/,security_model=passthrough,readonly=on,multidevs=remap \
     -device virtio-9p-pci,fsdev=hostfs,mount_tag=hostfs \
-    -smp 3 \
-    -m 3072M \
-    -object memory-backend-memfd,id=ram-node0,size=3G,hugetlb=on,hugetlbsize=1G,share=on,prealloc=on \
-    -numa node,nodeid=0,cpus=0-2,memdev=ram-node0 \
+    -smp 2 \
+    -m 1024M \
+    -object memory-backend-memfd,id=ram0,size=1G,share=on \
     -rtc base=utc \
-    -chardev socket,id=chr-net0,path=/tmp/vhost-user1,reconnect=1 \
+    -chardev socket,id=chr-net0,path=/run/kvmlab/vhost-user-testpmd/.switch/vm0.sock,reconnect=1 \
     -netdev vhost-user,id=net0,chardev=chr-net0 \
-    -device virtio-net-pci,id=nic0,netdev=net0,mac=52:54:00:19:ab:6b,vectors=0,rx_queue_size=256 \
-    -chardev socket,id=chr-net1,path=/tmp/vhost-user2,reconnect=1 \
+    -device virtio-net-pci,id=nic0,netdev=net0,mac=52:54:00:19:ab:6b,vectors=0,rx_queue_size=1024,tx_queue_size=1024 \
+    -chardev socket,id=chr-net1,path=/run/kvmlab/vhost-user-testpmd/.switch/vm1.sock,reconnect=1 \
     -netdev vhost-user,id=net1,chardev=chr-net1 \
-    -device virtio-net-pci,id=nic1,netdev=net1,mac=52:54:00:b2:cd:8e,vectors=0,rx_queue_size=256 \
-    -netdev user,id=net2,hostfwd=tcp:127.0.0.1:2223-:22 \
-    -device virtio-net-pci,id=nic2,netdev=net2,mac=52:54:00:00:d5:70 \
+    -device virtio-net-pci,id=nic1,netdev=net1,mac=52:54:00:b2:cd:8e,vectors=0,rx_queue_size=1024,tx_queue_size=1024 \
     -chardev socket,id=qmp,path=/run/kvmlab/vhost-user-testpmd/dpdk/qmp.sock,server=on,wait=off \
     -mon chardev=qmp,mode=control \
     -chardev socket,id=console,path=/run/kvmlab/vhost-user-testpmd/dpdk/console.sock,server=on,wait=off,logfile=/run/kvmlab/vhost-user-testpmd/dpdk/serial.log,logappend=off \

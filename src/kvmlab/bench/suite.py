@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kvmlab.errors import UsageError
-from kvmlab.spec.bench import WORKLOADS, BenchSpec
+from kvmlab.spec.bench import LAB_WORKLOADS, WORKLOADS, BenchSpec
 
 
 @dataclass(frozen=True)
@@ -40,16 +40,20 @@ SUITES = {
 
 
 def settings_for(suite: str, lab: BenchSpec, only: list[str] | None = None) -> Settings:
-    """The suite's settings with the lab's ``[bench]`` values and ``--only`` applied."""
+    """The suite's settings with the lab's ``[bench]`` values and ``--only`` applied (the
+    lab's own workloads, ``pvp`` and ``migrations``, are accepted and left to the caller)."""
     if suite not in SUITES:
         raise UsageError(f"unknown suite {suite!r}; choose {' or '.join(SUITES)}")
     base = SUITES[suite]
-    workloads = tuple(lab.workloads) or base.workloads
+    workloads = base.workloads
+    if lab.workloads:
+        workloads = tuple(w for w in WORKLOADS if w in lab.workloads)
     if only:
-        unknown = [w for w in only if w not in WORKLOADS]
+        known = (*WORKLOADS, *LAB_WORKLOADS)
+        unknown = [w for w in only if w not in known]
         if unknown:
             raise UsageError(f"unknown workload(s) {', '.join(unknown)}; "
-                             f"choose from {', '.join(WORKLOADS)}")  # fmt: skip
+                             f"choose from {', '.join(known)}")  # fmt: skip
         workloads = tuple(w for w in WORKLOADS if w in only)
     overrides = {
         "repetitions": lab.repetitions, "warmup": lab.warmup, "duration": lab.duration,

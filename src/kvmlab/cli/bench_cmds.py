@@ -105,7 +105,7 @@ def run_bench_cmd(
 
     from kvmlab.bench.session import lab_levels, parse_levels, run_bench
     from kvmlab.bench.suite import settings_for
-    from kvmlab.cli.bench_migrations import split_only
+    from kvmlab.cli.bench_extras import split_only
     from kvmlab.cli.hostinfo import host_accel, print_nested_preflight
     from kvmlab.cli.outfile import check_out
     from kvmlab.cli.run_cmds import image_factory, interruptible
@@ -114,7 +114,7 @@ def run_bench_cmd(
 
     loaded = load_lab(lab_path)
     wanted = parse_levels(levels, loaded) if levels is not None else lab_levels(loaded)
-    suite_only, suite_runs, migrations = split_only(loaded, only, wanted)
+    suite_only, suite_runs, extras = split_only(loaded, only, wanted)
     settings = settings_for(suite, loaded.lab.bench, suite_only)
     if not suite_runs:
         settings = replace(settings, workloads=())
@@ -124,9 +124,7 @@ def run_bench_cmd(
     err = Console(stderr=True, soft_wrap=True, highlight=False)
     with ResultStore() as store, interruptible(f"benchmarking {loaded.lab.name}"):
         host, choice = host_accel()
-        plan = ", ".join(settings.workloads) or "no workloads"
-        if migrations.wanted:
-            plan += f"; the lab's {len(loaded.lab.migrations)} [[migrations]] after the suite"
+        plan = (", ".join(settings.workloads) or "no workloads") + extras.describe(loaded)
         err.print(f"suite {settings.suite}: {plan}; "
                   f"{settings.repetitions} repetitions after {settings.warmup} warm-up; "
                   f"levels {', '.join(sorted(wanted))}; "
@@ -143,7 +141,8 @@ def run_bench_cmd(
                     loaded, settings, wanted, store, host,
                     host_facts(choice.accel, choice.reason, choice.flavour), image_factory(),
                     log.line, timings, status=log.status, on_start=stored.append,
-                    after=migrations.after(host, image_factory(), log.line, log.status),
+                    after=extras.after(host, image_factory(), log.line, log.status,
+                                       settings.repetitions),
                 )  # fmt: skip
             except (Exception, KeyboardInterrupt) as exc:
                 if not stored:  # refused before anything was stored: nothing to report
@@ -156,12 +155,12 @@ def run_bench_cmd(
                           markup=False)  # fmt: skip
         if failure is None:
             _report_run(store, run_id, output, html, err)
-            if migrations.corrupted:
+            if extras.corrupted:
                 from kvmlab.migrate.stored import MigrationCorrupted
 
                 raise MigrationCorrupted(
                     "migrations QEMU completed left the guest failing verification ("
-                    f"{'; '.join(migrations.corrupted)}); 'kvmlab report {run_id} -o json' has "
+                    f"{'; '.join(extras.corrupted)}); 'kvmlab report {run_id} -o json' has "
                     "every check with its evidence")
             return
         try:

@@ -66,6 +66,7 @@ MODULE_GROUPS: Mapping[str, tuple[str, ...]] = {
     "kvm_amd": ("kvm_amd",),
     "kvm_intel": ("kvm_intel",),
     "vhost": ("vhost_net", "tun"),
+    "dpdk": ("uio_pci_generic", "vfio_pci"),  # loaded by kvmlab for PVP, not at boot
 }
 SHARE_GROUPS = ("9p", "virtiofs")
 MODULE_PARAMS: Mapping[str, str] = {"kvm_amd": "nested=1", "kvm_intel": "nested=1"}

@@ -6,7 +6,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from kvmlab.spec import Guest
+from kvmlab.errors import RenderError
+from kvmlab.spec import Guest, VhostUserNic
+
+UNIX_PATH_MAX = 107
+"""The longest path a unix socket can bind (sun_path is 108 bytes with its NUL)."""
 
 Accel = Literal["kvm", "tcg"]
 ShareKind = Literal["9p", "virtiofs", "none"]
@@ -46,6 +50,10 @@ class Target:
     virt_flag: Literal["vmx", "svm"] | None = None
     """The host CPU's virtualization flag, exposed to guest hypervisors with a named model."""
     qemu_binary: str = "/usr/bin/qemu-system-x86_64"
+    switch_dir: Path | None = None
+    """Where the lab's switch makes its ports' sockets (``<port>.sock``); None: no switch."""
+    switch_kind: str | None = None
+    """``testpmd`` (its ports are socket servers) or ``ovs-dpdk`` (clients)."""
 
     @property
     def name(self) -> str:
@@ -62,6 +70,28 @@ class Target:
         """A lab-file path made absolute against the lab's folder."""
         p = Path(value).expanduser()
         return p if p.is_absolute() else self.lab_dir / p
+
+    def switch_socket(self, port: str) -> Path:
+        """The socket of a port of the lab's switch (:class:`RenderError` without a switch)."""
+        if self.switch_dir is None:
+            raise RenderError(self.name, f"switch port {port!r}: the lab has no [switch]")
+        path = self.switch_dir / f"{port}.sock"
+        if len(str(path).encode()) > UNIX_PATH_MAX:
+            raise RenderError(self.name, f"switch port socket {path} is longer than a unix "
+                              f"socket path may be ({UNIX_PATH_MAX} bytes); use a shorter "
+                              "KVMLAB_RUN_DIR")  # fmt: skip
+        return path
+
+    def vhost_user(self, nic: VhostUserNic) -> tuple[Path, str, int | None]:
+        """Socket, QEMU's role on it and the reconnect interval of a vhost-user NIC: as given,
+        or for a switch port, what the switch needs (a client reconnects every second, so a
+        restarted switch gets its guest back)."""
+        if nic.port is None:
+            assert nic.socket is not None
+            return self.path(nic.socket), nic.mode, nic.reconnect
+        mode = "client" if self.switch_kind == "testpmd" else "server"
+        reconnect = (nic.reconnect or 1) if mode == "client" else None
+        return self.switch_socket(nic.port), mode, reconnect
 
     def run_path(self, name: str) -> Path:
         """A file in the guest's private run directory (sockets, logs)."""

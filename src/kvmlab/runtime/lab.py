@@ -5,11 +5,11 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from kvmlab.errors import Problem, ProcessFailure, SpecError
 from kvmlab.guest.errors import GuestExecTimeout
@@ -26,6 +26,7 @@ from kvmlab.runtime.patience import LIMITS
 from kvmlab.runtime.procs import terminate
 from kvmlab.runtime.rundir import GuestEntry, GuestRecord, LabDir
 from kvmlab.runtime.signals import deferred_signals
+from kvmlab.runtime.switch import SWITCH_DIR, Switch, lab_ports, recorded_alive, stop_recorded
 from kvmlab.spec import Guest, LoadedLab
 from kvmlab.spec.rules import guest_key
 
@@ -62,7 +63,11 @@ def make_target(
     image: GuestImage | None,
 ) -> Target:
     """Everything the renderers need for one guest of a lab on this host."""
-    extra = {"qemu_binary": guest.qemu} if guest.qemu else {}
+    extra: dict[str, Any] = {"qemu_binary": guest.qemu} if guest.qemu else {}
+    switch = loaded.lab.switch
+    if switch is not None and len(path) == 1:
+        extra.update(switch_dir=LabDir.of(loaded.lab.name).root / SWITCH_DIR,
+                     switch_kind=switch.kind)  # fmt: skip
     return Target(
         lab=loaded.lab.name,
         address=path,
@@ -174,6 +179,8 @@ def assert_not_up(lab: str) -> None:
     """
     lab_dir = LabDir.of(lab)
     live = [f"{e.name} {e.state()}" for e in lab_dir.live()]
+    if lab_dir.exists() and (pid := recorded_alive(lab_dir.root / SWITCH_DIR)) is not None:
+        live.append(f"its switch, pid {pid}")
     if live:
         raise StateError(
             f"lab {lab_dir.lab} is already up ({', '.join(live)}); "
@@ -217,6 +224,7 @@ def started(
         known = ", ".join(loaded.lab.guests)
         raise StateError(f"lab {loaded.lab.name} has no top-level guest {only!r} ({known})")
     machines: list[Machine] = []
+    switch: list[Switch] = []
     mine = False  # the lab was not up: this call owns its run state until it hands it over
     with contextlib.ExitStack() as stack:
         try:
@@ -228,6 +236,8 @@ def started(
                 progress(f"cleaned up {name}: its QEMU had died")
             if not within:  # a guest hypervisor's forwards live in its own network stack
                 ports.check_free(str(loaded.path), [((n,), g) for n, g in chosen])
+            if loaded.lab.switch is not None and not within:
+                _start_switch(loaded, lab_dir, switch, progress)
             _boot_all(loaded, host, image, chosen, lab_dir, machines, progress, outer, path,
                       children)  # fmt: skip
             yield machines
@@ -235,13 +245,26 @@ def started(
             if mine:
                 failing = sys.exc_info()[0] is not None
                 with deferred_signals():  # a second Ctrl-C does not cut the clean-up short
-                    _stop_owned(machines, lab_dir, failing)
+                    _stop_owned(machines, lab_dir, failing, switch)
 
 
-def _stop_owned(machines: list[Machine], lab_dir: LabDir, failing: bool) -> None:
+def _start_switch(loaded: LoadedLab, lab_dir: LabDir, out: list[Switch], progress: Progress
+                  ) -> None:  # fmt: skip
+    """Start the lab's switch (on record in ``out`` from the moment it spawns)."""
+    spec = loaded.lab.switch
+    assert spec is not None
+    sw = Switch(loaded.lab.name, spec, lab_dir.root / SWITCH_DIR, lab_ports(loaded.lab))
+    out.append(sw)
+    progress(f"starting the {spec.kind} switch (ports {', '.join(sw.ports)})")
+    sw.start(outlive=True)
+
+
+def _stop_owned(machines: list[Machine], lab_dir: LabDir, failing: bool,
+                switch: Sequence[Switch] = ()) -> None:  # fmt: skip
     """Stop the machines not handed over (children first); remove the lab's state if none was.
 
-    A machine that cannot be stopped keeps the state on disk for ``kvmlab down``.
+    A machine that cannot be stopped keeps the state on disk for ``kvmlab down``. The
+    switch stops after the guests, when none was handed over.
     """
     owned = [m for m in machines if not m.detached]
     for machine in reversed(owned):
@@ -253,6 +276,8 @@ def _stop_owned(machines: list[Machine], lab_dir: LabDir, failing: bool) -> None
         raise RuntimeFailure(f"could not stop {', '.join(survivors)}; its state is kept: "
                              f"'kvmlab down {lab_dir.lab}'")  # fmt: skip
     if len(owned) == len(machines):
+        for sw in switch:
+            sw.stop()
         lab_dir.clear()
         lab_dir.remove()
 
@@ -346,6 +371,8 @@ def down(lab: str, force: bool = False, progress: Progress = lambda _: None) -> 
                     stopped.append(entry.name)
         survivors = [f"{e.name} (pid {', '.join(map(str, e.processes()))})"
                      for e in entries if e.processes()]  # fmt: skip
+        if not survivors and stop_recorded(lab_dir.root / SWITCH_DIR):
+            progress("stopped the switch")
         if survivors:
             raise RuntimeFailure(f"could not stop {', '.join(survivors)}; the run state in "
                                  f"{lab_dir.root} is kept")  # fmt: skip

@@ -7,16 +7,22 @@ from typing import Literal
 from pydantic import Field
 
 from kvmlab.spec.base import SpecModel
+from kvmlab.spec.switch import PvpSpec
 
-WorkloadName = Literal["cpu", "memory", "disk", "network", "boot", "kbuild"]
+WorkloadName = Literal["cpu", "memory", "disk", "network", "boot", "kbuild", "pvp",
+                       "migrations"]  # fmt: skip
 WORKLOADS: tuple[WorkloadName, ...] = ("cpu", "memory", "disk", "network", "boot", "kbuild")
+"""The suite's workloads: the same commands at every level."""
+LAB_WORKLOADS: tuple[WorkloadName, ...] = ("pvp", "migrations")
+"""Workloads of what a lab declares: PVP through its `[switch]`, its `[[migrations]]`."""
 
 
 class BenchSpec(SpecModel):
     """Benchmark settings; unset values come from the suite (`quick` or `full`)."""
 
     workloads: list[WorkloadName] = []
-    """Workloads to run (empty: all of the suite's)."""
+    """Workloads to run (empty: all of the suite's, and `pvp` and `migrations` when the
+    lab has a `[switch]` or `[[migrations]]`); `--only` overrides it."""
 
     repetitions: int | None = Field(default=None, ge=1, le=100)
     """Measured repetitions of every workload (median and spread are taken over them)."""
@@ -38,3 +44,6 @@ class BenchSpec(SpecModel):
 
     ping_count: int | None = Field(default=None, ge=1, le=1000)
     """Echo requests per ping repetition."""
+
+    pvp: PvpSpec = PvpSpec()
+    """The packet-rate benchmark through the lab's `[switch]` (`kvmlab run`, `--only pvp`)."""

@@ -5,10 +5,10 @@ from __future__ import annotations
 from ipaddress import IPv4Address
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from kvmlab.spec.base import SpecModel
-from kvmlab.spec.units import Mac, Size
+from kvmlab.spec.units import NAME_PATTERN, Mac, Size
 
 
 class Disk(SpecModel):
@@ -129,15 +129,27 @@ class VhostUserNic(NicBase):
     type: Literal["vhost-user"]
     """`vhost-user`"""
 
-    socket: str
-    """Unix socket path; a relative path is relative to the lab file."""
+    socket: str | None = None
+    """Unix socket path of a switch kvmlab does not run; a relative path is relative to the
+    lab file. Give this or `port`."""
+
+    port: str | None = Field(default=None, pattern=NAME_PATTERN)
+    """A port of the lab's `[switch]`: kvmlab makes the socket in the lab's run directory
+    and sets `mode` to what the switch needs. Give this or `socket`."""
 
     mode: Literal["client", "server"] = "client"
     """QEMU's role on the socket, as libvirt's `mode`: `client` for testpmd `net_vhost` ports,
-    `server` for OVS `dpdkvhostuserclient` ports."""
+    `server` for OVS `dpdkvhostuserclient` ports (with `port`, kvmlab decides)."""
 
     reconnect: int | None = Field(default=None, ge=1)
     """In client mode, seconds between reconnect attempts when the switch restarts."""
+
+    @model_validator(mode="after")
+    def _socket_or_port(self) -> VhostUserNic:
+        if (self.socket is None) == (self.port is None):
+            raise ValueError("give either socket (a switch of your own) or port (a port of "
+                             "the lab's [switch])")  # fmt: skip
+        return self
 
 
 Nic = Annotated[UserNic | TapNic | VhostUserNic, Field(discriminator="type")]

@@ -253,9 +253,11 @@ def _unique(lab: Lab) -> Iterator[Finding]:
             nic_key = f"{key}.nics[{i}]"
             if nic.mac:
                 yield from claim("mac", nic.mac, f"{nic_key}.mac", "MAC")
-            if isinstance(nic, VhostUserNic):
+            if isinstance(nic, VhostUserNic) and nic.socket is not None:
                 sock = str(PurePosixPath(nic.socket))
                 yield from claim("sock", sock, f"{nic_key}.socket", "socket")
+            if isinstance(nic, VhostUserNic) and nic.port is not None:
+                yield from claim("swport", nic.port, f"{nic_key}.port", "switch port")
             if isinstance(nic, TapNic) and nic.ifname and len(path) == 1:
                 yield from claim("tap", nic.ifname, f"{nic_key}.ifname", "tap device")
             if isinstance(nic, UserNic) and len(path) == 1:
@@ -278,7 +280,52 @@ def check_lab(lab: Lab) -> list[Finding]:
             found.extend(rule(key, guest))
     found.extend(_unique(lab))
     found.extend(_migrations(lab))
+    found.extend(_switch(lab))
     return found
+
+
+RESERVED_PORT_PREFIX = "kvmlab-"
+"""Switch ports kvmlab adds itself (the PVP generator and sink) are named ``kvmlab-...``."""
+
+
+def switch_ports(guest: Guest) -> list[tuple[int, VhostUserNic]]:
+    """The guest's NICs on ports of the lab's switch, with their index."""
+    return [(i, n) for i, n in enumerate(guest.nics)
+            if isinstance(n, VhostUserNic) and n.port is not None]  # fmt: skip
+
+
+def _switch(lab: Lab) -> Iterator[Finding]:
+    sw = lab.switch
+    for path, guest in lab.walk():
+        for i, nic in switch_ports(guest):
+            key = f"{guest_key(path)}.nics[{i}]"
+            if sw is None:
+                yield f"{key}.port", "names a switch port, but the lab has no [switch]"
+                continue
+            if len(path) > 1:
+                yield f"{key}.port", "only top-level guests reach the host's switch"
+            assert nic.port is not None
+            if nic.port.startswith(RESERVED_PORT_PREFIX):
+                yield f"{key}.port", f"port names starting {RESERVED_PORT_PREFIX!r} are kvmlab's"
+            if nic.queues != sw.queues:
+                yield (f"{key}.queues", f"{nic.queues} queue pair(s), but switch.queues is "
+                       f"{sw.queues}: set both alike")  # fmt: skip
+            need = "client" if sw.kind == "testpmd" else "server"
+            if "mode" in nic.model_fields_set and nic.mode != need:
+                yield (f"{key}.mode", f"a {sw.kind} switch port needs QEMU as the socket "
+                       f"{need} (leave mode out: kvmlab sets it)")  # fmt: skip
+    if sw is not None and sw.main_core in sw.cores:
+        yield "switch.main_core", f"CPU {sw.main_core} is also in switch.cores"
+    pvp = lab.bench.pvp
+    if pvp.guest is not None:
+        pvp_guest = lab.guests.get(pvp.guest)
+        if pvp_guest is None:
+            yield "bench.pvp.guest", f"no top-level guest {pvp.guest!r}"
+        elif len(switch_ports(pvp_guest)) < 2:
+            yield "bench.pvp.guest", (f"guest {pvp.guest} needs two vhost-user NICs on switch "
+                                      "ports (port = ...) to forward between")  # fmt: skip
+        if sw is None:
+            yield "bench.pvp.guest", "PVP runs through the lab's [switch]; the lab has none"
 
 
 def _migrations(lab: Lab) -> Iterator[Finding]:

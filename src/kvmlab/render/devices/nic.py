@@ -48,11 +48,12 @@ class NicPart:
                                   queues=queues))  # fmt: skip
         else:
             chardev = f"chr-{net}"
-            server = nic.mode == "server"
-            q.add("-chardev", opts("socket", id=chardev, path=str(self.target.path(nic.socket)),
+            path, mode, reconnect = self.target.vhost_user(nic)
+            server = mode == "server"
+            q.add("-chardev", opts("socket", id=chardev, path=str(path),
                                    server=True if server else None,
                                    wait=False if server else None,
-                                   reconnect=nic.reconnect))  # fmt: skip
+                                   reconnect=reconnect))  # fmt: skip
             q.add("-netdev", opts("vhost-user", id=net, chardev=chardev, queues=queues))
         if nic.model == "e1000e":
             q.add("-device", opts("e1000e", id=f"nic{self.index}", netdev=net, mac=self.mac))
@@ -76,10 +77,10 @@ class NicPart:
             el = sub(d.devices, "interface", type="vhostuser")
         sub(el, "mac", address=self.mac)
         if isinstance(nic, VhostUserNic):
-            src = sub(el, "source", type="unix", path=str(self.target.path(nic.socket)),
-                      mode=nic.mode)  # fmt: skip
-            if nic.reconnect:
-                sub(src, "reconnect", enabled="yes", timeout=nic.reconnect)
+            path, mode, reconnect = self.target.vhost_user(nic)
+            src = sub(el, "source", type="unix", path=str(path), mode=mode)
+            if reconnect:
+                sub(src, "reconnect", enabled="yes", timeout=reconnect)
         if isinstance(nic, TapNic) and nic.ifname:
             sub(el, "target", dev=nic.ifname, managed="no")
         sub(el, "model", type="virtio" if nic.model == "virtio" else "e1000e")

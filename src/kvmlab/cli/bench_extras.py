@@ -1,0 +1,108 @@
+"""What a lab declares beyond the suite, inside ``kvmlab run``/``bench``: PVP through its
+``[switch]`` and its ``[[migrations]]``; chosen, run after each variant's suite, checked."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from kvmlab.errors import UsageError
+from kvmlab.spec import LoadedLab
+
+if TYPE_CHECKING:
+    from kvmlab.bench.runner import LevelRunner
+    from kvmlab.guest.image import GuestImage
+    from kvmlab.runtime.lab import HostAccel
+
+MIGRATIONS, PVP = "migrations", "pvp"
+
+
+@dataclass
+class Extras:
+    """Which of the lab's own workloads a run executes, and what came out corrupted."""
+
+    migrations: bool
+    pvp: bool
+    levels: set[str]
+    corrupted: list[str] = field(default_factory=list)
+
+    @property
+    def wanted(self) -> bool:
+        """Whether anything beyond the suite runs."""
+        return self.migrations or self.pvp
+
+    def describe(self, loaded: LoadedLab) -> str:
+        """``; PVP through the switch; the lab's 5 [[migrations]]`` (or nothing)."""
+        parts = []
+        if self.pvp:
+            parts.append(f"PVP through the {loaded.lab.switch.kind if loaded.lab.switch else ''}"
+                         " switch")  # fmt: skip
+        if self.migrations:
+            parts.append(f"the lab's {len(loaded.lab.migrations)} [[migrations]]")
+        return "".join(f"; {p} after the suite" for p in parts)
+
+    def after(
+        self, host: HostAccel, image: Callable[[], GuestImage], line: Callable[[str], None],
+        status: Callable[[str], None], reps: int,
+    ) -> Callable[[LevelRunner, LoadedLab], None] | None:  # fmt: skip
+        """The hook :func:`kvmlab.bench.session.run_bench` calls after each variant's suite."""
+        if not self.wanted:
+            return None
+
+        def run(runner: LevelRunner, variant: LoadedLab) -> None:
+            shown = "" if runner.variant == "default" else f"{runner.variant} "
+            if self.pvp:
+                from kvmlab.net.pvp_run import run_pvp
+
+                start = time.monotonic()
+                run_pvp(variant, runner.variant, self.levels, reps, host, image, line,
+                        runner.at, lambda got: runner.store.add(runner.run_id, got))  # fmt: skip
+                runner.timings[f"{shown}pvp"] = time.monotonic() - start
+            if self.migrations:
+                from kvmlab.migrate.stored import measure
+
+                guests = ", ".join(dict.fromkeys(m.guest for m in variant.lab.migrations))
+                runner.at("L1", guests, MIGRATIONS)
+                start = time.monotonic()
+                found = measure(runner.store, runner.run_id, runner.variant, variant, host,
+                                image, line, status)  # fmt: skip
+                runner.timings[f"{shown}migrations"] = time.monotonic() - start
+                self.corrupted.extend(f"{shown.replace(' ', ': ')}{f}" for f in found)
+
+        return run
+
+
+def split_only(
+    loaded: LoadedLab, only: str | None, levels: set[str]
+) -> tuple[list[str] | None, bool, Extras]:
+    """``--only`` (else the lab's ``[bench] workloads`` when it names ``pvp`` or
+    ``migrations``) split into the suite's workloads and the lab's own.
+
+    Returns the suite's ``--only`` list (None: the suite's own), whether the suite runs at
+    all, and the extras: each runs when the lab declares it and the levels fit, unless the
+    selection leaves it out. Asking for one the lab lacks, or without its level, is refused.
+    """
+    names = [w.strip() for w in only.split(",") if w.strip()] if only else None
+    lab = loaded.lab
+    own = list(lab.bench.workloads)
+    # a lab's list that names none of its own workloads selects among the suite's only
+    picked = names if names is not None else (own if set(own) & {MIGRATIONS, PVP} else None)
+    declared = {MIGRATIONS: bool(lab.migrations), PVP: lab.switch is not None}
+    need = {MIGRATIONS: {"L1"}, PVP: {"L0", "L1"}}
+    for name in (MIGRATIONS, PVP):
+        if names is None or name not in names:
+            continue
+        what = "[[migrations]]" if name == MIGRATIONS else "[switch]"
+        if not declared[name]:
+            raise UsageError(f"--only {name}: {loaded.path} declares no {what}")
+        if not need[name] & levels:
+            raise UsageError(f"--only {name}: needs level {' or '.join(sorted(need[name]))} "
+                             "in --levels")  # fmt: skip
+    run = {n: declared[n] and bool(need[n] & levels) and (picked is None or n in picked)
+           for n in (MIGRATIONS, PVP)}  # fmt: skip
+    suite = None if names is None else [w for w in names if w not in (MIGRATIONS, PVP)]
+    suite_runs = suite != [] and (names is not None or not own
+                                  or any(w not in (MIGRATIONS, PVP) for w in own))  # fmt: skip
+    return suite or None, suite_runs, Extras(run[MIGRATIONS], run[PVP], set(levels))

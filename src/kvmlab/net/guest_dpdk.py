@@ -1,0 +1,169 @@
+"""The guest's half of PVP, done through the guest agent: bind its two switch-port NICs to
+``uio_pci_generic``, reserve huge pages, run testpmd in ``macswap`` between them (seed 002)
+and read its counters.
+
+testpmd in the guest is driven as on the host: its stdin is a FIFO it holds open itself,
+its output a log; each command is one agent exec of a small script that writes to the
+FIFO and waits for the next prompt.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from dataclasses import dataclass
+
+from kvmlab.net.testpmd_stats import Snapshot, add_fwd_stats, parse_port_stats
+from kvmlab.net.traffic import Counted
+from kvmlab.runtime.errors import RuntimeFailure
+from kvmlab.runtime.machine import Machine
+
+WORK = "/run/kvmlab-pvp"
+HUGEPAGES_2M = 256
+"""512 MiB of the guest's RAM for DPDK (testpmd -m 256 and its rings)."""
+
+BIND = r"""
+set -e
+busybox modprobe uio_pci_generic 2>/dev/null || modprobe uio_pci_generic
+mkdir -p /dev/hugepages
+grep -q " /dev/hugepages hugetlbfs" /proc/mounts || mount -t hugetlbfs nodev /dev/hugepages
+echo "$1" > /proc/sys/vm/nr_hugepages
+got=$(cat /proc/sys/vm/nr_hugepages)
+[ "$got" -ge "$1" ] || { echo "only $got of $1 huge pages (2 MiB) could be reserved" >&2; exit 3; }
+shift
+for mac in "$@"; do
+    bdf=
+    for n in /sys/class/net/*; do
+        [ "$(cat "$n/address")" = "$mac" ] || continue
+        bdf=$(basename "$(dirname "$(readlink -f "$n/device")")")
+    done
+    [ -n "$bdf" ] || { echo "no NIC with MAC $mac" >&2; exit 4; }
+    echo uio_pci_generic > "/sys/bus/pci/devices/$bdf/driver_override"
+    echo "$bdf" > "/sys/bus/pci/devices/$bdf/driver/unbind"
+    echo "$bdf" > /sys/bus/pci/drivers_probe
+    [ "$(basename "$(readlink -f "/sys/bus/pci/devices/$bdf/driver")")" = uio_pci_generic ] \
+        || { echo "$bdf did not bind to uio_pci_generic" >&2; exit 5; }
+    echo "$bdf"
+done
+"""
+"""Bind the NICs with these MACs to uio_pci_generic (in order); print their PCI addresses."""
+
+START = r"""
+set -e
+w=$1; shift
+rm -rf "$w"; mkdir -p "$w"; mkfifo "$w/in"
+# testpmd holds its FIFO open for writing too (3<>), so it never reads end-of-file
+setsid sh -c 'exec 3<>"$0/in"; exec stdbuf -oL -eL "$@" <&3 >"$0/log" 2>&1' "$w" "$@" &
+echo $! > "$w/pid"
+"""
+
+ASK = r"""
+w=$1; limit=$2; shift 2
+[ -f "$w/pid" ] || { echo "testpmd is not running" >&2; exit 2; }
+for cmd in "$@"; do
+    before=$(stat -c %s "$w/log")
+    echo "==kvmlab-at $(date +%s.%N)"
+    printf '%s\n' "$cmd" > "$w/in"
+    i=0
+    while :; do
+        tail -c +$((before + 1)) "$w/log" > "$w/answer"
+        if grep -q 'testpmd> ' "$w/answer"; then sed 's/testpmd> .*//' "$w/answer"; break; fi
+        if ! kill -0 "$(cat "$w/pid")" 2>/dev/null; then
+            echo "testpmd exited" >&2; tail -n 15 "$w/log" >&2; exit 2
+        fi
+        i=$((i + 1)); [ $i -lt $((limit * 20)) ] || { echo "no answer to $cmd" >&2; exit 3; }
+        sleep 0.05
+    done
+done
+"""
+"""Type each command in turn; before each answer, ``==kvmlab-at`` and the guest's clock
+when it was typed."""
+
+STOP = r"""
+w=$1
+[ -f "$w/pid" ] || exit 0
+pid=$(cat "$w/pid")
+printf 'stop\nquit\n' > "$w/in" 2>/dev/null || true
+i=0; while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+kill -KILL "$pid" 2>/dev/null || true
+rm -rf "$w"
+"""
+
+
+def guest_argv(pci: list[str], vcpus: int, queues: int) -> list[str]:
+    """testpmd in the guest: macswap between its two NICs, main lcore 0, the rest forward."""
+    allow = [a for bdf in pci for a in ("-a", bdf)]
+    lcores = f"0-{vcpus - 1}"
+    return ["dpdk-testpmd", "-l", lcores, "--main-lcore", "0", "--in-memory",
+            "--file-prefix=kvmlab-guest-pvp", "-m", "256", *allow, "--",
+            "-i", "--forward-mode=macswap", "--port-topology=paired",
+            f"--nb-cores={max(vcpus - 1, 1)}", f"--rxq={queues}", f"--txq={queues}",
+            "--total-num-mbufs=32768"]  # fmt: skip
+
+
+@dataclass
+class GuestTestPmd(Counted):
+    """testpmd running in a guest, read and typed at through the guest agent."""
+
+    machine: Machine
+    name: str = "guest"
+
+    def _sh(self, script: str, *args: str, timeout: float = 120.0) -> str:
+        result = self.machine.exec(["sh", "-c", script, "sh", *args], timeout=timeout)
+        if result.returncode != 0:
+            why = result.stderr.decode(errors="replace").strip()
+            raise RuntimeFailure(f"{self.machine.config.name}: guest testpmd: {why}")
+        return result.stdout.decode(errors="replace")
+
+    def bind(self, macs: list[str]) -> list[str]:
+        """NICs bound to DPDK (their PCI addresses, in the order of ``macs``)."""
+        return self._sh(BIND, str(HUGEPAGES_2M), *macs).split()
+
+    def start(self, argv: list[str]) -> None:
+        """Start testpmd in the guest and wait for its prompt; then start forwarding."""
+        self._sh(START, WORK, *argv)
+        deadline = time.monotonic() + 180
+        while True:
+            log = self._sh(f"cat {WORK}/log 2>/dev/null; true")
+            if "testpmd> " in log:
+                break
+            alive = self.machine.exec(["sh", "-c", f'kill -0 "$(cat {WORK}/pid)"'])
+            if alive.returncode != 0 or time.monotonic() > deadline:
+                tail = "\n".join(log.splitlines()[-12:])
+                raise RuntimeFailure(f"{self.machine.config.name}: testpmd in the guest did "
+                                     f"not start:\n{tail}")  # fmt: skip
+            time.sleep(1)
+        self.command("start")
+
+    def ask(self, *lines: str, limit: int = 60) -> list[tuple[float, str]]:
+        """Type each line at the guest's testpmd (one agent round trip); per line the guest's
+        clock when it was typed and what testpmd printed before its next prompt."""
+        out = self._sh(ASK, WORK, str(limit), *lines)
+        answers = []
+        for part in out.split("==kvmlab-at ")[1:]:
+            stamp, _, text = part.partition("\n")
+            answers.append((float(stamp), text))
+        if len(answers) != len(lines):
+            raise RuntimeFailure(f"{self.machine.config.name}: guest testpmd answered "
+                                 f"{len(answers)} of {len(lines)} commands")  # fmt: skip
+        return answers
+
+    def command(self, line: str, limit: int = 60) -> str:
+        """Type at the guest's testpmd; what it printed before its next prompt."""
+        return self.ask(line, limit=limit)[0][1]
+
+    def snapshot(self) -> Snapshot:
+        """Port counters plus drops, stamped with the guest's clock when the command was
+        typed: the agent's round trip under load takes seconds here, the guest's clock does
+        not drift within a window (rates come from two snapshots of the same clock)."""
+        (at, ports), (_, fwd) = self.ask("show port stats all", "show fwd stats all")
+        return add_fwd_stats(parse_port_stats(ports, at), fwd)
+
+    def stop(self) -> None:
+        """Quit testpmd in the guest and remove its files (the NICs stay with DPDK)."""
+        self._sh(STOP, WORK)
+
+
+def shown(argv: list[str]) -> str:
+    """A guest command line as the figures' description names it."""
+    return shlex.join(argv)

@@ -1,0 +1,179 @@
+"""The PVP benchmark: packets from a NIC-less generator through the switch, the guest and
+back through the switch to a sink, counted at every hop; and its loopback ceiling,
+generator -> switch -> sink without the guest.
+
+A window is two snapshots of every testpmd's counters (generator, switch, guest, sink)
+with the host clock between them; each hop's rate comes from its own process's two
+snapshots, so a hop that loses packets shows as the drop between it and the next.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvmlab.net.testpmd_stats import PortRates, rates
+from kvmlab.net.traffic import Cores, Counted, HostTestPmd, pause, send, traffic
+from kvmlab.results.model import Sample
+from kvmlab.runtime.owned import create_owned, remove_owned
+from kvmlab.runtime.switch import GEN_PORT, SINK_PORT, Switch
+from kvmlab.spec.switch import PvpSpec, SwitchSpec
+
+WORKLOAD = "pvp"
+LOOPBACK_DIR = ".loopback"
+TRAFFIC_DIR = ".traffic"
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Hop:
+    """Where packets are counted: a process, its port, a direction."""
+
+    name: str
+    process: str
+    port: int
+    direction: str
+    """``rx`` or ``tx``."""
+
+    def read(self, window: dict[str, dict[int, PortRates]]) -> tuple[float, float]:
+        """(packets/s, lost packets/s) at this hop in a window."""
+        got = window[self.process][self.port]
+        if self.direction == "rx":
+            return got.rx_pps, got.rx_lost_pps
+        return got.tx_pps, got.tx_lost_pps
+
+
+def loopback_hops(ports: Sequence[str]) -> list[Hop]:
+    """generator -> switch -> sink."""
+    return [
+        Hop("sent", "generator", 0, "tx"),
+        Hop("switch in", "switch", ports.index(GEN_PORT), "rx"),
+        Hop("switch out", "switch", ports.index(SINK_PORT), "tx"),
+        Hop("received", "sink", 0, "rx"),
+    ]
+
+
+def pvp_hops(ports: Sequence[str], guest_ports: tuple[str, str]) -> list[Hop]:
+    """generator -> switch -> guest NIC 0 -> guest macswap -> guest NIC 1 -> switch -> sink."""
+    first, second = guest_ports
+    return [
+        Hop("sent", "generator", 0, "tx"),
+        Hop("switch in", "switch", ports.index(GEN_PORT), "rx"),
+        Hop("switch to guest", "switch", ports.index(first), "tx"),
+        Hop("guest in", "guest", 0, "rx"),
+        Hop("guest out", "guest", 1, "tx"),
+        Hop("switch from guest", "switch", ports.index(second), "rx"),
+        Hop("switch out", "switch", ports.index(SINK_PORT), "tx"),
+        Hop("received", "sink", 0, "rx"),
+    ]
+
+
+def window(counted: Sequence[Counted], seconds: float) -> dict[str, dict[int, PortRates]]:
+    """Every process's port rates over one window of ``seconds``."""
+    before = {c.name: c.snapshot() for c in counted}
+    time.sleep(seconds)
+    after = {c.name: c.snapshot() for c in counted}
+    return {name: rates(before[name], after[name]) for name in before}
+
+
+@dataclass(frozen=True)
+class Where:
+    """What the samples are filed under (the level table's column) and how they came."""
+
+    variant: str
+    guest: str
+    level: str
+    accel: str
+    command: str
+    cores: int
+    """Forwarding cores of the switch (for the per-core rate)."""
+
+
+def samples_of(
+    hops: Sequence[Hop], got: dict[str, dict[int, PortRates]], frame: int, rep: int, at: Where
+) -> list[Sample]:  # fmt: skip
+    """A window as samples: Mpps at every hop, lost Mpps where counted, the loss between
+    sent and received, and the received rate per forwarding core of the switch."""
+    out = []
+
+    def add(metric: str, value: float, unit: str, higher: bool) -> None:
+        out.append(Sample(at.variant, at.guest, at.level, at.accel, WORKLOAD,
+                          f"{frame}B {metric}", value, unit, higher, rep, at.command))  # fmt: skip
+
+    rate = {}
+    for hop in hops:
+        pps, lost = hop.read(got)
+        rate[hop.name] = pps
+        add(hop.name, pps / 1e6, "Mpps", True)
+        if lost:
+            add(f"{hop.name} lost", lost / 1e6, "Mpps", False)
+    sent, received = rate["sent"], rate["received"]
+    add("loss", 100.0 * (sent - received) / sent if sent else 0.0, "%", False)
+    add("received per switch core", received / 1e6 / max(at.cores, 1), "Mpps", True)
+    return out
+
+
+def measure(
+    gen: HostTestPmd, counted: Sequence[Counted], hops: Sequence[Hop], frames: Sequence[int],
+    warmup: float, seconds: float, reps: int, at: Where, progress: Progress,
+) -> list[Sample]:  # fmt: skip
+    """For each frame size: send, warm up, then ``reps`` windows; every window's samples."""
+    out: list[Sample] = []
+    for frame in frames:
+        send(gen, frame)
+        time.sleep(warmup)
+        received = []
+        for rep in range(reps):
+            got = window(counted, seconds)
+            done = samples_of(hops, got, frame, rep, at)
+            out.extend(done)
+            received.append(next(s.value for s in done if s.metric == f"{frame}B received"))
+        pause(gen)
+        where = f"{at.level} {at.guest}"
+        progress(f"{where} pvp {frame}B: {statistics.median(received):.3f} Mpps received "
+                 f"(median of {reps} windows of {seconds:g} s)")  # fmt: skip
+    return out
+
+
+def traffic_cores(spec: SwitchSpec) -> Cores:
+    """Generator and sink poll on the switch's main core (its control lcore, idle while it
+    forwards); their own main lcore is the switch's first forwarding core (also idle)."""
+    return Cores(generator=spec.main_core, sink=spec.main_core,
+                 generator_main=spec.cores[0], sink_main=spec.cores[0])  # fmt: skip
+
+
+def loopback(
+    lab: str, spec: SwitchSpec, pvp: PvpSpec, root: Path, variant: str, reps: int,
+    progress: Progress,
+) -> list[Sample]:  # fmt: skip
+    """The ceiling: generator -> a switch of the lab's kind with only kvmlab's two ports ->
+    sink, in ``root`` (the lab's run directory, locked by the caller)."""
+    ports = [GEN_PORT, SINK_PORT]
+    progress(f"pvp loopback: starting a {spec.kind} switch with ports {', '.join(ports)}")
+    with Switch(lab, spec, root / LOOPBACK_DIR, ports, name="loopback") as sw:
+        sw.start()
+        assert sw.process is not None
+        work = create_owned(root / TRAFFIC_DIR, f"pvp traffic of lab {lab}")
+        try:
+            with traffic(f"kvmlab-{lab}", sw.socket(GEN_PORT), sw.socket(SINK_PORT),
+                         traffic_cores(spec), work, pvp.multi_flow) as (gen, sink):  # fmt: skip
+                counted = [gen, HostTestPmd("switch", sw.process), sink]
+                at = Where(variant, "host", "L0", "native", describe(spec, pvp, None),
+                           len(spec.cores))  # fmt: skip
+                return measure(gen, counted, loopback_hops(ports), pvp.frame_sizes, pvp.warmup,
+                               pvp.seconds, reps, at, progress)  # fmt: skip
+        finally:
+            remove_owned(work)
+
+
+def describe(spec: SwitchSpec, pvp: PvpSpec, guest: str | None) -> str:
+    """How the figures came: the whole path in one line."""
+    flows = "many flows" if pvp.multi_flow else "one flow"
+    switch = (f"{spec.kind} switch (io, {len(spec.cores)} core(s), "
+              f"{'huge pages' if spec.hugepages else 'no huge pages'})")  # fmt: skip
+    middle = f" -> guest {guest} testpmd macswap -> {switch}" if guest else ""
+    return (f"testpmd txonly generator ({flows}) -> {switch}{middle} -> testpmd rxonly sink; "
+            f"{pvp.seconds:g} s windows after {pvp.warmup:g} s warm-up")

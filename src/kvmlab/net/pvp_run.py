@@ -1,0 +1,100 @@
+"""PVP in a benchmark run: the loopback ceiling at L0 (no guest), then the lab brought up
+(switch first) and packets sent through its PVP guest at L1, for every frame size."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kvmlab.guest.image import GuestImage
+from kvmlab.net.guest_dpdk import GuestTestPmd, guest_argv
+from kvmlab.net.pvp import (
+    TRAFFIC_DIR,
+    Progress,
+    Where,
+    describe,
+    loopback,
+    measure,
+    pvp_hops,
+    traffic_cores,
+)
+from kvmlab.net.traffic import HostTestPmd, traffic
+from kvmlab.render.identity import derived_mac
+from kvmlab.results.model import Sample
+from kvmlab.runtime import lab as labrun
+from kvmlab.runtime.errors import StateError
+from kvmlab.runtime.owned import create_owned, remove_owned
+from kvmlab.runtime.rundir import LabDir
+from kvmlab.runtime.switch import GEN_PORT, SINK_PORT, SWITCH_DIR, Switch, lab_ports
+from kvmlab.spec import LoadedLab
+from kvmlab.spec.rules import switch_ports
+
+Where_ = Callable[[str, str, str], None]
+"""``at(level, guest, stage)``: tells the caller where a failure would be filed."""
+
+
+def pvp_guest(loaded: LoadedLab) -> str | None:
+    """The guest PVP runs through: ``[bench.pvp] guest``, else the first with two ports."""
+    lab = loaded.lab
+    if lab.bench.pvp.guest is not None:
+        return lab.bench.pvp.guest
+    return next((n for n, g in lab.guests.items() if len(switch_ports(g)) >= 2), None)
+
+
+def run_pvp(
+    loaded: LoadedLab,
+    variant: str,
+    levels: set[str],
+    reps: int,
+    host: labrun.HostAccel,
+    image: Callable[[], GuestImage],
+    progress: Progress,
+    at: Where_,
+    store: Callable[[list[Sample]], None],
+) -> None:
+    """Loopback at L0 (when asked), PVP through the guest at L1 (when the lab has one);
+    ``store`` gets each part's samples as soon as they are measured."""
+    lab, spec = loaded.lab, loaded.lab.switch
+    assert spec is not None
+    pvp = lab.bench.pvp
+    reps = pvp.repetitions or reps
+    if "L0" in levels and pvp.loopback:
+        at("L0", "host", "pvp")
+        lab_dir = LabDir.of(lab.name)
+        labrun.assert_not_up(lab.name)
+        with lab_dir.locked():
+            try:
+                store(loopback(lab.name, spec, pvp, lab_dir.root, variant, reps, progress))
+            finally:
+                lab_dir.remove()
+    guest = pvp_guest(loaded)
+    if "L1" not in levels or guest is None:
+        return
+    at("L1", guest, "pvp")
+    with labrun.started(loaded, host, image, progress=progress, children=False) as machines:
+        machine = next(m for m in machines if m.config.address == (guest,))
+        lab_dir = LabDir.of(lab.name)
+        sw = Switch.attached(lab.name, spec, lab_dir.root / SWITCH_DIR)
+        assert sw.process is not None
+        nics = switch_ports(lab.guests[guest])[:2]
+        ports = (nics[0][1].port or "", nics[1][1].port or "")
+        macs = [n.mac or derived_mac(lab.name, (guest,), i) for i, n in nics]
+        vm = GuestTestPmd(machine)
+        progress(f"{lab.name}/{guest}: binding {', '.join(macs)} to uio_pci_generic, "
+                 "starting testpmd (macswap)")  # fmt: skip
+        pci = vm.bind(macs)
+        if len(pci) != 2:
+            raise StateError(f"{lab.name}/{guest}: expected two NICs bound, got {pci}")
+        argv = guest_argv(pci, machine.config.vcpus, spec.queues)
+        vm.start(argv)
+        work = create_owned(lab_dir.root / TRAFFIC_DIR, f"pvp traffic of lab {lab.name}")
+        try:
+            with traffic(f"kvmlab-{lab.name}", sw.socket(GEN_PORT), sw.socket(SINK_PORT),
+                         traffic_cores(spec), work, pvp.multi_flow) as (gen, sink):  # fmt: skip
+                counted = [gen, HostTestPmd("switch", sw.process), vm, sink]
+                where = Where(variant, guest, "L1", machine.config.accel,
+                              describe(spec, pvp, guest), len(spec.cores))  # fmt: skip
+                store(measure(gen, counted, pvp_hops(lab_ports(lab), ports), pvp.frame_sizes,
+                              pvp.warmup, pvp.seconds, reps, where, progress))  # fmt: skip
+        finally:
+            remove_owned(work)
+            vm.stop()

@@ -1,0 +1,86 @@
+"""``[switch]`` of a lab, the userspace vswitch kvmlab runs for the guests' vhost-user NICs,
+and ``[bench.pvp]``, the packet-rate benchmark through it (seed 002, seed 004)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from kvmlab.spec.base import SpecModel
+from kvmlab.spec.units import NAME_PATTERN, CpuSet, Size
+
+SwitchKind = Literal["testpmd", "ovs-dpdk"]
+
+
+class SwitchSpec(SpecModel):
+    """A DPDK vswitch on the host: `testpmd` with `net_vhost` ports in io forwarding, port
+    pairs in order (seed 002), or `ovs-dpdk`, a private OVS with a `netdev` bridge and
+    `dpdkvhostuserclient` ports, flows pairing them (seed 004). Guests' vhost-user NICs name
+    its ports (`port = "..."`); kvmlab makes the sockets and picks each side's role."""
+
+    kind: SwitchKind
+    """`testpmd` (QEMU is the socket client) or `ovs-dpdk` (QEMU is the socket server)."""
+
+    cores: CpuSet = (1,)
+    """Host CPUs that forward: testpmd's forwarding lcores, OVS's `pmd-cpu-mask`."""
+
+    main_core: int = Field(default=0, ge=0, le=4095)
+    """Host CPU of testpmd's main lcore / OVS's `dpdk-lcore-mask` (control, not forwarding)."""
+
+    memory: Size = 512 * 1024 * 1024
+    """DPDK memory of the switch process (`-m` / `dpdk-socket-mem`)."""
+
+    hugepages: bool = False
+    """Back DPDK's memory with huge pages (reserved for the run when none are free, released
+    after); false runs with `--no-huge`, which works anywhere and is slower."""
+
+    queues: int = Field(default=1, ge=1, le=16)
+    """Queue pairs per port (guests' NICs get as many)."""
+
+    descriptors: int = Field(default=1024, ge=64, le=4096)
+    """RX and TX ring sizes of each port (a power of two)."""
+
+    @field_validator("descriptors")
+    @classmethod
+    def _power_of_two(cls, v: int) -> int:
+        if v & (v - 1):
+            raise ValueError(f"must be a power of two, got {v}")
+        return v
+
+
+class PvpSpec(SpecModel):
+    """Physical-virtual-physical without a NIC: a testpmd generator on `virtio-user` ports of
+    the switch sends through a guest, which returns the packets with testpmd in `macswap`, to
+    a testpmd sink; beside it the loopback ceiling without the guest."""
+
+    guest: str | None = Field(default=None, pattern=NAME_PATTERN)
+    """The top-level guest that forwards (it needs two vhost-user NICs on switch ports);
+    unset: the first guest with two."""
+
+    frame_sizes: list[int] = Field(default=[64, 1518], min_length=1, max_length=8)
+    """Ethernet frame sizes in bytes (64 to 9000), each measured separately."""
+
+    multi_flow: bool = False
+    """Send many flows (testpmd varies the source IP per packet: `--txonly-multi-flow`),
+    which spreads them over the queues of multiqueue ports; false: one flow."""
+
+    seconds: float = Field(default=5.0, gt=0, le=3600)
+    """Length of each measured window."""
+
+    warmup: float = Field(default=2.0, ge=0, le=600)
+    """Traffic before the counters are cleared."""
+
+    repetitions: int | None = Field(default=None, ge=1, le=100)
+    """Measured windows per frame size (default: the suite's repetitions)."""
+
+    loopback: bool = True
+    """Also measure generator -> switch -> sink without the guest (the ceiling)."""
+
+    @field_validator("frame_sizes")
+    @classmethod
+    def _sizes(cls, v: list[int]) -> list[int]:
+        bad = [s for s in v if not 64 <= s <= 9000]
+        if bad:
+            raise ValueError(f"frame sizes are 64..9000 bytes, got {bad}")
+        return list(dict.fromkeys(v))

@@ -1,0 +1,81 @@
+"""The packet path for real: the testpmd switch, the NIC-less generator and sink, a TCG
+guest forwarding with testpmd in macswap, all through `kvmlab run`; and Ctrl-C in the
+middle of it leaves no testpmd, QEMU, socket or directory behind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import cli, interrupted_after
+from tests.runtime.conftest import pids_mentioning
+
+pytestmark = pytest.mark.functional
+
+LAB = """
+name = "pvpt"
+[switch]
+kind = "testpmd"
+main_core = 0
+cores = "1"
+
+[guests.vm]
+vcpus = 2
+memory = { size = "1G", backing = "memfd", shared = true }
+nics = [{ type = "vhost-user", port = "p0" }, { type = "vhost-user", port = "p1" }]
+
+[bench]
+workloads = ["pvp"]
+
+[bench.pvp]
+frame_sizes = [64]
+seconds = 1
+warmup = 0.5
+repetitions = 2
+"""
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    import os
+
+    (tmp_path / "pvpt.toml").write_text(LAB)
+    return {**os.environ, "KVMLAB_RUN_DIR": str(tmp_path / "run"),
+            "KVMLAB_RESULTS": str(tmp_path / "results.sqlite")}  # fmt: skip
+
+
+def leftovers(tmp: Path) -> list[int]:
+    """testpmd and QEMU processes of this test's labs."""
+    return pids_mentioning("kvmlab-pvpt") + pids_mentioning(str(tmp / "run"))
+
+
+def test_loopback_and_pvp_through_a_guest_count_every_hop(
+    env: dict[str, str], tmp_path: Path
+) -> None:  # fmt: skip
+    html = tmp_path / "pvp.html"
+    run = cli(env, "run", str(tmp_path / "pvpt.toml"), "--out", str(html), timeout=1500)
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert "L0 host pvp 64B" in run.stderr and "L1 vm pvp 64B" in run.stderr
+    report = json.loads(cli(env, "report", "last", "-o", "json").stdout)
+    rows = {(r["level"], r["metric"]): r for r in report["rows"] if r["workload"] == "pvp"}
+    for hop in ("sent", "switch in", "switch out", "received"):
+        assert rows[("L0", f"64B {hop}")]["value"] > 0, hop
+    for hop in ("switch to guest", "guest in", "guest out", "switch from guest", "received"):
+        assert rows[("L1", f"64B {hop}")]["value"] > 0, hop
+    # what the guest returned is what reached the sink (the switch loses nothing on the way)
+    back, sunk = rows[("L1", "64B guest out")]["value"], rows[("L1", "64B received")]["value"]
+    assert sunk == pytest.approx(back, rel=0.25)
+    assert rows[("L1", "64B received")]["change_pct"] is not None  # against the loopback
+    assert "pvp" in html.read_text()
+    assert not leftovers(tmp_path)
+    assert not (tmp_path / "run" / "pvpt").exists()
+
+
+def test_ctrl_c_during_pvp_leaves_nothing(env: dict[str, str], tmp_path: Path) -> None:
+    lab = str(tmp_path / "pvpt.toml")
+    status, _, err = interrupted_after(env, 25, "run", lab, "--levels", "L1")
+    assert status == 130, err[-3000:]
+    assert not leftovers(tmp_path)
+    assert not (tmp_path / "run" / "pvpt").exists()

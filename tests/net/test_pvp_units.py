@@ -1,0 +1,92 @@
+"""The PVP pieces that start nothing: command lines, hops, the samples of a window, and
+which of a lab's own workloads a run executes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvmlab.cli.bench_extras import split_only
+from kvmlab.errors import UsageError
+from kvmlab.net.pvp import Where, loopback_hops, pvp_hops, samples_of
+from kvmlab.net.testpmd_stats import PortRates
+from kvmlab.render.dpdk import Port, switch_argv, traffic_argv
+from kvmlab.spec import LoadedLab, load_lab, parse_lab
+from kvmlab.spec.switch import SwitchSpec
+
+LABS = Path(__file__).resolve().parents[2] / "src" / "kvmlab" / "labs"
+PORTS = ["kvmlab-gen", "vm0", "vm1", "kvmlab-sink"]
+
+
+def test_switch_argv_is_seed_002s_vswitch_without_files_or_nics() -> None:
+    spec = SwitchSpec(kind="testpmd", cores=(2, 3), main_core=0)
+    argv = switch_argv(spec, "kvmlab-lab-switch",
+                       [Port("a", Path("/r/a.sock")), Port("b", Path("/r/b.sock"))])  # fmt: skip
+    assert argv[:5] == ["dpdk-testpmd", "-l", "0,2-3", "--main-lcore", "0"]
+    assert {"--no-huge", "--no-shconf", "--no-pci", "-i", "--forward-mode=io",
+            "--port-topology=paired", "--nb-cores=2"} <= set(argv)  # fmt: skip
+    assert argv[argv.index("--vdev") + 1] == "net_vhost0,iface=/r/a.sock,queues=1"
+    huge = switch_argv(SwitchSpec(kind="testpmd", hugepages=True), "p", [])
+    assert "--in-memory" in huge and "--no-huge" not in huge
+
+
+def test_generator_frames_exclude_the_crc() -> None:
+    argv = traffic_argv("txonly", "g", Path("/r/g.sock"), 0, 1, 64, True)
+    assert "--txpkts=60" in argv and "--txonly-multi-flow" in argv
+    assert any(a.startswith("net_virtio_user0,path=/r/g.sock") for a in argv)
+    sink = traffic_argv("rxonly", "s", Path("/r/s.sock"), 0, 1, 64, False, server=True)
+    assert "--forward-mode=rxonly" in sink and not any(a.startswith("--txpkts") for a in sink)
+    assert any(a.endswith(",server=1") for a in sink)
+
+
+def rates(rx: float, tx: float, rx_lost: float = 0, tx_lost: float = 0) -> PortRates:
+    return PortRates(rx, tx, rx_lost, tx_lost, rx * 512, tx * 512)
+
+
+def test_a_window_names_every_hop_and_where_packets_were_lost() -> None:
+    got = {
+        "generator": {0: rates(0, 2e6, tx_lost=1e5)},
+        "switch": {0: rates(2e6, 0), 1: rates(0, 1e6, tx_lost=1e6), 2: rates(9e5, 0),
+                   3: rates(0, 9e5)},
+        "guest": {0: rates(1e6, 0), 1: rates(0, 9e5)},
+        "sink": {0: rates(9e5, 0)},
+    }  # fmt: skip
+    at = Where("default", "dpdk", "L1", "tcg", "cmd", 2)
+    samples = {s.metric: s for s in samples_of(pvp_hops(PORTS, ("vm0", "vm1")), got, 64, 0, at)}
+    assert samples["64B sent"].value == 2.0 and samples["64B sent"].unit == "Mpps"
+    assert samples["64B switch to guest lost"].value == 1.0  # the guest did not keep up
+    assert samples["64B guest out"].value == 0.9
+    assert samples["64B received"].value == 0.9
+    assert samples["64B loss"].value == pytest.approx(55.0) and samples["64B loss"].unit == "%"
+    assert samples["64B received per switch core"].value == 0.45
+    assert "64B guest in lost" not in samples  # nothing lost there: no row of zeros
+    assert {s.level for s in samples.values()} == {"L1"}
+
+
+def test_loopback_hops_skip_the_guest() -> None:
+    hops = loopback_hops(["kvmlab-gen", "kvmlab-sink"])
+    assert [h.name for h in hops] == ["sent", "switch in", "switch out", "received"]
+    assert [(h.process, h.port) for h in hops][1:3] == [("switch", 0), ("switch", 1)]
+
+
+def shipped(name: str) -> LoadedLab:
+    return load_lab(LABS / f"{name}.toml")
+
+
+def test_the_pvp_lab_runs_pvp_only_unless_asked() -> None:
+    lab = shipped("vhost-user-testpmd")
+    suite, suite_runs, extras = split_only(lab, None, {"L0", "L1"})
+    assert (suite, suite_runs, extras.pvp, extras.migrations) == (None, False, True, False)
+    suite, suite_runs, extras = split_only(lab, "cpu,pvp", {"L0", "L1"})
+    assert (suite, suite_runs, extras.pvp) == (["cpu"], True, True)
+    _, _, extras = split_only(lab, "cpu", {"L0", "L1"})
+    assert not extras.pvp
+
+
+def test_pvp_asked_of_a_lab_without_a_switch_is_refused() -> None:
+    plain = LoadedLab(parse_lab(b"name = 't'\n[guests.vm]\n", "t.toml"), Path("t.toml"), "0")
+    with pytest.raises(UsageError, match=r"declares no \[switch\]"):
+        split_only(plain, "pvp", {"L0", "L1"})
+    _, _, extras = split_only(plain, None, {"L0", "L1"})
+    assert not extras.pvp
