@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 LABS = ROOT / "labs"
 LAB_FILES = sorted(LABS.glob("*.toml"))
 KVMLAB = str(Path(sys.executable).with_name("kvmlab"))
+# Tests never see (or roll back) tuning of the host they run on: a state file of their own.
+os.environ["KVMLAB_TUNING_STATE"] = str(Path(tempfile.mkdtemp(prefix="kvmlab-tune-")) / "t.json")
 
 
 def cli(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:

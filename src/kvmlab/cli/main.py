@@ -16,6 +16,7 @@ import typer
 from typer.core import TyperGroup
 
 from kvmlab import __version__
+from kvmlab.cli.tune_cmd import tune_app
 from kvmlab.errors import KvmlabError, UsageError
 from kvmlab.runtime.signals import interrupting
 
@@ -67,6 +68,9 @@ def _root(
     ] = False,
 ) -> None:
     """kvmlab: declarative, measured QEMU/KVM labs."""
+    from kvmlab.cli.tune_cmd import restore_abandoned
+
+    restore_abandoned()
 
 
 @app.command()
@@ -433,6 +437,7 @@ def run_lab(
     run_bench_cmd(path, suite, levels, only, html, _output(output, "text", "json"))
 
 
+app.add_typer(tune_app, name="tune")
 results_app = typer.Typer(help="Stored benchmark runs.", no_args_is_help=True)
 app.add_typer(results_app, name="results")
 

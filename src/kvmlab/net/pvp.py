@@ -12,18 +12,19 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
 from kvmlab.net.testpmd_stats import PortRates, rates
-from kvmlab.net.traffic import Cores, Counted, HostTestPmd, pause, send, traffic
+from kvmlab.net.traffic import Cores, Counted, HostTestPmd, SwitchCounted, pause, send, traffic
 from kvmlab.results.model import Sample
 from kvmlab.runtime.owned import create_owned, remove_owned
-from kvmlab.runtime.switch import GEN_PORT, SINK_PORT, Switch
+from kvmlab.runtime.switch import GEN_PORT, SINK_PORT, SWITCH_DIRS, Switch
 from kvmlab.spec.switch import PvpSpec, SwitchSpec
 
 WORKLOAD = "pvp"
-LOOPBACK_DIR = ".loopback"
+LOOPBACK_DIR = SWITCH_DIRS[1]
 TRAFFIC_DIR = ".traffic"
 Progress = Callable[[str], None]
 
@@ -116,26 +117,61 @@ def samples_of(
     return out
 
 
+class Toggle(Protocol):
+    """Host tuning switched on and off between windows (:class:`kvmlab.net.tune.Toggle`)."""
+
+    def set(self, on: bool) -> None:
+        """Apply (True) or roll back (False)."""
+
+
 def measure(
     gen: HostTestPmd, counted: Sequence[Counted], hops: Sequence[Hop], frames: Sequence[int],
     warmup: float, seconds: float, reps: int, at: Where, progress: Progress,
+    tuning: Toggle | None = None,
 ) -> list[Sample]:  # fmt: skip
-    """For each frame size: send, warm up, then ``reps`` windows; every window's samples."""
+    """For each frame size: send, warm up, then ``reps`` windows; every window's samples.
+
+    With ``tuning``, each repetition is a pair of windows, untuned and tuned in alternating
+    order (so a drift in time favours neither), filed as variants ``untuned`` and
+    ``tuned``; tuning is rolled back when this returns, however it returns.
+    """
     out: list[Sample] = []
-    for frame in frames:
-        send(gen, frame)
-        time.sleep(warmup)
-        received = []
-        for rep in range(reps):
-            got = window(counted, seconds)
-            done = samples_of(hops, got, frame, rep, at)
-            out.extend(done)
-            received.append(next(s.value for s in done if s.metric == f"{frame}B received"))
-        pause(gen)
-        where = f"{at.level} {at.guest}"
-        progress(f"{where} pvp {frame}B: {statistics.median(received):.3f} Mpps received "
-                 f"(median of {reps} windows of {seconds:g} s)")  # fmt: skip
+    modes = [False] if tuning is None else [False, True]
+    try:
+        for frame in frames:
+            send(gen, frame)
+            time.sleep(warmup)
+            received: dict[bool, list[float]] = {m: [] for m in modes}
+            for rep in range(reps):
+                for on in modes if rep % 2 == 0 else modes[::-1]:
+                    here = at
+                    if tuning is not None:
+                        tuning.set(on)
+                        time.sleep(SETTLE_SECONDS)
+                        here = replace(at, variant=_tuned_variant(at.variant, on))
+                    done = samples_of(hops, window(counted, seconds), frame, rep, here)
+                    out.extend(done)
+                    received[on].append(next(s.value for s in done
+                                             if s.metric == f"{frame}B received"))  # fmt: skip
+            pause(gen)
+            where = f"{at.level} {at.guest}"
+            for on, values in received.items():
+                label = "" if tuning is None else (" tuned" if on else " untuned")
+                progress(f"{where} pvp {frame}B{label}: {statistics.median(values):.3f} Mpps "
+                         f"received (median of {reps} windows of {seconds:g} s)")  # fmt: skip
+    finally:
+        if tuning is not None:
+            tuning.set(False)
     return out
+
+
+SETTLE_SECONDS = 0.5
+"""After tuning changes: IRQs and timers move at their next event."""
+
+
+def _tuned_variant(variant: str, on: bool) -> str:
+    label = "tuned" if on else "untuned"
+    return label if variant == "default" else f"{variant}-{label}"
 
 
 def traffic_cores(spec: SwitchSpec) -> Cores:
@@ -147,7 +183,7 @@ def traffic_cores(spec: SwitchSpec) -> Cores:
 
 def loopback(
     lab: str, spec: SwitchSpec, pvp: PvpSpec, root: Path, variant: str, reps: int,
-    progress: Progress,
+    progress: Progress, tuning: Toggle | None = None,
 ) -> list[Sample]:  # fmt: skip
     """The ceiling: generator -> a switch of the lab's kind with only kvmlab's two ports ->
     sink, in ``root`` (the lab's run directory, locked by the caller)."""
@@ -155,16 +191,16 @@ def loopback(
     progress(f"pvp loopback: starting a {spec.kind} switch with ports {', '.join(ports)}")
     with Switch(lab, spec, root / LOOPBACK_DIR, ports, name="loopback") as sw:
         sw.start()
-        assert sw.process is not None
         work = create_owned(root / TRAFFIC_DIR, f"pvp traffic of lab {lab}")
         try:
             with traffic(f"kvmlab-{lab}", sw.socket(GEN_PORT), sw.socket(SINK_PORT),
-                         traffic_cores(spec), work, pvp.multi_flow) as (gen, sink):  # fmt: skip
-                counted = [gen, HostTestPmd("switch", sw.process), sink]
+                         traffic_cores(spec), work, pvp.multi_flow,
+                         server=not sw.serves_sockets) as (gen, sink):  # fmt: skip
+                counted = [gen, SwitchCounted(sw), sink]
                 at = Where(variant, "host", "L0", "native", describe(spec, pvp, None),
                            len(spec.cores))  # fmt: skip
                 return measure(gen, counted, loopback_hops(ports), pvp.frame_sizes, pvp.warmup,
-                               pvp.seconds, reps, at, progress)  # fmt: skip
+                               pvp.seconds, reps, at, progress, tuning)  # fmt: skip
         finally:
             remove_owned(work)
 
@@ -172,7 +208,8 @@ def loopback(
 def describe(spec: SwitchSpec, pvp: PvpSpec, guest: str | None) -> str:
     """How the figures came: the whole path in one line."""
     flows = "many flows" if pvp.multi_flow else "one flow"
-    switch = (f"{spec.kind} switch (io, {len(spec.cores)} core(s), "
+    mode = "io" if spec.kind == "testpmd" else "port-pair flows"
+    switch = (f"{spec.kind} switch ({mode}, {len(spec.cores)} core(s), "
               f"{'huge pages' if spec.hugepages else 'no huge pages'})")  # fmt: skip
     middle = f" -> guest {guest} testpmd macswap -> {switch}" if guest else ""
     return (f"testpmd txonly generator ({flows}) -> {switch}{middle} -> testpmd rxonly sink; "

@@ -17,7 +17,8 @@ from kvmlab.net.pvp import (
     pvp_hops,
     traffic_cores,
 )
-from kvmlab.net.traffic import HostTestPmd, traffic
+from kvmlab.net.traffic import SwitchCounted, traffic
+from kvmlab.net.tune import Toggle, cpu_partitioning
 from kvmlab.render.identity import derived_mac
 from kvmlab.results.model import Sample
 from kvmlab.runtime import lab as labrun
@@ -57,13 +58,20 @@ def run_pvp(
     assert spec is not None
     pvp = lab.bench.pvp
     reps = pvp.repetitions or reps
+    tuning = None
+    if pvp.compare_tuning and lab.tuning is not None:
+        isolated = lab.tuning.isolated or spec.cores
+        tuning = Toggle(cpu_partitioning(isolated))
+        progress(f"pvp: windows alternate untuned and tuned ({lab.tuning.profile}, CPUs "
+                 f"{','.join(map(str, isolated))} isolated)")  # fmt: skip
     if "L0" in levels and pvp.loopback:
         at("L0", "host", "pvp")
         lab_dir = LabDir.of(lab.name)
         labrun.assert_not_up(lab.name)
         with lab_dir.locked():
             try:
-                store(loopback(lab.name, spec, pvp, lab_dir.root, variant, reps, progress))
+                store(loopback(lab.name, spec, pvp, lab_dir.root, variant, reps, progress,
+                               tuning))  # fmt: skip
             finally:
                 lab_dir.remove()
     guest = pvp_guest(loaded)
@@ -74,7 +82,6 @@ def run_pvp(
         machine = next(m for m in machines if m.config.address == (guest,))
         lab_dir = LabDir.of(lab.name)
         sw = Switch.attached(lab.name, spec, lab_dir.root / SWITCH_DIR)
-        assert sw.process is not None
         nics = switch_ports(lab.guests[guest])[:2]
         ports = (nics[0][1].port or "", nics[1][1].port or "")
         macs = [n.mac or derived_mac(lab.name, (guest,), i) for i, n in nics]
@@ -89,12 +96,13 @@ def run_pvp(
         work = create_owned(lab_dir.root / TRAFFIC_DIR, f"pvp traffic of lab {lab.name}")
         try:
             with traffic(f"kvmlab-{lab.name}", sw.socket(GEN_PORT), sw.socket(SINK_PORT),
-                         traffic_cores(spec), work, pvp.multi_flow) as (gen, sink):  # fmt: skip
-                counted = [gen, HostTestPmd("switch", sw.process), vm, sink]
+                         traffic_cores(spec), work, pvp.multi_flow,
+                         server=not sw.serves_sockets) as (gen, sink):  # fmt: skip
+                counted = [gen, SwitchCounted(sw), vm, sink]
                 where = Where(variant, guest, "L1", machine.config.accel,
                               describe(spec, pvp, guest), len(spec.cores))  # fmt: skip
                 store(measure(gen, counted, pvp_hops(lab_ports(lab), ports), pvp.frame_sizes,
-                              pvp.warmup, pvp.seconds, reps, where, progress))  # fmt: skip
+                              pvp.warmup, pvp.seconds, reps, where, progress, tuning))  # fmt: skip
         finally:
             remove_owned(work)
             vm.stop()

@@ -12,8 +12,10 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvmlab.net.ovs_stats import parse_dump_ports
 from kvmlab.net.testpmd_stats import Snapshot, add_fwd_stats, parse_port_stats
 from kvmlab.render.dpdk import CRC_BYTES, traffic_argv
+from kvmlab.runtime.switch import Switch
 from kvmlab.runtime.testpmd import TestPmd
 
 READY_SECONDS = 60.0
@@ -43,6 +45,24 @@ class HostTestPmd(Counted):
         at = (start + time.monotonic()) / 2
         fwd = self.process.command("show fwd stats all")
         return add_fwd_stats(parse_port_stats(ports, at), fwd)
+
+
+@dataclass
+class SwitchCounted(Counted):
+    """The lab's switch as a counted hop (testpmd's statistics or OVS's port counters,
+    OpenFlow port N as port N-1, so both number ports in the switch's port order)."""
+
+    switch: Switch
+    name: str = "switch"
+
+    def snapshot(self) -> Snapshot:
+        """Every port's counters, stamped halfway through reading them."""
+        start = time.monotonic()
+        text = self.switch.counters()
+        at = (start + time.monotonic()) / 2
+        if self.switch.kind == "ovs-dpdk":
+            return parse_dump_ports(text, at)
+        return add_fwd_stats(parse_port_stats(text, at), text)
 
 
 @dataclass(frozen=True)

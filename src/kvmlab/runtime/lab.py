@@ -26,7 +26,14 @@ from kvmlab.runtime.patience import LIMITS
 from kvmlab.runtime.procs import terminate
 from kvmlab.runtime.rundir import GuestEntry, GuestRecord, LabDir
 from kvmlab.runtime.signals import deferred_signals
-from kvmlab.runtime.switch import SWITCH_DIR, Switch, lab_ports, recorded_alive, stop_recorded
+from kvmlab.runtime.switch import (
+    SWITCH_DIR,
+    SWITCH_DIRS,
+    Switch,
+    lab_ports,
+    recorded_alive,
+    stop_recorded,
+)
 from kvmlab.spec import Guest, LoadedLab
 from kvmlab.spec.rules import guest_key
 
@@ -179,8 +186,9 @@ def assert_not_up(lab: str) -> None:
     """
     lab_dir = LabDir.of(lab)
     live = [f"{e.name} {e.state()}" for e in lab_dir.live()]
-    if lab_dir.exists() and (pid := recorded_alive(lab_dir.root / SWITCH_DIR)) is not None:
-        live.append(f"its switch, pid {pid}")
+    for name in SWITCH_DIRS if lab_dir.exists() else ():
+        if (pid := recorded_alive(lab_dir.root / name)) is not None:
+            live.append(f"its switch ({name}), pid {pid}")
     if live:
         raise StateError(
             f"lab {lab_dir.lab} is already up ({', '.join(live)}); "
@@ -192,6 +200,9 @@ def clean_stale(lab_dir: LabDir) -> list[str]:
     """Remove the run state of guests whose QEMU died; refuse when any still runs."""
     assert_not_up(lab_dir.lab)
     stale = [e.name for e in lab_dir.entries()]
+    for name in SWITCH_DIRS:  # a killed kvmlab's switch: its huge pages go back too
+        if lab_dir.exists() and stop_recorded(lab_dir.root / name):
+            stale.append(f"the switch in {name}")
     lab_dir.clear()
     return stale
 
@@ -371,8 +382,9 @@ def down(lab: str, force: bool = False, progress: Progress = lambda _: None) -> 
                     stopped.append(entry.name)
         survivors = [f"{e.name} (pid {', '.join(map(str, e.processes()))})"
                      for e in entries if e.processes()]  # fmt: skip
-        if not survivors and stop_recorded(lab_dir.root / SWITCH_DIR):
-            progress("stopped the switch")
+        for name in SWITCH_DIRS if not survivors else ():
+            if stop_recorded(lab_dir.root / name):
+                progress(f"stopped the switch ({name})")
         if survivors:
             raise RuntimeFailure(f"could not stop {', '.join(survivors)}; the run state in "
                                  f"{lab_dir.root} is kept")  # fmt: skip

@@ -1,10 +1,14 @@
 """The lab's vswitch: started before the guests, stopped after them, on record in between.
 
-It lives in ``LAB/.switch`` (private, kvmlab's marker): the ports' sockets, its log and
-``switch.json`` (kind, ports, the pid with its start time). ``kvmlab down`` stops a
-switch left running by ``kvmlab up``; one whose process died is cleaned up with the
-lab's other stale state. Every switch also has kvmlab's own two ports, ``kvmlab-gen``
-and ``kvmlab-sink``, where the PVP benchmark's generator and sink connect.
+It lives in ``LAB/.switch`` (private, kvmlab's marker): the ports' sockets, its logs and
+``switch.json`` (kind, ports, every process with its start time, the huge pages kvmlab
+reserved for it). ``kvmlab down`` stops a switch left running by ``kvmlab up``; one
+whose kvmlab was killed is stopped (and its huge pages given back) by the next command
+that cleans the lab's stale state. Every switch also has kvmlab's own two ports,
+``kvmlab-gen`` and ``kvmlab-sink``, where the PVP benchmark's generator and sink connect.
+
+Kinds: ``testpmd`` (one process, typed at through a FIFO; its ports are socket servers)
+and ``ovs-dpdk`` (a private ovsdb-server and ovs-vswitchd; its ports are socket clients).
 """
 
 from __future__ import annotations
@@ -13,11 +17,13 @@ import json
 import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kvmlab.render.dpdk import TESTPMD, Port, switch_argv
+from kvmlab.runtime import hugepages
 from kvmlab.runtime.errors import RuntimeFailure, StateError
+from kvmlab.runtime.ovs import Ovs
 from kvmlab.runtime.owned import create_owned, remove_owned, write_private
 from kvmlab.runtime.procs import alive, terminate
 from kvmlab.runtime.testpmd import TestPmd
@@ -26,6 +32,8 @@ from kvmlab.spec.rules import switch_ports
 from kvmlab.spec.switch import SwitchSpec
 
 SWITCH_DIR = ".switch"
+SWITCH_DIRS = (SWITCH_DIR, ".loopback")
+"""Where a lab's switches live: the lab's own, and the PVP loopback's (no guest)."""
 RECORD = "switch.json"
 GEN_PORT, SINK_PORT = "kvmlab-gen", "kvmlab-sink"
 READY_SECONDS = 60.0
@@ -34,18 +42,20 @@ READY_SECONDS = 60.0
 
 @dataclass
 class SwitchRecord:
-    """What ``kvmlab down`` needs to stop a switch it did not start."""
+    """What ``kvmlab down`` (or the next kvmlab) needs to stop a switch it did not start."""
 
     kind: str
-    pid: int
-    started: int | None
     ports: list[str]
+    processes: list[tuple[str, int, int | None]] = field(default_factory=list)
+    """(program, pid, start time)."""
+    hugepages: tuple[int, int] | None = None
+    """``nr_hugepages`` before and after kvmlab reserved pages for the switch."""
 
 
 def lab_ports(lab: Lab) -> list[str]:
     """The switch's ports in order: the generator, the PVP guest's two, the sink, then every
-    other guest port. testpmd forwards between neighbours (0-1, 2-3, ...), so packets go
-    generator -> guest NIC 0 and guest NIC 1 -> sink."""
+    other guest port. The switch forwards between neighbours (0-1, 2-3, ...), so packets
+    go generator -> guest NIC 0 and guest NIC 1 -> sink."""
     guest_ports = [(name, [n.port for _, n in switch_ports(g)]) for name, g in lab.guests.items()]
     chosen = lab.bench.pvp.guest or next((n for n, p in guest_ports if len(p) >= 2), None)
     pvp = next((p[:2] for n, p in guest_ports if n == chosen and len(p) >= 2), [])
@@ -55,7 +65,7 @@ def lab_ports(lab: Lab) -> list[str]:
 
 
 class Switch:
-    """A switch process of one lab (``testpmd`` kind), a context manager that stops it."""
+    """A switch of one lab (either kind), a context manager that stops it."""
 
     def __init__(self, lab: str, spec: SwitchSpec, root: Path, ports: Sequence[str],
                  name: str = "switch") -> None:  # fmt: skip
@@ -65,30 +75,53 @@ class Switch:
         self.ports = list(ports)
         self.name = name
         self.process: TestPmd | None = None
+        self.ovs: Ovs | None = None
+        self.reserved: hugepages.Reservation | None = None
+
+    @property
+    def kind(self) -> str:
+        """``testpmd`` or ``ovs-dpdk``."""
+        return self.spec.kind
 
     def socket(self, port: str) -> Path:
         """A port's vhost-user socket."""
         return self.dir / f"{port}.sock"
 
+    @property
+    def serves_sockets(self) -> bool:
+        """Whether the switch listens on its ports' sockets (testpmd) or connects (OVS)."""
+        return self.kind == "testpmd"
+
     def start(self, outlive: bool = False) -> None:
-        """Create the directory, start the switch, wait until every port's socket exists."""
-        if self.spec.kind != "testpmd":
-            raise RuntimeFailure(f"switch kind {self.spec.kind!r} is not available yet")
-        if shutil.which(TESTPMD) is None:
-            raise RuntimeFailure(f"{TESTPMD} not found: install Debian's dpdk package "
+        """Create the directory, reserve huge pages if it needs them, start the switch; a
+        testpmd switch has every port's socket listening when this returns."""
+        if self.kind == "testpmd" and shutil.which(TESTPMD) is None:
+            raise RuntimeFailure(f"{TESTPMD} not found: apt-get install dpdk-dev "
                                  "(make deps does)")  # fmt: skip
         create_owned(self.dir, f"switch of lab {self.lab}")
         for port in self.ports:
             if self.socket(port).exists():
                 raise StateError(f"{self.socket(port)} is in use by another switch")
+        if self.kind == "ovs-dpdk" or self.spec.hugepages:
+            self.reserved = hugepages.reserve(self.spec.memory, f"the {self.kind} switch")
+        self._record()
+        try:
+            if self.kind == "testpmd":
+                self._start_testpmd(outlive)
+            else:
+                self.ovs = Ovs(self.dir)
+                self.ovs.start(self.spec, [(p, self.socket(p)) for p in self.ports])
+        finally:
+            self._record()
+
+    def _start_testpmd(self, outlive: bool) -> None:
         ports = [Port(p, self.socket(p)) for p in self.ports]
         prefix = f"kvmlab-{self.lab}-{self.name}"
         self.process = TestPmd(self.name, switch_argv(self.spec, prefix, ports), self.dir)
         try:
             self.process.start(READY_SECONDS, outlive=outlive)
         finally:
-            if self.process.pid:
-                self._record()
+            self._record()
         deadline = time.monotonic() + 10
         missing = [p for p in self.ports if not self.socket(p).exists()]
         while missing and time.monotonic() < deadline:
@@ -98,31 +131,52 @@ class Switch:
             raise RuntimeFailure(f"{self.name}: no socket for port(s) {', '.join(missing)}")
         self.process.command("start")
 
+    def _processes(self) -> list[tuple[str, int, int | None]]:
+        if self.process is not None and self.process.pid:
+            return [(self.name, self.process.pid, self.process.started)]
+        return list(self.ovs.pids) if self.ovs is not None else []
+
     def _record(self) -> None:
-        assert self.process is not None
-        record = SwitchRecord(self.spec.kind, self.process.pid, self.process.started, self.ports)
+        res = self.reserved
+        record = SwitchRecord(self.kind, self.ports, self._processes(),
+                              (res.before, res.after) if res and res.changed else None)
         write_private(self.dir / RECORD, json.dumps(asdict(record), indent=2))
 
     @classmethod
     def attached(cls, lab: str, spec: SwitchSpec, root: Path) -> Switch:
         """The running switch of a lab that is up (:class:`StateError` when there is none)."""
         record = read_record(root)
-        if record is None or recorded_alive(root) is None:
+        if record is None or not running(record):
             raise StateError(f"lab {lab} has no running switch")
         sw = cls(lab, spec, root, record.ports)
-        sw.process = TestPmd.attach(sw.name, root, record.pid, record.started)
+        if record.kind == "testpmd":
+            _, pid, started = record.processes[0]
+            sw.process = TestPmd.attach(sw.name, root, pid, started)
+        else:
+            sw.ovs = Ovs(root, record.processes)
         return sw
 
-    def command(self, line: str, timeout: float = 30.0) -> str:
-        """Type at the switch's prompt."""
+    def counters(self) -> str:
+        """Every port's counters as the switch prints them (testpmd: port and forwarding
+        statistics; OVS: ``ovs-ofctl dump-ports``)."""
+        if self.ovs is not None:
+            return self.ovs.dump_ports()
         if self.process is None or not self.process.running():
-            raise RuntimeFailure(f"the {self.name} of lab {self.lab} is not running")
-        return self.process.command(line, timeout)
+            raise RuntimeFailure(f"the {self.name} of lab {self.lab} is not running "
+                                 f"(its log: {self.dir / (self.name + '.log')})")  # fmt: skip
+        return self.process.command("show port stats all") + self.process.command(
+            "show fwd stats all")
 
     def stop(self) -> None:
-        """Stop the process and remove the directory (sockets, log, record)."""
-        if self.process is not None:
-            self.process.stop()
+        """Stop the processes, give back the huge pages, remove the directory."""
+        try:
+            if self.process is not None:
+                self.process.stop()
+            if self.ovs is not None:
+                self.ovs.stop()
+        finally:
+            if self.reserved is not None:
+                hugepages.release(self.reserved)
         remove_owned(self.dir)
 
     def __enter__(self) -> Switch:
@@ -135,27 +189,41 @@ class Switch:
 def read_record(root: Path) -> SwitchRecord | None:
     """The record of the switch in ``root`` (None when there is none or it is unreadable)."""
     try:
-        return SwitchRecord(**json.loads((root / RECORD).read_text()))
-    except (OSError, ValueError, TypeError):
+        data = json.loads((root / RECORD).read_text())
+        data["processes"] = [tuple(p) for p in data["processes"]]
+        if data["hugepages"] is not None:
+            data["hugepages"] = tuple(data["hugepages"])
+        return SwitchRecord(**data)
+    except (OSError, ValueError, TypeError, KeyError):
         return None
+
+
+def running(record: SwitchRecord) -> list[int]:
+    """The recorded processes still alive (pids)."""
+    return [pid for _, pid, started in record.processes if alive(pid, started=started)]
 
 
 def recorded_alive(root: Path) -> int | None:
-    """The pid of the recorded switch when it still runs."""
+    """A pid of the recorded switch when it still runs."""
     record = read_record(root)
-    if record is None or not alive(record.pid, started=record.started):
-        return None
-    return record.pid
+    live = running(record) if record else []
+    return live[0] if live else None
 
 
 def stop_recorded(root: Path) -> bool:
-    """Stop a switch another kvmlab started and remove its directory; True if one ran."""
-    pid = recorded_alive(root)
-    if pid is not None:
-        record = read_record(root)
-        assert record is not None
-        if not terminate(pid, started=record.started, grace=5.0):
-            raise RuntimeFailure(f"could not stop the switch (pid {pid}); {root} is kept")
+    """Stop a switch another kvmlab started, give back its huge pages, remove its
+    directory; True if a process of it ran."""
+    record = read_record(root)
+    live = running(record) if record else []
+    if record is not None:
+        if record.kind == "ovs-dpdk" and live:
+            Ovs(root, record.processes).stop()
+        for name, pid, started in record.processes:
+            if alive(pid, started=started) and not terminate(pid, started=started, grace=5.0):
+                raise RuntimeFailure(f"could not stop the switch's {name} (pid {pid}); "
+                                     f"{root} is kept")  # fmt: skip
+        if record.hugepages is not None:
+            hugepages.release(hugepages.Reservation(*record.hugepages))
     if root.exists():
         remove_owned(root)
-    return pid is not None
+    return bool(live)

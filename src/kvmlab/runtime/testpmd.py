@@ -72,6 +72,8 @@ class TestPmd:
         ``outlive``: keep running when kvmlab exits (a lab's switch, stopped by ``kvmlab
         down``); otherwise it is killed with kvmlab.
         """
+        if self.fifo.is_fifo() and self.fifo.lstat().st_uid == os.geteuid():
+            self.fifo.unlink()  # an earlier testpmd's of the same name, in kvmlab's directory
         os.mkfifo(self.fifo, 0o600)
         fd_in = os.open(self.fifo, os.O_RDWR | os.O_NOFOLLOW)
         fd_out = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)

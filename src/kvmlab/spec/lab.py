@@ -18,7 +18,7 @@ from kvmlab.spec.bench import BenchSpec
 from kvmlab.spec.devices import CloudInit, Disk, Nic
 from kvmlab.spec.machine import Clock, Cpu, HyperV, Memory, Pinning
 from kvmlab.spec.migration import MigrationSpec
-from kvmlab.spec.switch import SwitchSpec
+from kvmlab.spec.switch import SwitchSpec, TuningSpec
 from kvmlab.spec.units import NAME_PATTERN
 
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
@@ -193,6 +193,9 @@ class Lab(SpecModel):
     switch: SwitchSpec | None = None
     """The userspace vswitch kvmlab starts before the guests and stops after them; guests'
     vhost-user NICs name its ports."""
+
+    tuning: TuningSpec | None = None
+    """Host tuning for the packet path (`kvmlab tune`, `[bench.pvp] compare_tuning`)."""
 
     migrations: list[MigrationSpec] = []
     """Live migrations `kvmlab migrate --lab` runs side by side (`[[migrations]]`); `kvmlab

@@ -326,6 +326,8 @@ def _switch(lab: Lab) -> Iterator[Finding]:
                                       "ports (port = ...) to forward between")  # fmt: skip
         if sw is None:
             yield "bench.pvp.guest", "PVP runs through the lab's [switch]; the lab has none"
+    if pvp.compare_tuning and lab.tuning is None:
+        yield "bench.pvp.compare_tuning", "compares with the lab's [tuning]; the lab has none"
 
 
 def _migrations(lab: Lab) -> Iterator[Finding]:

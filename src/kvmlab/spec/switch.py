@@ -77,6 +77,10 @@ class PvpSpec(SpecModel):
     loopback: bool = True
     """Also measure generator -> switch -> sink without the guest (the ceiling)."""
 
+    compare_tuning: bool = False
+    """Alternate windows without and with the lab's `[tuning]` applied (rolled back after),
+    filed as variants `untuned` and `tuned`: the tuning's gain measured in one run."""
+
     @field_validator("frame_sizes")
     @classmethod
     def _sizes(cls, v: list[int]) -> list[int]:
@@ -84,3 +88,15 @@ class PvpSpec(SpecModel):
         if bad:
             raise ValueError(f"frame sizes are 64..9000 bytes, got {bad}")
         return list(dict.fromkeys(v))
+
+
+class TuningSpec(SpecModel):
+    """Host tuning for the packet path (seed 002): `kvmlab tune apply --lab FILE`, or, with
+    `[bench.pvp] compare_tuning = true`, PVP windows alternating untuned and tuned."""
+
+    profile: Literal["cpu-partitioning"] = "cpu-partitioning"
+    """The run-time half of tuned's cpu-partitioning: IRQs and unbound work off the
+    isolated CPUs, NMI watchdog, THP, KSM and NUMA balancing off, vmstat every 10 s."""
+
+    isolated: CpuSet | None = None
+    """CPUs to keep the host's own work off (default: the switch's forwarding cores)."""

@@ -1,0 +1,128 @@
+"""``kvmlab tune apply|verify|rollback|check``: seed 002's host tuning, reversible."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvmlab.errors import UsageError
+
+tune_app = typer.Typer(help="Host tuning for the packet path: apply, verify, roll back.",
+                       no_args_is_help=True)  # fmt: skip
+
+Lab = Annotated[Path | None, typer.Option("--lab", help="Take the CPUs from this lab file.")]
+Isolate = Annotated[str | None, typer.Option(
+    "--isolate", help="CPUs to keep the host's work off, e.g. 1 or 2-5 (default: the lab's "
+    "[tuning] isolated, else its switch's forwarding cores).")]  # fmt: skip
+Output = Annotated[str, typer.Option("--output", "-o", help="text or json.")]
+
+
+def isolated_cpus(lab: Path | None, isolate: str | None) -> tuple[int, ...]:
+    """``--isolate``, else the lab's ``[tuning] isolated``, else its switch's cores."""
+    from kvmlab.spec.units import parse_cpuset
+
+    if isolate is not None:
+        try:
+            return parse_cpuset(isolate)
+        except ValueError as exc:
+            raise UsageError(f"--isolate: {exc}") from None
+    if lab is None:
+        raise UsageError("give --isolate CPUS or --lab FILE (its switch's cores are isolated)")
+    from kvmlab.spec import load_lab
+
+    spec = load_lab(lab).lab
+    if spec.tuning is not None and spec.tuning.isolated:
+        return spec.tuning.isolated
+    if spec.switch is not None:
+        return spec.switch.cores
+    raise UsageError(f"{lab} has neither [tuning] isolated nor a [switch]; give --isolate")
+
+
+def _print(what: str, outcome: object, output: str, extra: list[dict[str, str]]) -> None:
+    from dataclasses import asdict
+
+    data = {"action": what, **asdict(outcome), "boot": extra}  # type: ignore[call-overload]
+    if output == "json":
+        print(json.dumps(data, indent=2))
+        return
+    for name, before, after in data["done"]:
+        print(f"  {what:8} {name}: {before} -> {after}")
+    for name, why in data["failed"]:
+        print(f"  FAILED   {name}: {why}")
+    for b in extra:
+        print(f"  boot     {b['missing']}\n           fix: {b['fix']}")
+
+
+def _boot(cpus: tuple[int, ...]) -> list[dict[str, str]]:
+    from kvmlab.net.tune import boot_findings
+
+    cmdline = Path("/proc/cmdline").read_text()
+    return [{"missing": m, "fix": f} for m, f in boot_findings(cpus, cmdline)]
+
+
+@tune_app.command("apply")
+def apply_cmd(lab: Lab = None, isolate: Isolate = None, output: Output = "text") -> None:
+    """Apply the run-time half of cpu-partitioning; print the boot-time half as fixes."""
+    from kvmlab.net.tune import State, apply, cpu_partitioning
+
+    cpus = isolated_cpus(lab, isolate)
+    state = State()
+    outcome = apply(cpu_partitioning(cpus), state)
+    _print("applied", outcome, output, _boot(cpus))
+    if output == "text":
+        print(f"tuned for isolated CPUs {','.join(map(str, cpus))}; originals saved in "
+              f"{state.path}; 'kvmlab tune rollback' restores them")  # fmt: skip
+    if outcome.failed:
+        raise typer.Exit(3)
+
+
+@tune_app.command("verify")
+def verify_cmd(lab: Lab = None, isolate: Isolate = None, output: Output = "text") -> None:
+    """Check every setting against what tuning wants (exit 1 when any differs)."""
+    from kvmlab.net.tune import cpu_partitioning, verify
+
+    cpus = isolated_cpus(lab, isolate)
+    outcome = verify(cpu_partitioning(cpus))
+    _print("ok", outcome, output, _boot(cpus))
+    if outcome.failed:
+        raise typer.Exit(1)
+
+
+@tune_app.command("rollback")
+def rollback_cmd(output: Output = "text") -> None:
+    """Write back every value tuning changed, exactly as it was."""
+    from kvmlab.net.tune import State, rollback
+
+    state = State()
+    if state.read() is None:
+        print("nothing to roll back: no tuning applied", file=sys.stderr)
+        return
+    outcome = rollback(state)
+    _print("restored", outcome, output, [])
+    if outcome.failed:
+        raise typer.Exit(3)
+
+
+def restore_abandoned() -> None:
+    """Roll back tuning a kvmlab run applied and could not undo (it was killed): every
+    kvmlab command does this first, saying so."""
+    from kvmlab.net.tune import State, TuningError, rollback
+    from kvmlab.runtime.procs import alive
+
+    state = State()
+    try:
+        data = state.read()
+    except TuningError as exc:
+        print(f"kvmlab: {exc}", file=sys.stderr)
+        return
+    owner = data.get("owner") if data else None
+    if not isinstance(owner, list) or alive(owner[0], started=owner[1]):
+        return
+    outcome = rollback(state)
+    print(f"kvmlab: rolled back the tuning of a kvmlab run that died (pid {owner[0]}): "
+          f"{len(outcome.done)} setting(s) restored"
+          + (f", {len(outcome.failed)} failed" if outcome.failed else ""), file=sys.stderr)

@@ -1,0 +1,273 @@
+"""Host tuning for the packet path (seed 002), applied, verified and rolled back exactly.
+
+The run-time half of tuned's ``cpu-partitioning`` profile: every IRQ (and the default for
+new ones) and the kernel's unbound workqueues kept off the isolated CPUs, the NMI watchdog
+off, THP never, KSM stopped, NUMA balancing off, vmstat updates every 10 s instead of
+every second, the ``performance`` governor where cpufreq exists. Each value is saved to
+the state file *before* it is changed, so a rollback (or the next kvmlab after a crash)
+writes back exactly what was there. The boot-time half (isolcpus, nohz_full, rcu_nocbs,
+1G pages) cannot change at run time: it is checked against /proc/cmdline and printed as
+the exact fix, as the doctor does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from kvmlab.errors import KvmlabError
+from kvmlab.spec.units import format_cpuset, parse_cpuset
+
+STATE_ENV = "KVMLAB_TUNING_STATE"
+DEFAULT_STATE = Path("/var/lib/kvmlab/tuning.json")
+
+
+class TuningError(KvmlabError):
+    """A setting could not be applied or restored."""
+
+    exit_code = 3
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One run-time knob: where it lives, what kvmlab wants there, why."""
+
+    name: str
+    path: str
+    """Relative to the host's root (``proc/sys/kernel/nmi_watchdog``)."""
+    wanted: str
+    why: str
+
+
+@dataclass
+class Change:
+    """A setting kvmlab changed: the value it found, which rollback writes back."""
+
+    name: str
+    path: str
+    original: str
+    wanted: str
+
+
+def cpu_mask(cpus: Sequence[int]) -> str:
+    """A hex mask as the kernel prints cpumask files (``3`` for CPUs 0-1)."""
+    return format(sum(1 << c for c in cpus), "x")
+
+
+def cpu_partitioning(isolated: Sequence[int], root: Path = Path("/")) -> list[Setting]:
+    """The settings that keep the host's own work off ``isolated`` CPUs."""
+    online = parse_cpuset((root / "sys/devices/system/cpu/online").read_text().strip())
+    house = [c for c in online if c not in isolated]
+    if not house:
+        raise TuningError(f"isolating CPUs {format_cpuset(tuple(isolated))} leaves the host "
+                          "no CPU of its own")  # fmt: skip
+    keep = format_cpuset(tuple(house))
+    out = [
+        Setting("nmi_watchdog", "proc/sys/kernel/nmi_watchdog", "0",
+                "the NMI watchdog interrupts every CPU periodically"),
+        Setting("numa_balancing", "proc/sys/kernel/numa_balancing", "0",
+                "NUMA balancing unmaps pages to sample accesses"),
+        Setting("vmstat interval", "proc/sys/vm/stat_interval", "10",
+                "vmstat work runs on every CPU each interval"),
+        Setting("THP", "sys/kernel/mm/transparent_hugepage/enabled", "never",
+                "khugepaged compaction stalls"),
+        Setting("KSM", "sys/kernel/mm/ksm/run", "0", "ksmd scans and merges pages"),
+        Setting("workqueue cpumask", "sys/devices/virtual/workqueue/cpumask", cpu_mask(house),
+                "unbound kernel work stays on the host's CPUs"),
+        Setting("default IRQ affinity", "proc/irq/default_smp_affinity", cpu_mask(house),
+                "new IRQs start on the host's CPUs"),
+    ]  # fmt: skip
+    for irq in sorted((root / "proc/irq").iterdir() if (root / "proc/irq").is_dir() else [],
+                      key=lambda p: int(p.name) if p.name.isdigit() else -1):  # fmt: skip
+        if irq.name.isdigit() and (irq / "smp_affinity_list").exists():
+            out.append(Setting(f"IRQ {irq.name} affinity", f"proc/irq/{irq.name}/smp_affinity_list",
+                               keep, "its interrupts stay off the isolated CPUs"))  # fmt: skip
+    for gov in sorted((root / "sys/devices/system/cpu").glob("cpu[0-9]*/cpufreq/scaling_governor")):
+        out.append(Setting(f"{gov.parent.parent.name} governor", str(gov.relative_to(root)),
+                           "performance", "no frequency ramp-up on bursts"))  # fmt: skip
+    return [s for s in out if (root / s.path).exists()]
+
+
+def _current(root: Path, s: Setting) -> str:
+    text = (root / s.path).read_text().strip()
+    if "[" in text:  # THP: "always [madvise] never"
+        return text.split("[", 1)[1].split("]", 1)[0]
+    return text
+
+
+def _same(path: str, value: str, wanted: str) -> bool:
+    if path.endswith(("smp_affinity", "cpumask")):
+        return int(value.replace(",", ""), 16) == int(wanted, 16)
+    return value == wanted
+
+
+class State:
+    """The state file: what kvmlab changed and by whom; present exactly while tuned."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or Path(os.environ.get(STATE_ENV) or DEFAULT_STATE)
+
+    def read(self) -> dict[str, object] | None:
+        """The saved state, or None when nothing is applied."""
+        try:
+            return dict(json.loads(self.path.read_text()))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise TuningError(f"{self.path}: unreadable tuning state ({exc}); restore by hand "
+                              "and remove it") from None  # fmt: skip
+
+    def write(self, data: dict[str, object]) -> None:
+        """Atomically, 0600, fsynced: a crash right after still finds every original."""
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(data, indent=2))
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(self.path)
+
+    def remove(self) -> None:
+        """Nothing is applied any more."""
+        self.path.unlink(missing_ok=True)
+
+
+@dataclass
+class Outcome:
+    """What an apply, verify or rollback found, setting by setting."""
+
+    done: list[tuple[str, str, str]]
+    """(name, before, after)."""
+    failed: list[tuple[str, str]]
+    """(name, why)."""
+
+
+Owner = tuple[int, int | None]
+"""(pid, start time) of the kvmlab run that applied tuning and will roll it back."""
+
+
+def apply(settings: Sequence[Setting], state: State, owner: Owner | None = None,
+          root: Path = Path("/")) -> Outcome:  # fmt: skip
+    """Change each setting that differs, saving its original first. ``owner``: (pid, start
+    time) of a kvmlab run that rolls back itself, or the next kvmlab if it dies (None: an
+    explicit ``kvmlab tune apply``, undone by ``kvmlab tune rollback``)."""
+    if state.read() is not None:
+        raise TuningError(f"tuning is applied already ({state.path}); 'kvmlab tune rollback' "
+                          "first")  # fmt: skip
+    changes: list[Change] = []
+    data: dict[str, object] = {"owner": list(owner) if owner else None, "root": str(root),
+                               "changes": []}  # fmt: skip
+    out = Outcome([], [])
+    for s in settings:
+        before = _current(root, s)
+        if _same(s.path, before, s.wanted):
+            continue
+        changes.append(Change(s.name, s.path, before, s.wanted))
+        data["changes"] = [asdict(c) for c in changes]
+        state.write(data)  # the original is on disk before the value changes
+        try:
+            (root / s.path).write_text(s.wanted + "\n")
+        except OSError as exc:
+            changes.pop()
+            data["changes"] = [asdict(c) for c in changes]
+            state.write(data)
+            out.failed.append((s.name, exc.strerror or str(exc)))
+            continue
+        out.done.append((s.name, before, _current(root, s)))
+    if not changes:
+        state.remove()
+    return out
+
+
+def verify(settings: Sequence[Setting], root: Path = Path("/")) -> Outcome:
+    """Each setting as it is now against what kvmlab wants there."""
+    out = Outcome([], [])
+    for s in settings:
+        now = _current(root, s)
+        if _same(s.path, now, s.wanted):
+            out.done.append((s.name, now, s.wanted))
+        else:
+            out.failed.append((s.name, f"is {now}, wanted {s.wanted}"))
+    return out
+
+
+def rollback(state: State) -> Outcome:
+    """Write back every saved original (last changed first) and remove the state file; a
+    value that cannot be written back keeps the file, naming it."""
+    data = state.read()
+    out = Outcome([], [])
+    if data is None:
+        return out
+    root = Path(str(data.get("root", "/")))
+    changes = [Change(**c) for c in data.get("changes", [])]  # type: ignore[attr-defined]
+    left = []
+    for c in reversed(changes):
+        try:
+            (root / c.path).write_text(c.original + "\n")
+            out.done.append((c.name, c.wanted, c.original))
+        except OSError as exc:
+            left.append(c)
+            out.failed.append((c.name, exc.strerror or str(exc)))
+    if left:
+        state.write({**data, "changes": [asdict(c) for c in reversed(left)]})
+    else:
+        state.remove()
+    return out
+
+
+BOOT_PARAMS = ("isolcpus", "nohz_full", "rcu_nocbs")
+
+
+def boot_findings(isolated: Sequence[int], cmdline: str) -> list[tuple[str, str]]:
+    """(what is missing, the exact fix) for the boot-time half, from /proc/cmdline."""
+    want = format_cpuset(tuple(isolated))
+    words = dict(w.split("=", 1) for w in cmdline.split() if "=" in w)
+    found = []
+    for p in BOOT_PARAMS:
+        have = words.get(p, "")
+        cpus = have.split(",", 1)[-1] if p == "isolcpus" and "," in have else have
+        try:
+            covered = set(isolated) <= set(parse_cpuset(cpus)) if cpus else False
+        except ValueError:
+            covered = False
+        if not covered:
+            found.append((f"{p}={have or '(unset)'} does not cover CPUs {want}",
+                          f"add {p}={want} to GRUB_CMDLINE_LINUX in /etc/default/grub, "
+                          "then update-grub and reboot"))  # fmt: skip
+    if "hugepagesz=1G" not in cmdline and "hugepagesz=1g" not in cmdline:
+        found.append(("no 1G huge pages reserved at boot (seed 002's guest memory)",
+                      "add default_hugepagesz=1G hugepagesz=1G hugepages=8 to "
+                      "GRUB_CMDLINE_LINUX, then update-grub and reboot"))  # fmt: skip
+    return found
+
+
+class Toggle:
+    """Tuning switched on and off between PVP windows, owned by this kvmlab (a crash leaves
+    the state file for the next kvmlab, which rolls it back)."""
+
+    def __init__(self, settings: Sequence[Setting], state: State | None = None) -> None:
+        self.settings = list(settings)
+        self.state = state or State()
+        self.on = False
+        if self.state.read() is not None:
+            raise TuningError(f"tuning is applied already ({self.state.path}): comparing "
+                              "needs the untuned host; 'kvmlab tune rollback' first")  # fmt: skip
+
+    def set(self, on: bool) -> None:
+        """Apply (True) or roll back (False); a setting that fails to change is an error."""
+        if on == self.on:
+            return
+        from kvmlab.runtime.procs import start_time
+
+        if on:
+            got = apply(self.settings, self.state, owner=(os.getpid(), start_time(os.getpid())))
+        else:
+            got = rollback(self.state)
+        self.on = on
+        if got.failed:
+            names = ", ".join(f"{n} ({why})" for n, why in got.failed)
+            raise TuningError(f"tuning could not {'apply' if on else 'roll back'}: {names}")

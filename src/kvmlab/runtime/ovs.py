@@ -1,0 +1,169 @@
+"""A private OVS-DPDK (seed 004's switch): its own ovsdb-server and ``ovs-vswitchd-dpdk`` with
+their database, sockets and logs in the switch's directory, never the host's OVS.
+
+One bridge (``datapath_type=netdev``) with a ``dpdkvhostuserclient`` port per switch port
+(OVS connects; QEMU or the traffic generator is the socket server), OpenFlow port numbers
+in port order (1, 2, ...) and flows pairing neighbours as testpmd's paired topology does:
+1 <-> 2, 3 <-> 4, ...
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from kvmlab.errors import ProcessFailure
+from kvmlab.runtime.errors import RuntimeFailure
+from kvmlab.runtime.procs import alive, start_time, tail, terminate
+from kvmlab.runtime.signals import deferred_signals
+from kvmlab.spec.switch import SwitchSpec
+from kvmlab.spec.units import MIB
+
+VSWITCHD = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk"
+SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
+BRIDGE = "kvbr0"
+TOOLS = ("ovsdb-tool", "ovsdb-server", "ovs-vsctl", "ovs-ofctl", "ovs-appctl")
+
+
+def mask(cpus: Sequence[int]) -> str:
+    """``0x6`` for CPUs 1 and 2."""
+    return hex(sum(1 << c for c in cpus))
+
+
+def config_commands(spec: SwitchSpec, ports: Sequence[tuple[str, Path]]) -> list[list[str]]:
+    """The ``ovs-vsctl`` arguments that set DPDK up and build the bridge (pure)."""
+    extra = "--no-pci --single-file-segments"
+    cmds = [
+        ["set", "Open_vSwitch", ".", "other_config:dpdk-init=true",
+         f"other_config:dpdk-socket-mem={spec.memory // MIB}",
+         f"other_config:dpdk-socket-limit={spec.memory // MIB}",
+         f"other_config:dpdk-lcore-mask={mask([spec.main_core])}",
+         f"other_config:pmd-cpu-mask={mask(spec.cores)}",
+         f"other_config:dpdk-extra={extra}"],
+        ["add-br", BRIDGE, "--", "set", "bridge", BRIDGE, "datapath_type=netdev"],
+    ]  # fmt: skip
+    for i, (name, socket) in enumerate(ports):
+        cmds.append(["add-port", BRIDGE, name, "--", "set", "Interface", name,
+                     "type=dpdkvhostuserclient", f"options:vhost-server-path={socket}",
+                     f"options:n_rxq={spec.queues}", f"ofport_request={i + 1}"])  # fmt: skip
+    return cmds
+
+
+def flows(count: int) -> list[str]:
+    """OpenFlow rules pairing ports 1 <-> 2, 3 <-> 4, ... (an odd last port goes nowhere)."""
+    out = []
+    for a in range(1, count, 2):
+        out += [f"in_port={a},actions=output:{a + 1}", f"in_port={a + 1},actions=output:{a}"]
+    return out
+
+
+class Ovs:
+    """ovsdb-server and ovs-vswitchd-dpdk of one switch directory."""
+
+    def __init__(self, directory: Path,
+                 pids: Sequence[tuple[str, int, int | None]] = ()) -> None:  # fmt: skip
+        self.dir = directory
+        self.pids: list[tuple[str, int, int | None]] = list(pids)
+        """(program, pid, start time) of ovsdb-server and ovs-vswitchd, as they started."""
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Every OVS tool looks in the switch's directory, never /var/run/openvswitch."""
+        d = str(self.dir)
+        return {**os.environ, "OVS_RUNDIR": d, "OVS_DBDIR": d, "OVS_LOGDIR": d,
+                "OVS_SYSCONFDIR": d}  # fmt: skip
+
+    @property
+    def db(self) -> str:
+        """The database's socket."""
+        return f"unix:{self.dir / 'db.sock'}"
+
+    def run(self, argv: list[str], what: str, timeout: float = 30.0) -> str:
+        """An OVS tool in this switch's environment; :class:`ProcessFailure` when it fails."""
+        try:
+            done = subprocess.run(argv, env=self.env, capture_output=True, text=True,
+                                  timeout=timeout)  # fmt: skip
+        except subprocess.TimeoutExpired:
+            raise ProcessFailure(f"{what}: no answer in {timeout:.0f} s", argv, None,
+                                 tail(self.dir / "ovs-vswitchd.log", 10)) from None  # fmt: skip
+        if done.returncode != 0:
+            raise ProcessFailure(f"{what} failed", argv, done.returncode,
+                                 (done.stderr or done.stdout).splitlines()[-10:])  # fmt: skip
+        return done.stdout
+
+    def vsctl(self, *args: str, wait: bool = True) -> str:
+        """``ovs-vsctl`` against this switch's database."""
+        flags = [] if wait else ["--no-wait"]
+        return self.run(["ovs-vsctl", f"--db={self.db}", "--timeout=60", *flags, *args],
+                        f"ovs-vsctl {args[0]}", 90)  # fmt: skip
+
+    def _daemon(self, argv: list[str], pidfile: Path, what: str) -> None:
+        with deferred_signals():  # on record (self.pids) as soon as it reports its pid
+            try:
+                self.run(argv, f"starting {what}", 120)
+            finally:
+                if pidfile.exists():
+                    pid = int(pidfile.read_text().split()[0])
+                    self.pids.append((what, pid, start_time(pid)))
+
+    def start(self, spec: SwitchSpec, ports: Sequence[tuple[str, Path]]) -> None:
+        """Database, daemon, bridge, ports and flows; OVS then connects to each port's socket
+        whenever its server (QEMU, the generator) is there."""
+        missing = [t for t in TOOLS if shutil.which(t) is None]
+        if missing or not Path(VSWITCHD).exists():
+            raise RuntimeFailure(f"OVS-DPDK is not installed ({', '.join(missing) or VSWITCHD} "
+                                 "missing): apt-get install openvswitch-switch-dpdk "
+                                 "(make deps does)")  # fmt: skip
+        db = self.dir / "conf.db"
+        self.run(["ovsdb-tool", "create", str(db), SCHEMA], "creating the OVS database")
+        self._daemon(["ovsdb-server", str(db), f"--remote=p{self.db}",
+                      f"--pidfile={self.dir / 'ovsdb-server.pid'}",
+                      f"--log-file={self.dir / 'ovsdb-server.log'}", "--detach",
+                      "--no-chdir"], self.dir / "ovsdb-server.pid", "ovsdb-server")  # fmt: skip
+        self.vsctl("init", wait=False)
+        commands = config_commands(spec, ports)
+        self.vsctl(*commands[0], wait=False)
+        pidfile = self.dir / "ovs-vswitchd.pid"
+        self._daemon([VSWITCHD, self.db, f"--pidfile={pidfile}",
+                      f"--log-file={self.dir / 'ovs-vswitchd.log'}", "--detach",
+                      "--no-chdir"], pidfile, "ovs-vswitchd-dpdk")  # fmt: skip
+        for cmd in commands[1:]:
+            self.vsctl(*cmd)
+        self.run(["ovs-ofctl", "del-flows", BRIDGE], "clearing the flows")
+        for flow in flows(len(ports)):
+            self.run(["ovs-ofctl", "add-flow", BRIDGE, flow], f"adding flow {flow}")
+
+    def control(self, program: str = "ovs-vswitchd-dpdk") -> Path:
+        """A daemon's control socket (``ovs-vswitchd-dpdk.PID.ctl``)."""
+        pid = next((p for name, p, _ in self.pids if name == program), 0)
+        return self.dir / f"{program}.{pid}.ctl"
+
+    def appctl(self, *args: str) -> str:
+        """``ovs-appctl`` to the switch's ovs-vswitchd."""
+        return self.run(["ovs-appctl", "-t", str(self.control()), *args], f"ovs-appctl {args[0]}")
+
+    def dump_ports(self) -> str:
+        """``ovs-ofctl dump-ports``: every port's counters, read live from the datapath."""
+        return self.run(["ovs-ofctl", "dump-ports", BRIDGE], "ovs-ofctl dump-ports")
+
+    def stop(self) -> None:
+        """ovs-vswitchd first (it closes its ports), then the database; SIGTERM/SIGKILL
+        for one that does not exit."""
+        for name, pid, started in reversed(self.pids):
+            if not alive(pid, started=started):
+                continue
+            with contextlib.suppress(ProcessFailure):
+                self.run(["ovs-appctl", "-t", str(self.control(name)), "exit"], "exit", 20)
+            deadline = time.monotonic() + 10
+            while alive(pid, started=started) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if alive(pid, started=started):
+                terminate(pid, started=started, grace=3.0)
+        left = [f"{name} {p}" for name, p, s in self.pids if alive(p, started=s)]
+        if left:
+            raise RuntimeFailure(f"OVS processes did not stop: {', '.join(left)}")

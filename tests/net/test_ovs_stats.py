@@ -1,0 +1,50 @@
+"""OVS-DPDK's counters and its PMD view, read from what OVS 3.1.0 (Debian 12) printed here
+in a loopback run (generator -> OVS netdev bridge -> sink, 64-byte frames)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvmlab.net.ovs_stats import parse_dump_ports, pmd_packets, pmd_processing, rxq_placement
+from kvmlab.net.testpmd_stats import StatsParseError
+from kvmlab.runtime.ovs import config_commands, flows, mask
+from kvmlab.spec.switch import SwitchSpec
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_dump_ports_numbers_openflow_ports_from_zero_without_local() -> None:
+    snap = parse_dump_ports((DATA / "ovs-dump-ports.txt").read_text(), 3.0)
+    assert sorted(snap.ports) == [0, 1]  # OpenFlow 1 (generator), 2 (sink); LOCAL left out
+    gen, sink = snap.ports[0], snap.ports[1]
+    assert gen.rx_packets == 18485440 and gen.tx_packets == 0
+    assert sink.tx_packets == 9460480 and sink.tx_dropped == 13030656  # the sink fell behind
+    assert sink.tx_errors == 0  # OVS prints "?" for what vhost ports do not count
+
+
+def test_pmd_views() -> None:
+    text = (DATA / "ovs-pmd-stats-show.txt").read_text()
+    assert pmd_packets(text) == {1: 26110432}
+    assert 0 < pmd_processing(text)[1] < 100
+    assert rxq_placement((DATA / "ovs-pmd-rxq-show.txt").read_text()) == {"gen": 1, "sink": 1}
+
+
+def test_no_ports_is_an_error() -> None:
+    with pytest.raises(StatsParseError):
+        parse_dump_ports("ovs-ofctl: br0 is not a bridge or a socket\n", 0)
+
+
+def test_bridge_set_up_as_seed_004_with_ports_in_order() -> None:
+    spec = SwitchSpec(kind="ovs-dpdk", cores=(2, 3), main_core=0, queues=2)
+    cmds = config_commands(spec, [("kvmlab-gen", Path("/r/g.sock")), ("vm0", Path("/r/v.sock"))])
+    assert "other_config:pmd-cpu-mask=0xc" in cmds[0]
+    assert "other_config:dpdk-lcore-mask=0x1" in cmds[0]
+    assert "datapath_type=netdev" in cmds[1]
+    assert cmds[3][:3] == ["add-port", "kvbr0", "vm0"]
+    assert {"type=dpdkvhostuserclient", "options:vhost-server-path=/r/v.sock",
+            "options:n_rxq=2", "ofport_request=2"} <= set(cmds[3])  # fmt: skip
+    assert flows(4) == ["in_port=1,actions=output:2", "in_port=2,actions=output:1",
+                        "in_port=3,actions=output:4", "in_port=4,actions=output:3"]  # fmt: skip
+    assert flows(1) == [] and mask([0, 5]) == "0x21"
