@@ -1,6 +1,7 @@
-"""The packet path for real: the testpmd switch, the NIC-less generator and sink, a TCG
-guest forwarding with testpmd in macswap, all through `kvmlab run`; and Ctrl-C in the
-middle of it leaves no testpmd, QEMU, socket or directory behind."""
+"""The packet path for real, through each kind of switch (testpmd, OVS-DPDK): the NIC-less
+generator and sink, a TCG guest forwarding with testpmd in macswap, all through `kvmlab
+run`; and Ctrl-C in the middle of it leaves no testpmd, OVS, QEMU, socket, directory or
+reserved huge page behind."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.functional
 LAB = """
 name = "pvpt"
 [switch]
-kind = "testpmd"
+kind = "KIND"
 main_core = 0
 cores = "1"
 
@@ -37,24 +38,33 @@ repetitions = 2
 """
 
 
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
+def lab_env(tmp_path: Path, kind: str) -> dict[str, str]:
     import os
 
-    (tmp_path / "pvpt.toml").write_text(LAB)
+    (tmp_path / "pvpt.toml").write_text(LAB.replace("KIND", kind))
     return {**os.environ, "KVMLAB_RUN_DIR": str(tmp_path / "run"),
             "KVMLAB_RESULTS": str(tmp_path / "results.sqlite")}  # fmt: skip
 
 
+@pytest.fixture(params=["testpmd", "ovs-dpdk"])
+def env(tmp_path: Path, request: pytest.FixtureRequest) -> dict[str, str]:
+    return lab_env(tmp_path, request.param)
+
+
 def leftovers(tmp: Path) -> list[int]:
-    """testpmd and QEMU processes of this test's labs."""
+    """testpmd, OVS and QEMU processes of this test's labs; huge pages kvmlab reserved."""
     return pids_mentioning("kvmlab-pvpt") + pids_mentioning(str(tmp / "run"))
+
+
+def hugepages() -> int:
+    return int(Path("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages").read_text())
 
 
 def test_loopback_and_pvp_through_a_guest_count_every_hop(
     env: dict[str, str], tmp_path: Path
 ) -> None:  # fmt: skip
     html = tmp_path / "pvp.html"
+    pages = hugepages()
     run = cli(env, "run", str(tmp_path / "pvpt.toml"), "--out", str(html), timeout=1500)
     assert run.returncode == 0, run.stderr[-4000:]
     assert "L0 host pvp 64B" in run.stderr and "L1 vm pvp 64B" in run.stderr
@@ -71,11 +81,16 @@ def test_loopback_and_pvp_through_a_guest_count_every_hop(
     assert "pvp" in html.read_text()
     assert not leftovers(tmp_path)
     assert not (tmp_path / "run" / "pvpt").exists()
+    assert hugepages() == pages  # what OVS needed was given back
 
 
-def test_ctrl_c_during_pvp_leaves_nothing(env: dict[str, str], tmp_path: Path) -> None:
+def test_ctrl_c_during_pvp_leaves_nothing(tmp_path: Path) -> None:
+    """OVS-DPDK: two daemons and the huge pages kvmlab reserved for them."""
+    env = lab_env(tmp_path, "ovs-dpdk")
     lab = str(tmp_path / "pvpt.toml")
+    pages = hugepages()
     status, _, err = interrupted_after(env, 25, "run", lab, "--levels", "L1")
     assert status == 130, err[-3000:]
     assert not leftovers(tmp_path)
     assert not (tmp_path / "run" / "pvpt").exists()
+    assert hugepages() == pages

@@ -4,6 +4,7 @@ which of a lab's own workloads a run executes."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -90,3 +91,57 @@ def test_pvp_asked_of_a_lab_without_a_switch_is_refused() -> None:
         split_only(plain, "pvp", {"L0", "L1"})
     _, _, extras = split_only(plain, None, {"L0", "L1"})
     assert not extras.pvp
+
+
+class FakeProcess:
+    def __init__(self) -> None:
+        self.typed: list[str] = []
+
+    def command(self, line: str, timeout: float = 30.0) -> str:
+        self.typed.append(line)
+        return ""
+
+
+class FakeCounted:
+    """A process whose counters grow by a fixed rate per snapshot."""
+
+    def __init__(self, name: str, ports: dict[int, tuple[int, int]]) -> None:
+        self.name, self.ports, self.n = name, ports, 0
+
+    def snapshot(self) -> Any:
+        from kvmlab.net.testpmd_stats import PortCounters, Snapshot
+
+        self.n += 1
+        return Snapshot(float(self.n), {p: PortCounters(rx_packets=rx * self.n,
+                                                        tx_packets=tx * self.n)
+                                        for p, (rx, tx) in self.ports.items()})  # fmt: skip
+
+
+class FakeToggle:
+    def __init__(self) -> None:
+        self.calls: list[bool] = []
+
+    def set(self, on: bool) -> None:
+        self.calls.append(on)
+
+
+def test_tuned_and_untuned_windows_alternate_and_tuning_ends_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    import kvmlab.net.pvp as pvp
+    from kvmlab.net.traffic import HostTestPmd
+
+    monkeypatch.setattr(pvp.time, "sleep", lambda _: None)
+    gen = HostTestPmd("generator", FakeProcess())  # type: ignore[arg-type]
+    counted = [FakeCounted("generator", {0: (0, 1000)}),
+               FakeCounted("switch", {0: (1000, 0), 1: (0, 900)}),
+               FakeCounted("sink", {0: (900, 0)})]  # fmt: skip
+    toggle = FakeToggle()
+    at = Where("default", "host", "L0", "native", "cmd", 1)
+    got = pvp.measure(gen, counted, loopback_hops(["kvmlab-gen", "kvmlab-sink"]), [64], 0, 1,
+                      2, at, lambda _: None, toggle)  # type: ignore[arg-type]  # fmt: skip
+    assert toggle.calls == [False, True, True, False, False]  # swapped order, then off
+    assert {s.variant for s in got} == {"untuned", "tuned"}
+    received = [s for s in got if s.metric == "64B received"]
+    assert [s.value for s in received] == [0.0009] * 4  # 900 packets per 1 s window
+    assert gen.process.typed[:3] == ["stop", "set txpkts 60", "start"]

@@ -53,6 +53,8 @@ def _print(what: str, outcome: object, output: str, extra: list[dict[str, str]])
         print(f"  {what:8} {name}: {before} -> {after}")
     for name, why in data["failed"]:
         print(f"  FAILED   {name}: {why}")
+    for name, why in data["skipped"]:
+        print(f"  skipped  {name}: {why} (kernel-managed: isolcpus=managed_irq,CPUS at boot)")
     for b in extra:
         print(f"  boot     {b['missing']}\n           fix: {b['fix']}")
 

@@ -61,9 +61,13 @@ ASK = r"""
 w=$1; limit=$2; shift 2
 [ -f "$w/pid" ] || { echo "testpmd is not running" >&2; exit 2; }
 for cmd in "$@"; do
+    if ! kill -0 "$(cat "$w/pid")" 2>/dev/null; then
+        echo "testpmd exited" >&2; tail -n 15 "$w/log" >&2; exit 2
+    fi
     before=$(stat -c %s "$w/log")
     echo "==kvmlab-at $(date +%s.%N)"
-    printf '%s\n' "$cmd" > "$w/in"
+    # read-write: never blocks, even if testpmd died since (a write-only open would wait)
+    printf '%s\n' "$cmd" 1<>"$w/in"
     i=0
     while :; do
         tail -c +$((before + 1)) "$w/log" > "$w/answer"
@@ -83,7 +87,7 @@ STOP = r"""
 w=$1
 [ -f "$w/pid" ] || exit 0
 pid=$(cat "$w/pid")
-printf 'stop\nquit\n' > "$w/in" 2>/dev/null || true
+kill -0 "$pid" 2>/dev/null && printf 'stop\nquit\n' 1<>"$w/in" 2>/dev/null
 i=0; while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 kill -KILL "$pid" 2>/dev/null || true
 rm -rf "$w"

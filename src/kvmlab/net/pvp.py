@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
+from kvmlab.errors import KvmlabError
 from kvmlab.net.testpmd_stats import PortRates, rates
 from kvmlab.net.traffic import Cores, Counted, HostTestPmd, SwitchCounted, pause, send, traffic
 from kvmlab.results.model import Sample
@@ -161,7 +162,10 @@ def measure(
                          f"received (median of {reps} windows of {seconds:g} s)")  # fmt: skip
     finally:
         if tuning is not None:
-            tuning.set(False)
+            try:
+                tuning.set(False)
+            except KvmlabError as exc:  # what was measured is kept; the host says how to undo
+                progress(f"WARNING: {exc}; 'kvmlab tune rollback' retries")
     return out
 
 

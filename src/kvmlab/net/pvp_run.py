@@ -67,12 +67,13 @@ def run_pvp(
     if "L0" in levels and pvp.loopback:
         at("L0", "host", "pvp")
         lab_dir = LabDir.of(lab.name)
-        labrun.assert_not_up(lab.name)
-        with lab_dir.locked():
+        with lab_dir.locked():  # no kvmlab up of this lab meanwhile
+            labrun.clean_stale(lab_dir)  # refuses when the lab is up; a killed run's switch goes
             try:
                 store(loopback(lab.name, spec, pvp, lab_dir.root, variant, reps, progress,
                                tuning))  # fmt: skip
             finally:
+                lab_dir.clear()
                 lab_dir.remove()
     guest = pvp_guest(loaded)
     if "L1" not in levels or guest is None:

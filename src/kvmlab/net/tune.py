@@ -15,13 +15,15 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kvmlab.errors import KvmlabError
 from kvmlab.spec.units import format_cpuset, parse_cpuset
 
 STATE_ENV = "KVMLAB_TUNING_STATE"
+ALLOWED = ("proc/sys/", "proc/irq/", "sys/")
+"""Where tuning writes (relative to the host's root): nothing else is ever restored."""
 DEFAULT_STATE = Path("/var/lib/kvmlab/tuning.json")
 
 
@@ -40,6 +42,9 @@ class Setting:
     """Relative to the host's root (``proc/sys/kernel/nmi_watchdog``)."""
     wanted: str
     why: str
+    optional: bool = False
+    """The kernel may refuse it (a managed IRQ's affinity is the kernel's to set; the
+    boot-time ``isolcpus=managed_irq`` moves those): refused, it is skipped, not failed."""
 
 
 @dataclass
@@ -84,7 +89,8 @@ def cpu_partitioning(isolated: Sequence[int], root: Path = Path("/")) -> list[Se
                       key=lambda p: int(p.name) if p.name.isdigit() else -1):  # fmt: skip
         if irq.name.isdigit() and (irq / "smp_affinity_list").exists():
             out.append(Setting(f"IRQ {irq.name} affinity", f"proc/irq/{irq.name}/smp_affinity_list",
-                               keep, "its interrupts stay off the isolated CPUs"))  # fmt: skip
+                               keep, "its interrupts stay off the isolated CPUs",
+                               optional=True))  # fmt: skip
     for gov in sorted((root / "sys/devices/system/cpu").glob("cpu[0-9]*/cpufreq/scaling_governor")):
         out.append(Setting(f"{gov.parent.parent.name} governor", str(gov.relative_to(root)),
                            "performance", "no frequency ramp-up on bursts"))  # fmt: skip
@@ -111,14 +117,32 @@ class State:
         self.path = path or Path(os.environ.get(STATE_ENV) or DEFAULT_STATE)
 
     def read(self) -> dict[str, object] | None:
-        """The saved state, or None when nothing is applied."""
+        """The saved state, or None when nothing is applied. It is written back as root,
+        so it must be kvmlab's own: owned by this user, writable by nobody else, naming
+        only files below /proc/sys, /proc/irq and /sys."""
         try:
-            return dict(json.loads(self.path.read_text()))
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
         except FileNotFoundError:
             return None
-        except (OSError, ValueError) as exc:
-            raise TuningError(f"{self.path}: unreadable tuning state ({exc}); restore by hand "
-                              "and remove it") from None  # fmt: skip
+        except OSError as exc:
+            raise TuningError(f"{self.path}: cannot read the tuning state ({exc.strerror})"
+                              ) from None  # fmt: skip
+        with os.fdopen(fd) as f:
+            st = os.fstat(f.fileno())
+            if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+                raise TuningError(f"{self.path} is not kvmlab's (owner {st.st_uid}, mode "
+                                  f"{st.st_mode & 0o777:o}); not trusting it")  # fmt: skip
+            try:
+                data = dict(json.loads(f.read()))
+            except (OSError, ValueError) as exc:
+                raise TuningError(f"{self.path}: unreadable tuning state ({exc}); restore "
+                                  "by hand and remove it") from None  # fmt: skip
+        for c in data.get("changes", []) or []:
+            path = str(c.get("path", "")) if isinstance(c, dict) else ""
+            if not path.startswith(ALLOWED) or ".." in path.split("/"):
+                raise TuningError(f"{self.path} names {path!r}, which kvmlab never tunes; "
+                                  "not trusting it")  # fmt: skip
+        return data
 
     def write(self, data: dict[str, object]) -> None:
         """Atomically, 0600, fsynced: a crash right after still finds every original."""
@@ -144,6 +168,8 @@ class Outcome:
     """(name, before, after)."""
     failed: list[tuple[str, str]]
     """(name, why)."""
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    """(name, why): optional settings the kernel refused (managed IRQs)."""
 
 
 Owner = tuple[int, int | None]
@@ -163,7 +189,11 @@ def apply(settings: Sequence[Setting], state: State, owner: Owner | None = None,
                                "changes": []}  # fmt: skip
     out = Outcome([], [])
     for s in settings:
-        before = _current(root, s)
+        try:
+            before = _current(root, s)
+        except OSError as exc:  # an IRQ gone since the list was made
+            (out.skipped if s.optional else out.failed).append((s.name, exc.strerror or ""))
+            continue
         if _same(s.path, before, s.wanted):
             continue
         changes.append(Change(s.name, s.path, before, s.wanted))
@@ -175,7 +205,7 @@ def apply(settings: Sequence[Setting], state: State, owner: Owner | None = None,
             changes.pop()
             data["changes"] = [asdict(c) for c in changes]
             state.write(data)
-            out.failed.append((s.name, exc.strerror or str(exc)))
+            (out.skipped if s.optional else out.failed).append((s.name, exc.strerror or str(exc)))
             continue
         out.done.append((s.name, before, _current(root, s)))
     if not changes:
@@ -191,7 +221,8 @@ def verify(settings: Sequence[Setting], root: Path = Path("/")) -> Outcome:
         if _same(s.path, now, s.wanted):
             out.done.append((s.name, now, s.wanted))
         else:
-            out.failed.append((s.name, f"is {now}, wanted {s.wanted}"))
+            (out.skipped if s.optional else out.failed).append(
+                (s.name, f"is {now}, wanted {s.wanted}"))
     return out
 
 
@@ -209,6 +240,8 @@ def rollback(state: State) -> Outcome:
         try:
             (root / c.path).write_text(c.original + "\n")
             out.done.append((c.name, c.wanted, c.original))
+        except FileNotFoundError:  # an IRQ that went away: nothing left to restore
+            out.done.append((c.name, c.wanted, "(gone)"))
         except OSError as exc:
             left.append(c)
             out.failed.append((c.name, exc.strerror or str(exc)))
@@ -258,16 +291,21 @@ class Toggle:
                               "needs the untuned host; 'kvmlab tune rollback' first")  # fmt: skip
 
     def set(self, on: bool) -> None:
-        """Apply (True) or roll back (False); a setting that fails to change is an error."""
-        if on == self.on:
-            return
+        """Apply (True) or roll back (False); a setting that fails to change is an error.
+        Rolling back goes by the state file, so tuning cut short part-way is undone too."""
         from kvmlab.runtime.procs import start_time
 
         if on:
+            if self.on:
+                return
+            self.on = True  # first: an apply cut short still counts as applied
             got = apply(self.settings, self.state, owner=(os.getpid(), start_time(os.getpid())))
         else:
+            if self.state.read() is None:
+                self.on = False
+                return
             got = rollback(self.state)
-        self.on = on
+            self.on = False
         if got.failed:
             names = ", ".join(f"{n} ({why})" for n, why in got.failed)
             raise TuningError(f"tuning could not {'apply' if on else 'roll back'}: {names}")

@@ -1,13 +1,18 @@
 """2 MiB huge pages for a switch: reserved for the run when too few are free, given back
-after (to exactly the count there was), never touched when enough were free already."""
+after (the pool shrinks by exactly what kvmlab added), never touched when enough were free."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from kvmlab.errors import HostError
+from kvmlab.runtime.owned import checked_run_root
 from kvmlab.spec.units import MIB
 
 SYSFS = Path("/sys/kernel/mm/hugepages/hugepages-2048kB")
@@ -31,39 +36,56 @@ def _read(name: str, root: Path) -> int:
     return int((root / name).read_text().split()[0])
 
 
+@contextmanager
+def _locked() -> Iterator[None]:
+    """One kvmlab at a time changes the pool (a lock file in kvmlab's run root)."""
+    path = checked_run_root() / ".hugepages.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def reserve(size: int, what: str, root: Path = SYSFS) -> Reservation:
-    """Make ``size`` bytes of free 2 MiB pages available for ``what``; :class:`HostError`
-    with the exact command when the kernel cannot give them."""
+    """Make ``size`` bytes of 2 MiB pages available for ``what`` (free and not promised to
+    another process); :class:`HostError` with the exact command when the kernel cannot."""
     need = -(-size // PAGE)
-    try:
-        total, free = _read("nr_hugepages", root), _read("free_hugepages", root)
-    except (OSError, ValueError):
-        raise HostError(f"{what} needs {need} huge pages of 2 MiB, and this kernel offers none "
-                        f"({root} is missing)") from None  # fmt: skip
-    if free >= need:
-        return Reservation(total, total)
-    wanted = total + need - free
-    try:
-        (root / "nr_hugepages").write_text(f"{wanted}\n")
-        got = _read("nr_hugepages", root)
-    except OSError as exc:
-        raise HostError(f"{what} needs {need} free huge pages of 2 MiB ({free} free) and "
-                        f"kvmlab cannot reserve them: {exc.strerror}",
-                        fix=[f"echo {wanted} > {root}/nr_hugepages"]) from None  # fmt: skip
-    if got < wanted:
-        _write_back(root, total)
-        raise HostError(f"{what} needs {need} free huge pages of 2 MiB; the kernel found only "
-                        f"{got - total + free} (memory too fragmented or too small)",
-                        fix=[f"echo {wanted} > {root}/nr_hugepages   # early, or at boot: "
-                             f"hugepages={wanted}"])  # fmt: skip
-    return Reservation(total, got)
+    with _locked():
+        try:
+            total = _read("nr_hugepages", root)
+            free = _read("free_hugepages", root) - _read("resv_hugepages", root)
+        except (OSError, ValueError):
+            raise HostError(f"{what} needs {need} huge pages of 2 MiB, and this kernel offers "
+                            f"none ({root} is missing)") from None  # fmt: skip
+        if free >= need:
+            return Reservation(total, total)
+        wanted = total + need - free
+        try:
+            (root / "nr_hugepages").write_text(f"{wanted}\n")
+            got = _read("nr_hugepages", root)
+        except OSError as exc:
+            raise HostError(f"{what} needs {need} free huge pages of 2 MiB ({free} free) and "
+                            f"kvmlab cannot reserve them: {exc.strerror}",
+                            fix=[f"echo {wanted} > {root}/nr_hugepages"]) from None  # fmt: skip
+        if got < wanted:
+            _write_back(root, total)
+            raise HostError(f"{what} needs {need} free huge pages of 2 MiB; the kernel found "
+                            f"only {got - total + free} (memory too fragmented or too small)",
+                            fix=[f"echo {wanted} > {root}/nr_hugepages   # early, or at boot: "
+                                 f"hugepages={wanted}"])  # fmt: skip
+        return Reservation(total, got)
 
 
 def release(res: Reservation, root: Path = SYSFS) -> None:
-    """Give back what :func:`reserve` added (pages still in use are freed by the kernel as
-    soon as their user exits)."""
-    if res.changed:
-        _write_back(root, res.before)
+    """Give back what :func:`reserve` added: the pool shrinks by that many pages from
+    whatever it is now (another lab's or the admin's own changes since are kept)."""
+    if not res.changed:
+        return
+    with _locked(), contextlib.suppress(OSError, ValueError):
+        now = _read("nr_hugepages", root)
+        _write_back(root, max(now - (res.after - res.before), 0))
 
 
 def _write_back(root: Path, count: int) -> None:

@@ -30,7 +30,7 @@ from kvmlab.runtime.patience import LIMITS, Stalled, Watch, cpu_steps, level_fac
 from kvmlab.runtime.procs import alive, cpu_seconds, start_time, tail, terminate, wait_gone
 from kvmlab.runtime.qmp import QmpSession
 from kvmlab.runtime.rundir import GuestRecord
-from kvmlab.runtime.signals import deferred_signals
+from kvmlab.runtime.signals import deferred_signals, unblock_in_child
 
 QEMU_LOG = "qemu.log"
 
@@ -147,6 +147,7 @@ class Machine:
                     stderr=subprocess.STDOUT,
                     start_new_session=True,  # Ctrl-C reaches kvmlab, which stops QEMU in order
                     umask=0o177,  # sockets and logs 0600
+                    preexec_fn=unblock_in_child,
                 )
                 self.pid = self._proc.pid
                 self._pid_start = start_time(self.pid)

@@ -14,13 +14,13 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kvmlab.errors import ProcessFailure
 from kvmlab.runtime.errors import RuntimeFailure
 from kvmlab.runtime.procs import alive, start_time, tail, terminate
-from kvmlab.runtime.signals import deferred_signals
+from kvmlab.runtime.signals import deferred_signals, unblock_in_child
 from kvmlab.spec.switch import SwitchSpec
 from kvmlab.spec.units import MIB
 
@@ -35,9 +35,11 @@ def mask(cpus: Sequence[int]) -> str:
     return hex(sum(1 << c for c in cpus))
 
 
-def config_commands(spec: SwitchSpec, ports: Sequence[tuple[str, Path]]) -> list[list[str]]:
-    """The ``ovs-vsctl`` arguments that set DPDK up and build the bridge (pure)."""
-    extra = "--no-pci --single-file-segments"
+def config_commands(spec: SwitchSpec, ports: Sequence[tuple[str, Path]],
+                    prefix: str = "kvmlab-ovs") -> list[list[str]]:  # fmt: skip
+    """The ``ovs-vsctl`` arguments that set DPDK up and build the bridge (pure). OVS adds
+    ``--in-memory`` itself: its huge pages are unlinked at once, nothing left on disk."""
+    extra = f"--no-pci --single-file-segments --file-prefix={prefix}"
     cmds = [
         ["set", "Open_vSwitch", ".", "other_config:dpdk-init=true",
          f"other_config:dpdk-socket-mem={spec.memory // MIB}",
@@ -65,9 +67,11 @@ def flows(count: int) -> list[str]:
 class Ovs:
     """ovsdb-server and ovs-vswitchd-dpdk of one switch directory."""
 
-    def __init__(self, directory: Path,
-                 pids: Sequence[tuple[str, int, int | None]] = ()) -> None:  # fmt: skip
+    def __init__(self, directory: Path, pids: Sequence[tuple[str, int, int | None]] = (),
+                 on_spawn: Callable[[], None] | None = None) -> None:  # fmt: skip
         self.dir = directory
+        self.on_spawn = on_spawn
+        """Called (signals held) as soon as a daemon's pid is known: the caller records it."""
         self.pids: list[tuple[str, int, int | None]] = list(pids)
         """(program, pid, start time) of ovsdb-server and ovs-vswitchd, as they started."""
 
@@ -83,11 +87,15 @@ class Ovs:
         """The database's socket."""
         return f"unix:{self.dir / 'db.sock'}"
 
-    def run(self, argv: list[str], what: str, timeout: float = 30.0) -> str:
-        """An OVS tool in this switch's environment; :class:`ProcessFailure` when it fails."""
+    def run(self, argv: list[str], what: str, timeout: float = 30.0,
+            unblock: bool = False) -> str:  # fmt: skip
+        """An OVS tool in this switch's environment; :class:`ProcessFailure` when it fails.
+        ``unblock``: it starts a daemon inside :func:`deferred_signals`, which must not
+        inherit the held signals blocked."""
         try:
             done = subprocess.run(argv, env=self.env, capture_output=True, text=True,
-                                  timeout=timeout)  # fmt: skip
+                                  timeout=timeout,
+                                  preexec_fn=unblock_in_child if unblock else None)  # fmt: skip
         except subprocess.TimeoutExpired:
             raise ProcessFailure(f"{what}: no answer in {timeout:.0f} s", argv, None,
                                  tail(self.dir / "ovs-vswitchd.log", 10)) from None  # fmt: skip
@@ -105,13 +113,16 @@ class Ovs:
     def _daemon(self, argv: list[str], pidfile: Path, what: str) -> None:
         with deferred_signals():  # on record (self.pids) as soon as it reports its pid
             try:
-                self.run(argv, f"starting {what}", 120)
+                self.run(argv, f"starting {what}", 120, unblock=True)
             finally:
-                if pidfile.exists():
+                with contextlib.suppress(OSError, ValueError, IndexError):
                     pid = int(pidfile.read_text().split()[0])
                     self.pids.append((what, pid, start_time(pid)))
+                    if self.on_spawn is not None:
+                        self.on_spawn()
 
-    def start(self, spec: SwitchSpec, ports: Sequence[tuple[str, Path]]) -> None:
+    def start(self, spec: SwitchSpec, ports: Sequence[tuple[str, Path]],
+              prefix: str = "kvmlab-ovs") -> None:  # fmt: skip
         """Database, daemon, bridge, ports and flows; OVS then connects to each port's socket
         whenever its server (QEMU, the generator) is there."""
         missing = [t for t in TOOLS if shutil.which(t) is None]
@@ -126,7 +137,7 @@ class Ovs:
                       f"--log-file={self.dir / 'ovsdb-server.log'}", "--detach",
                       "--no-chdir"], self.dir / "ovsdb-server.pid", "ovsdb-server")  # fmt: skip
         self.vsctl("init", wait=False)
-        commands = config_commands(spec, ports)
+        commands = config_commands(spec, ports, prefix)
         self.vsctl(*commands[0], wait=False)
         pidfile = self.dir / "ovs-vswitchd.pid"
         self._daemon([VSWITCHD, self.db, f"--pidfile={pidfile}",

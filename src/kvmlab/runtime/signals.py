@@ -61,3 +61,10 @@ def deferred_signals() -> Iterator[None]:
         if _state["depth"] == 0 and _state["pending"]:
             _state["pending"] = 0
             raise KeyboardInterrupt  # the user's interrupt wins over an error on its way out
+
+
+def unblock_in_child() -> None:  # pragma: no cover - runs in the child before exec
+    """For ``preexec_fn``: a child spawned inside :func:`deferred_signals` would inherit the
+    held signals blocked (the mask survives fork and exec), so SIGTERM would never reach it
+    and every stop would end in SIGKILL."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED)

@@ -2,10 +2,11 @@
 
 It lives in ``LAB/.switch`` (private, kvmlab's marker): the ports' sockets, its logs and
 ``switch.json`` (kind, ports, every process with its start time, the huge pages kvmlab
-reserved for it). ``kvmlab down`` stops a switch left running by ``kvmlab up``; one
-whose kvmlab was killed is stopped (and its huge pages given back) by the next command
-that cleans the lab's stale state. Every switch also has kvmlab's own two ports,
-``kvmlab-gen`` and ``kvmlab-sink``, where the PVP benchmark's generator and sink connect.
+reserved for it). ``kvmlab down`` stops a switch left running by ``kvmlab up`` or by a
+kvmlab that was killed (as it stops such a kvmlab's guests), and gives its huge pages back;
+a switch whose processes died is cleaned up with the lab's other stale state. Every
+switch also has kvmlab's own two ports, ``kvmlab-gen`` and ``kvmlab-sink``, where the PVP
+benchmark's generator and sink connect.
 
 Kinds: ``testpmd`` (one process, typed at through a FIFO; its ports are socket servers)
 and ``ovs-dpdk`` (a private ovsdb-server and ovs-vswitchd; its ports are socket clients).
@@ -26,6 +27,7 @@ from kvmlab.runtime.errors import RuntimeFailure, StateError
 from kvmlab.runtime.ovs import Ovs
 from kvmlab.runtime.owned import create_owned, remove_owned, write_private
 from kvmlab.runtime.procs import alive, terminate
+from kvmlab.runtime.signals import deferred_signals
 from kvmlab.runtime.testpmd import TestPmd
 from kvmlab.spec.lab import Lab
 from kvmlab.spec.rules import switch_ports
@@ -102,15 +104,17 @@ class Switch:
         for port in self.ports:
             if self.socket(port).exists():
                 raise StateError(f"{self.socket(port)} is in use by another switch")
-        if self.kind == "ovs-dpdk" or self.spec.hugepages:
-            self.reserved = hugepages.reserve(self.spec.memory, f"the {self.kind} switch")
-        self._record()
+        with deferred_signals():  # reserved and on record, or neither
+            if self.kind == "ovs-dpdk" or self.spec.hugepages:
+                self.reserved = hugepages.reserve(self.spec.memory, f"the {self.kind} switch")
+            self._record()
         try:
             if self.kind == "testpmd":
                 self._start_testpmd(outlive)
             else:
-                self.ovs = Ovs(self.dir)
-                self.ovs.start(self.spec, [(p, self.socket(p)) for p in self.ports])
+                self.ovs = Ovs(self.dir, on_spawn=self._record)
+                self.ovs.start(self.spec, [(p, self.socket(p)) for p in self.ports],
+                               f"kvmlab-{self.lab}-{self.name}")  # fmt: skip
         finally:
             self._record()
 
@@ -118,10 +122,7 @@ class Switch:
         ports = [Port(p, self.socket(p)) for p in self.ports]
         prefix = f"kvmlab-{self.lab}-{self.name}"
         self.process = TestPmd(self.name, switch_argv(self.spec, prefix, ports), self.dir)
-        try:
-            self.process.start(READY_SECONDS, outlive=outlive)
-        finally:
-            self._record()
+        self.process.start(READY_SECONDS, outlive=outlive, on_spawn=self._record)
         deadline = time.monotonic() + 10
         missing = [p for p in self.ports if not self.socket(p).exists()]
         while missing and time.monotonic() < deadline:
@@ -168,7 +169,8 @@ class Switch:
             "show fwd stats all")
 
     def stop(self) -> None:
-        """Stop the processes, give back the huge pages, remove the directory."""
+        """Stop the processes, give back the huge pages, remove the directory (kept, with
+        the record, when a process would not stop)."""
         try:
             if self.process is not None:
                 self.process.stop()
@@ -176,7 +178,11 @@ class Switch:
                 self.ovs.stop()
         finally:
             if self.reserved is not None:
-                hugepages.release(self.reserved)
+                with deferred_signals():  # given back and off the record, or neither
+                    hugepages.release(self.reserved)
+                    self.reserved = None
+                    if self.dir.exists():
+                        self._record()
         remove_owned(self.dir)
 
     def __enter__(self) -> Switch:

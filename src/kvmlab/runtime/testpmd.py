@@ -17,12 +17,13 @@ import signal
 import stat
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from kvmlab.errors import ProcessFailure
 from kvmlab.runtime.errors import RuntimeFailure, StateError
 from kvmlab.runtime.procs import alive, start_time, tail, terminate, wait_gone
-from kvmlab.runtime.signals import deferred_signals
+from kvmlab.runtime.signals import deferred_signals, unblock_in_child
 
 PROMPT = b"testpmd> "
 LINE_BUFFERED = ("stdbuf", "-oL", "-eL")
@@ -33,6 +34,7 @@ PR_SET_PDEATHSIG = 1
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
     """The child gets SIGKILL when kvmlab dies, so a killed benchmark leaves no testpmd."""
+    unblock_in_child()
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
@@ -66,17 +68,25 @@ class TestPmd:
         tp.pid, tp.started = pid, started
         return tp
 
-    def start(self, patience: float, outlive: bool = False) -> None:
+    def start(self, patience: float, outlive: bool = False,
+              on_spawn: Callable[[], None] | None = None) -> None:  # fmt: skip
         """Spawn it and wait for its first prompt (its ports are set up by then).
 
         ``outlive``: keep running when kvmlab exits (a lab's switch, stopped by ``kvmlab
-        down``); otherwise it is killed with kvmlab.
+        down``); otherwise it is killed with kvmlab. ``on_spawn`` runs as soon as the pid is
+        known, with signals held (the caller puts it on record there).
         """
         if self.fifo.is_fifo() and self.fifo.lstat().st_uid == os.geteuid():
             self.fifo.unlink()  # an earlier testpmd's of the same name, in kvmlab's directory
         os.mkfifo(self.fifo, 0o600)
         fd_in = os.open(self.fifo, os.O_RDWR | os.O_NOFOLLOW)
-        fd_out = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+        try:
+            # a fresh log: a prompt left by an earlier testpmd must not answer for this one
+            fd_out = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
+                             0o600)  # fmt: skip
+        except OSError:
+            os.close(fd_in)
+            raise
         try:
             with deferred_signals():  # spawned and on record, or not spawned
                 try:
@@ -84,13 +94,15 @@ class TestPmd:
                         [*LINE_BUFFERED, *self.argv], stdin=fd_in, stdout=fd_out,
                         stderr=subprocess.STDOUT,
                         start_new_session=True,
-                        preexec_fn=None if outlive else _die_with_parent,
+                        preexec_fn=unblock_in_child if outlive else _die_with_parent,
                     )  # fmt: skip
                 except OSError as exc:
                     raise RuntimeFailure(f"{self.name}: cannot start {self.argv[0]}: "
                                          f"{exc.strerror}") from None  # fmt: skip
                 self.pid = self._proc.pid
                 self.started = start_time(self.pid)
+                if on_spawn is not None:
+                    on_spawn()
         finally:
             os.close(fd_in)
             os.close(fd_out)
@@ -140,7 +152,10 @@ class TestPmd:
         if not self.running():
             raise self._failure(f"is not running for {line!r}")
         offset = self._size()
-        self._write(line + "\n")
+        try:
+            self._write(line + "\n")
+        except OSError as exc:  # ENXIO: nobody reads the FIFO any more, testpmd is gone
+            raise self._failure(f"cannot take {line!r} ({exc.strerror})") from None
         return self._until(offset, timeout, f"its answer to {line!r}")
 
     def _write(self, text: str) -> None:
