@@ -94,3 +94,18 @@ def test_ctrl_c_during_pvp_leaves_nothing(tmp_path: Path) -> None:
     assert not leftovers(tmp_path)
     assert not (tmp_path / "run" / "pvpt").exists()
     assert hugepages() == pages
+
+
+def test_up_leaves_the_switch_running_and_down_stops_it(tmp_path: Path) -> None:
+    env = lab_env(tmp_path, "testpmd")
+    up = cli(env, "up", str(tmp_path / "pvpt.toml"), timeout=900)
+    try:
+        assert up.returncode == 0, up.stderr[-3000:]
+        assert "starting the testpmd switch (ports kvmlab-gen, p0, p1, kvmlab-sink)" in up.stderr
+        assert pids_mentioning("kvmlab-pvpt-switch", "dpdk-testpmd")  # outlived `kvmlab up`
+        again = cli(env, "up", str(tmp_path / "pvpt.toml"))
+        assert again.returncode == 2 and "already up" in again.stderr
+    finally:
+        down = cli(env, "down", "pvpt", timeout=600)
+    assert down.returncode == 0 and "stopped the switch" in down.stderr, down.stderr
+    assert not leftovers(tmp_path)

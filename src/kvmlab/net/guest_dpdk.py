@@ -2,9 +2,9 @@
 ``uio_pci_generic``, reserve huge pages, run testpmd in ``macswap`` between them (seed 002)
 and read its counters.
 
-testpmd in the guest is driven as on the host: its stdin is a FIFO it holds open itself,
-its output a log; each command is one agent exec of a small script that writes to the
-FIFO and waits for the next prompt.
+testpmd in the guest runs under a small helper (``guest_helper.py``, the guest's python3)
+that answers requests through two FIFOs: a counter snapshot is one agent exec, whose
+process starts cost most of the time under TCG.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import shlex
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from kvmlab.net.testpmd_stats import Snapshot, add_fwd_stats, parse_port_stats
 from kvmlab.net.traffic import Counted
@@ -19,8 +20,8 @@ from kvmlab.runtime.errors import RuntimeFailure
 from kvmlab.runtime.machine import Machine
 
 WORK = "/run/kvmlab-pvp"
-HUGEPAGES_2M = 256
-"""512 MiB of the guest's RAM for DPDK (testpmd -m 256 and its rings)."""
+HUGEPAGES_2M = 128
+"""256 MiB of the guest's RAM for DPDK (testpmd -m 128: its pool and rings)."""
 
 BIND = r"""
 set -e
@@ -49,49 +50,38 @@ done
 """Bind the NICs with these MACs to uio_pci_generic (in order); print their PCI addresses."""
 
 START = r"""
-set -e
 w=$1; shift
-rm -rf "$w"; mkdir -p "$w"; mkfifo "$w/in"
-# testpmd holds its FIFO open for writing too (3<>), so it never reads end-of-file
-setsid sh -c 'exec 3<>"$0/in"; exec stdbuf -oL -eL "$@" <&3 >"$0/log" 2>&1' "$w" "$@" &
-echo $! > "$w/pid"
+rm -rf "$w"; mkdir -p "$w"
+setsid python3 "$@" >"$w/helper.log" 2>&1 </dev/null &
+echo $! > "$w/helper.pid"
 """
 
 ASK = r"""
-w=$1; limit=$2; shift 2
-[ -f "$w/pid" ] || { echo "testpmd is not running" >&2; exit 2; }
-for cmd in "$@"; do
-    if ! kill -0 "$(cat "$w/pid")" 2>/dev/null; then
-        echo "testpmd exited" >&2; tail -n 15 "$w/log" >&2; exit 2
-    fi
-    before=$(stat -c %s "$w/log")
-    echo "==kvmlab-at $(date +%s.%N)"
-    # read-write: never blocks, even if testpmd died since (a write-only open would wait)
-    printf '%s\n' "$cmd" 1<>"$w/in"
-    i=0
-    while :; do
-        tail -c +$((before + 1)) "$w/log" > "$w/answer"
-        if grep -q 'testpmd> ' "$w/answer"; then sed 's/testpmd> .*//' "$w/answer"; break; fi
-        if ! kill -0 "$(cat "$w/pid")" 2>/dev/null; then
-            echo "testpmd exited" >&2; tail -n 15 "$w/log" >&2; exit 2
-        fi
-        i=$((i + 1)); [ $i -lt $((limit * 20)) ] || { echo "no answer to $cmd" >&2; exit 3; }
-        sleep 0.05
-    done
-done
+w=$1; req=$2
+[ -e "$w/ready" ] || { echo "testpmd is not running in the guest" >&2; exit 2; }
+# read-write: never blocks, even if the helper died since (a write-only open would wait)
+printf '%s\n' "$req" 1<>"$w/req"
+timeout "$3" cat "$w/resp" || {
+    echo "no answer from testpmd" >&2; tail -n 15 "$w/log" >&2; exit 3
+}
 """
-"""Type each command in turn; before each answer, ``==kvmlab-at`` and the guest's clock
-when it was typed."""
+"""One request to the helper, its whole answer on stdout."""
 
 STOP = r"""
 w=$1
-[ -f "$w/pid" ] || exit 0
-pid=$(cat "$w/pid")
-kill -0 "$pid" 2>/dev/null && printf 'stop\nquit\n' 1<>"$w/in" 2>/dev/null
-i=0; while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-kill -KILL "$pid" 2>/dev/null || true
+[ -d "$w" ] || exit 0
+if [ -e "$w/ready" ]; then
+    printf 'stop;quit\n' 1<>"$w/req"
+    timeout 20 cat "$w/resp" >/dev/null 2>&1
+    pid=$(cat "$w/ready")
+    i=0; while kill -0 "$pid" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.2; i=$((i + 1)); done
+    kill -KILL "$pid" 2>/dev/null
+fi
 rm -rf "$w"
 """
+
+HELPER = Path(__file__).with_name("guest_helper.py")
+"""Seen by the guest at the same path: its root is the host's, shared read-only."""
 
 
 def guest_argv(pci: list[str], vcpus: int, queues: int) -> list[str]:
@@ -99,10 +89,10 @@ def guest_argv(pci: list[str], vcpus: int, queues: int) -> list[str]:
     allow = [a for bdf in pci for a in ("-a", bdf)]
     lcores = f"0-{vcpus - 1}"
     return ["dpdk-testpmd", "-l", lcores, "--main-lcore", "0", "--in-memory",
-            "--file-prefix=kvmlab-guest-pvp", "-m", "256", *allow, "--",
+            "--file-prefix=kvmlab-guest-pvp", "-m", "128", *allow, "--",
             "-i", "--forward-mode=macswap", "--port-topology=paired",
             f"--nb-cores={max(vcpus - 1, 1)}", f"--rxq={queues}", f"--txq={queues}",
-            "--total-num-mbufs=32768"]  # fmt: skip
+            "--total-num-mbufs=16384"]  # fmt: skip
 
 
 @dataclass
@@ -124,29 +114,35 @@ class GuestTestPmd(Counted):
         return self._sh(BIND, str(HUGEPAGES_2M), *macs).split()
 
     def start(self, argv: list[str]) -> None:
-        """Start testpmd in the guest and wait for its prompt; then start forwarding."""
-        self._sh(START, WORK, *argv)
+        """Start testpmd under the helper in the guest, wait for its prompt, start forwarding."""
+        self._sh(START, WORK, str(HELPER), WORK, *argv)
         deadline = time.monotonic() + 180
         while True:
-            log = self._sh(f"cat {WORK}/log 2>/dev/null; true")
-            if "testpmd> " in log:
+            ready = self.machine.exec(["cat", f"{WORK}/ready"])
+            if ready.returncode == 0:
                 break
-            alive = self.machine.exec(["sh", "-c", f'kill -0 "$(cat {WORK}/pid)"'])
-            if alive.returncode != 0 or time.monotonic() > deadline:
+            if time.monotonic() > deadline or self._helper_gone():
+                log = self._sh(f"cat {WORK}/log {WORK}/helper.log 2>/dev/null; true")
                 tail = "\n".join(log.splitlines()[-12:])
                 raise RuntimeFailure(f"{self.machine.config.name}: testpmd in the guest did "
                                      f"not start:\n{tail}")  # fmt: skip
             time.sleep(1)
         self.command("start")
 
+    def _helper_gone(self) -> bool:
+        found = self.machine.exec(["sh", "-c", f'kill -0 "$(cat {WORK}/helper.pid)"'])
+        return found.returncode != 0
+
     def ask(self, *lines: str, limit: int = 60) -> list[tuple[float, str]]:
         """Type each line at the guest's testpmd (one agent round trip); per line the guest's
         clock when it was typed and what testpmd printed before its next prompt."""
-        out = self._sh(ASK, WORK, str(limit), *lines)
+        out = self._sh(ASK, WORK, ";".join(lines), str(limit), timeout=limit + 30)
+        if "==kvmlab-error" in out:
+            raise RuntimeFailure(f"{self.machine.config.name}: testpmd in the guest exited")
         answers = []
         for part in out.split("==kvmlab-at ")[1:]:
             stamp, _, text = part.partition("\n")
-            answers.append((float(stamp), text))
+            answers.append((float(stamp), text.split("==kvmlab-end")[0]))
         if len(answers) != len(lines):
             raise RuntimeFailure(f"{self.machine.config.name}: guest testpmd answered "
                                  f"{len(answers)} of {len(lines)} commands")  # fmt: skip
