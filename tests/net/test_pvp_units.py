@@ -145,3 +145,16 @@ def test_tuned_and_untuned_windows_alternate_and_tuning_ends_off(
     received = [s for s in got if s.metric == "64B received"]
     assert [s.value for s in received] == [0.0009] * 4  # 900 packets per 1 s window
     assert gen.process.typed[:3] == ["stop", "set txpkts 60", "start"]
+
+
+def test_guest_ports_are_found_by_mac_not_by_position() -> None:
+    from kvmlab.net.guest_dpdk import port_macs
+    from kvmlab.net.testpmd_stats import parse_port_stats
+
+    data = Path(__file__).parent / "data"
+    text = (data / "guest-port-info-all.txt").read_text()  # the PVP guest's, recorded
+    assert port_macs(text) == {"52:54:00:19:ab:6b": 0, "52:54:00:b2:cd:8e": 1}
+    assert sorted(parse_port_stats((data / "guest-port-stats.txt").read_text(), 0).ports) == [0, 1]
+    hops = pvp_hops(PORTS, ("vm0", "vm1"), (1, 0))
+    assert [(h.name, h.port) for h in hops if h.process == "guest"] == [("guest in", 1),
+                                                                        ("guest out", 0)]

@@ -9,6 +9,7 @@ process starts cost most of the time under TCG.
 
 from __future__ import annotations
 
+import re
 import shlex
 import time
 from dataclasses import dataclass
@@ -152,6 +153,16 @@ class GuestTestPmd(Counted):
         """Type at the guest's testpmd; what it printed before its next prompt."""
         return self.ask(line, limit=limit)[0][1]
 
+    def port_ids(self, macs: list[str]) -> tuple[int, ...]:
+        """The DPDK port number of each NIC (by MAC: DPDK numbers ports in PCI scan order,
+        not in the order they were allowed)."""
+        found = port_macs(self.command("show port info all"))
+        missing = [m for m in macs if m.lower() not in found]
+        if missing:
+            raise RuntimeFailure(f"{self.machine.config.name}: testpmd in the guest has no port "
+                                 f"with MAC {', '.join(missing)} ({found})")  # fmt: skip
+        return tuple(found[m.lower()] for m in macs)
+
     def snapshot(self) -> Snapshot:
         """Port counters plus drops, stamped with the guest's clock when the command was
         typed: the agent's round trip under load takes seconds here, the guest's clock does
@@ -167,3 +178,11 @@ class GuestTestPmd(Counted):
 def shown(argv: list[str]) -> str:
     """A guest command line as the figures' description names it."""
     return shlex.join(argv)
+
+
+_PORT_INFO = re.compile(r"Infos for port (\d+)\s*\*+\s*\nMAC address: ([0-9A-Fa-f:]{17})")
+
+
+def port_macs(text: str) -> dict[str, int]:
+    """``show port info all``: MAC (lower case) -> DPDK port number."""
+    return {mac.lower(): int(port) for port, mac in _PORT_INFO.findall(text)}

@@ -58,15 +58,18 @@ def loopback_hops(ports: Sequence[str]) -> list[Hop]:
     ]
 
 
-def pvp_hops(ports: Sequence[str], guest_ports: tuple[str, str]) -> list[Hop]:
-    """generator -> switch -> guest NIC 0 -> guest macswap -> guest NIC 1 -> switch -> sink."""
+def pvp_hops(
+    ports: Sequence[str], guest_ports: tuple[str, str], guest_ids: tuple[int, int] = (0, 1)
+) -> list[Hop]:  # fmt: skip
+    """generator -> switch -> guest NIC 0 -> guest macswap -> guest NIC 1 -> switch -> sink;
+    ``guest_ids``: the DPDK port numbers of those two NICs in the guest."""
     first, second = guest_ports
     return [
         Hop("sent", "generator", 0, "tx"),
         Hop("switch in", "switch", ports.index(GEN_PORT), "rx"),
         Hop("switch to guest", "switch", ports.index(first), "tx"),
-        Hop("guest in", "guest", 0, "rx"),
-        Hop("guest out", "guest", 1, "tx"),
+        Hop("guest in", "guest", guest_ids[0], "rx"),
+        Hop("guest out", "guest", guest_ids[1], "tx"),
         Hop("switch from guest", "switch", ports.index(second), "rx"),
         Hop("switch out", "switch", ports.index(SINK_PORT), "tx"),
         Hop("received", "sink", 0, "rx"),

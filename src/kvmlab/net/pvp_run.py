@@ -94,6 +94,7 @@ def run_pvp(
             raise StateError(f"{lab.name}/{guest}: expected two NICs bound, got {pci}")
         argv = guest_argv(pci, machine.config.vcpus, spec.queues)
         vm.start(argv)
+        ids = vm.port_ids(macs)
         work = create_owned(lab_dir.root / TRAFFIC_DIR, f"pvp traffic of lab {lab.name}")
         try:
             with traffic(f"kvmlab-{lab.name}", sw.socket(GEN_PORT), sw.socket(SINK_PORT),
@@ -102,7 +103,8 @@ def run_pvp(
                 counted = [gen, SwitchCounted(sw), vm, sink]
                 where = Where(variant, guest, "L1", machine.config.accel,
                               describe(spec, pvp, guest), len(spec.cores))  # fmt: skip
-                store(measure(gen, counted, pvp_hops(lab_ports(lab), ports), pvp.frame_sizes,
+                store(measure(gen, counted, pvp_hops(lab_ports(lab), ports, (ids[0], ids[1])),
+                              pvp.frame_sizes,
                               pvp.warmup, pvp.seconds, reps, where, progress, tuning))  # fmt: skip
         finally:
             remove_owned(work)
