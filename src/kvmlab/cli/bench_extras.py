@@ -36,9 +36,8 @@ class Extras:
     def describe(self, loaded: LoadedLab) -> str:
         """``; PVP through the switch; the lab's 5 [[migrations]]`` (or nothing)."""
         parts = []
-        if self.pvp:
-            parts.append(f"PVP through the {loaded.lab.switch.kind if loaded.lab.switch else ''}"
-                         " switch")  # fmt: skip
+        if self.pvp and loaded.lab.switch is not None:
+            parts.append(f"PVP through the {loaded.lab.switch.kind} switch")
         if self.migrations:
             parts.append(f"the lab's {len(loaded.lab.migrations)} [[migrations]]")
         return "".join(f"; {p} after the suite" for p in parts)

@@ -10,7 +10,6 @@ process starts cost most of the time under TCG.
 from __future__ import annotations
 
 import re
-import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,11 +172,6 @@ class GuestTestPmd(Counted):
     def stop(self) -> None:
         """Quit testpmd in the guest and remove its files (the NICs stay with DPDK)."""
         self._sh(STOP, WORK)
-
-
-def shown(argv: list[str]) -> str:
-    """A guest command line as the figures' description names it."""
-    return shlex.join(argv)
 
 
 _PORT_INFO = re.compile(r"Infos for port (\d+)\s*\*+\s*\nMAC address: ([0-9A-Fa-f:]{17})")

@@ -1,6 +1,7 @@
 """OVS-DPDK's counters: ``ovs-ofctl dump-ports`` (read live from the datapath, unlike the
-database's ``statistics`` column, which OVS refreshes every few seconds), and the PMD
-threads' own view, ``pmd-stats-show`` and ``pmd-rxq-show``, kept with the results."""
+database's ``statistics`` column, which OVS refreshes every few seconds), and readers of
+the PMD threads' own view, ``pmd-stats-show`` and ``pmd-rxq-show`` (not yet stored with
+the results)."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ from kvmlab.runtime.switch import GEN_PORT, SINK_PORT, SWITCH_DIR, Switch, lab_p
 from kvmlab.spec import LoadedLab
 from kvmlab.spec.rules import switch_ports
 
-Where_ = Callable[[str, str, str], None]
+At = Callable[[str, str, str], None]
 """``at(level, guest, stage)``: tells the caller where a failure would be filed."""
 
 
@@ -49,7 +49,7 @@ def run_pvp(
     host: labrun.HostAccel,
     image: Callable[[], GuestImage],
     progress: Progress,
-    at: Where_,
+    at: At,
     store: Callable[[list[Sample]], None],
 ) -> None:
     """Loopback at L0 (when asked), PVP through the guest at L1 (when the lab has one);
