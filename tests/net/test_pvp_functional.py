@@ -6,11 +6,15 @@ reserved huge page behind."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli, interrupted_after
+from tests.conftest import KVMLAB, cli, interrupted_after
 from tests.runtime.conftest import pids_mentioning
 
 pytestmark = pytest.mark.functional
@@ -39,8 +43,6 @@ repetitions = 2
 
 
 def lab_env(tmp_path: Path, kind: str) -> dict[str, str]:
-    import os
-
     (tmp_path / "pvpt.toml").write_text(LAB.replace("KIND", kind))
     return {**os.environ, "KVMLAB_RUN_DIR": str(tmp_path / "run"),
             "KVMLAB_RESULTS": str(tmp_path / "results.sqlite")}  # fmt: skip
@@ -109,3 +111,28 @@ def test_up_leaves_the_switch_running_and_down_stops_it(tmp_path: Path) -> None:
         down = cli(env, "down", "pvpt", timeout=600)
     assert down.returncode == 0 and "stopped the switch" in down.stderr, down.stderr
     assert not leftovers(tmp_path)
+
+
+def test_a_switch_killed_mid_run_is_a_clear_failure_and_leaves_nothing(tmp_path: Path) -> None:
+    """The loopback's testpmd switch dies (SIGKILL) while the L0 windows run."""
+    env = lab_env(tmp_path, "testpmd")
+    (tmp_path / "pvpt.toml").write_text(LAB.replace("KIND", "testpmd").replace(
+        "seconds = 1", "seconds = 3").replace("repetitions = 2", "repetitions = 20"))
+    proc = subprocess.Popen([KVMLAB, "run", str(tmp_path / "pvpt.toml"), "--levels", "L0"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, text=True)  # fmt: skip
+    deadline = time.monotonic() + 300
+    victims: list[int] = []
+    while not victims and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(1)
+        victims = pids_mentioning("kvmlab-pvpt-loopback", "dpdk-testpmd")
+    assert victims, "the loopback switch never started"
+    time.sleep(5)  # inside the measured windows
+    for pid in victims:
+        os.kill(pid, signal.SIGKILL)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 3, err[-3000:]
+    assert "switch" in err and "not running" in err, err[-3000:]
+    assert "pvp" in err  # the failure is filed where it happened
+    assert not leftovers(tmp_path)
+    assert not (tmp_path / "run" / "pvpt").exists()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvmlab.errors import KvmlabError, UsageError
-from kvmlab.results.model import MIGRATION_DOCUMENT, Run
+from kvmlab.results.model import MIGRATION_DOCUMENT, NETCOMPARE_DOCUMENT, Run
 from kvmlab.results.store import ResultStore
 
 if TYPE_CHECKING:
@@ -225,6 +225,27 @@ def _merge(tables: list[tuple[int, Any]]) -> Any:
     return merged
 
 
+def _without(table: Any, workload: str) -> Any:
+    """The level table without one workload's rows (printed in a table of its own)."""
+    return replace(table, rows=[r for r in table.rows if r.workload != workload])
+
+
+def _print_netcompare(store: ResultStore, runs: list[Run], console: Any) -> None:
+    """netcompare's own tables and notes, when a run has them."""
+    from rich.text import Text
+
+    from kvmlab.report.grid import print_grid
+    from kvmlab.report.netcompare import grids, notes
+    from kvmlab.results.stats import summarize
+
+    for run in runs:
+        for grid in grids(summarize(store.samples(run.id))):
+            console.print()
+            print_grid(console, grid.columns, grid.rows, title=f"run {run.id}: {grid.title}")
+        for line in notes(store.documents(run.id, NETCOMPARE_DOCUMENT)):
+            console.print(Text(line, style="red" if "FINDING" in line else ""), soft_wrap=True)
+
+
 def show_report(
     store: ResultStore, ref: str, compare: str | None, output: str, out: Path | None
 ) -> None:
@@ -281,7 +302,12 @@ def _render(
         buffer = io.StringIO() if to_file else None
         console = Console(file=buffer, color_system=None) if buffer else Console()
         for _, table in tables:
-            print_table(table, console, title)
+            rest = _without(table, NETCOMPARE_DOCUMENT)
+            if rest.rows or rest.failures or not table.rows:
+                print_table(rest, console, title)
+            else:
+                console.print(title, soft_wrap=True, markup=False, highlight=False)
+        _print_netcompare(store, runs, console)
         return buffer.getvalue() if buffer else None
     if output == "md":
         from kvmlab.report.markdown import markdown_table

@@ -6,17 +6,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvmlab.errors import UsageError
-from kvmlab.spec import LoadedLab
+from kvmlab.net.netcompare import plan_paths
+from kvmlab.spec import LoadedLab, VhostUserNic
 
 if TYPE_CHECKING:
     from kvmlab.bench.runner import LevelRunner
     from kvmlab.guest.image import GuestImage
     from kvmlab.runtime.lab import HostAccel
 
-MIGRATIONS, PVP = "migrations", "pvp"
+MIGRATIONS, PVP, NETCOMPARE = "migrations", "pvp", "netcompare"
+OWN = (MIGRATIONS, PVP, NETCOMPARE)
 
 
 @dataclass
@@ -26,12 +28,13 @@ class Extras:
     migrations: bool
     pvp: bool
     levels: set[str]
+    netcompare: bool = False
     corrupted: list[str] = field(default_factory=list)
 
     @property
     def wanted(self) -> bool:
         """Whether anything beyond the suite runs."""
-        return self.migrations or self.pvp
+        return self.migrations or self.pvp or self.netcompare
 
     def describe(self, loaded: LoadedLab) -> str:
         """``; PVP through the switch; the lab's 5 [[migrations]]`` (or nothing)."""
@@ -40,6 +43,8 @@ class Extras:
             parts.append(f"PVP through the {loaded.lab.switch.kind} switch")
         if self.migrations:
             parts.append(f"the lab's {len(loaded.lab.migrations)} [[migrations]]")
+        if self.netcompare:
+            parts.append("netcompare over the lab's network paths")
         return "".join(f"; {p} after the suite" for p in parts)
 
     def after(
@@ -59,6 +64,18 @@ class Extras:
                 run_pvp(variant, runner.variant, self.levels, reps, host, image, line,
                         runner.at, lambda got: runner.store.add(runner.run_id, got))  # fmt: skip
                 runner.timings[f"{shown}pvp"] = time.monotonic() - start
+            if self.netcompare:
+                from kvmlab.net.netcompare_run import run_netcompare
+
+                start = time.monotonic()
+                from kvmlab.net.netcompare import DOCUMENT
+
+                def keep(doc: dict[str, Any]) -> None:
+                    runner.store.add_document(runner.run_id, runner.variant, DOCUMENT, doc)
+
+                run_netcompare(variant, runner.variant, reps, host, image, line, runner.at,
+                               lambda got: runner.store.add(runner.run_id, got), keep)  # fmt: skip
+                runner.timings[f"{shown}netcompare"] = time.monotonic() - start
             if self.migrations:
                 from kvmlab.migrate.stored import measure
 
@@ -76,8 +93,8 @@ class Extras:
 def split_only(
     loaded: LoadedLab, only: str | None, levels: set[str]
 ) -> tuple[list[str] | None, bool, Extras]:
-    """``--only`` (else the lab's ``[bench] workloads`` when it names ``pvp`` or
-    ``migrations``) split into the suite's workloads and the lab's own.
+    """``--only`` (else the lab's ``[bench] workloads`` when it names ``pvp``,
+    ``migrations`` or ``netcompare``) split into the suite's workloads and the lab's own.
 
     Returns the suite's ``--only`` list (None: the suite's own), whether the suite runs at
     all, and the extras: each runs when the lab declares it and the levels fit, unless the
@@ -87,21 +104,29 @@ def split_only(
     lab = loaded.lab
     own = list(lab.bench.workloads)
     # a lab's list that names none of its own workloads selects among the suite's only
-    picked = names if names is not None else (own if set(own) & {MIGRATIONS, PVP} else None)
-    declared = {MIGRATIONS: bool(lab.migrations), PVP: lab.switch is not None}
-    need = {MIGRATIONS: {"L1"}, PVP: {"L0", "L1"}}
-    for name in (MIGRATIONS, PVP):
+    picked = names if names is not None else (own if set(own) & set(OWN) else None)
+    declared = {MIGRATIONS: bool(lab.migrations), PVP: lab.switch is not None,
+                NETCOMPARE: bool(plan_paths(lab))}  # fmt: skip
+    if picked is None and not lab.networks and not any(
+            isinstance(n, VhostUserNic) and n.address for g in lab.guests.values()
+            for n in g.nics):  # fmt: skip
+        declared[NETCOMPARE] = False  # user NICs alone: only when asked for
+    need = {MIGRATIONS: {"L1"}, PVP: {"L0", "L1"}, NETCOMPARE: {"L1"}}
+    whats = {MIGRATIONS: "[[migrations]]", PVP: "[switch]",
+             NETCOMPARE: "network path (user NIC, [networks], addressed switch port)"}
+    for name in OWN:
         if names is None or name not in names:
             continue
-        what = "[[migrations]]" if name == MIGRATIONS else "[switch]"
+        what = whats[name]
         if not declared[name]:
             raise UsageError(f"--only {name}: {loaded.path} declares no {what}")
         if not need[name] & levels:
             raise UsageError(f"--only {name}: needs level {' or '.join(sorted(need[name]))} "
                              "in --levels")  # fmt: skip
     run = {n: declared[n] and bool(need[n] & levels) and (picked is None or n in picked)
-           for n in (MIGRATIONS, PVP)}  # fmt: skip
-    suite = None if names is None else [w for w in names if w not in (MIGRATIONS, PVP)]
+           for n in OWN}  # fmt: skip
+    suite = None if names is None else [w for w in names if w not in OWN]
     suite_runs = suite != [] and (names is not None or not own
-                                  or any(w not in (MIGRATIONS, PVP) for w in own))  # fmt: skip
-    return suite or None, suite_runs, Extras(run[MIGRATIONS], run[PVP], set(levels))
+                                  or any(w not in OWN for w in own))  # fmt: skip
+    return suite or None, suite_runs, Extras(run[MIGRATIONS], run[PVP], set(levels),
+                                             run[NETCOMPARE])

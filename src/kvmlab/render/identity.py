@@ -17,3 +17,10 @@ def derived_mac(lab: str, address: tuple[str, ...], index: int) -> str:
 def domain_uuid(lab: str, address: tuple[str, ...]) -> str:
     """The libvirt domain UUID of a guest: the same for the same lab and guest."""
     return str(uuid.uuid5(_NAMESPACE, f"{lab}/{'/'.join(address)}"))
+
+
+def tap_name(lab: str, address: tuple[str, ...], index: int) -> str:
+    """The tap of a NIC on a lab network: ``kvt`` + 10 hex digits + index (at most 15
+    characters, as Linux allows), stable for lab/guest/NIC."""
+    digest = hashlib.sha256(f"tap/{lab}/{'/'.join(address)}".encode()).hexdigest()
+    return f"kvt{digest[:10]}{index}"[:15]

@@ -10,6 +10,8 @@ MIGRATION_PREFIX = "migrate "
 """Workloads named ``migrate <strategy>`` are a lab's ``[[migrations]]``; the run keeps
 their time series as documents of this kind."""
 MIGRATION_DOCUMENT = "migrations"
+NETCOMPARE_DOCUMENT = "netcompare"
+"""Run documents (and the workload) of `netcompare`: paths, left-out NICs, multiqueue."""
 
 
 @dataclass(frozen=True)

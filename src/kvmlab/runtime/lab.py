@@ -16,12 +16,15 @@ from kvmlab.guest.errors import GuestExecTimeout
 from kvmlab.guest.image import STANDALONE, GuestImage, build_image
 from kvmlab.render import BootImage, Target, render_qemu
 from kvmlab.render.devices.disk import SEED_IMAGE
+from kvmlab.render.identity import tap_name
 from kvmlab.render.target import Accel
 from kvmlab.runtime import nested, ports
 from kvmlab.runtime.disks import mount_script
 from kvmlab.runtime.errors import RuntimeFailure, StateError
+from kvmlab.runtime.labnet import NET_DIR, LabNet, TapPlan, check_vhost_net
+from kvmlab.runtime.labnet import stop_recorded as stop_recorded_net
 from kvmlab.runtime.machine import Machine, MachineConfig
-from kvmlab.runtime.network import setup_script, user_net
+from kvmlab.runtime.network import address_script, lab_addresses, setup_script, user_net
 from kvmlab.runtime.patience import LIMITS
 from kvmlab.runtime.procs import terminate
 from kvmlab.runtime.rundir import GuestEntry, GuestRecord, LabDir
@@ -34,7 +37,7 @@ from kvmlab.runtime.switch import (
     recorded_alive,
     stop_recorded,
 )
-from kvmlab.spec import Guest, LoadedLab
+from kvmlab.spec import Guest, Lab, LoadedLab, TapNic
 from kvmlab.spec.rules import guest_key
 
 Progress = Callable[[str], None]
@@ -147,8 +150,9 @@ def ensure_disks(loaded: LoadedLab, path: tuple[str, ...], guest: Guest) -> None
                                  proc.stderr.splitlines()[-5:])  # fmt: skip
 
 
-def prepare_guest(machine: Machine, lab: str, path: tuple[str, ...], guest: Guest) -> None:
-    """After boot, what the default image does not do itself: mounts, user networking."""
+def prepare_guest(machine: Machine, lab: Lab, path: tuple[str, ...], guest: Guest) -> None:
+    """After boot, what the default image does not do itself: mounts, user networking, the
+    addresses (and channels) of NICs on the lab's networks."""
     mounts = mount_script(guest) if guest.boot == "image" else None
     if mounts is not None:
         _setup(machine, mounts, "mounting its disks")
@@ -160,9 +164,11 @@ def prepare_guest(machine: Machine, lab: str, path: tuple[str, ...], guest: Gues
                 f"{machine.config.name}: cloud-init failed: "
                 f"{(done.stdout + done.stderr).decode(errors='replace').strip()[-500:]}"
             )
-    net = user_net(lab, path, guest) if guest.boot == "image" else None
+    net = user_net(lab.name, path, guest) if guest.boot == "image" else None
     if net is not None:
         _setup(machine, setup_script(net), "network set-up")
+    if len(path) == 1 and (own := lab_addresses(lab, path, guest)):
+        _setup(machine, address_script(own), "addresses on the lab's networks")
 
 
 def _setup(machine: Machine, argv: list[str], what: str) -> None:
@@ -203,6 +209,8 @@ def clean_stale(lab_dir: LabDir) -> list[str]:
     for name in SWITCH_DIRS:  # a killed kvmlab's switch: its huge pages go back too
         if lab_dir.exists() and stop_recorded(lab_dir.root / name):
             stale.append(f"the switch in {name}")
+    if lab_dir.exists() and stop_recorded_net(lab_dir.root / NET_DIR):
+        stale.append("its networks' namespace")
     lab_dir.clear()
     return stale
 
@@ -236,6 +244,7 @@ def started(
         raise StateError(f"lab {loaded.lab.name} has no top-level guest {only!r} ({known})")
     machines: list[Machine] = []
     switch: list[Switch] = []
+    nets: list[LabNet] = []
     mine = False  # the lab was not up: this call owns its run state until it hands it over
     with contextlib.ExitStack() as stack:
         try:
@@ -247,16 +256,30 @@ def started(
                 progress(f"cleaned up {name}: its QEMU had died")
             if not within:  # a guest hypervisor's forwards live in its own network stack
                 ports.check_free(str(loaded.path), [((n,), g) for n, g in chosen])
+                check_vhost_net(str(loaded.path), loaded.lab, [n for n, _ in chosen])
             if loaded.lab.switch is not None and not within:
                 _start_switch(loaded, lab_dir, switch, progress)
+            if loaded.lab.networks and not within:
+                nets.append(LabNet(loaded.lab, lab_dir.root / NET_DIR))
+                plans = tap_plans(loaded.lab, [n for n, _ in chosen])
+                progress(f"creating the lab's networks ({', '.join(loaded.lab.networks)}) in "
+                         f"network namespace {nets[0].ns}")  # fmt: skip
+                nets[0].start(plans)
             _boot_all(loaded, host, image, chosen, lab_dir, machines, progress, outer, path,
-                      children)  # fmt: skip
+                      children, nets[0] if nets else None)  # fmt: skip
             yield machines
         finally:
             if mine:
                 failing = sys.exc_info()[0] is not None
                 with deferred_signals():  # a second Ctrl-C does not cut the clean-up short
-                    _stop_owned(machines, lab_dir, failing, switch)
+                    _stop_owned(machines, lab_dir, failing, [*switch, *nets])
+
+
+def tap_plans(lab: Lab, guests: Sequence[str]) -> list[TapPlan]:
+    """The taps of these top-level guests' NICs on the lab's networks."""
+    return [TapPlan(name, tap_name(lab.name, (name,), i), nic.network)
+            for name in guests for i, nic in enumerate(lab.guests[name].nics)
+            if isinstance(nic, TapNic) and nic.network is not None]  # fmt: skip
 
 
 def _start_switch(loaded: LoadedLab, lab_dir: LabDir, out: list[Switch], progress: Progress
@@ -271,7 +294,7 @@ def _start_switch(loaded: LoadedLab, lab_dir: LabDir, out: list[Switch], progres
 
 
 def _stop_owned(machines: list[Machine], lab_dir: LabDir, failing: bool,
-                switch: Sequence[Switch] = ()) -> None:  # fmt: skip
+                switch: Sequence[Switch | LabNet] = ()) -> None:  # fmt: skip
     """Stop the machines not handed over (children first); remove the lab's state if none was.
 
     A machine that cannot be stopped keeps the state on disk for ``kvmlab down``. The
@@ -304,8 +327,10 @@ def _boot_all(
     outer: LoadedLab,
     within: tuple[str, ...],
     children: bool,
+    net: LabNet | None = None,
 ) -> None:
-    """Boot each chosen guest in order, appending each to ``machines`` before it launches.
+    """Boot each chosen guest in order, appending each to ``machines`` before it launches;
+    its taps join the lab's networks once it is up.
 
     ``children`` False: the guests' own guests are left for :func:`start_nested`.
     """
@@ -324,7 +349,10 @@ def _boot_all(
         machines.append(machine)
         progress(f"starting {config.name} ({config.accel}: {config.accel_reason})")
         machine.launch()
-        prepare_guest(machine, loaded.lab.name, path, guest)
+        if net is not None:
+            for plan in tap_plans(loaded.lab, [name]):
+                net.attach(plan)
+        prepare_guest(machine, loaded.lab, path, guest)
         if config.children and children:
             start_nested(machine, outer, built, progress, within)
 
@@ -385,6 +413,8 @@ def down(lab: str, force: bool = False, progress: Progress = lambda _: None) -> 
         for name in SWITCH_DIRS if not survivors else ():
             if stop_recorded(lab_dir.root / name):
                 progress(f"stopped the switch ({name})")
+        if not survivors and stop_recorded_net(lab_dir.root / NET_DIR):
+            progress("deleted the lab's networks")
         if survivors:
             raise RuntimeFailure(f"could not stop {', '.join(survivors)}; the run state in "
                                  f"{lab_dir.root} is kept")  # fmt: skip

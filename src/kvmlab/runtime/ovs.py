@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kvmlab.errors import ProcessFailure
+from kvmlab.runtime import netns
 from kvmlab.runtime.errors import RuntimeFailure
 from kvmlab.runtime.procs import alive, start_time, tail, terminate
 from kvmlab.runtime.signals import deferred_signals, unblock_in_child
@@ -28,6 +29,15 @@ VSWITCHD = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk"
 SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 BRIDGE = "kvbr0"
 TOOLS = ("ovsdb-tool", "ovsdb-server", "ovs-vsctl", "ovs-ofctl", "ovs-appctl")
+
+
+def require() -> None:
+    """:class:`RuntimeFailure` naming what is missing when OVS-DPDK is not installed."""
+    missing = [t for t in TOOLS if shutil.which(t) is None]
+    if missing or not Path(VSWITCHD).exists():
+        raise RuntimeFailure(f"OVS-DPDK is not installed ({', '.join(missing) or VSWITCHD} "
+                             "missing): apt-get install openvswitch-switch-dpdk "
+                             "(make deps does)")  # fmt: skip
 
 
 def mask(cpus: Sequence[int]) -> str:
@@ -68,8 +78,12 @@ class Ovs:
     """ovsdb-server and ovs-vswitchd-dpdk of one switch directory."""
 
     def __init__(self, directory: Path, pids: Sequence[tuple[str, int, int | None]] = (),
-                 on_spawn: Callable[[], None] | None = None) -> None:  # fmt: skip
+                 on_spawn: Callable[[], None] | None = None,
+                 netns: str | None = None) -> None:  # fmt: skip
         self.dir = directory
+        self.netns = netns
+        """The namespace ovs-vswitchd runs in: its datapath's tap devices (``ovs-netdev``,
+        the bridge's own port), which OVS makes persistent, live and die there."""
         self.on_spawn = on_spawn
         """Called (signals held) as soon as a daemon's pid is known: the caller records it."""
         self.pids: list[tuple[str, int, int | None]] = list(pids)
@@ -125,11 +139,7 @@ class Ovs:
               prefix: str = "kvmlab-ovs") -> None:  # fmt: skip
         """Database, daemon, bridge, ports and flows; OVS then connects to each port's socket
         whenever its server (QEMU, the generator) is there."""
-        missing = [t for t in TOOLS if shutil.which(t) is None]
-        if missing or not Path(VSWITCHD).exists():
-            raise RuntimeFailure(f"OVS-DPDK is not installed ({', '.join(missing) or VSWITCHD} "
-                                 "missing): apt-get install openvswitch-switch-dpdk "
-                                 "(make deps does)")  # fmt: skip
+        require()
         db = self.dir / "conf.db"
         self.run(["ovsdb-tool", "create", str(db), SCHEMA], "creating the OVS database")
         self._daemon(["ovsdb-server", str(db), f"--remote=p{self.db}",
@@ -140,9 +150,11 @@ class Ovs:
         commands = config_commands(spec, ports, prefix)
         self.vsctl(*commands[0], wait=False)
         pidfile = self.dir / "ovs-vswitchd.pid"
-        self._daemon([VSWITCHD, self.db, f"--pidfile={pidfile}",
-                      f"--log-file={self.dir / 'ovs-vswitchd.log'}", "--detach",
-                      "--no-chdir"], pidfile, "ovs-vswitchd-dpdk")  # fmt: skip
+        argv = [VSWITCHD, self.db, f"--pidfile={pidfile}",
+                f"--log-file={self.dir / 'ovs-vswitchd.log'}", "--detach", "--no-chdir"]
+        if self.netns is not None:
+            argv = netns.exec_argv(self.netns, argv)
+        self._daemon(argv, pidfile, "ovs-vswitchd-dpdk")
         for cmd in commands[1:]:
             self.vsctl(*cmd)
         self.run(["ovs-ofctl", "del-flows", BRIDGE], "clearing the flows")

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import signal
 import time
 from pathlib import Path
+
+from kvmlab.runtime.signals import unblock_in_child
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -143,3 +146,13 @@ def cpu_seconds(pid: int) -> float | None:
         return None
     ticks = os.sysconf("SC_CLK_TCK")
     return (int(fields[11]) + int(fields[12])) / ticks
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """``preexec_fn``: the child gets SIGKILL when kvmlab dies (a killed benchmark leaves no
+    testpmd or iperf3 server), with the signals kvmlab may hold unblocked."""
+    unblock_in_child()
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kvmlab.render.dpdk import TESTPMD, Port, switch_argv
-from kvmlab.runtime import hugepages
+from kvmlab.runtime import hugepages, netns, ovs
 from kvmlab.runtime.errors import RuntimeFailure, StateError
 from kvmlab.runtime.ovs import Ovs
 from kvmlab.runtime.owned import create_owned, remove_owned, write_private
@@ -52,6 +52,8 @@ class SwitchRecord:
     """(program, pid, start time)."""
     hugepages: tuple[int, int] | None = None
     """``nr_hugepages`` before and after kvmlab reserved pages for the switch."""
+    netns: str | None = None
+    """The network namespace kvmlab created for OVS's datapath devices."""
 
 
 def lab_ports(lab: Lab) -> list[str]:
@@ -79,6 +81,7 @@ class Switch:
         self.process: TestPmd | None = None
         self.ovs: Ovs | None = None
         self.reserved: hugepages.Reservation | None = None
+        self.netns: str | None = None
 
     @property
     def kind(self) -> str:
@@ -100,6 +103,8 @@ class Switch:
         if self.kind == "testpmd" and shutil.which(TESTPMD) is None:
             raise RuntimeFailure(f"{TESTPMD} not found: apt-get install dpdk-dev "
                                  "(make deps does)")  # fmt: skip
+        if self.kind == "ovs-dpdk":
+            ovs.require()  # before anything exists: nothing half-done
         create_owned(self.dir, f"switch of lab {self.lab}")
         for port in self.ports:
             if self.socket(port).exists():
@@ -112,7 +117,11 @@ class Switch:
             if self.kind == "testpmd":
                 self._start_testpmd(outlive)
             else:
-                self.ovs = Ovs(self.dir, on_spawn=self._record)
+                with deferred_signals():  # created and on record, or neither
+                    netns.create(ns := netns.ns_name(self.lab, self.name))
+                    self.netns = ns
+                    self._record()
+                self.ovs = Ovs(self.dir, on_spawn=self._record, netns=ns)
                 self.ovs.start(self.spec, [(p, self.socket(p)) for p in self.ports],
                                f"kvmlab-{self.lab}-{self.name}")  # fmt: skip
         finally:
@@ -140,7 +149,8 @@ class Switch:
     def _record(self) -> None:
         res = self.reserved
         record = SwitchRecord(self.kind, self.ports, self._processes(),
-                              (res.before, res.after) if res and res.changed else None)
+                              (res.before, res.after) if res and res.changed else None,
+                              self.netns)
         write_private(self.dir / RECORD, json.dumps(asdict(record), indent=2))
 
     @classmethod
@@ -154,7 +164,8 @@ class Switch:
             _, pid, started = record.processes[0]
             sw.process = TestPmd.attach(sw.name, root, pid, started)
         else:
-            sw.ovs = Ovs(root, record.processes)
+            sw.ovs = Ovs(root, record.processes, netns=record.netns)
+            sw.netns = record.netns
         return sw
 
     def counters(self) -> str:
@@ -176,6 +187,9 @@ class Switch:
                 self.process.stop()
             if self.ovs is not None:
                 self.ovs.stop()
+            if self.netns is not None:
+                netns.delete(self.netns)
+                self.netns = None
         finally:
             if self.reserved is not None:
                 with deferred_signals():  # given back and off the record, or neither
@@ -228,6 +242,8 @@ def stop_recorded(root: Path) -> bool:
             if alive(pid, started=started) and not terminate(pid, started=started, grace=5.0):
                 raise RuntimeFailure(f"could not stop the switch's {name} (pid {pid}); "
                                      f"{root} is kept")  # fmt: skip
+        if record.netns is not None:
+            netns.delete(record.netns)
         if record.hugepages is not None:
             hugepages.release(hugepages.Reservation(*record.hugepages))
     if root.exists():

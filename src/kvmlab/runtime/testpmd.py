@@ -11,9 +11,7 @@ sockets), then SIGTERM, then SIGKILL, each with a timeout.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
-import signal
 import stat
 import subprocess
 import time
@@ -22,20 +20,13 @@ from pathlib import Path
 
 from kvmlab.errors import ProcessFailure
 from kvmlab.runtime.errors import RuntimeFailure, StateError
-from kvmlab.runtime.procs import alive, start_time, tail, terminate, wait_gone
+from kvmlab.runtime.procs import alive, die_with_parent, start_time, tail, terminate, wait_gone
 from kvmlab.runtime.signals import deferred_signals, unblock_in_child
 
 PROMPT = b"testpmd> "
 LINE_BUFFERED = ("stdbuf", "-oL", "-eL")
 """testpmd prints with stdio, fully buffered into a file: a command's answer would reach the
 log only after the prompt that follows it (which testpmd writes directly)."""
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    """The child gets SIGKILL when kvmlab dies, so a killed benchmark leaves no testpmd."""
-    unblock_in_child()
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class TestPmd:
@@ -94,7 +85,7 @@ class TestPmd:
                         [*LINE_BUFFERED, *self.argv], stdin=fd_in, stdout=fd_out,
                         stderr=subprocess.STDOUT,
                         start_new_session=True,
-                        preexec_fn=unblock_in_child if outlive else _die_with_parent,
+                        preexec_fn=unblock_in_child if outlive else die_with_parent,
                     )  # fmt: skip
                 except OSError as exc:
                     raise RuntimeFailure(f"{self.name}: cannot start {self.argv[0]}: "

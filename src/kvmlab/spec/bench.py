@@ -7,14 +7,16 @@ from typing import Literal
 from pydantic import Field
 
 from kvmlab.spec.base import SpecModel
+from kvmlab.spec.network import NetCompareSpec
 from kvmlab.spec.switch import PvpSpec
 
 WorkloadName = Literal["cpu", "memory", "disk", "network", "boot", "kbuild", "pvp",
-                       "migrations"]  # fmt: skip
+                       "migrations", "netcompare"]  # fmt: skip
 WORKLOADS: tuple[WorkloadName, ...] = ("cpu", "memory", "disk", "network", "boot", "kbuild")
 """The suite's workloads: the same commands at every level."""
-LAB_WORKLOADS: tuple[WorkloadName, ...] = ("pvp", "migrations")
-"""Workloads of what a lab declares: PVP through its `[switch]`, its `[[migrations]]`."""
+LAB_WORKLOADS: tuple[WorkloadName, ...] = ("pvp", "migrations", "netcompare")
+"""Workloads of what a lab declares: PVP through its `[switch]`, its `[[migrations]]`, the
+network paths between its guests (`[networks]`, addressed switch ports, user NICs)."""
 
 
 class BenchSpec(SpecModel):
@@ -47,3 +49,6 @@ class BenchSpec(SpecModel):
 
     pvp: PvpSpec = PvpSpec()
     """The packet-rate benchmark through the lab's `[switch]` (`kvmlab run`, `--only pvp`)."""
+
+    netcompare: NetCompareSpec = NetCompareSpec()
+    """iperf3 and ping over every network path of the lab (`--only netcompare`)."""

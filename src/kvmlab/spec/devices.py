@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ipaddress import IPv4Address
+from ipaddress import IPv4Address, IPv4Interface
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -120,7 +120,15 @@ class TapNic(NicBase):
     """`tap` (QEMU moves packets) or `vhost-net` (the kernel's vhost-net does)."""
 
     ifname: str | None = Field(default=None, max_length=15, pattern=r"^[A-Za-z0-9_.-]+$")
-    """Tap device name; unset lets QEMU create one."""
+    """Tap device name; unset lets QEMU create one. Not with `network` (kvmlab names it)."""
+
+    network: str | None = Field(default=None, pattern=NAME_PATTERN)
+    """A network of the lab (`[networks.NAME]`): kvmlab's tap on its bridge, in the lab's
+    own network namespace, with `address` configured in the guest."""
+
+    address: IPv4Interface | None = None
+    """With `network`: the guest's address on it (`10.77.0.11`, in the network's subnet);
+    unset: the next free one from `.10` up, in lab order."""
 
 
 class VhostUserNic(NicBase):
@@ -143,6 +151,11 @@ class VhostUserNic(NicBase):
 
     reconnect: int | None = Field(default=None, ge=1)
     """In client mode, seconds between reconnect attempts when the switch restarts."""
+
+    address: IPv4Interface | None = None
+    """With `port`: configure this address (`10.78.0.11/24`) in the guest, whose kernel
+    virtio-net driver keeps the NIC (guest-to-guest networking through the switch, which
+    pairs neighbouring ports); unset: the NIC is left to the guest (e.g. DPDK for PVP)."""
 
     @model_validator(mode="after")
     def _socket_or_port(self) -> VhostUserNic:

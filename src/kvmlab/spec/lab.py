@@ -18,6 +18,7 @@ from kvmlab.spec.bench import BenchSpec
 from kvmlab.spec.devices import CloudInit, Disk, Nic
 from kvmlab.spec.machine import Clock, Cpu, HyperV, Memory, Pinning
 from kvmlab.spec.migration import MigrationSpec
+from kvmlab.spec.network import NetworkSpec
 from kvmlab.spec.switch import SwitchSpec, TuningSpec
 from kvmlab.spec.units import NAME_PATTERN
 
@@ -193,6 +194,10 @@ class Lab(SpecModel):
     switch: SwitchSpec | None = None
     """The userspace vswitch kvmlab starts before the guests and stops after them; guests'
     vhost-user NICs name its ports."""
+
+    networks: dict[Name, NetworkSpec] = {}
+    """Private networks (`[networks.NAME]`): a bridge per network in the lab's own network
+    namespace; guests' `tap`/`vhost-net` NICs join one with `network = "NAME"`."""
 
     tuning: TuningSpec | None = None
     """Host tuning for the packet path (`kvmlab tune`, `[bench.pvp] compare_tuning`)."""

@@ -12,6 +12,7 @@ from pathlib import PurePosixPath
 from kvmlab.spec.devices import TapNic, UserNic, VhostUserNic
 from kvmlab.spec.lab import Guest, Lab
 from kvmlab.spec.machine import HUGEPAGE_BYTES, HYPERV_NEEDS
+from kvmlab.spec.network import check_networks
 from kvmlab.spec.units import format_cpuset, format_size
 
 Finding = tuple[str, str]
@@ -281,6 +282,7 @@ def check_lab(lab: Lab) -> list[Finding]:
     found.extend(_unique(lab))
     found.extend(_migrations(lab))
     found.extend(_switch(lab))
+    found.extend(check_networks(lab))
     return found
 
 

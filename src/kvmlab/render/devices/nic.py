@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvmlab.render.argv import QemuArgs, opts
-from kvmlab.render.identity import derived_mac
+from kvmlab.render.identity import derived_mac, tap_name
 from kvmlab.render.target import Accel, Target
 from kvmlab.render.xmldom import DomainXml, sub
 from kvmlab.spec import Nic, TapNic, UserNic, VhostUserNic
@@ -31,6 +31,14 @@ class NicPart:
         return self.nic.mac or derived_mac(self.target.lab, self.target.address, self.index)
 
     @property
+    def ifname(self) -> str | None:
+        """The tap's name: kvmlab's for a NIC on a lab network, else the lab's (or QEMU's)."""
+        nic = self.nic
+        if isinstance(nic, TapNic) and nic.network is not None:
+            return tap_name(self.target.lab, self.target.address, self.index)
+        return nic.ifname if isinstance(nic, TapNic) else None
+
+    @property
     def msix_off(self) -> bool:
         """Whether this NIC must run without MSI-X (the QEMU 7.2 TCG vhost-user crash)."""
         return isinstance(self.nic, VhostUserNic) and self.accel == "tcg"
@@ -43,7 +51,7 @@ class NicPart:
                    for f in nic.forwards]  # fmt: skip
             q.add("-netdev", ",".join(["user", f"id={net}", *fwd]))
         elif isinstance(nic, TapNic):
-            q.add("-netdev", opts("tap", id=net, ifname=nic.ifname, script="no",
+            q.add("-netdev", opts("tap", id=net, ifname=self.ifname, script="no",
                                   downscript="no", vhost=nic.type == "vhost-net",
                                   queues=queues))  # fmt: skip
         else:
@@ -81,8 +89,8 @@ class NicPart:
             src = sub(el, "source", type="unix", path=str(path), mode=mode)
             if reconnect:
                 sub(src, "reconnect", enabled="yes", timeout=reconnect)
-        if isinstance(nic, TapNic) and nic.ifname:
-            sub(el, "target", dev=nic.ifname, managed="no")
+        if isinstance(nic, TapNic) and self.ifname:
+            sub(el, "target", dev=self.ifname, managed="no")
         sub(el, "model", type="virtio" if nic.model == "virtio" else "e1000e")
         if isinstance(nic, UserNic) and nic.forwards:
             sub(el, "backend", type="passt")

@@ -1,0 +1,189 @@
+"""The network paths of a lab and what `netcompare` measures on each (pure: plans, argv,
+parsing; :mod:`kvmlab.net.netcompare_run` runs them).
+
+Paths: ``user (slirp)`` from the first guest with a user NIC to the host (slirp's
+10.0.2.2 is the host's loopback); per lab network, ``tap`` or ``tap+vhost-net`` between
+its first two guests and from the first guest to the host side (the bridge's address in
+the lab's namespace); ``vhost-user (<switch>)`` between two guests whose addressed switch
+ports share a subnet.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from ipaddress import IPv4Interface
+from typing import Literal
+
+from kvmlab.bench.parsers._common import Source
+from kvmlab.bench.parsers.errors import ParseError
+from kvmlab.render.identity import derived_mac
+from kvmlab.results.model import NETCOMPARE_DOCUMENT
+from kvmlab.runtime.network import SLIRP_HOST
+from kvmlab.spec import Lab, TapNic, UserNic, VhostUserNic
+from kvmlab.spec.network import addresses
+
+WORKLOAD = "netcompare"
+DOCUMENT = NETCOMPARE_DOCUMENT
+"""Kind of the run document holding each multiqueue NIC's findings and spreads."""
+SEP = ": "
+"""Between a path's name and the test in a metric name."""
+SERVER_PORT = 5201
+"""iperf3's port inside guests and the lab's namespace (private addresses only)."""
+UDP_OVERHEAD = 14 + 20 + 8 + 4
+"""Ethernet header, IPv4, UDP and CRC around an iperf3 UDP payload."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One end of a path: a guest (by name), the lab network's host side (inside the lab's
+    namespace) or the host itself (its loopback, which slirp's 10.0.2.2 reaches)."""
+
+    kind: Literal["guest", "netns", "host"]
+    name: str
+    addr: str
+    """Where the server listens (a guest's or the bridge's address; 127.0.0.1 for the host)."""
+    reach: str
+    """The address the client connects to (slirp's 10.0.2.2 for the host)."""
+    mac: str | None = None
+    """A guest's NIC on this path."""
+
+
+@dataclass(frozen=True)
+class NetPath:
+    """A client guest, a server end, and the label every figure of it carries."""
+
+    label: str
+    a: Endpoint
+    b: Endpoint
+    queues: int = 1
+    """Queue pairs of the client guest's NIC on this path."""
+
+    @property
+    def name(self) -> str:
+        """``tap a-b``: the path's label and its two ends."""
+        return f"{self.label} {self.a.name}-{self.b.name}"
+
+    def metric(self, test: str) -> str:
+        """A figure's metric name, ``tap a-b: tcp P1 ->`` (``->``: the client sends)."""
+        return f"{self.name}{SEP}{test}"
+
+
+def _guest(lab: Lab, name: str, index: int, iface: IPv4Interface | str) -> Endpoint:
+    addr = str(iface.ip) if isinstance(iface, IPv4Interface) else iface
+    mac = lab.guests[name].nics[index].mac or derived_mac(lab.name, (name,), index)
+    return Endpoint("guest", name, addr, addr, mac)
+
+
+def plan_paths(lab: Lab, switch_kind: str | None = None) -> list[NetPath]:
+    """Every path the lab offers, in the order seed 004 compares them."""
+    out: list[NetPath] = []
+    user = next(((n, i) for n, g in lab.guests.items() for i, x in enumerate(g.nics)
+                 if isinstance(x, UserNic)), None)  # fmt: skip
+    if user is not None:
+        host = Endpoint("host", "host", "127.0.0.1", SLIRP_HOST)
+        out.append(NetPath("user (slirp)", _guest(lab, *user, "10.0.2.15"), host))
+    given = addresses(lab)
+    for net_name, net in lab.networks.items():
+        on = [(p[0], i, given[(p, i)]) for p, g in lab.walk() if len(p) == 1
+              for i, n in enumerate(g.nics)
+              if isinstance(n, TapNic) and n.network == net_name and (p, i) in given]  # fmt: skip
+        if not on:
+            continue
+        kinds = {lab.guests[g].nics[i].type for g, i, _ in on[:2]}
+        label = "tap+vhost-net" if kinds == {"vhost-net"} else "tap"
+        first, i0, addr0 = on[0]
+        queues = lab.guests[first].nics[i0].queues
+        client = _guest(lab, first, i0, addr0)
+        if len(on) >= 2:
+            second, i1, addr1 = on[1]
+            out.append(NetPath(label, client, _guest(lab, second, i1, addr1), queues))
+        side = str(net.host.ip)
+        out.append(NetPath(label, client, Endpoint("netns", f"{net_name}-host", side, side),
+                           queues))  # fmt: skip
+    ported: dict[str, list[tuple[str, int, IPv4Interface, int]]] = {}
+    for name, guest in lab.guests.items():
+        for i, nic in enumerate(guest.nics):
+            if isinstance(nic, VhostUserNic) and nic.port and nic.address is not None:
+                ported.setdefault(str(nic.address.network), []).append(
+                    (name, i, nic.address, nic.queues))
+    for members in ported.values():
+        if len(members) >= 2 and members[0][0] != members[1][0]:
+            label = f"vhost-user ({switch_kind or 'switch'})"
+            (g0, i0, a0, q0), (g1, i1, a1, _) = members[:2]
+            out.append(NetPath(label, _guest(lab, g0, i0, a0), _guest(lab, g1, i1, a1), q0))
+    return out
+
+
+def iperf_argv(path: NetPath, port: int, seconds: float, streams: int, reverse: bool,
+               udp_payload: int | None = None) -> list[str]:  # fmt: skip
+    """The client's iperf3 (in guest ``path.a``): TCP with ``streams``, or UDP at full rate
+    with ``udp_payload``-byte datagrams; ``reverse``: the server sends."""
+    argv = ["iperf3", "-c", path.b.reach, "-p", str(port), "-t", f"{seconds:g}", "--json"]
+    if udp_payload is not None:
+        argv += ["-u", "-b", "0", "-l", str(udp_payload)]
+    else:
+        argv += ["-P", str(streams)]
+    return [*argv, "-R"] if reverse else argv
+
+
+def ping_argv(path: NetPath, count: int) -> list[str]:
+    """Echo requests 10 ms apart, every reply printed (p99 needs each round trip)."""
+    return ["ping", "-c", str(count), "-i", "0.01", "-W", "2", path.b.reach]
+
+
+def udp_rates(text: str) -> tuple[float, float, float]:
+    """iperf3 UDP ``--json``: (sent Mpps, received Mpps, loss %)."""
+    src = Source("iperf3", text)
+    doc = src.json_object(re.compile(r"^iperf3: error - (.+)$", re.MULTILINE))
+    if "error" in doc:
+        raise src.error(str(doc["error"]))
+    total = src.mapping(src.mapping(doc, "end"), "sum")
+    seconds = src.number(total, "seconds")
+    packets, lost = src.number(total, "packets"), src.number(total, "lost_packets")
+    if seconds <= 0 or packets <= 0:
+        raise src.error("no UDP packets were sent")
+    return packets / seconds / 1e6, (packets - lost) / seconds / 1e6, 100.0 * lost / packets
+
+
+_TIME = re.compile(r"\btime[=<]([0-9.]+) ms")
+
+
+def ping_p99(text: str) -> float:
+    """The 99th percentile (nearest rank) of the round trips ping printed, in ms."""
+    times = sorted(float(m.group(1)) for m in _TIME.finditer(text))
+    if not times:
+        raise ParseError("ping", "no round trip in the output", text[-300:])
+    rank = max(0, -(-99 * len(times) // 100) - 1)
+    return times[rank]
+
+
+def is_json(text: str) -> bool:
+    """Whether iperf3 printed a JSON document (it did not fail before starting)."""
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
+
+
+def without_vhost_net(lab: Lab) -> tuple[Lab, list[str]]:
+    """The lab without its vhost-net NICs (for a host without /dev/vhost-net), and the
+    keys of the NICs dropped. The others keep their MACs and tap names (fixed as derived
+    from their original index), so the lab's other paths are the same guests' same NICs."""
+    dropped: list[str] = []
+    guests = {}
+    for name, guest in lab.guests.items():
+        kept = []
+        for i, nic in enumerate(guest.nics):
+            if nic.type == "vhost-net":
+                dropped.append(f"guests.{name}.nics[{i}]")
+                continue
+            mac = nic.mac or derived_mac(lab.name, (name,), i)
+            kept.append(nic.model_copy(update={"mac": mac}))
+        guests[name] = guest.model_copy(update={"nics": kept})
+    if not dropped:
+        return lab, []
+    used = {n.network for g in guests.values() for n in g.nics if isinstance(n, TapNic)}
+    networks = {k: v for k, v in lab.networks.items() if k in used}
+    return lab.model_copy(update={"guests": guests, "networks": networks}), dropped

@@ -1,0 +1,129 @@
+"""A lab's private networks: one network namespace (``kvmlab-<lab>-net``) holding a Linux
+bridge per ``[networks.NAME]``, the bridge carrying the network's host-side address, and
+the guests' taps.
+
+QEMU creates each tap itself (by the name kvmlab derives, ``ifname=kvt...``), in the
+host's namespace where it runs; as soon as the guest is up kvmlab moves the tap into the
+lab's namespace and onto its bridge. The taps are not persistent: they go when their QEMU
+exits. The namespace is on record (``LAB/.net/net.json``) from the moment it exists and is
+deleted with the lab, or by the next kvmlab after a crash; nothing touches the host's own
+interfaces or routes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvmlab.runtime import netns
+from kvmlab.runtime.errors import StateError
+from kvmlab.runtime.owned import create_owned, remove_owned, write_private
+from kvmlab.runtime.signals import deferred_signals
+from kvmlab.spec.lab import Lab
+
+NET_DIR = ".net"
+RECORD = "net.json"
+VHOST_NET = Path("/dev/vhost-net")
+
+
+def check_vhost_net(lab_file: str, lab: Lab, guests: Sequence[str]) -> None:
+    """Refuse (:class:`StateError`) before anything starts when a guest has a vhost-net NIC
+    and the host no /dev/vhost-net (QEMU would fail at start with a less helpful message)."""
+    if VHOST_NET.exists():
+        return
+    keys = [f"guests.{g}.nics[{i}]" for g in guests
+            for i, n in enumerate(lab.guests[g].nics) if n.type == "vhost-net"]  # fmt: skip
+    if keys:
+        raise StateError(f"{lab_file}: {', '.join(keys)}: vhost-net needs {VHOST_NET}, which "
+                         "this host lacks: modprobe vhost_net (or use type = \"tap\"); "
+                         "`kvmlab run` measures the lab's other paths without it")  # fmt: skip
+
+
+def bridge_name(index: int) -> str:
+    """The bridge of the lab's ``index``-th network (names live in the lab's namespace)."""
+    return f"kvbr{index}"
+
+
+@dataclass(frozen=True)
+class TapPlan:
+    """A tap QEMU will create and kvmlab will move onto a network's bridge."""
+
+    guest: str
+    tap: str
+    network: str
+
+
+class LabNet:
+    """The networks of one lab; a context manager that deletes them."""
+
+    def __init__(self, lab: Lab, root: Path) -> None:
+        self.lab = lab
+        self.dir = root
+        self.ns = netns.ns_name(lab.name, "net")
+        self.created = False
+
+    def bridge(self, network: str) -> str:
+        """The bridge of a network of the lab."""
+        return bridge_name(list(self.lab.networks).index(network))
+
+    def start(self, taps: Sequence[TapPlan]) -> None:
+        """Namespace (on record from its creation), bridges with their host addresses;
+        refused when a tap name is already an interface of the host (QEMU would attach a
+        guest to somebody else's tap)."""
+        taken = [t.tap for t in taps if Path(f"/sys/class/net/{t.tap}").exists()]
+        if taken:
+            raise StateError(f"interface {', '.join(taken)} exists on the host; kvmlab's tap "
+                             "of the same name would join it (is another kvmlab of this lab "
+                             "running?)")  # fmt: skip
+        create_owned(self.dir, f"networks of lab {self.lab.name}")
+        with deferred_signals():  # created and on record, or neither
+            netns.create(self.ns)
+            self.created = True
+            write_private(self.dir / RECORD, json.dumps({"netns": self.ns}))
+        for i, (name, net) in enumerate(self.lab.networks.items()):
+            br = bridge_name(i)
+            netns.ip("link", "add", br, "type", "bridge", netns=self.ns,
+                     what=f"creating the bridge of network {name}")  # fmt: skip
+            netns.ip("addr", "add", str(net.host), "dev", br, netns=self.ns,
+                     what=f"giving network {name} its host address")  # fmt: skip
+            netns.ip("link", "set", br, "up", netns=self.ns, what=f"bringing {br} up")
+
+    def attach(self, plan: TapPlan) -> None:
+        """Move a running guest's tap into the namespace, onto its bridge, up."""
+        if not Path(f"/sys/class/net/{plan.tap}").exists():
+            raise StateError(f"{plan.guest}: its tap {plan.tap} did not appear")
+        netns.ip("link", "set", plan.tap, "netns", self.ns,
+                 what=f"{plan.guest}: moving tap {plan.tap} into {self.ns}")  # fmt: skip
+        netns.ip("link", "set", plan.tap, "master", self.bridge(plan.network), "up",
+                 netns=self.ns, what=f"{plan.guest}: putting {plan.tap} on its bridge")  # fmt: skip
+
+    def stop(self) -> None:
+        """Delete the namespace (bridges and any tap left in it go with it), then the dir."""
+        if self.created:
+            netns.delete(self.ns)
+            self.created = False
+        remove_owned(self.dir)
+
+    def __enter__(self) -> LabNet:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def stop_recorded(root: Path) -> bool:
+    """Delete the namespace another kvmlab recorded in ``root`` and the directory; True
+    when there was one."""
+    try:
+        name = json.loads((root / RECORD).read_text())["netns"]
+    except (OSError, ValueError, KeyError, TypeError):
+        name = None
+    had = False
+    if isinstance(name, str):
+        had = netns.exists(name)
+        netns.delete(name)
+    if root.exists():
+        remove_owned(root)
+    return had

@@ -1,0 +1,25 @@
+"""A switch that cannot start says what is missing and leaves nothing behind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvmlab.runtime.errors import RuntimeFailure
+from kvmlab.runtime.switch import Switch
+from kvmlab.spec.switch import SwitchSpec
+
+
+@pytest.mark.parametrize(("kind", "module", "says"), [
+    ("ovs-dpdk", "kvmlab.runtime.ovs.shutil.which", "apt-get install openvswitch-switch-dpdk"),
+    ("testpmd", "kvmlab.runtime.switch.shutil.which", "apt-get install dpdk-dev"),
+])  # fmt: skip
+def test_a_missing_switch_program_is_named_and_nothing_is_created(
+    kind: str, module: str, says: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # fmt: skip
+    monkeypatch.setattr(module, lambda _: None)
+    root = tmp_path / "run" / "lab" / ".switch"
+    with pytest.raises(RuntimeFailure, match=says):
+        Switch("lab", SwitchSpec(kind=kind), root, ["a", "b"]).start()  # type: ignore[arg-type]
+    assert not (tmp_path / "run").exists()

@@ -1,0 +1,42 @@
+"""Network namespaces: kvmlab's names only, created once, deleted with every device in them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from kvmlab.runtime import netns
+from kvmlab.runtime.errors import StateError
+
+
+def test_names_are_kvmlabs() -> None:
+    assert netns.ns_name("lab", "switch") == "kvmlab-lab-switch"
+    assert netns.exec_argv("kvmlab-a-b", ["x", "-y"]) == ["ip", "netns", "exec", "kvmlab-a-b",
+                                                          "x", "-y"]  # fmt: skip
+
+
+@pytest.mark.parametrize("bad", ["eth0", "../../etc", "kvmlab-A", "kvmlab-a/b", "kvmlab-", ""])
+def test_a_name_kvmlab_never_gives_is_refused(bad: str) -> None:
+    with pytest.raises(StateError):
+        netns.exists(bad)
+    with pytest.raises(StateError):
+        netns.delete(bad)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_create_refuses_an_existing_one_and_delete_takes_its_devices() -> None:
+    name = f"kvmlab-t{os.getpid()}-ns"
+    netns.create(name)
+    try:
+        with pytest.raises(StateError, match="not on kvmlab's record"):
+            netns.create(name)
+        netns.ip("tuntap", "add", "kvt0", "mode", "tap", netns=name)  # persistent
+        assert "kvt0" in netns.ip("link", netns=name)
+        assert "UP" in netns.ip("link", "show", "lo", netns=name)
+    finally:
+        netns.delete(name)
+    assert not netns.exists(name)
+    netns.delete(name)  # gone already is fine
+    assert "kvt0" not in subprocess.run(["ip", "link"], capture_output=True, text=True).stdout
