@@ -48,9 +48,11 @@ def interrupted_after(
 
 
 @contextmanager
-def lab_up(tmp: Path, lab_file: str, lab: str, *up_args: str) -> Iterator[dict[str, str]]:
+def lab_up(tmp: Path, lab_file: str, lab: str, *up_args: str,
+           force_down: bool = False) -> Iterator[dict[str, str]]:  # fmt: skip
     """A lab up in a private run root for the ``with`` block (its environment); afterwards
-    it is down and none of its QEMUs is left."""
+    it is down (``force_down``: killed, for a fixture whose graceful nested stop is tested
+    elsewhere) and none of its QEMUs is left."""
     from tests.runtime.conftest import qemu_pids
 
     env = {**os.environ, "KVMLAB_RUN_DIR": str(tmp / "run")}
@@ -59,7 +61,7 @@ def lab_up(tmp: Path, lab_file: str, lab: str, *up_args: str) -> Iterator[dict[s
         assert up.returncode == 0, up.stderr[-3000:]
         yield env
     finally:
-        cli(env, "down", lab, timeout=600)
+        cli(env, "down", lab, *(["--force"] if force_down else []), timeout=600)
         assert not qemu_pids(str(tmp / "run"))
 
 

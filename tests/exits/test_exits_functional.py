@@ -23,7 +23,7 @@ kvmlab = cli
 @pytest.fixture(scope="module")
 def storm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     tmp = tmp_path_factory.mktemp("storm")
-    with lab_up(tmp, "timer-storm.toml", "timer-storm") as env:
+    with lab_up(tmp, "timer-storm.toml", "timer-storm", force_down=True) as env:
         yield env
 
 

@@ -23,12 +23,12 @@
     -rtc base=utc \
     -netdev user,id=net0 \
     -device virtio-net-pci,id=nic0,netdev=net0,mac=52:54:00:56:e7:9b \
-    -netdev tap,id=net1,ifname=kvt9573fe6a5d1,script=no,downscript=no,vhost=off,queues=4 \
+    -netdev tap,id=net1,ifname=kvt9573fe6a51,script=no,downscript=no,vhost=off,queues=4 \
     -device virtio-net-pci,id=nic1,netdev=net1,mac=52:54:00:68:a4:45,mq=on,vectors=10 \
     -chardev socket,id=chr-net2,path=/run/kvmlab/netcompare/.switch/vm1.sock,server=on,wait=off \
     -netdev vhost-user,id=net2,chardev=chr-net2,queues=2 \
     -device virtio-net-pci,id=nic2,netdev=net2,mac=52:54:00:55:97:63,mq=on,vectors=0 \
-    -netdev tap,id=net3,ifname=kvt9573fe6a5d3,script=no,downscript=no,vhost=on \
+    -netdev tap,id=net3,ifname=kvt9573fe6a53,script=no,downscript=no,vhost=on \
     -device virtio-net-pci,id=nic3,netdev=net3,mac=52:54:00:fc:bd:d1 \
     -chardev socket,id=qmp,path=/run/kvmlab/netcompare/vm1/qmp.sock,server=on,wait=off \
     -mon chardev=qmp,mode=control \

@@ -23,12 +23,12 @@
     -rtc base=utc \
     -netdev user,id=net0 \
     -device virtio-net-pci,id=nic0,netdev=net0,mac=52:54:00:bf:6e:73 \
-    -netdev tap,id=net1,ifname=kvt050648bec61,script=no,downscript=no,vhost=off,queues=4 \
+    -netdev tap,id=net1,ifname=kvt050648bec1,script=no,downscript=no,vhost=off,queues=4 \
     -device virtio-net-pci,id=nic1,netdev=net1,mac=52:54:00:d1:67:08,mq=on,vectors=10 \
     -chardev socket,id=chr-net2,path=/run/kvmlab/netcompare/.switch/vm2.sock,server=on,wait=off \
     -netdev vhost-user,id=net2,chardev=chr-net2,queues=2 \
     -device virtio-net-pci,id=nic2,netdev=net2,mac=52:54:00:2f:d6:10,mq=on,vectors=0 \
-    -netdev tap,id=net3,ifname=kvt050648bec63,script=no,downscript=no,vhost=on \
+    -netdev tap,id=net3,ifname=kvt050648bec3,script=no,downscript=no,vhost=on \
     -device virtio-net-pci,id=nic3,netdev=net3,mac=52:54:00:17:95:4a \
     -chardev socket,id=qmp,path=/run/kvmlab/netcompare/vm2/qmp.sock,server=on,wait=off \
     -mon chardev=qmp,mode=control \

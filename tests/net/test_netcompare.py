@@ -111,3 +111,45 @@ def test_netcompare_runs_by_default_only_where_the_lab_declares_networks(
     basic = load_lab(LABS / "basic.toml")
     assert not split_only(basic, None, {"L0", "L1"})[2].netcompare  # a user NIC alone
     assert split_only(basic, "netcompare", {"L1"})[2].netcompare  # ... unless asked
+
+
+SWITCHED = """name = "sw"
+[switch]
+kind = "ovs-dpdk"
+[networks.lan]
+[networks.san]
+subnet = "10.79.0.0/24"
+[guests.a]
+memory = { size = "1G", backing = "memfd", shared = true }
+nics = [{ type = "tap", network = "lan" }, { type = "tap", network = "lan" },
+        { type = "tap", network = "san" },
+        { type = "vhost-user", port = "x", address = "10.78.0.1/24" },
+        { type = "vhost-user", port = "z", address = "10.78.1.1/24" }]
+[guests.b]
+memory = { size = "1G", backing = "memfd", shared = true }
+nics = [{ type = "vhost-net", network = "lan" }, { type = "tap", network = "san" },
+        { type = "vhost-user", port = "y", address = "10.78.0.2/24" }]
+"""
+
+
+def test_paths_follow_the_switch_pairs_other_guests_and_name_their_network() -> None:
+    from kvmlab.net.netcompare import switch_pairs, unpaired
+    from kvmlab.runtime.switch import lab_ports
+    from kvmlab.spec import parse_lab
+
+    lab = parse_lab(SWITCHED.encode(), "lab.toml")
+    names = [p.name for p in plan_paths(lab, "ovs-dpdk")]
+    # a's two NICs on lan are not a path between guests: its peer is b; the names repeat
+    # across networks, so each says which
+    # a's second NIC on lan is no path to another guest: a-b on lan is a's first and b's
+    assert names == ["tap/vhost-net a-b", "tap a-lan-host", "tap a-b", "tap a-san-host"]
+    two = SWITCHED.replace('{ type = "vhost-net", network = "lan" }',
+                           '{ type = "tap", network = "lan" }')  # fmt: skip
+    assert [p.name for p in plan_paths(parse_lab(two.encode(), "lab.toml"))][::2] == [
+        "tap via lan a-b", "tap via san a-b"]  # the same name twice: each says its network
+    # ports in lab order x, z (a's), y (b's): the switch pairs x with z, one guest's two
+    assert lab_ports(lab)[:3] == ["x", "z", "y"] and switch_pairs(lab) == []
+    why = unpaired(lab)
+    assert why[0] == ("guests.a.nics[3]: the switch pairs port x with z, which is not another "
+                      "guest's addressed port in its subnet")  # fmt: skip
+    assert len(why) == 3

@@ -83,7 +83,7 @@ def test_two_guests_on_a_lab_network_measured_and_nothing_left(
 
 def test_ctrl_c_while_measuring_leaves_no_namespace(env: dict[str, str], tmp_path: Path) -> None:
     spaces = namespaces()
-    status, _, err = interrupted_after(env, 45, "run", str(tmp_path / "nct.toml"),
+    status, _, err = interrupted_after(env, 30, "run", str(tmp_path / "nct.toml"),
                                        "--levels", "L1")  # fmt: skip
     assert status == 130, err[-3000:]
     assert namespaces() == spaces

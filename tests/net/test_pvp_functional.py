@@ -58,6 +58,11 @@ def leftovers(tmp: Path) -> list[int]:
     return pids_mentioning("kvmlab-pvpt") + pids_mentioning(str(tmp / "run"))
 
 
+def host_links() -> set[str]:
+    """The host's network interfaces (OVS's datapath taps must stay in its namespace)."""
+    return {p.name for p in Path("/sys/class/net").iterdir()}
+
+
 def hugepages() -> int:
     return int(Path("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages").read_text())
 
@@ -66,7 +71,7 @@ def test_loopback_and_pvp_through_a_guest_count_every_hop(
     env: dict[str, str], tmp_path: Path
 ) -> None:  # fmt: skip
     html = tmp_path / "pvp.html"
-    pages = hugepages()
+    pages, links = hugepages(), host_links()
     run = cli(env, "run", str(tmp_path / "pvpt.toml"), "--out", str(html), timeout=1500)
     assert run.returncode == 0, run.stderr[-4000:]
     assert "L0 host pvp 64B" in run.stderr and "L1 vm pvp 64B" in run.stderr
@@ -84,6 +89,7 @@ def test_loopback_and_pvp_through_a_guest_count_every_hop(
     assert not leftovers(tmp_path)
     assert not (tmp_path / "run" / "pvpt").exists()
     assert hugepages() == pages  # what OVS needed was given back
+    assert host_links() == links  # no ovs-netdev or bridge tap left on the host
 
 
 def test_ctrl_c_during_pvp_leaves_nothing(tmp_path: Path) -> None:
@@ -134,5 +140,20 @@ def test_a_switch_killed_mid_run_is_a_clear_failure_and_leaves_nothing(tmp_path:
     assert proc.returncode == 3, err[-3000:]
     assert "switch" in err and "not running" in err, err[-3000:]
     assert "pvp" in err  # the failure is filed where it happened
+    assert not leftovers(tmp_path)
+    assert not (tmp_path / "run" / "pvpt").exists()
+
+
+def test_a_guest_that_cannot_take_dpdk_is_a_clear_failure_and_leaves_nothing(
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """256 MiB of guest RAM cannot hold the 128 huge pages its testpmd needs: the bind step
+    says so, and the guest, the switch and the run directory go."""
+    env = lab_env(tmp_path, "testpmd")
+    (tmp_path / "pvpt.toml").write_text(LAB.replace("KIND", "testpmd").replace(
+        'size = "1G"', 'size = "256M"'))  # fmt: skip
+    run = cli(env, "run", str(tmp_path / "pvpt.toml"), "--levels", "L1", timeout=900)
+    assert run.returncode == 3, run.stderr[-3000:]
+    assert "huge pages (2 MiB) could be reserved" in run.stderr, run.stderr[-3000:]
     assert not leftovers(tmp_path)
     assert not (tmp_path / "run" / "pvpt").exists()

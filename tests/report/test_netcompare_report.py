@@ -24,12 +24,16 @@ SAMPLES = [
 
 
 def test_paths_table_has_a_row_per_path_and_a_column_per_test() -> None:
-    paths, queues = grids(summarize(SAMPLES))
-    assert [c.header for c in paths.columns] == ["path", "tcp P1 ->\nGbit/s", "ping p99\nms"]
-    assert paths.rows == [["tap a-b", "2 ±50%", "0.4"], ["user (slirp) a-host", "0.5", "-"]]
+    doc = {"multiqueue": {"tap a-b": {"spreads": {
+        "2q tcp P30 ->": ["rx 2 queues: 45/55 %", "rx irq 2 queues: 40/60 %"]}}}}
+    paths, queues = grids(summarize(SAMPLES), [("default", doc)])
+    assert [c.header for c in paths.columns] == ["path", "tcp P1 ->\nGbit/s", "ping p99\nms",
+                                                 "udp 64B -> loss\n%"]  # fmt: skip
+    assert paths.rows == [["tap a-b", "2 ±50%", "0.4", "3"], ["user (slirp) a-host", "0.5", "-",
+                                                             "-"]]  # fmt: skip
     assert [r[:2] for r in queues.rows] == [["tap a-b", "1"], ["tap a-b", "2"]]
-    assert queues.rows[1][2:] == ["0.9", "55"] and queues.rows[0][2:] == ["0.7", "-"]
-    assert queues.columns[-1].header == "tcp P30 ->\nbusiest rx queue %"
+    assert queues.rows[1][2:] == ["0.9", "45/55 %"] and queues.rows[0][2:] == ["0.7", "-"]
+    assert queues.columns[-1].header == "tcp P30 ->\nRX queues %"
 
 
 def test_no_netcompare_no_tables_and_variants_get_their_own() -> None:

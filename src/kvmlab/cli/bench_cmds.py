@@ -239,10 +239,11 @@ def _print_netcompare(store: ResultStore, runs: list[Run], console: Any) -> None
     from kvmlab.results.stats import summarize
 
     for run in runs:
-        for grid in grids(summarize(store.samples(run.id))):
+        docs = store.documents(run.id, NETCOMPARE_DOCUMENT)
+        for grid in grids(summarize(store.samples(run.id)), docs):
             console.print()
             print_grid(console, grid.columns, grid.rows, title=f"run {run.id}: {grid.title}")
-        for line in notes(store.documents(run.id, NETCOMPARE_DOCUMENT)):
+        for line in notes(docs):
             console.print(Text(line, style="red" if "FINDING" in line else ""), soft_wrap=True)
 
 

@@ -115,12 +115,15 @@ def split_only(
     whats = {MIGRATIONS: "[[migrations]]", PVP: "[switch]",
              NETCOMPARE: "network path (user NIC, [networks], addressed switch port)"}
     for name in OWN:
-        if names is None or name not in names:
+        if picked is None or name not in picked:
             continue
         what = whats[name]
         if not declared[name]:
+            if names is None:
+                raise UsageError(f"{loaded.path}: bench.workloads names {name}, but the lab "
+                                 f"declares no {what}")  # fmt: skip
             raise UsageError(f"--only {name}: {loaded.path} declares no {what}")
-        if not need[name] & levels:
+        if names is not None and not need[name] & levels:
             raise UsageError(f"--only {name}: needs level {' or '.join(sorted(need[name]))} "
                              "in --levels")  # fmt: skip
     run = {n: declared[n] and bool(need[n] & levels) and (picked is None or n in picked)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from ipaddress import IPv4Interface
 from typing import Literal
 
@@ -21,6 +21,7 @@ from kvmlab.bench.parsers.errors import ParseError
 from kvmlab.render.identity import derived_mac
 from kvmlab.results.model import NETCOMPARE_DOCUMENT
 from kvmlab.runtime.network import SLIRP_HOST
+from kvmlab.runtime.switch import lab_ports
 from kvmlab.spec import Lab, TapNic, UserNic, VhostUserNic
 from kvmlab.spec.network import addresses
 
@@ -76,14 +77,21 @@ def _guest(lab: Lab, name: str, index: int, iface: IPv4Interface | str) -> Endpo
     return Endpoint("guest", name, addr, addr, mac)
 
 
+def _label(*types: str) -> str:
+    kinds = set(types)
+    return "tap+vhost-net" if kinds == {"vhost-net"} else ("tap" if kinds == {"tap"}
+                                                            else "tap/vhost-net")
+
+
 def plan_paths(lab: Lab, switch_kind: str | None = None) -> list[NetPath]:
-    """Every path the lab offers, in the order seed 004 compares them."""
-    out: list[NetPath] = []
-    user = next(((n, i) for n, g in lab.guests.items() for i, x in enumerate(g.nics)
-                 if isinstance(x, UserNic)), None)  # fmt: skip
+    """Every path the lab offers, in the order seed 004 compares them; a name that would
+    repeat (two networks, two switch subnets) gets what it goes through added."""
+    out: list[tuple[NetPath, str]] = []
+    user = next(((n, i) for n, g in lab.guests.items() if g.boot == "image"
+                 for i, x in enumerate(g.nics) if isinstance(x, UserNic)), None)  # fmt: skip
     if user is not None:
         host = Endpoint("host", "host", "127.0.0.1", SLIRP_HOST)
-        out.append(NetPath("user (slirp)", _guest(lab, *user, "10.0.2.15"), host))
+        out.append((NetPath("user (slirp)", _guest(lab, *user, "10.0.2.15"), host), ""))
     given = addresses(lab)
     for net_name, net in lab.networks.items():
         on = [(p[0], i, given[(p, i)]) for p, g in lab.walk() if len(p) == 1
@@ -91,28 +99,64 @@ def plan_paths(lab: Lab, switch_kind: str | None = None) -> list[NetPath]:
               if isinstance(n, TapNic) and n.network == net_name and (p, i) in given]  # fmt: skip
         if not on:
             continue
-        kinds = {lab.guests[g].nics[i].type for g, i, _ in on[:2]}
-        label = "tap+vhost-net" if kinds == {"vhost-net"} else "tap"
         first, i0, addr0 = on[0]
-        queues = lab.guests[first].nics[i0].queues
+        nic0 = lab.guests[first].nics[i0]
         client = _guest(lab, first, i0, addr0)
-        if len(on) >= 2:
-            second, i1, addr1 = on[1]
-            out.append(NetPath(label, client, _guest(lab, second, i1, addr1), queues))
+        peer = next(((g, i, a) for g, i, a in on if g != first), None)
+        if peer is not None:
+            second, i1, addr1 = peer
+            label = _label(nic0.type, lab.guests[second].nics[i1].type)
+            out.append((NetPath(label, client, _guest(lab, second, i1, addr1), nic0.queues),
+                        net_name))  # fmt: skip
         side = str(net.host.ip)
-        out.append(NetPath(label, client, Endpoint("netns", f"{net_name}-host", side, side),
-                           queues))  # fmt: skip
-    ported: dict[str, list[tuple[str, int, IPv4Interface, int]]] = {}
+        out.append((NetPath(_label(nic0.type), client,
+                            Endpoint("netns", f"{net_name}-host", side, side), nic0.queues),
+                    net_name))  # fmt: skip
+    for (g0, i0, a0), (g1, i1, a1) in switch_pairs(lab):
+        q0 = lab.guests[g0].nics[i0].queues
+        out.append((NetPath(f"vhost-user ({switch_kind or 'switch'})", _guest(lab, g0, i0, a0),
+                            _guest(lab, g1, i1, a1), q0), str(a0.network)))  # fmt: skip
+    names = [p.name for p, _ in out]
+    return [replace(p, label=f"{p.label} via {via}") if names.count(p.name) > 1 and via else p
+            for p, via in out]
+
+
+Port = tuple[str, int, IPv4Interface]
+
+
+def switch_pairs(lab: Lab) -> list[tuple[Port, Port]]:
+    """Addressed switch ports of two guests that the switch pairs (neighbours in its port
+    order) and that share a subnet: the guest-to-guest paths through the switch."""
+    by_port: dict[str, Port] = {}
     for name, guest in lab.guests.items():
         for i, nic in enumerate(guest.nics):
             if isinstance(nic, VhostUserNic) and nic.port and nic.address is not None:
-                ported.setdefault(str(nic.address.network), []).append(
-                    (name, i, nic.address, nic.queues))
-    for members in ported.values():
-        if len(members) >= 2 and members[0][0] != members[1][0]:
-            label = f"vhost-user ({switch_kind or 'switch'})"
-            (g0, i0, a0, q0), (g1, i1, a1, _) = members[:2]
-            out.append(NetPath(label, _guest(lab, g0, i0, a0), _guest(lab, g1, i1, a1), q0))
+                by_port[nic.port] = (name, i, nic.address)
+    if lab.switch is None or not by_port:
+        return []
+    order = lab_ports(lab)
+    out = []
+    for a, b in zip(order[::2], order[1::2], strict=False):
+        pa, pb = by_port.get(a), by_port.get(b)
+        if pa and pb and pa[0] != pb[0] and pa[2].network == pb[2].network:
+            out.append((pa, pb))
+    return out
+
+
+def unpaired(lab: Lab) -> list[str]:
+    """Addressed switch ports that form no path, with why (the switch pairs neighbours)."""
+    paired = {(g, i) for pair in switch_pairs(lab) for g, i, _ in pair}
+    order = lab_ports(lab)
+    out = []
+    for name, guest in lab.guests.items():
+        for i, nic in enumerate(guest.nics):
+            if (isinstance(nic, VhostUserNic) and nic.port and nic.address is not None
+                    and (name, i) not in paired and nic.port in order):  # fmt: skip
+                j = order.index(nic.port)
+                peer = order[j ^ 1] if (j ^ 1) < len(order) else None
+                out.append(f"guests.{name}.nics[{i}]: the switch pairs port {nic.port} with "
+                           f"{peer or 'no port'}, which is not another guest's addressed "
+                           "port in its subnet")  # fmt: skip
     return out
 
 
@@ -169,8 +213,9 @@ def is_json(text: str) -> bool:
 
 def without_vhost_net(lab: Lab) -> tuple[Lab, list[str]]:
     """The lab without its vhost-net NICs (for a host without /dev/vhost-net), and the
-    keys of the NICs dropped. The others keep their MACs and tap names (fixed as derived
-    from their original index), so the lab's other paths are the same guests' same NICs."""
+    keys of the NICs dropped. The others keep their MACs (fixed as derived from their
+    original index), so the lab's other paths are the same guests' same NICs; their tap
+    names follow their new index, consistently for QEMU and kvmlab."""
     dropped: list[str] = []
     guests = {}
     for name, guest in lab.guests.items():

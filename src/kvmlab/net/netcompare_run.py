@@ -5,6 +5,7 @@ repeated; servers bound to the lab's private addresses or loopback and stopped a
 from __future__ import annotations
 
 import contextlib
+import shutil
 import socket
 import subprocess
 import time
@@ -27,6 +28,7 @@ from kvmlab.net.netcompare import (
     ping_p99,
     plan_paths,
     udp_rates,
+    unpaired,
     without_vhost_net,
 )
 from kvmlab.results.model import Sample
@@ -147,6 +149,7 @@ def measure_path(path: NetPath, machines: dict[str, Machine], lab: LoadedLab, va
             progress(f"netcompare: {path.name} ping x{spec.pings} (rep {rep + 1})")
             text = _guest_run(vm, argv, spec.pings * 0.05 + 10, "ping")
             summary = {m.name: m.value for m in parse_ping(text)}
+            add("ping loss", summary["packet_loss_pct"], "%", False, rep, argv)
             add("ping avg", summary["rtt_avg_ms"], "ms", False, rep, argv)
             if "rtt_mdev_ms" in summary:
                 add("ping mdev", summary["rtt_mdev_ms"], "ms", False, rep, argv)
@@ -202,6 +205,13 @@ def run_netcompare(loaded: LoadedLab, variant: str, reps: int, host: labrun.Host
             loaded = replace(loaded, lab=lab)
     lab = loaded.lab
     paths = plan_paths(lab, lab.switch.kind if lab.switch else None)
+    if shutil.which("iperf3") is None or shutil.which("ping") is None:
+        raise RuntimeFailure("netcompare needs iperf3 and ping on the host (and in the "
+                             "guests, which see the host's): apt-get install iperf3 "
+                             "iputils-ping (make deps does)")  # fmt: skip
+    loose = unpaired(lab)
+    for why in loose:
+        progress(f"netcompare: not measured: {why}")
     if not paths:
         raise StateError(f"{loaded.path}: no network path to compare (give guests a user NIC, "
                          "a NIC on a [networks] network, or addressed switch ports)")  # fmt: skip
@@ -210,7 +220,8 @@ def run_netcompare(loaded: LoadedLab, variant: str, reps: int, host: labrun.Host
     at("L1", guests, WORKLOAD)
     progress(f"netcompare: {len(paths)} path(s): {', '.join(p.name for p in paths)}")
     doc: dict[str, Any] = {"paths": [p.name for p in paths], "multiqueue": {},
-                           "left_out": [f"{k}: no {VHOST_NET} on this host" for k in dropped]}
+                           "left_out": [f"{k}: no {VHOST_NET} on this host" for k in dropped]
+                           + loose}
     with labrun.started(loaded, host, image, progress=progress, children=False) as machines:
         by_name = {m.config.address[0]: m for m in machines}
         try:

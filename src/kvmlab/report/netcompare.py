@@ -14,7 +14,7 @@ from kvmlab.results.model import Summary
 WORKLOAD = "netcompare"
 SEP = ": "
 _QUEUES = re.compile(r"^(\d+)q (tcp P\d+ (?:->|<-))( busiest rx queue)?$")
-_SIDE = (" loss", "queue pairs in use", " busiest rx queue", " rx queues used")
+_SIDE = ("queue pairs in use", " busiest rx queue", " rx queues used")
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,10 @@ def cell(s: Summary | None) -> str:
     return f"{s.median:.3g} ±{half:.0f}%" if s.n > 1 else f"{s.median:.3g}"
 
 
-def grids(summaries: Sequence[Summary]) -> list[Grid]:
-    """The path table and the multiqueue table of each variant (none without netcompare)."""
+def grids(summaries: Sequence[Summary],
+          documents: Sequence[tuple[str, dict[str, Any]]] = ()) -> list[Grid]:  # fmt: skip
+    """The path table and the multiqueue table of each variant (none without netcompare);
+    the documents add each channel count's spread over the RX queues."""
     mine = [s for s in summaries if s.workload == WORKLOAD and SEP in s.metric]
     out: list[Grid] = []
     variants = list(dict.fromkeys(s.variant for s in mine))
@@ -46,7 +48,9 @@ def grids(summaries: Sequence[Summary]) -> list[Grid]:
             by.setdefault(path, {})[test] = s
         shown = "" if len(variants) == 1 else f" ({variant})"
         out.append(_paths(by, shown))
-        queues = _queues(by, shown)
+        spreads = {path: nic.get("spreads", {}) for v, doc in documents if v == variant
+                   for path, nic in doc.get("multiqueue", {}).items()}  # fmt: skip
+        queues = _queues(by, shown, spreads)
         if queues is not None:
             out.append(queues)
     return out
@@ -63,7 +67,17 @@ def _paths(by: dict[str, dict[str, Summary]], shown: str) -> Grid:
                 "spread)", columns, rows)  # fmt: skip
 
 
-def _queues(by: dict[str, dict[str, Summary]], shown: str) -> Grid | None:
+def _rx_spread(lines: Sequence[str]) -> str:
+    """``27/25/24/24 %`` of the RX packets (of the RX interrupts when not counted)."""
+    for prefix in ("rx ", "rx irq "):
+        for line in lines:
+            if line.startswith(prefix) and ":" in line:
+                return line.partition(": ")[2]
+    return "-"
+
+
+def _queues(by: dict[str, dict[str, Summary]], shown: str,
+            spreads: dict[str, dict[str, list[str]]]) -> Grid | None:  # fmt: skip
     per: dict[tuple[str, int], dict[str, Summary]] = {}
     for path, got in by.items():
         for test, s in got.items():
@@ -72,13 +86,13 @@ def _queues(by: dict[str, dict[str, Summary]], shown: str) -> Grid | None:
                 per.setdefault((path, int(m.group(1))), {})[head] = s
     if not per:
         return None
-    heads = sorted({h for v in per.values() for h in v}, key=lambda h: ("busiest" in h, h))
-    rows = [[path, str(n), *(cell(v.get(h)) for h in heads)]
-            for (path, n), v in sorted(per.items(), key=lambda kv: (list(by).index(kv[0][0]),
-                                                                   kv[0][1]))]  # fmt: skip
-    columns = [Col("path"), Col("queues", "right"),
-               *(Col(h.replace(" busiest rx queue", "\nbusiest rx queue %") if "busiest" in h
-                     else f"{h}\nGbit/s", "right") for h in heads)]  # fmt: skip
+    heads = sorted({h for v in per.values() for h in v if "busiest" not in h})
+    order = sorted(per, key=lambda k: (list(by).index(k[0]), k[1]))
+    rows = [[path, str(n), *(cell(per[(path, n)].get(h)) for h in heads),
+             *(_rx_spread(spreads.get(path, {}).get(f"{n}q {h}", [])) for h in heads)]
+            for path, n in order]  # fmt: skip
+    columns = [Col("path"), Col("queues", "right"), *(Col(f"{h}\nGbit/s", "right") for h in heads),
+               *(Col(f"{h}\nRX queues %", "right") for h in heads)]  # fmt: skip
     return Grid(f"netcompare{shown}: multiqueue, channels set in the guests (ethtool -L)",
                 columns, rows)
 

@@ -209,7 +209,7 @@ def clean_stale(lab_dir: LabDir) -> list[str]:
     for name in SWITCH_DIRS:  # a killed kvmlab's switch: its huge pages go back too
         if lab_dir.exists() and stop_recorded(lab_dir.root / name):
             stale.append(f"the switch in {name}")
-    if lab_dir.exists() and stop_recorded_net(lab_dir.root / NET_DIR):
+    if lab_dir.exists() and stop_recorded_net(lab_dir.root / NET_DIR, lab_dir.lab):
         stale.append("its networks' namespace")
     lab_dir.clear()
     return stale
@@ -310,8 +310,14 @@ def _stop_owned(machines: list[Machine], lab_dir: LabDir, failing: bool,
         raise RuntimeFailure(f"could not stop {', '.join(survivors)}; its state is kept: "
                              f"'kvmlab down {lab_dir.lab}'")  # fmt: skip
     if len(owned) == len(machines):
-        for sw in switch:
-            sw.stop()
+        failed: list[BaseException] = []
+        for part in switch:  # each is stopped even when another would not stop
+            try:
+                part.stop()
+            except Exception as exc:  # raised below, after the others are stopped
+                failed.append(exc)
+        if failed:
+            raise failed[0]
         lab_dir.clear()
         lab_dir.remove()
 
@@ -348,10 +354,8 @@ def _boot_all(
         machine = Machine(config)
         machines.append(machine)
         progress(f"starting {config.name} ({config.accel}: {config.accel_reason})")
-        machine.launch()
-        if net is not None:
-            for plan in tap_plans(loaded.lab, [name]):
-                net.attach(plan)
+        attach = net.attacher(tap_plans(loaded.lab, [name])) if net is not None else None
+        machine.launch(on_qmp=attach)  # the taps leave the host's namespace at once
         prepare_guest(machine, loaded.lab, path, guest)
         if config.children and children:
             start_nested(machine, outer, built, progress, within)
@@ -413,7 +417,7 @@ def down(lab: str, force: bool = False, progress: Progress = lambda _: None) -> 
         for name in SWITCH_DIRS if not survivors else ():
             if stop_recorded(lab_dir.root / name):
                 progress(f"stopped the switch ({name})")
-        if not survivors and stop_recorded_net(lab_dir.root / NET_DIR):
+        if not survivors and stop_recorded_net(lab_dir.root / NET_DIR, lab_dir.lab):
             progress("deleted the lab's networks")
         if survivors:
             raise RuntimeFailure(f"could not stop {', '.join(survivors)}; the run state in "

@@ -5,15 +5,15 @@ the guests' taps.
 QEMU creates each tap itself (by the name kvmlab derives, ``ifname=kvt...``), in the
 host's namespace where it runs; as soon as the guest is up kvmlab moves the tap into the
 lab's namespace and onto its bridge. The taps are not persistent: they go when their QEMU
-exits. The namespace is on record (``LAB/.net/net.json``) from the moment it exists and is
-deleted with the lab, or by the next kvmlab after a crash; nothing touches the host's own
-interfaces or routes.
+exits. The namespace is on record (``LAB/.net/net.json``) before it exists and is deleted
+with the lab, or by the next kvmlab after a crash (by the lab's name, never a name read
+from disk); nothing touches the host's own interfaces or routes.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,16 +72,19 @@ class LabNet:
         """Namespace (on record from its creation), bridges with their host addresses;
         refused when a tap name is already an interface of the host (QEMU would attach a
         guest to somebody else's tap)."""
-        taken = [t.tap for t in taps if Path(f"/sys/class/net/{t.tap}").exists()]
+        taken = [f"{t.tap} (guest {t.guest}'s on network {t.network})" for t in taps
+                 if Path(f"/sys/class/net/{t.tap}").exists()]  # fmt: skip
         if taken:
-            raise StateError(f"interface {', '.join(taken)} exists on the host; kvmlab's tap "
-                             "of the same name would join it (is another kvmlab of this lab "
-                             "running?)")  # fmt: skip
+            raise StateError(f"lab {self.lab.name}: interface {', '.join(taken)} exists on the "
+                             "host; QEMU would join that tap instead of making kvmlab's (a "
+                             "kvmlab with another KVMLAB_RUN_DIR running this lab?)")  # fmt: skip
+        if netns.exists(self.ns):
+            netns.create(self.ns)  # refuses, saying whose it may be
         create_owned(self.dir, f"networks of lab {self.lab.name}")
-        with deferred_signals():  # created and on record, or neither
-            netns.create(self.ns)
-            self.created = True
+        with deferred_signals():  # on record before it exists: a crash leaves no stray one
             write_private(self.dir / RECORD, json.dumps({"netns": self.ns}))
+            self.created = True
+            netns.create(self.ns)
         for i, (name, net) in enumerate(self.lab.networks.items()):
             br = bridge_name(i)
             netns.ip("link", "add", br, "type", "bridge", netns=self.ns,
@@ -99,6 +102,17 @@ class LabNet:
         netns.ip("link", "set", plan.tap, "master", self.bridge(plan.network), "up",
                  netns=self.ns, what=f"{plan.guest}: putting {plan.tap} on its bridge")  # fmt: skip
 
+    def attacher(self, plans: Sequence[TapPlan]) -> Callable[[], None] | None:
+        """A callable attaching these taps (None when there are none)."""
+        if not plans:
+            return None
+
+        def attach_all() -> None:
+            for plan in plans:
+                self.attach(plan)
+
+        return attach_all
+
     def stop(self) -> None:
         """Delete the namespace (bridges and any tap left in it go with it), then the dir."""
         if self.created:
@@ -113,17 +127,14 @@ class LabNet:
         self.stop()
 
 
-def stop_recorded(root: Path) -> bool:
-    """Delete the namespace another kvmlab recorded in ``root`` and the directory; True
-    when there was one."""
-    try:
-        name = json.loads((root / RECORD).read_text())["netns"]
-    except (OSError, ValueError, KeyError, TypeError):
-        name = None
-    had = False
-    if isinstance(name, str):
-        had = netns.exists(name)
-        netns.delete(name)
-    if root.exists():
-        remove_owned(root)
+def stop_recorded(root: Path, lab: str) -> bool:
+    """Delete the namespace of lab ``lab``'s networks when another kvmlab left its directory
+    ``root`` (whatever its record says: the name is the lab's), then the directory; True
+    when there was a namespace."""
+    if not root.exists():
+        return False
+    name = netns.ns_name(lab, "net")
+    had = netns.exists(name)
+    netns.delete(name)
+    remove_owned(root)
     return had

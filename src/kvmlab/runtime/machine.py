@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -95,15 +96,19 @@ class Machine:
 
     # -- life cycle ---------------------------------------------------------------------
 
-    def launch(self, ceiling: float | None = None) -> dict[str, float]:
+    def launch(self, ceiling: float | None = None,
+               on_qmp: Callable[[], None] | None = None) -> dict[str, float]:  # fmt: skip
         """Start QEMU and wait until the guest agent answers; return the boot stages (s).
 
         The guest is on record before QEMU is spawned and gets its pid at once after, so
         a kvmlab killed at any instant leaves a QEMU that ``ps`` and ``down`` find.
+        ``on_qmp`` runs as soon as QMP answers (QEMU has made its devices, e.g. taps).
         """
         t0 = self._spawn()
         try:
             self._qmp = self._connect_qmp(t0 + LIMITS["qmp"].value("ceiling"))
+            if on_qmp is not None:
+                on_qmp()
             t_qmp = time.monotonic()
             self._apply_pinning()
             self.boot = self._wait_for_agent(t0, t_qmp, ceiling)

@@ -2,7 +2,8 @@
 ports) live in one, so nothing touches the host's interfaces or routes, and deleting it
 removes every device in it, persistent taps included, even after a crash.
 
-Names are ``kvmlab-<lab>-<part>``; kvmlab deletes only a namespace it recorded as its own.
+Names are ``kvmlab-<lab>-<part>``, derived from the lab, never read back from disk: kvmlab
+records that it is about to create one before it does, and deletes only that name.
 """
 
 from __future__ import annotations
@@ -47,7 +48,9 @@ def create(name: str) -> None:
     exists (kvmlab did not record it, so it is not kvmlab's to reuse or delete)."""
     if exists(name):
         raise StateError(f"network namespace {name} exists and is not on kvmlab's record: "
-                         f"`ip netns del {name}` if it is a leftover")  # fmt: skip
+                         "a kvmlab with another KVMLAB_RUN_DIR may be running the same lab; "
+                         f"if `ip netns pids {name}` prints nothing it is a leftover: "
+                         f"`ip netns del {name}`")  # fmt: skip
     ip("netns", "add", name, what=f"creating network namespace {name}")
     ip("link", "set", "lo", "up", netns=name, what=f"bringing lo up in {name}")
 

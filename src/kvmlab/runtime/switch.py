@@ -36,6 +36,8 @@ from kvmlab.spec.switch import SwitchSpec
 SWITCH_DIR = ".switch"
 SWITCH_DIRS = (SWITCH_DIR, ".loopback")
 """Where a lab's switches live: the lab's own, and the PVP loopback's (no guest)."""
+SWITCH_NAMES = {SWITCH_DIR: "switch", ".loopback": "loopback"}
+"""The name each switch runs under (its processes' prefix, its namespace's part)."""
 RECORD = "switch.json"
 GEN_PORT, SINK_PORT = "kvmlab-gen", "kvmlab-sink"
 READY_SECONDS = 60.0
@@ -59,10 +61,13 @@ class SwitchRecord:
 def lab_ports(lab: Lab) -> list[str]:
     """The switch's ports in order: the generator, the PVP guest's two, the sink, then every
     other guest port. The switch forwards between neighbours (0-1, 2-3, ...), so packets
-    go generator -> guest NIC 0 and guest NIC 1 -> sink."""
+    go generator -> guest NIC 0 and guest NIC 1 -> sink. The PVP guest's two are ports
+    without an address (an addressed one is for guest-to-guest traffic)."""
     guest_ports = [(name, [n.port for _, n in switch_ports(g)]) for name, g in lab.guests.items()]
-    chosen = lab.bench.pvp.guest or next((n for n, p in guest_ports if len(p) >= 2), None)
-    pvp = next((p[:2] for n, p in guest_ports if n == chosen and len(p) >= 2), [])
+    dpdk = [(name, [n.port for _, n in switch_ports(g) if n.address is None])
+            for name, g in lab.guests.items()]  # an addressed port stays with the kernel
+    chosen = lab.bench.pvp.guest or next((n for n, p in dpdk if len(p) >= 2), None)
+    pvp = next((p[:2] for n, p in dpdk if n == chosen and len(p) >= 2), [])
     rest = [p for _, ports in guest_ports for p in ports if p not in pvp]
     order = [GEN_PORT, *pvp, SINK_PORT, *rest] if pvp else [*rest, GEN_PORT, SINK_PORT]
     return [p for p in order if p is not None]
@@ -117,10 +122,13 @@ class Switch:
             if self.kind == "testpmd":
                 self._start_testpmd(outlive)
             else:
-                with deferred_signals():  # created and on record, or neither
-                    netns.create(ns := netns.ns_name(self.lab, self.name))
+                ns = netns.ns_name(self.lab, self.name)
+                if netns.exists(ns):
+                    netns.create(ns)  # refuses, saying whose it may be
+                with deferred_signals():  # on record before it exists
                     self.netns = ns
                     self._record()
+                    netns.create(ns)
                 self.ovs = Ovs(self.dir, on_spawn=self._record, netns=ns)
                 self.ovs.start(self.spec, [(p, self.socket(p)) for p in self.ports],
                                f"kvmlab-{self.lab}-{self.name}")  # fmt: skip
@@ -242,8 +250,8 @@ def stop_recorded(root: Path) -> bool:
             if alive(pid, started=started) and not terminate(pid, started=started, grace=5.0):
                 raise RuntimeFailure(f"could not stop the switch's {name} (pid {pid}); "
                                      f"{root} is kept")  # fmt: skip
-        if record.netns is not None:
-            netns.delete(record.netns)
+        if record.kind == "ovs-dpdk":  # by the lab's and switch's names, not the record's
+            netns.delete(netns.ns_name(root.parent.name, SWITCH_NAMES.get(root.name, "")))
         if record.hugepages is not None:
             hugepages.release(hugepages.Reservation(*record.hugepages))
     if root.exists():

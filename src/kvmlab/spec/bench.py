@@ -23,8 +23,9 @@ class BenchSpec(SpecModel):
     """Benchmark settings; unset values come from the suite (`quick` or `full`)."""
 
     workloads: list[WorkloadName] = []
-    """Workloads to run (empty: all of the suite's, and `pvp` and `migrations` when the
-    lab has a `[switch]` or `[[migrations]]`); `--only` overrides it."""
+    """Workloads to run (empty: all of the suite's, and `pvp`, `migrations` and
+    `netcompare` when the lab has a `[switch]`, `[[migrations]]`, or `[networks]` or
+    addressed switch ports); `--only` overrides it."""
 
     repetitions: int | None = Field(default=None, ge=1, le=100)
     """Measured repetitions of every workload (median and spread are taken over them)."""

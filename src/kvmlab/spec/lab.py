@@ -90,8 +90,8 @@ class Guest(SpecModel):
     disks: list[Disk] = []
     """Disks, in boot order."""
 
-    nics: list[Nic] = []
-    """Network interfaces."""
+    nics: list[Nic] = Field(default=[], max_length=28)
+    """Network interfaces (at most 28: PCI slots run out before)."""
 
     boot: Literal["image", "kernel", "disk"] = "image"
     """What the guest boots: `image`, kvmlab's embedded default guest (a Debian kernel and a

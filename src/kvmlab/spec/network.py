@@ -3,6 +3,7 @@ namespace, kvmlab's taps on it) and the addresses guests get on them."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from typing import TYPE_CHECKING
@@ -17,6 +18,25 @@ if TYPE_CHECKING:
 
 FIRST_GUEST = 10
 """Unset guest addresses are given from ``.10`` of the subnet up."""
+SLIRP_NET = IPv4Network("10.0.2.0/24")
+"""User networking's own subnet in every guest."""
+
+
+def unusable(net: IPv4Network) -> str | None:
+    """Why a subnet cannot be a lab's private network (None when it can)."""
+    if net.prefixlen < 8:
+        return f"{net} is wider than any private range: use e.g. 10.77.0.0/24"
+    for what, bad in (("loopback", net.is_loopback), ("link-local", net.is_link_local),
+                      ("multicast", net.is_multicast), ("reserved", net.is_reserved),
+                      ("unspecified", net.subnet_of(IPv4Network("0.0.0.0/8")))):  # fmt: skip
+        if bad:
+            return f"{net} is a {what} range: use a private one, e.g. 10.77.0.0/24"
+    if not net.is_private:
+        return f"{net} is not a private range (10/8, 172.16/12, 192.168/16): a lab's network " \
+               "must not shadow real addresses"
+    if net.overlaps(SLIRP_NET):
+        return f"{net} overlaps user networking's {SLIRP_NET} in the guests"
+    return None
 
 
 class NetworkSpec(SpecModel):
@@ -28,11 +48,24 @@ class NetworkSpec(SpecModel):
     subnet: IPv4Network = IPv4Network("10.77.0.0/24")
     """IPv4 subnet; the host side is its first address, guests from `.10` up."""
 
+    @field_validator("subnet", mode="before")
+    @classmethod
+    def _network_address(cls, v: object) -> object:
+        if isinstance(v, str) and "/" in v:
+            fixed = None
+            with contextlib.suppress(ValueError):
+                fixed = IPv4Network(v, strict=False)
+            if fixed is not None and str(fixed) != v:
+                raise ValueError(f"{v} has host bits set: did you mean {fixed}?")
+        return v
+
     @field_validator("subnet")
     @classmethod
-    def _room(cls, v: IPv4Network) -> IPv4Network:
+    def _usable(cls, v: IPv4Network) -> IPv4Network:
+        if why := unusable(v):
+            raise ValueError(why)
         if v.prefixlen > 28:
-            raise ValueError(f"{v} is too small: at most /28")
+            raise ValueError(f"{v} has room for too few guests: use a /28 or larger")
         return v
 
     @property
@@ -47,8 +80,8 @@ class NetCompareSpec(SpecModel):
     guests), iperf3 TCP with each stream count in both directions, UDP at small frames and
     ping; on a multiqueue NIC, how the streams spread over its queues (seed 004)."""
 
-    seconds: float = Field(default=5.0, gt=0, le=600)
-    """Seconds of each iperf3 run."""
+    seconds: int = Field(default=5, ge=1, le=600)
+    """Seconds of each iperf3 run (whole seconds, as iperf3 takes them)."""
 
     streams: list[int] = Field(default=[1, 30], min_length=1)
     """iperf3 `-P` values (seed 004: 1 and 30)."""
@@ -67,11 +100,13 @@ class NetCompareSpec(SpecModel):
     the most streams (`ethtool -L ... combined N` in both guests), e.g. `[1, 2, 4]` (seed
     004: 1 vs 8); each at most the NIC's `queues`. Empty: only the NIC's own count."""
 
-    @field_validator("streams")
+    @field_validator("streams", "queues")
     @classmethod
-    def _streams(cls, v: list[int]) -> list[int]:
+    def _counts(cls, v: list[int]) -> list[int]:
         if any(n < 1 or n > 128 for n in v):
-            raise ValueError("each stream count is from 1 to 128")
+            raise ValueError("each count is from 1 to 128")
+        if len(set(v)) != len(v):
+            raise ValueError(f"{v} names a count twice")
         return v
 
 
@@ -84,24 +119,30 @@ def network_nics(lab: Lab) -> Iterator[tuple[tuple[str, ...], int, TapNic]]:
 
 
 def addresses(lab: Lab) -> dict[tuple[tuple[str, ...], int], IPv4Interface]:
-    """The address of each NIC on a lab network (given, else the next free from ``.10``),
-    keyed by (guest path, NIC index); NICs naming an unknown network are left out."""
+    """The address of each NIC on a lab network (given, else the next free from ``.10``
+    below the broadcast address), keyed by (guest path, NIC index); NICs naming an unknown
+    network, or finding no free address, are left out (:func:`check_networks` says why)."""
     out: dict[tuple[tuple[str, ...], int], IPv4Interface] = {}
-    taken = {(n.network, n.address.ip) for _, _, n in network_nics(lab) if n.address}
-    nexts: dict[str, IPv4Address] = {}
+    taken = {(n.network, int(n.address.ip)) for _, _, n in network_nics(lab) if n.address}
+    nexts: dict[str, int] = {}
     for path, i, nic in network_nics(lab):
-        net = lab.networks.get(nic.network or "")
+        name = nic.network or ""
+        net = lab.networks.get(name)
         if net is None:
             continue
+        prefix = net.subnet.prefixlen
         if nic.address is not None:
-            out[(path, i)] = IPv4Interface(f"{nic.address.ip}/{net.subnet.prefixlen}")
+            out[(path, i)] = IPv4Interface(f"{nic.address.ip}/{prefix}")
             continue
-        ip = nexts.get(nic.network or "", net.subnet.network_address + FIRST_GUEST)
-        while (nic.network, ip) in taken:
+        ip = nexts.get(name, int(net.subnet.network_address) + FIRST_GUEST)
+        last = int(net.subnet.broadcast_address) - 1
+        while ip <= last and (name, ip) in taken:
             ip += 1
-        taken.add((nic.network, ip))
-        nexts[nic.network or ""] = ip + 1
-        out[(path, i)] = IPv4Interface(f"{ip}/{net.subnet.prefixlen}")
+        if ip > last:
+            continue
+        taken.add((name, ip))
+        nexts[name] = ip + 1
+        out[(path, i)] = IPv4Interface(f"{IPv4Address(ip)}/{prefix}")
     return out
 
 
@@ -137,19 +178,33 @@ def check_networks(lab: Lab) -> Iterator[tuple[str, str]]:
                                           net.subnet.broadcast_address)):  # fmt: skip
                     yield (f"{key}.address", f"{nic.address.ip} is not a guest address of "
                            f"{net.subnet} (the host side is {net.host.ip})")  # fmt: skip
-                elif addr is not None and addr.ip not in net.subnet:
+                elif addr is None:
                     yield f"{key}.network", f"{net.subnet} has no free address left"
-                elif addr is not None:
+                else:
                     if addr.ip in owners:
                         yield f"{key}.address", f"{addr.ip} is already {owners[addr.ip]}'s"
                     owners[addr.ip] = key
             elif isinstance(nic, TapNic) and nic.address is not None:
                 yield f"{key}.address", "an address needs network = ... (a lab network)"
             if isinstance(nic, VhostUserNic) and nic.address is not None:
-                if nic.port is None:
-                    yield f"{key}.address", "an address needs port = ... (the lab's switch)"
-                elif nic.address.network.prefixlen == 32:
-                    yield f"{key}.address", "give the prefix, e.g. 10.78.0.11/24"
-                elif (ip := nic.address.ip) in owners:
-                    yield f"{key}.address", f"{ip} is already {owners[ip]}'s"
-                owners[nic.address.ip] = key
+                yield from _switch_address(lab, key, nic.port, nic.address, owners)
+
+
+def _switch_address(lab: Lab, key: str, port: str | None, addr: IPv4Interface,
+                    owners: dict[IPv4Address, str]) -> Iterator[tuple[str, str]]:  # fmt: skip
+    """The address of a switch port's NIC: a guest address of a usable private subnet of
+    its own, not a lab network's, not taken."""
+    net = addr.network
+    if port is None:
+        yield f"{key}.address", "an address needs port = ... (the lab's switch)"
+    elif net.prefixlen == 32:
+        yield f"{key}.address", "give the prefix, e.g. 10.78.0.11/24"
+    elif why := unusable(net):
+        yield f"{key}.address", why
+    elif addr.ip in (net.network_address, net.broadcast_address):
+        yield f"{key}.address", f"{addr.ip} is the network's own address, not a guest's"
+    elif clash := next((n for n, s in lab.networks.items() if s.subnet.overlaps(net)), None):
+        yield f"{key}.address", f"{net} overlaps networks.{clash}: give the switch its own subnet"
+    elif addr.ip in owners:
+        yield f"{key}.address", f"{addr.ip} is already {owners[addr.ip]}'s"
+    owners[addr.ip] = key

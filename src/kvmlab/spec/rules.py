@@ -344,3 +344,7 @@ def _migrations(lab: Lab) -> Iterator[Finding]:
             yield f"{key}.guest", f"no top-level guest {m.guest!r} (kvmlab migrates those only)"
         elif not guest.migratable:
             yield f"{key}.guest", f"guest {m.guest} needs migratable = true (9p blocks migration)"
+        elif any(isinstance(n, TapNic) and n.network for n in guest.nics):
+            yield (f"{key}.guest", f"guest {m.guest} is on a lab network: kvmlab does not "
+                   "yet move the destination's tap onto the bridge, so it cannot be "
+                   "migrated")  # fmt: skip
