@@ -206,3 +206,32 @@ def test_propagation_private_where_root_is_a_mount_unchanged_in_a_private_chroot
     with pytest.raises(HostError, match="masks would reach the host"):
         hostview.root_propagation(str(files["chroot"]), str(files["shared"]))
     assert hostview.root_propagation() in ("private", "unchanged")  # this machine
+
+
+# this machine after `ip netns add` (iproute2 makes /run/netns a shared mount), seen from
+# the fresh-machine check's chroot at /tmp/fresh/run
+NETNS_INIT = ("27 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n"
+              "96 27 254:0 /run/netns /run/netns rw,relatime shared:1 - ext4 /dev/vda rw\n"
+              "97 27 0:46 / /tmp/fresh/run/proc rw,relatime - proc proc rw\n")  # fmt: skip
+SHARED_IN_CHROOT = ("97 27 0:46 / /proc rw,relatime - proc proc rw\n"
+                    "98 27 0:47 / /srv rw,relatime shared:2 - tmpfs t rw\n")  # fmt: skip
+CHROOT_HELD_SHARED = ("27 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n"
+                      "97 27 0:46 / /tmp/fresh/run/proc rw,relatime - proc proc rw\n")  # fmt: skip
+
+
+def test_only_shared_mounts_kvmlab_mounts_onto_refuse_a_chroot(tmp_path: Path) -> None:
+    files = {}
+    for name, text in (("init", NETNS_INIT), ("chroot", CHROOT_MOUNTS),
+                       ("mine", SHARED_IN_CHROOT), ("held", CHROOT_HELD_SHARED)):  # fmt: skip
+        files[name] = str(tmp_path / name)
+        Path(files[name]).write_text(text)
+    targets = ["/root/.kvmlab/run/lab/vm/hostview", "/etc/shadow", "/run", "/root/.ssh"]
+    # the host's /run/netns is outside the chroot: nothing kvmlab mounts can reach it
+    assert hostview.root_propagation(files["chroot"], files["init"], targets) == "unchanged"
+    # a shared mount inside the chroot matters only when kvmlab mounts onto or below it
+    assert hostview.root_propagation(files["mine"], files["init"], targets) == "unchanged"
+    with pytest.raises(HostError, match=r"shared \(/srv\)"):
+        hostview.root_propagation(files["mine"], files["init"], [*targets, "/srv/secret"])
+    # the mount holding the chroot is shared: every mask would propagate
+    with pytest.raises(HostError, match="masks would reach the host"):
+        hostview.root_propagation(files["chroot"], files["held"], targets)

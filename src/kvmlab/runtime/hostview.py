@@ -246,8 +246,10 @@ def restricted(
     for path in sorted({os.path.realpath(p) for p in keep if p.is_dir()}):
         if not any(_below(path, k) for k in kept):
             kept.append(path)
+    targets = [str(run_dir / VIEW_DIR), *(m.path for m in masks), *kept]
     return wrap(argv, masks, run_dir, kept, user_namespace=user,
-                busybox=shutil.which("busybox"), propagation=root_propagation())  # fmt: skip
+                busybox=shutil.which("busybox"),
+                propagation=root_propagation(targets=targets))  # fmt: skip
 
 
 def _mountinfo(path: str) -> list[list[str]]:
@@ -258,19 +260,36 @@ def _mountinfo(path: str) -> list[list[str]]:
 
 
 def root_propagation(
-    own: str = "/proc/self/mountinfo", init: str = "/proc/1/mountinfo"
+    own: str = "/proc/self/mountinfo", init: str = "/proc/1/mountinfo",
+    targets: Sequence[str] = ("/",),
 ) -> Literal["private", "unchanged"]:
     """How ``unshare`` must set mount propagation so no mask leaks back to the host.
 
     ``private`` (the safe default) needs ``/`` to be a mount point, which it is not in a
     chroot (``unshare`` fails with EINVAL). There ``unchanged`` is as safe when no mount
-    is shared, neither ours nor init's (the one holding the chroot is only listed there);
-    otherwise masks could propagate to the host, so the guest is refused.
+    that kvmlab mounts onto is shared: ``targets`` are the paths it mounts on (the view's
+    directory, each mask, each kept directory); a shared mount containing one of them
+    (ours, or init's: the one holding the chroot is only listed there) would carry the
+    mount to its peers on the host, so the guest is refused. A shared mount elsewhere
+    (e.g. /run/netns, which ``ip netns`` makes shared) cannot receive kvmlab's mounts.
     """
     mine = _mountinfo(own)
     if any(len(f) > 4 and f[4] == "/" for f in mine):
         return "private"
-    shared = [f[4] for f in (*mine, *_mountinfo(init)) if any(t.startswith("shared:") for t in f)]
+    prefix = _chroot_dir(mine, _mountinfo(init))
+    shared = []
+    for f in mine:
+        if len(f) > 4 and _is_shared(f) and any(_below(t, f[4]) for t in targets):
+            shared.append(f[4])
+    for f in _mountinfo(init):
+        if len(f) <= 4 or not _is_shared(f):
+            continue
+        at = f[4]
+        holds_chroot = prefix is None or _below(prefix or "/", at)  # or unknown: assume so
+        inside = prefix is not None and _below(at, prefix) and any(
+            _below(t, at[len(prefix):] or "/") for t in targets)  # fmt: skip
+        if holds_chroot or inside:
+            shared.append(at)
     if not shared:
         return "unchanged"
     raise HostError(
@@ -281,6 +300,22 @@ def root_propagation(
              "or make the mounts private: mount --make-rprivate / (on the host)",
              'or share the whole host root: host_view = { show = ["/"] } on the guest'],
     )  # fmt: skip
+
+
+def _is_shared(fields: list[str]) -> bool:
+    """Whether a mountinfo line's optional fields say ``shared:N``."""
+    return any(t.startswith("shared:") for t in fields[6:fields.index("-")]
+               if "-" in fields)  # fmt: skip
+
+
+def _chroot_dir(mine: list[list[str]], init: list[list[str]]) -> str | None:
+    """Where our root is in init's mount tree (``/tmp/fresh/run``), from a mount both list
+    by its id; None when no mount tells."""
+    at = {f[0]: f[4] for f in init if len(f) > 4}
+    for f in mine:
+        if len(f) > 4 and f[0] in at and f[4] != "/" and at[f[0]].endswith(f[4]):
+            return at[f[0]][: len(at[f[0]]) - len(f[4])]
+    return None
 
 
 USERNS_SWITCHES = {
