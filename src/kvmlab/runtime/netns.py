@@ -35,7 +35,7 @@ def exists(name: str) -> bool:
 
 def ip(*args: str, netns: str | None = None, what: str = "") -> str:
     """``ip`` (inside ``netns`` when given); :class:`ProcessFailure` when it fails."""
-    argv = ["ip", *(["-n", netns] if netns else []), *args]
+    argv = exec_argv(netns, ["ip", *args]) if netns else ["ip", *args]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     if done.returncode != 0:
         raise ProcessFailure(what or f"ip {' '.join(args)} failed", argv, done.returncode,
@@ -66,5 +66,9 @@ def delete(name: str) -> None:
 
 
 def exec_argv(name: str, argv: list[str]) -> list[str]:
-    """``argv`` run inside the namespace (``ip netns exec`` execs it: the pid is argv's)."""
-    return ["ip", "netns", "exec", name, *argv]
+    """``argv`` run inside the namespace: ``nsenter --net`` execs it (the pid is argv's).
+    Not ``ip netns exec`` or ``ip -n``: they also remount / as a slave, which fails where
+    / is no mount point (a chroot, as the fresh-machine check runs)."""
+    if not _OURS.match(name):
+        raise StateError(f"{name!r} is not a network namespace name kvmlab gives")
+    return ["nsenter", f"--net={NETNS_DIR / name}", "--", *argv]
