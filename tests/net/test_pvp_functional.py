@@ -138,7 +138,9 @@ def test_a_switch_killed_mid_run_is_a_clear_failure_and_leaves_nothing(tmp_path:
         os.kill(pid, signal.SIGKILL)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 3, err[-3000:]
-    assert "switch" in err and "not running" in err, err[-3000:]
+    # caught between two commands ("... is not running"), in the middle of one ("exited
+    # before its answer") or, on a loaded host, still starting: each names it and its log
+    assert "loopback" in err and "log" in err, err[-3000:]
     assert "pvp" in err  # the failure is filed where it happened
     assert not leftovers(tmp_path)
     assert not (tmp_path / "run" / "pvpt").exists()
