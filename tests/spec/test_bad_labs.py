@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kvmlab.errors import SpecError
@@ -117,3 +119,15 @@ def test_good_lab_has_expected_defaults() -> None:
     assert (vm.machine, vm.accel, vm.vcpus, vm.memory.size) == ("q35", "auto", 1, 1 << 30)
     assert vm.cpu.model == "host-passthrough"
     assert vm.nics == [] and vm.disks == []
+
+
+@pytest.mark.parametrize("uri", ["http://h/system", "qemu:///nowhere", "qemu+ssh://h/system;x"])
+def test_libvirt_uri_is_checked(tmp_path: Path, uri: str) -> None:
+    from kvmlab.errors import SpecError
+    from kvmlab.spec import load_lab
+
+    lab = tmp_path / "lab.toml"
+    lab.write_text(f'name = "x"\nbackend = "libvirt"\n[libvirt]\nuri = "{uri}"\n'
+                   '[guests.vm]\n')  # fmt: skip
+    with pytest.raises(SpecError, match=r"libvirt\.uri"):
+        load_lab(lab)

@@ -113,6 +113,9 @@ def run_bench_cmd(
     from kvmlab.spec import load_lab
 
     loaded = load_lab(lab_path)
+    from kvmlab.cli.backend_opts import qemu_only
+
+    qemu_only(loaded, "bench/run")
     wanted = parse_levels(levels, loaded) if levels is not None else lab_levels(loaded)
     suite_only, suite_runs, extras = split_only(loaded, only, wanted)
     settings = settings_for(suite, loaded.lab.bench, suite_only)

@@ -16,6 +16,8 @@ import typer
 from typer.core import TyperGroup
 
 from kvmlab import __version__
+from kvmlab.cli.backend_opts import BACKEND_HELP, CONNECT_HELP, PERSISTENT_HELP
+from kvmlab.cli.libvirtd_cmd import libvirtd_app
 from kvmlab.cli.tune_cmd import tune_app
 from kvmlab.errors import KvmlabError, UsageError
 from kvmlab.runtime.signals import interrupting
@@ -107,13 +109,20 @@ def render(
     fmt: Annotated[
         str, typer.Option("--format", "-f", help="qemu (command line) or libvirt (domain XML).")
     ] = "qemu",
+    connect: Annotated[
+        str | None,
+        typer.Option("--connect", "-c", help="libvirt URI: render for the libvirt there."),
+    ] = None,
 ) -> None:
     """Print the QEMU command line or libvirt domain XML of a lab's guests."""
     from kvmlab.cli.spec_cmds import run_render
 
     if fmt not in ("qemu", "libvirt"):
         raise typer.BadParameter("choose qemu or libvirt", param_hint="--format")
-    run_render(lab, guest, fmt)
+    if connect is not None and fmt != "libvirt":
+        raise typer.BadParameter("--connect renders libvirt XML: add --format libvirt",
+                                 param_hint="--connect")  # fmt: skip
+    run_render(lab, guest, fmt, connect)
 
 
 @app.command()
@@ -158,11 +167,17 @@ def up(
     variant: Annotated[
         str | None, typer.Option("--variant", help="Start this variant of the lab.")
     ] = None,
+    backend: Annotated[str | None, typer.Option("--backend", help=BACKEND_HELP)] = None,
+    connect: Annotated[str | None, typer.Option("--connect", "-c", help=CONNECT_HELP)] = None,
+    persistent: Annotated[
+        bool | None, typer.Option("--persistent/--transient", help=PERSISTENT_HELP)
+    ] = None,
 ) -> None:
     """Start a lab's guests, wait for their agents, print boot stages; they keep running."""
     from kvmlab.cli.run_cmds import run_up
 
-    run_up(lab, guest, within, as_json or _output(output, "text", "json") == "json", variant)
+    run_up(lab, guest, within, as_json or _output(output, "text", "json") == "json", variant,
+           (backend, connect, persistent))
 
 
 @app.command()
@@ -438,6 +453,7 @@ def run_lab(
 
 
 app.add_typer(tune_app, name="tune")
+app.add_typer(libvirtd_app, name="libvirtd")
 results_app = typer.Typer(help="Stored benchmark runs.", no_args_is_help=True)
 app.add_typer(results_app, name="results")
 

@@ -73,6 +73,9 @@ def run_compare(
     if html is not None:
         check_out(html)
     loaded = load_lab(lab_path)
+    from kvmlab.cli.backend_opts import qemu_only
+
+    qemu_only(loaded, "migrate")
     if variant is not None:
         loaded = loaded.variant_named(variant)
     if not loaded.lab.migrations:

@@ -44,10 +44,12 @@ def image_factory() -> Callable[[], GuestImage]:
 def run_up(
     lab_path: Path, guest: str | None, within: str | None = None, as_json: bool = False,
     variant: str | None = None,
+    backend_opts: tuple[str | None, str | None, bool | None] = (None, None, None),
 ) -> None:  # fmt: skip
     """Start a lab's guests and print their boot stages."""
     from rich.console import Console
 
+    from kvmlab.cli.backend_opts import choose_backend
     from kvmlab.cli.hostinfo import host_accel, print_nested_preflight
     from kvmlab.report.grid import Col, print_grid
     from kvmlab.runtime import lab as labrun
@@ -58,6 +60,7 @@ def run_up(
         loaded = loaded.variant_named(variant)
     if within is not None and (loaded.lab.find(within) is None or not loaded.lab.guests):
         raise UsageError(f"lab {loaded.lab.name} has no guest hypervisor {within!r}")
+    backend = choose_backend(loaded, *backend_opts)
     host, choice = host_accel()
     console = Console(stderr=True, soft_wrap=True)
     console.print(f"accelerator for accel=auto: {choice.accel} ({choice.reason})")
@@ -71,7 +74,7 @@ def run_up(
 
         machines = labrun.up(
             loaded, host, image_factory(),
-            only=guest, progress=progress, within=within,
+            only=guest, progress=progress, within=within, backend=backend,
         )  # fmt: skip
     if as_json:
         from dataclasses import asdict

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from kvmlab.errors import Problem, SpecError, UsageError
+from kvmlab.render.libvirt_caps import LibvirtCaps
 from kvmlab.spec import Guest, LoadedLab, load_lab
 from kvmlab.spec.units import format_size
 
@@ -94,7 +95,26 @@ def _targets(loaded: LoadedLab, address: str | None) -> list[tuple[tuple[str, ..
     return chosen
 
 
-def run_render(lab_path: Path, address: str | None, fmt: str) -> None:
+def _libvirt_caps(connect: str | None) -> LibvirtCaps:
+    """What the libvirt at ``connect`` offers; without a URI, the installed library's
+    version with nothing newer assumed."""
+    if connect is None:
+        import libvirt
+
+        return LibvirtCaps.assumed(libvirt.getVersion())
+    from kvmlab.runtime.libvirt.conn import capabilities, connected
+    from kvmlab.spec.backend import check_uri
+
+    try:
+        check_uri(connect)
+    except ValueError as exc:
+        raise UsageError(f"--connect: {exc}") from None
+    with connected(connect) as conn:
+        return capabilities(conn)
+
+
+def run_render(lab_path: Path, address: str | None, fmt: str,
+               connect: str | None = None) -> None:  # fmt: skip
     """Print each selected guest's QEMU command line or libvirt XML."""
     from kvmlab.cli.hostinfo import host_accel
     from kvmlab.guest.image import latest_cached_image, placeholder_image
@@ -105,6 +125,7 @@ def run_render(lab_path: Path, address: str | None, fmt: str) -> None:
     loaded = load_lab(lab_path)
     top, _ = host_accel()
     chosen = _targets(loaded, address)
+    caps: LibvirtCaps | None = None
     image = latest_cached_image()
     if image is None and any(g.boot == "image" for _, g in chosen):
         image = placeholder_image()
@@ -121,6 +142,9 @@ def run_render(lab_path: Path, address: str | None, fmt: str) -> None:
         if guest.migratable and guest.boot == "image":
             shown = latest_cached_image(share="none") or placeholder_image(share="none")
         target = make_target(loaded, path, guest, host, run_dir, shown)
+        if fmt == "libvirt":
+            caps = caps or _libvirt_caps(connect)
+            target = replace(target, libvirt=caps)
         if len(chosen) > 1:
             sep = "\n" if n else ""
             mark = "#" if fmt == "qemu" else "<!--"

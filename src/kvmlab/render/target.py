@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 from kvmlab.errors import RenderError
+from kvmlab.render.libvirt_caps import LOG_DIR, LibvirtCaps
 from kvmlab.spec import Guest, VhostUserNic
 
 UNIX_PATH_MAX = 107
@@ -54,6 +55,8 @@ class Target:
     """Where the lab's switch makes its ports' sockets (``<port>.sock``); None: no switch."""
     switch_kind: str | None = None
     """``testpmd`` (its ports are socket servers) or ``ovs-dpdk`` (clients)."""
+    libvirt: LibvirtCaps | None = None
+    """The libvirt the domain XML is rendered for (None: the library's version, assumed)."""
 
     @property
     def name(self) -> str:
@@ -92,6 +95,11 @@ class Target:
         mode = "client" if self.switch_kind == "testpmd" else "server"
         reconnect = (nic.reconnect or 1) if mode == "client" else None
         return self.switch_socket(nic.port), mode, reconnect
+
+    def libvirt_log(self, kind: str) -> Path:
+        """A file libvirt's QEMU writes for this domain (``serial``, ``probe``): in libvirt's
+        own log directory, which exists on every libvirt host, local or remote."""
+        return Path(LOG_DIR) / f"{self.name}-{kind}.log"
 
     def run_path(self, name: str) -> Path:
         """A file in the guest's private run directory (sockets, logs)."""

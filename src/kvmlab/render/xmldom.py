@@ -66,6 +66,12 @@ class DomainXml:
         front = sub(dev, f"{{{QEMU_NS}}}frontend")
         sub(front, f"{{{QEMU_NS}}}property", name=prop, type=kind, value=value)
 
+    def commandline(self, *args: str) -> None:
+        """Arguments libvirt passes to QEMU as they are (``<qemu:commandline>``)."""
+        cmd = self.section(f"{{{QEMU_NS}}}commandline")
+        for arg in args:
+            sub(cmd, f"{{{QEMU_NS}}}arg", value=arg)
+
     def tostring(self) -> str:
         """The document, indented, notes first as comments inside ``<domain>``."""
         for i, text in enumerate(self.notes):

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from kvmlab.errors import Problem, ProcessFailure, SpecError
 from kvmlab.guest.errors import GuestExecTimeout
@@ -38,6 +38,9 @@ from kvmlab.runtime.switch import (
     stop_recorded,
 )
 from kvmlab.spec import Guest, Lab, LoadedLab, TapNic
+
+if TYPE_CHECKING:
+    from kvmlab.runtime.libvirt.lab import LibvirtBackend
 from kvmlab.spec.rules import guest_key
 
 Progress = Callable[[str], None]
@@ -224,6 +227,7 @@ def started(
     progress: Progress = lambda _: None,
     within: str | None = None,
     children: bool = True,
+    backend: LibvirtBackend | None = None,
 ) -> Iterator[list[Machine]]:
     """The lab's top-level guests (or ``only`` one), booted, for the ``with`` block.
 
@@ -231,7 +235,8 @@ def started(
     take the top level. Guest hypervisors start their own guests with kvmlab inside,
     at once, or (``children=False``) when the caller asks with :func:`start_nested`.
     On leaving the block, by an error, Ctrl-C or normally, every guest not detached
-    is stopped (children first) and the lab's run directory removed.
+    is stopped (children first) and the lab's run directory removed. With ``backend``
+    (libvirt), a libvirtd runs the guests.
     """
     outer = loaded
     path = tuple(within.split("/")) if within else ()
@@ -242,6 +247,8 @@ def started(
     if not chosen:
         known = ", ".join(loaded.lab.guests)
         raise StateError(f"lab {loaded.lab.name} has no top-level guest {only!r} ({known})")
+    if backend is not None:
+        backend.check(loaded, only)  # before anything is created
     machines: list[Machine] = []
     switch: list[Switch] = []
     nets: list[LabNet] = []
@@ -254,7 +261,8 @@ def started(
                 mine = True
             for name in stale:
                 progress(f"cleaned up {name}: its QEMU had died")
-            if not within:  # a guest hypervisor's forwards live in its own network stack
+            if not within and (backend is None or backend.local):
+                # a guest hypervisor's forwards live in its own network stack
                 ports.check_free(str(loaded.path), [((n,), g) for n, g in chosen])
                 check_vhost_net(str(loaded.path), loaded.lab, [n for n, _ in chosen])
             if loaded.lab.switch is not None and not within:
@@ -266,7 +274,7 @@ def started(
                          f"network namespace {nets[0].ns}")  # fmt: skip
                 nets[0].start(plans)
             _boot_all(loaded, host, image, chosen, lab_dir, machines, progress, outer, path,
-                      children, nets[0] if nets else None)  # fmt: skip
+                      children, nets[0] if nets else None, backend)  # fmt: skip
             yield machines
         finally:
             if mine:
@@ -334,6 +342,7 @@ def _boot_all(
     within: tuple[str, ...],
     children: bool,
     net: LabNet | None = None,
+    backend: LibvirtBackend | None = None,
 ) -> None:
     """Boot each chosen guest in order, appending each to ``machines`` before it launches;
     its taps join the lab's networks once it is up.
@@ -352,6 +361,9 @@ def _boot_all(
             lab_dir.create_guest_dir(path)
             write_seed(config.run_dir / SEED_IMAGE, guest.cloud_init, hostname=name)
         machine = Machine(config)
+        if backend is not None:
+            target = make_target(loaded, path, guest, host, config.run_dir, built)
+            machine = backend.machine(loaded, path, guest, config, target, built, progress)
         machines.append(machine)
         progress(f"starting {config.name} ({config.accel}: {config.accel_reason})")
         attach = net.attacher(tap_plans(loaded.lab, [name])) if net is not None else None
@@ -386,9 +398,10 @@ def up(
     only: str | None = None,
     progress: Progress = lambda _: None,
     within: str | None = None,
+    backend: LibvirtBackend | None = None,
 ) -> list[Machine]:
     """Start the lab's top-level guests (or ``only`` one) and leave them running."""
-    with started(loaded, host, image, only, progress, within) as machines:
+    with started(loaded, host, image, only, progress, within, backend=backend) as machines:
         for machine in machines:
             machine.detach()
     return machines
@@ -432,6 +445,10 @@ def _stop_entry(entry: GuestEntry, lab: str, force: bool, progress: Progress) ->
     if record is not None and record.via is not None:
         return False  # stopped from inside its guest hypervisor
     stopped = False
+    if record is not None and record.backend == "libvirt":
+        from kvmlab.runtime.libvirt.lab import stop_domain
+
+        return stop_domain(entry.run_dir, record, force, progress)
     if record is not None and record.running(entry.run_dir):
         machine = Machine.attach(entry.run_dir, record)
         if record.children and record.state == "running" and not force:

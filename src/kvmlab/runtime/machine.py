@@ -249,6 +249,10 @@ class Machine:
     @classmethod
     def attach(cls, run_dir: Path, record: GuestRecord) -> Machine:
         """A machine for a guest another kvmlab command started (for exec, down)."""
+        if record.backend == "libvirt":
+            from kvmlab.runtime.libvirt.machine import LibvirtMachine
+
+            return LibvirtMachine.attach_libvirt(run_dir, record)
         config = MachineConfig(
             lab=record.lab, address=tuple(record.address), argv=record.argv, run_dir=run_dir,
             accel=record.accel, accel_reason=record.accel_reason, vcpus=record.vcpus,
@@ -377,7 +381,7 @@ class Machine:
             self.state = MachineState.STOPPED
             raise StateError(f"{self.config.name} is not running (its QEMU has exited)")
         try:
-            with GuestAgent(self.run_dir / AGENT_SOCKET) as agent:
+            with self.agent() as agent:
                 agent.wait_ready(timeout=patience or self.agent_patience())
                 return agent.exec(argv, timeout=timeout, input=input, env=env)
         except AgentError as exc:
@@ -398,9 +402,13 @@ class Machine:
     def exec_background(self, argv: list[str]) -> int:
         """Start ``argv`` in the guest without waiting (it ends with the guest); its guest pid."""
         self._require(MachineState.RUNNING, "exec")
-        with GuestAgent(self.run_dir / AGENT_SOCKET) as agent:
+        with self.agent() as agent:
             agent.wait_ready(timeout=self.agent_patience())
             return agent.exec_start(argv, capture=False)
+
+    def agent(self) -> GuestAgent:
+        """A client of the guest's agent (its socket in the run directory)."""
+        return GuestAgent(self.run_dir / AGENT_SOCKET)
 
     def qmp(self) -> QmpSession:
         """The QMP session (connected on first use); also of a paused or incoming machine."""

@@ -76,6 +76,14 @@ class GuestRecord:
     migrations: int = 0
     """How many live migrations this guest has been through (its QEMU is the last
     destination, whose run files were moved here; its own directory is ``.migration-N``)."""
+    backend: str = "qemu"
+    """``qemu`` (kvmlab's own QEMU process) or ``libvirt`` (a domain of ``uri``)."""
+    uri: str | None = None
+    domain: str | None = None
+    """The libvirt domain's UUID."""
+    persistent: bool = False
+    serial_log: str | None = None
+    """A libvirt domain's serial log, on the libvirt host."""
 
     @property
     def name(self) -> str:
@@ -115,7 +123,12 @@ class GuestRecord:
         return record
 
     def running(self, run_dir: Path) -> bool:
-        """Whether this guest's QEMU still runs (checked against its run directory)."""
+        """Whether this guest's QEMU still runs (checked against its run directory); a
+        libvirt domain on another host: whether libvirt says it runs."""
+        if self.backend == "libvirt" and not self.pid:
+            from kvmlab.runtime.libvirt.lookup import domain_active
+
+            return domain_active(self.uri or "", self.domain or "")
         return alive(self.pid, self.marker or str(run_dir), self.pid_start)
 
     def owner_alive(self) -> bool:
@@ -157,8 +170,10 @@ class GuestEntry:
         rec = self.record
         if rec is None:
             return "unreadable"
-        if rec.via is not None:
-            return "running" if rec.running(self.run_dir) else "dead"
+        if rec.via is not None or (rec.backend == "libvirt" and not rec.pid):
+            if rec.running(self.run_dir):
+                return "running"
+            return "launching" if rec.state == "launching" and rec.owner_alive() else "dead"
         if not self.processes():
             return "dead"
         if rec.state == "launching":

@@ -13,6 +13,7 @@ from pydantic import (
     model_validator,
 )
 
+from kvmlab.spec.backend import Backend, LibvirtSpec
 from kvmlab.spec.base import SpecModel
 from kvmlab.spec.bench import BenchSpec
 from kvmlab.spec.devices import CloudInit, Disk, Nic
@@ -187,6 +188,13 @@ class Lab(SpecModel):
 
     guests: dict[Name, Guest] = Field(min_length=1)
     """Guests started on this host (level 1), keyed by name."""
+
+    backend: Backend = "qemu"
+    """Who runs the guests: `qemu` (kvmlab starts QEMU itself) or `libvirt` (a libvirtd,
+    see `[libvirt]`); `--backend` overrides it."""
+
+    libvirt: LibvirtSpec = LibvirtSpec()
+    """The libvirtd of the `libvirt` backend."""
 
     bench: BenchSpec = BenchSpec()
     """Benchmark settings for `kvmlab bench` and `kvmlab run`."""

@@ -25,7 +25,7 @@ def guest_parts(guest: Guest, target: Target, accel: Accel) -> list[Part]:
         ClockPart(guest, accel),
         DiskSet(guest, target),
     ]
-    parts.extend(NicPart(nic, i, target, accel) for i, nic in enumerate(guest.nics))
+    parts.extend(NicPart(nic, i, target, accel, guest.machine) for i, nic in enumerate(guest.nics))
     parts.append(ControlPart(target, tuple(guest.guests) if guest.nested else ()))
     return parts
 

@@ -66,22 +66,22 @@ class ControlPart:
         q.add("-pidfile", str(run(PID_FILE)))
 
     def xml(self, d: DomainXml) -> None:
-        run = self.target.run_path
+        """Serial log in libvirt's log directory; agent and relay sockets left to libvirt,
+        which makes them in its own channel directory (nothing has to exist beforehand)."""
+        log = self.target.libvirt_log
         serial = sub(d.devices, "serial", type="pty")
-        sub(serial, "log", file=str(run(SERIAL_LOG)), append="off")
+        sub(serial, "log", file=str(log("serial")), append="off")
         sub(serial, "target", port=0)
         console = sub(d.devices, "console", type="pty")
         sub(console, "target", type="serial", port=0)
         channel = sub(d.devices, "channel", type="unix")
-        sub(channel, "source", mode="bind", path=str(run(AGENT_SOCKET)))
         sub(channel, "target", type="virtio", name=AGENT_PORT)
         for child in self.relays:
             relay = sub(d.devices, "channel", type="unix")
-            sub(relay, "source", mode="bind", path=str(run(RELAY_SOCKET.format(child))))
             sub(relay, "target", type="virtio", name=RELAY_PORT.format(child))
         if self.probe:
             probe = sub(d.devices, "channel", type="file")
-            sub(probe, "source", path=str(run(PROBE_LOG)))
+            sub(probe, "source", path=str(log("probe")))
             sub(probe, "target", type="virtio", name=PROBE_PORT)
         rng = sub(d.devices, "rng", model="virtio")
         sub(rng, "backend", "/dev/urandom", model="random")

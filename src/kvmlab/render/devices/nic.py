@@ -24,6 +24,7 @@ class NicPart:
     index: int
     target: Target
     accel: Accel
+    machine: str = "q35"
 
     @property
     def mac(self) -> str:
@@ -42,6 +43,28 @@ class NicPart:
     def msix_off(self) -> bool:
         """Whether this NIC must run without MSI-X (the QEMU 7.2 TCG vhost-user crash)."""
         return isinstance(self.nic, VhostUserNic) and self.accel == "tcg"
+
+    def _passt(self) -> bool:
+        """Whether the libvirt rendered for takes the passt backend (port forwards)."""
+        caps = self.target.libvirt
+        return caps is not None and caps.passt
+
+    def _slirp_commandline(self, d: DomainXml, nic: UserNic) -> None:
+        """A user NIC with port forwards for a libvirt without passt: libvirt's own
+        ``type='user'`` cannot forward, so QEMU gets the NIC as slirp with hostfwd, the
+        way kvmlab's QEMU backend starts it (libvirt then marks the domain tainted)."""
+        net = f"kvnet{self.index}"
+        fwd = [f"hostfwd={f.proto}:{f.host_addr}:{f.host_port}-:{f.guest_port}"
+               for f in nic.forwards]  # fmt: skip
+        model = "e1000e" if nic.model == "e1000e" else "virtio-net-pci"
+        # A slot of its own on the root bus, far above the ones libvirt hands out from the
+        # bottom up (QEMU realizes these arguments before libvirt's own devices).
+        bus = "pcie.0" if self.machine == "q35" else "pci.0"
+        d.commandline("-netdev", ",".join(["user", f"id={net}", *fwd]),
+                      "-device", opts(model, id=f"kvnic{self.index}", netdev=net, mac=self.mac,
+                                      bus=bus, addr=f"0x{0x10 + self.index:x}"))
+        d.note(f"interface {self.index}: port forwards through QEMU's own slirp "
+               "(qemu:commandline): this libvirt has no passt backend")  # fmt: skip
 
     def qemu(self, q: QemuArgs) -> None:
         nic, net = self.nic, f"net{self.index}"
@@ -77,6 +100,9 @@ class NicPart:
 
     def xml(self, d: DomainXml) -> None:
         nic = self.nic
+        if isinstance(nic, UserNic) and nic.forwards and not self._passt():
+            self._slirp_commandline(d, nic)
+            return
         if isinstance(nic, UserNic):
             el = sub(d.devices, "interface", type="user")
         elif isinstance(nic, TapNic):
@@ -94,10 +120,6 @@ class NicPart:
         sub(el, "model", type="virtio" if nic.model == "virtio" else "e1000e")
         if isinstance(nic, UserNic) and nic.forwards:
             sub(el, "backend", type="passt")
-            d.note(
-                f"interface {self.index}: libvirt forwards host ports only with the passt "
-                "backend (QEMU alone uses slirp hostfwd)"
-            )
             for fwd in nic.forwards:
                 pf = sub(el, "portForward", proto=fwd.proto, address=str(fwd.host_addr))
                 sub(pf, "range", start=fwd.host_port, to=fwd.guest_port)

@@ -1,0 +1,89 @@
+"""Connections to a libvirtd, with errors that name the guest, the URI and the fix."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from urllib.parse import urlsplit
+
+import libvirt
+
+from kvmlab.errors import KvmlabError
+from kvmlab.render.libvirt_caps import LibvirtCaps
+
+libvirt.registerErrorHandler(lambda _ctx, _err: None, None)  # errors are raised, not printed
+
+
+class LibvirtFailure(KvmlabError):
+    """libvirt refused or failed something; carries the URI, the guest and the fix."""
+
+    exit_code = 3
+
+    def __init__(self, what: str, uri: str, guest: str | None = None,
+                 fix: Sequence[str] = ()) -> None:  # fmt: skip
+        self.uri, self.guest, self.fix = uri, guest, list(fix)
+        where = f"guest {guest} on {uri}" if guest else uri
+        super().__init__(f"{where}: {what}")
+
+    def lines(self) -> list[str]:
+        return [str(self), *(f"  fix: {f}" for f in self.fix)]
+
+
+class LibvirtUnreachable(LibvirtFailure):
+    """No libvirtd answers on the URI."""
+
+    exit_code = 4
+
+
+def is_local(uri: str) -> bool:
+    """Whether the URI names a daemon on this host (no host part, or a unix socket)."""
+    parts = urlsplit(uri)
+    return parts.hostname in (None, "") or parts.scheme == "qemu+unix"
+
+
+def start_fix(uri: str) -> list[str]:
+    """The exact command that makes a daemon answer on ``uri``."""
+    parts = urlsplit(uri)
+    if is_local(uri):
+        return ["start libvirtd: systemctl start libvirtd (without systemd: virtlogd -d && "
+                "libvirtd -d), or a private one: kvmlab libvirtd start NAME"]  # fmt: skip
+    if parts.scheme.startswith("qemu+ssh"):
+        return [f"check that 'ssh {parts.netloc} virsh -c qemu:///system version' works"]
+    return [f"check that libvirtd on {parts.hostname} listens (listen_tcp = 1 and "
+            f"libvirtd --listen) on port {parts.port or 16509}"]  # fmt: skip
+
+
+def describe(exc: libvirt.libvirtError) -> str:
+    """libvirt's message, one line."""
+    return " ".join(str(exc.get_error_message() or exc).split())
+
+
+def open_uri(uri: str, guest: str | None = None) -> libvirt.virConnect:
+    """A read-write connection; :class:`LibvirtUnreachable` with the fix when none answers."""
+    try:
+        return libvirt.open(uri)
+    except libvirt.libvirtError as exc:
+        raise LibvirtUnreachable(f"no libvirtd answers ({describe(exc)})", uri, guest,
+                                 start_fix(uri)) from None  # fmt: skip
+
+
+@contextmanager
+def connected(uri: str, guest: str | None = None) -> Iterator[libvirt.virConnect]:
+    """A connection closed afterwards."""
+    conn = open_uri(uri, guest)
+    try:
+        yield conn
+    finally:
+        with contextlib.suppress(libvirt.libvirtError):  # a daemon gone: nothing to close
+            conn.close()
+
+
+def capabilities(conn: libvirt.virConnect, domain_type: str = "qemu") -> LibvirtCaps:
+    """What the daemon behind ``conn`` offers, for rendering its domains."""
+    caps_xml = conn.getCapabilities()
+    try:
+        dom_xml = conn.getDomainCapabilities(None, "x86_64", "q35", domain_type, 0)
+    except libvirt.libvirtError:
+        dom_xml = conn.getDomainCapabilities(None, "x86_64", "q35", "qemu", 0)
+    return LibvirtCaps.from_xml(conn.getLibVersion(), conn.getVersion(), caps_xml, dom_xml)

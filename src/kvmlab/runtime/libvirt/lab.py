@@ -1,0 +1,142 @@
+"""A lab's guests on the libvirt backend: checked, published, rendered for the libvirt in
+front of kvmlab, and handed to :mod:`kvmlab.runtime.lab` as :class:`LibvirtMachine`\\ s."""
+
+from __future__ import annotations
+
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from kvmlab.errors import Problem, SpecError
+from kvmlab.guest.image import GuestImage
+from kvmlab.render import render_libvirt
+from kvmlab.render.libvirt_caps import LibvirtCaps
+from kvmlab.runtime.libvirt.conn import LibvirtFailure, capabilities, is_local, open_uri
+from kvmlab.runtime.libvirt.machine import LibvirtMachine
+from kvmlab.runtime.libvirt.publish import publish
+from kvmlab.runtime.machine import MachineConfig
+from kvmlab.runtime.rundir import GuestRecord
+from kvmlab.spec import Guest, LoadedLab, TapNic, VhostUserNic
+from kvmlab.spec.rules import guest_key
+
+Progress = Callable[[str], None]
+
+
+def refusals(loaded: LoadedLab, only: str | None = None) -> list[Problem]:
+    """What the libvirt backend cannot run yet, each naming the lab file and key."""
+    lab, file = loaded.lab, str(loaded.path)
+    out: list[Problem] = []
+    if lab.switch is not None:
+        out.append(Problem(file, "switch", "a [switch] runs only on the qemu backend "
+                           "(its sockets live in kvmlab's private run directory)"))
+    for name, guest in lab.guests.items():
+        if only not in (None, name):
+            continue
+        key = guest_key((name,))
+        if guest.nested and guest.guests:
+            out.append(Problem(file, f"{key}.guests", "guests inside a guest hypervisor "
+                               "run only on the qemu backend so far"))
+        if guest.cloud_init is not None:
+            out.append(Problem(file, f"{key}.cloud_init", "cloud-init seeds run only on the "
+                               "qemu backend so far"))
+        for i, nic in enumerate(guest.nics):
+            if isinstance(nic, TapNic | VhostUserNic):
+                out.append(Problem(file, f"{key}.nics[{i}]", f"{nic.type} NICs run only on "
+                                   "the qemu backend so far (user NICs run on both)"))
+    return out
+
+
+def _reachable(path: Path, uid: int, gid: int) -> str | None:
+    """Why user ``uid``/``gid`` cannot read and write ``path`` (None: it can, or libvirt
+    makes it so: files are relabelled by libvirt's DAC driver, directories are not)."""
+    for parent in reversed(path.parents):
+        try:
+            st = parent.stat()
+        except OSError:
+            return f"{parent} cannot be read"
+        bits = (stat.S_IXUSR if st.st_uid == uid else
+                stat.S_IXGRP if st.st_gid == gid else stat.S_IXOTH)  # fmt: skip
+        if not st.st_mode & bits:
+            return f"directory {parent} is closed to uid {uid} (mode {st.st_mode & 0o7777:o})"
+    return None
+
+
+@dataclass
+class LibvirtBackend:
+    """The libvirtd at ``uri`` running one ``kvmlab up``/``run``'s guests."""
+
+    uri: str
+    persistent: bool = False
+    caps: LibvirtCaps | None = None
+    _conn: Any = field(default=None, repr=False)
+
+    @property
+    def local(self) -> bool:
+        """Whether the daemon is on this host (its port forwards bind here)."""
+        return is_local(self.uri)
+
+    def connect(self) -> LibvirtCaps:
+        """Ask the daemon what it offers (an unreachable URI fails here, before anything)."""
+        if self._conn is None:
+            self._conn = open_uri(self.uri)
+            self.caps = capabilities(self._conn)
+        assert self.caps is not None
+        return self.caps
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def check(self, loaded: LoadedLab, only: str | None = None) -> None:
+        """Refuse, before anything starts, what this backend cannot run."""
+        problems = refusals(loaded, only)
+        if problems:
+            raise SpecError(problems)
+        self.connect()
+
+    def machine(self, loaded: LoadedLab, path: tuple[str, ...], guest: Guest,
+                config: MachineConfig, target: Any, image: GuestImage | None,
+                progress: Progress) -> LibvirtMachine:  # fmt: skip
+        """The machine for one guest: image published, XML rendered for this libvirt."""
+        caps = self.connect()
+        if target.image is not None:
+            files = [target.image.kernel, target.image.initrd]
+            progress(f"publishing the guest image to libvirt ({self.uri})")
+            where = publish(self._conn, self.uri, files)
+            target = replace(target, image=replace(
+                target.image, kernel=where[target.image.kernel],
+                initrd=where[target.image.initrd]))  # fmt: skip
+        target = replace(target, libvirt=caps)
+        if caps.qemu_user is not None and is_local(self.uri):
+            for i, disk in enumerate(guest.disks):
+                why = _reachable(target.path(disk.path), *caps.qemu_user)
+                if why:
+                    raise LibvirtFailure(
+                        f"disk {i} ({target.path(disk.path)}): libvirt's QEMU user cannot "
+                        f"reach it: {why}", self.uri, config.name,
+                        ["put the lab's disks under a directory every user may enter, or "
+                         "run the lab on the qemu backend"])  # fmt: skip
+        xml = render_libvirt(guest, target)
+        return LibvirtMachine(config, self.uri, xml, target_uuid(target),
+                              persistent=self.persistent,
+                              serial_log=str(target.libvirt_log("serial")))  # fmt: skip
+
+
+def target_uuid(target: Any) -> str:
+    from kvmlab.render.identity import domain_uuid
+
+    return domain_uuid(target.lab, target.address)
+
+
+def stop_domain(run_dir: Path, record: GuestRecord, force: bool, progress: Progress) -> bool:
+    """``kvmlab down`` of a libvirt guest: stop, undefine, unpublish; True if one ran."""
+    machine = LibvirtMachine.attach_libvirt(run_dir, record)
+    running = machine.is_alive()
+    progress(f"stopping {record.name} (libvirt {record.uri})" if running else
+             f"forgetting {record.name} (its domain no longer runs)")  # fmt: skip
+    machine.shutdown(force=force or record.state != "running")
+    machine.disconnect()
+    return running

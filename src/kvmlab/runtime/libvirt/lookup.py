@@ -1,0 +1,19 @@
+"""Whether a recorded libvirt domain still runs (for ``ps`` and ``down``)."""
+
+from __future__ import annotations
+
+import libvirt
+
+from kvmlab.runtime.libvirt.conn import LibvirtFailure, connected
+
+
+def domain_active(uri: str, uuid: str) -> bool:
+    """True when the daemon at ``uri`` runs the domain ``uuid``; False if it does not or
+    cannot be reached (``down`` then only forgets it: there is nothing to stop)."""
+    if not uri or not uuid:
+        return False
+    try:
+        with connected(uri) as conn:
+            return bool(conn.lookupByUUIDString(uuid).isActive())
+    except (libvirt.libvirtError, LibvirtFailure):
+        return False

@@ -1,0 +1,324 @@
+"""A guest a libvirtd runs: the same life cycle as :class:`~kvmlab.runtime.machine.Machine`
+(launch, exec through the agent, shutdown graceful then forced, context manager), with
+libvirt defining, starting and stopping the domain and its QEMU.
+
+The guest is on record (its run directory, ``backend = "libvirt"``, the URI and the domain's
+UUID) before libvirt is asked for anything, so ``ps`` and ``down`` find a domain whose
+``up`` was killed at any instant; ``down`` destroys and undefines it by UUID.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import libvirt
+
+from kvmlab.guest.agent import GuestAgent
+from kvmlab.guest.agent_libvirt import LibvirtAgent
+from kvmlab.guest.errors import AgentError
+from kvmlab.runtime import boottime
+from kvmlab.runtime.errors import StateError
+from kvmlab.runtime.libvirt.conn import LibvirtFailure, describe, is_local, open_uri
+from kvmlab.runtime.libvirt.publish import unpublish_unused
+from kvmlab.runtime.machine import Machine, MachineConfig, MachineState
+from kvmlab.runtime.owned import create_owned
+from kvmlab.runtime.patience import LIMITS, Stalled, Watch, cpu_steps
+from kvmlab.runtime.procs import alive, cpu_seconds, find_marked, start_time
+from kvmlab.runtime.qmp import QmpSession
+from kvmlab.runtime.rundir import GuestRecord
+from kvmlab.runtime.signals import deferred_signals
+
+
+def start_fix(message: str, guest: str) -> list[str]:
+    """What a user does about libvirt's refusal to define or start a domain."""
+    if "Permission denied" in message:
+        return ["libvirt runs QEMU as its own user (see 'virsh capabilities', secmodel dac): "
+                "put the file where that user can read it"]  # fmt: skip
+    if "already exists" in message or "already defined" in message:
+        return [f"a domain of that name exists: 'virsh undefine {guest}' if it is a leftover"]
+    if "passt" in message or "Invalid value" in message:
+        return ["kvmlab renders for the libvirt it asked; report this with 'kvmlab render "
+                "--format libvirt --connect URI'"]  # fmt: skip
+    return []
+
+
+class LibvirtMachine(Machine):
+    """One libvirt domain, rendered by kvmlab, at ``uri``."""
+
+    def __init__(self, config: MachineConfig, uri: str, xml: str = "", uuid: str = "",
+                 persistent: bool = False, serial_log: str = "") -> None:  # fmt: skip
+        super().__init__(config)
+        self.uri = uri
+        self.xml = xml
+        self.uuid = uuid
+        self.persistent = persistent
+        self.serial_log = serial_log
+        """The serial log's path on the libvirt host."""
+        self._conn: Any = None
+        self._dom: Any = None
+        self._created = bool(uuid) and not xml
+        """Whether the domain is kvmlab's (created by this run, or on record): only then is
+        it ever destroyed or undefined."""
+
+    @property
+    def domain_name(self) -> str:
+        """The libvirt domain's name: ``lab-guest``."""
+        return "-".join((self.config.lab, *self.config.address))
+
+    # -- life cycle ---------------------------------------------------------------------
+
+    def launch(self, ceiling: float | None = None,
+               on_qmp: Callable[[], None] | None = None) -> dict[str, float]:  # fmt: skip
+        """Define and start the domain, wait until its agent answers; the boot stages (s)."""
+        self._require(MachineState.CREATED, "launch")
+        self.state = MachineState.LAUNCHING
+        create_owned(self.run_dir, f"guest {self.config.name}")
+        self._started = time.time()
+        self.record().save(self.run_dir)  # on record before libvirt hears of it
+        t0 = time.monotonic()
+        try:
+            self._conn = open_uri(self.uri, self.config.name)
+            self._start_domain()
+            t_started = time.monotonic()
+            if on_qmp is not None:
+                on_qmp()
+            self.boot = self._wait_for_agent(t0, t_started, ceiling)
+        except BaseException:
+            self.state = MachineState.FAILED
+            self._kill()
+            raise
+        self.state = MachineState.RUNNING
+        self.record().save(self.run_dir)
+        return self.boot
+
+    def _start_domain(self) -> None:
+        conn, name = self._conn, self.config.name
+        step = "define" if self.persistent else "start"
+        for lookup, key in ((conn.lookupByName, self.domain_name),
+                            (conn.lookupByUUIDString, self.uuid)):  # fmt: skip
+            with contextlib.suppress(libvirt.libvirtError):
+                lookup(key)
+                raise LibvirtFailure(
+                    f"a domain named {self.domain_name} (or with its UUID {self.uuid}) exists "
+                    "already; kvmlab leaves it alone", self.uri, name,
+                    [f"if it is a leftover: virsh -c {self.uri} destroy {self.domain_name}; "
+                     f"virsh -c {self.uri} undefine {self.domain_name}"])  # fmt: skip
+        try:
+            with deferred_signals():  # created and recorded, or neither
+                if self.persistent:
+                    self._dom = conn.defineXML(self.xml)
+                    self._created = True
+                    self.record().save(self.run_dir)
+                    step = "start"
+                    self._dom.create()
+                else:
+                    self._dom = conn.createXML(self.xml, 0)
+                    self._created = True
+                self._find_pid()
+                self.record().save(self.run_dir)
+        except libvirt.libvirtError as exc:
+            message = describe(exc)
+            raise LibvirtFailure(f"libvirt could not {step} domain {self.domain_name}: "
+                                 f"{message}", self.uri, name,
+                                 start_fix(message, self.domain_name)) from None  # fmt: skip
+
+    def _find_pid(self) -> None:
+        """QEMU's pid when the daemon is on this host (found by the domain's UUID)."""
+        if not is_local(self.uri):
+            return
+        found = find_marked(f"-uuid {self.uuid}") or find_marked(self.uuid)
+        if found:
+            self.pid = found[0]
+            self._pid_start = start_time(self.pid)
+            self._marker = self.uuid
+
+    def _serial_path(self) -> Path | None:
+        """The serial log as this process sees it: through QEMU's own root, which is the
+        daemon's mount namespace (a private libvirtd has its own /var/log/libvirt)."""
+        if self.pid is None or not self.serial_log:
+            return None
+        return Path(f"/proc/{self.pid}/root{self.serial_log}")
+
+    def _wait_for_agent(self, t0: float, t_started: float,
+                        ceiling: float | None) -> dict[str, float]:  # fmt: skip
+        serial = self._serial_path()
+        markers = boottime.MarkerWatch(serial, t0) if serial is not None else None
+        pid = self.pid or 0
+        progress: dict[str, Callable[[], object]] = {
+            "domain state": lambda: self._state_code(),
+        }
+        if serial is not None and markers is not None:
+            progress["serial output"] = lambda: _size(serial)
+            progress["boot markers"] = lambda: len(markers.seen)
+        if pid:
+            progress["QEMU's CPU time"] = cpu_steps(lambda: cpu_seconds(pid))
+        watch = Watch(LIMITS["boot"], f"{self.config.name}: its guest agent did not answer "
+                      "through libvirt", progress, start=t0)  # fmt: skip
+        if ceiling is not None:
+            watch.ceiling = ceiling
+        agent = self.agent()
+        while True:
+            if not self.is_alive():
+                raise LibvirtFailure("the domain stopped while booting (see its log in "
+                                     "libvirt's log directory)", self.uri, self.config.name)
+            if markers is not None:
+                markers.poll()
+                if markers.failed:
+                    raise LibvirtFailure("the guest's init failed (see its serial log "
+                                         f"{self.serial_log})", self.uri, self.config.name)
+            try:
+                agent.wait_ready(timeout=1.0, attempt=1.0)
+                break
+            except AgentError:
+                try:
+                    watch.poll()
+                except Stalled as exc:
+                    raise LibvirtFailure(str(exc), self.uri, self.config.name) from None
+        seen = markers.seen if markers is not None else {}
+        if markers is not None:
+            markers.poll()
+        return boottime.stages(t0, t_started, seen, time.monotonic())
+
+    def _state_code(self) -> int:
+        try:
+            return int(self._domain().state()[0])
+        except (libvirt.libvirtError, LibvirtFailure):
+            return -1
+
+    def _domain(self) -> Any:
+        """The domain, looked up by UUID (connecting when needed)."""
+        if self._dom is not None:
+            return self._dom
+        if not self._created:
+            raise LibvirtFailure(f"domain {self.domain_name} was not created by kvmlab",
+                                 self.uri, self.config.name)  # fmt: skip
+        if self._conn is None:
+            self._conn = open_uri(self.uri, self.config.name)
+        try:
+            self._dom = self._conn.lookupByUUIDString(self.uuid)
+        except libvirt.libvirtError as exc:
+            raise LibvirtFailure(f"domain {self.domain_name} is gone ({describe(exc)})",
+                                 self.uri, self.config.name) from None  # fmt: skip
+        return self._dom
+
+    @classmethod
+    def attach_libvirt(cls, run_dir: Path, record: GuestRecord) -> LibvirtMachine:
+        """A machine for a libvirt guest another kvmlab command started."""
+        config = MachineConfig(
+            lab=record.lab, address=tuple(record.address), argv=record.argv, run_dir=run_dir,
+            accel=record.accel, accel_reason=record.accel_reason, vcpus=record.vcpus,
+            memory=record.memory, boots_image=record.boots_image, children=record.children,
+        )  # fmt: skip
+        machine = cls(config, record.uri or "", uuid=record.domain or "",
+                      persistent=record.persistent, serial_log=record.serial_log or "")
+        machine.pid = record.pid or None
+        machine._pid_start = record.pid_start
+        machine.boot = dict(record.boot)
+        machine._marker = record.domain or str(run_dir)
+        machine._started = record.started
+        machine.state = MachineState.RUNNING if machine.is_alive() else MachineState.STOPPED
+        return machine
+
+    def is_alive(self) -> bool:
+        """Whether the domain runs (libvirt asked; locally its QEMU's pid first)."""
+        if self.pid is not None and is_local(self.uri):
+            return alive(self.pid, self.uuid, self._pid_start)
+        try:
+            return bool(self._domain().isActive())
+        except (libvirt.libvirtError, LibvirtFailure):
+            return False
+
+    def agent(self) -> GuestAgent:
+        """The guest's agent through libvirt."""
+        return LibvirtAgent(self._domain(), self.config.name)
+
+    def qmp(self) -> QmpSession:
+        raise StateError(f"{self.config.name} runs under libvirt, which owns its QMP monitor "
+                         "(use 'virsh qemu-monitor-command' or the qemu backend)")  # fmt: skip
+
+    def shutdown(self, timeout: float = 20.0, force: bool = False) -> None:
+        """Sync the guest's disks, then stop the domain (ACPI or agent, then destroy) and
+        undefine it; ``force`` destroys at once."""
+        if self.state in (MachineState.STOPPED, MachineState.CREATED):
+            self._undefine()
+            self._cleanup()
+            return
+        self.state = MachineState.SHUTTING_DOWN
+        try:
+            if not force and self.is_alive():
+                self._polite_stop(timeout)
+        finally:
+            self._kill()
+        self.state = MachineState.STOPPED
+
+    def _polite_stop(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        with contextlib.suppress(AgentError, LibvirtFailure):
+            agent = self.agent()
+            agent.wait_ready(timeout=min(5.0, timeout))
+            agent.exec(["sync"], timeout=min(10.0, timeout))
+        if self.config.boots_image:
+            return  # the default image has no init to power it off: destroy follows
+        with contextlib.suppress(libvirt.libvirtError, LibvirtFailure):
+            self._domain().shutdownFlags(libvirt.VIR_DOMAIN_SHUTDOWN_ACPI_POWER_BTN)
+            while self.is_alive() and time.monotonic() < deadline:
+                time.sleep(0.2)
+
+    def _kill(self) -> None:
+        """Destroy (if running) and undefine the domain; nothing of it is left in libvirt."""
+        if not self._created:
+            return  # not kvmlab's (or never made): never touched
+        try:
+            dom = self._domain()
+        except LibvirtFailure:
+            return  # never created, or already gone
+        with contextlib.suppress(libvirt.libvirtError):
+            if dom.isActive():
+                dom.destroy()
+        self._undefine()
+
+    def _undefine(self) -> None:
+        if not self._created:
+            return
+        with contextlib.suppress(libvirt.libvirtError, LibvirtFailure):
+            dom = self._domain()
+            if dom.isPersistent():
+                dom.undefine()
+        self._dom = None
+        with contextlib.suppress(libvirt.libvirtError, LibvirtFailure):
+            if self._conn is not None:
+                unpublish_unused(self._conn)  # the image copies no domain uses any more
+
+    def _close_qmp(self) -> None:
+        pass
+
+    def disconnect(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(libvirt.libvirtError):
+                self._conn.close()
+        self._conn = self._dom = None
+
+    def detach(self) -> None:
+        self._require(MachineState.RUNNING, "detach")
+        self._detached = True
+        self.disconnect()
+
+    def record(self) -> GuestRecord:
+        rec = super().record()
+        rec.backend, rec.uri = "libvirt", self.uri
+        rec.domain = self.uuid if self._created else None
+        rec.persistent, rec.serial_log = self.persistent, self.serial_log
+        rec.marker = self.uuid
+        return rec
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+

@@ -1,0 +1,284 @@
+"""A private libvirtd: kvmlab's own daemon beside (never instead of) the system one.
+
+It runs in a mount namespace of its own where ``/etc/libvirt``, ``/run/libvirt``,
+``/var/lib/libvirt``, ``/var/cache/libvirt`` and ``/var/log/libvirt`` are directories of
+kvmlab's run directory, so it shares no state, config, domain or socket with the system's
+libvirtd. Its RPC socket is in that run directory (``qemu+unix:///system?socket=...``);
+with ``tcp_port`` it also listens on 127.0.0.1 without authentication (a stand-in for a
+second host: any local user can then drive it, so only when asked). Tests and one-machine
+migrations use it; ``kvmlab libvirtd start|stop|list`` manages it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from kvmlab.errors import HostError, ToolMissing, UsageError
+from kvmlab.runtime.owned import checked_run_root, create_owned, remove_owned, write_private
+from kvmlab.runtime.procs import alive, start_time, terminate
+from kvmlab.spec.names import is_name
+
+MOUNTS = ("/etc/libvirt", "/run/libvirt", "/var/lib/libvirt", "/var/cache/libvirt",
+          "/var/log/libvirt")  # fmt: skip
+RECORD = "daemon.json"
+DIR = ".libvirtd"
+START_TIMEOUT = 60.0
+
+
+@dataclass
+class PrivateDaemon:
+    """One private libvirtd, on record in ``<run root>/.libvirtd/<name>/daemon.json``."""
+
+    name: str
+    pid: int = 0
+    pid_start: int | None = None
+    tcp_port: int | None = None
+    kvm_hidden: str | None = None
+    """Why the host's /dev/kvm is closed to libvirt's QEMU user, if it is: the daemon gets
+    a node of its own that its QEMU user can open."""
+
+    @property
+    def root(self) -> Path:
+        return checked_run_root(create=False) / DIR / self.name
+
+    @property
+    def socket(self) -> Path:
+        return self.root / "sock" / "libvirt-sock"
+
+    @property
+    def uri(self) -> str:
+        """The URI of its unix socket (libvirt's RPC protocol, like a remote host's)."""
+        return f"qemu+unix:///system?socket={self.socket}"
+
+    @property
+    def tcp_uri(self) -> str | None:
+        return f"qemu+tcp://127.0.0.1:{self.tcp_port}/system" if self.tcp_port else None
+
+    def running(self) -> bool:
+        return self.pid > 0 and alive(self.pid, "libvirtd", self.pid_start)
+
+    def save(self) -> None:
+        write_private(self.root / RECORD, json.dumps(asdict(self), indent=2))
+
+    @classmethod
+    def read(cls, name: str) -> PrivateDaemon:
+        check_name(name)
+        daemon = cls(name)
+        try:
+            data = json.loads((daemon.root / RECORD).read_text())
+        except (OSError, ValueError):
+            return daemon
+        known = {"pid", "pid_start", "tcp_port", "kvm_hidden"}
+        return cls(name, **{k: v for k, v in data.items() if k in known})
+
+
+def check_name(name: str) -> None:
+    if not is_name(name):
+        raise UsageError(f"private libvirtd name {name!r}: use lower-case letters, digits "
+                         "and dashes, starting with a letter")  # fmt: skip
+
+
+def _qemu_user() -> tuple[int, int] | None:
+    for user in ("libvirt-qemu", "qemu"):
+        try:
+            entry = pwd.getpwnam(user)
+        except KeyError:
+            continue
+        return entry.pw_uid, entry.pw_gid
+    return None
+
+
+def kvm_blocked() -> str | None:
+    """Why libvirt's QEMU user cannot open /dev/kvm (libvirt then re-probes QEMU at every
+    define, ~90 s on a slow host, and cannot use KVM), or None."""
+    user = _qemu_user()
+    try:
+        st = Path("/dev/kvm").stat()
+    except OSError:
+        return None
+    if user is None:
+        return None
+    uid, gid = user
+    groups = set(os.getgrouplist(pwd.getpwuid(uid).pw_name, gid))
+    ok = (st.st_uid == uid and st.st_mode & 0o600 == 0o600) or (
+        st.st_gid in groups and st.st_mode & 0o060 == 0o060) or st.st_mode & 0o006 == 0o006
+    if ok:
+        return None
+    return (f"/dev/kvm (mode {st.st_mode & 0o777:o}, gid {st.st_gid}) is closed to libvirt's "
+            f"QEMU user (uid {uid})")  # fmt: skip
+
+
+def _shared_parent(target: str) -> str | None:
+    """The mount point holding ``target`` if that mount propagates (a bind mount on it in
+    our namespace would appear in the host's too)."""
+    best, shared = "", False
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split(" - ")[0].split()
+        point, optional = fields[4], fields[6:]
+        if (target == point or target.startswith(point.rstrip("/") + "/")) and len(point) >= len(
+            best
+        ):
+            best, shared = point, any(o.startswith("shared:") for o in optional)
+    return best if shared else None
+
+
+def _config(root: Path, tcp_port: int | None) -> None:
+    etc = root / "etc"
+    shutil.copytree("/etc/libvirt", etc, symlinks=True)
+    with (etc / "qemu.conf").open("a") as f:
+        f.write('\n# kvmlab private daemon\nnamespaces = []\nstdio_handler = "file"\n')
+    lines = [
+        "", "# kvmlab private daemon", f'unix_sock_dir = "{root / "sock"}"',
+        'unix_sock_rw_perms = "0700"', 'unix_sock_ro_perms = "0700"', "listen_tls = 0",
+        f'log_outputs = "3:file:{root / "libvirtd.log"}"',
+    ]  # fmt: skip
+    if tcp_port:
+        lines += ["listen_tcp = 1", 'listen_addr = "127.0.0.1"', f'tcp_port = "{tcp_port}"',
+                  'auth_tcp = "none"']  # fmt: skip
+    else:
+        lines += ["listen_tcp = 0"]
+    with (etc / "libvirtd.conf").open("a") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def start(name: str, tcp_port: int | None = None) -> PrivateDaemon:
+    """Start the private daemon ``name``; its record. Refuses a second one of that name."""
+    check_name(name)
+    if shutil.which("libvirtd") is None:
+        raise ToolMissing("libvirtd", "apt-get install libvirt-daemon-system "
+                          "libvirt-daemon-driver-qemu (make deps does)")  # fmt: skip
+    daemon = PrivateDaemon.read(name)
+    if daemon.running():
+        raise UsageError(f"private libvirtd {name} runs already ({daemon.uri})")
+    for target in MOUNTS:
+        shared = _shared_parent(target)
+        if shared is not None:
+            raise HostError(f"cannot give a private libvirtd its own {target}: the mount "
+                            f"{shared} propagates to the host's namespace",
+                            [f"mount --make-rprivate {shared} (or run on another host)"])
+    if daemon.root.exists():
+        remove_owned(daemon.root)
+    create_owned(daemon.root.parent, "private libvirtd daemons")
+    create_owned(daemon.root, f"private libvirtd {name}")
+    root = daemon.root
+    for sub in ("run", "lib/qemu", "lib/images", "cache/qemu", "log/qemu", "sock"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    for sub in ("run", "lib", "lib/images", "cache", "cache/qemu", "log", "log/qemu"):
+        (root / sub).chmod(0o755)
+    user = _qemu_user()
+    if user is not None:
+        os.chown(root / "lib/qemu", *user)
+        (root / "lib/qemu").chmod(0o751)
+    _config(root, tcp_port)
+    daemon.tcp_port = tcp_port
+    daemon.kvm_hidden = kvm_blocked()
+    Path("/run/libvirt").mkdir(parents=True, exist_ok=True)
+    binds = [f"mount --bind {shlex.quote(str(root / src))} {dst}"
+             for src, dst in zip(("etc", "run", "lib", "cache", "log"), MOUNTS, strict=True)]
+    if daemon.kvm_hidden and user is not None:
+        # libvirt checks /dev/kvm as its QEMU user and re-probes QEMU at every define when
+        # that differs from what QEMU found: give this daemon a /dev/kvm its user can open
+        # (a node on a tmpfs of its own namespace; the host's node is not touched).
+        rdev = Path("/dev/kvm").stat().st_rdev
+        dev = root / "dev"
+        dev.mkdir()
+        binds += [f"mount -t tmpfs -o mode=0755,size=64k kvmlab-dev {dev}",
+                  f"mknod -m 0660 {dev}/kvm c {os.major(rdev)} {os.minor(rdev)}",
+                  f"chgrp {user[1]} {dev}/kvm", f"mount --bind {dev}/kvm /dev/kvm"]
+    listen = " -l" if tcp_port else ""
+    script = " && ".join([*binds, f"exec libvirtd -f /etc/libvirt/libvirtd.conf{listen}"])
+    whole_root = any(line.split()[4] == "/" for line in
+                     Path("/proc/self/mountinfo").read_text().splitlines())  # fmt: skip
+    propagation = "private" if whole_root else "unchanged"  # a chroot: checked above
+    log = (root / "daemon.out").open("wb")
+    proc = subprocess.Popen(
+        ["unshare", "--mount", f"--propagation={propagation}", "sh", "-c", script],
+        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )  # fmt: skip
+    log.close()
+    daemon.pid, daemon.pid_start = proc.pid, start_time(proc.pid)
+    daemon.save()
+    deadline = time.monotonic() + START_TIMEOUT
+    while not daemon.socket.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            tail = (root / "daemon.out").read_text(errors="replace")[-2000:]
+            stop(name)
+            raise HostError(f"private libvirtd {name} did not start: {tail.strip() or '?'}",
+                            [f"see {root}/libvirtd.log"])  # fmt: skip
+        time.sleep(0.1)
+    return daemon
+
+
+def stop(name: str) -> bool:
+    """Destroy the daemon's domains, stop it and remove its directory; False if none ran."""
+    daemon = PrivateDaemon.read(name)
+    ran = daemon.running()
+    if ran:
+        _destroy_domains(daemon)
+        terminate(daemon.pid, "libvirtd", grace=10.0, started=daemon.pid_start)
+    if daemon.root.exists():
+        remove_owned(daemon.root)
+    return ran
+
+
+def _destroy_domains(daemon: PrivateDaemon) -> None:
+    """Its domains' QEMUs outlive libvirtd: they are destroyed first (they are kvmlab's)."""
+    import libvirt
+
+    try:
+        conn = libvirt.open(daemon.uri)
+    except libvirt.libvirtError:
+        pids = _qemu_children(daemon)
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        return
+    try:
+        for dom in conn.listAllDomains(0):
+            try:
+                if dom.isActive():
+                    dom.destroy()
+                if dom.isPersistent():
+                    dom.undefine()
+            except libvirt.libvirtError:
+                continue
+    finally:
+        conn.close()
+
+
+def _qemu_children(daemon: PrivateDaemon) -> list[int]:
+    """QEMUs whose parent is the daemon (libvirt daemonizes them: their parent is init, so
+    they are found by mount namespace instead)."""
+    try:
+        ns = Path(f"/proc/{daemon.pid}/ns/mnt").readlink()
+    except OSError:
+        return []
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == daemon.pid:
+            continue
+        try:
+            if (entry / "ns" / "mnt").readlink() == ns and "qemu-system" in (
+                entry / "cmdline"
+            ).read_text(errors="replace"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def running() -> list[PrivateDaemon]:
+    """Every private daemon on record."""
+    base = checked_run_root(create=False) / DIR
+    if not base.is_dir():
+        return []
+    return [PrivateDaemon.read(p.name) for p in sorted(base.iterdir()) if is_name(p.name)]

@@ -1,0 +1,50 @@
+"""``kvmlab up/ps/exec/down --backend libvirt`` against a real private libvirtd."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import LABS, cli
+from tests.libvirt_backend.conftest import Daemon
+
+pytestmark = pytest.mark.functional
+
+
+def test_basic_lab_up_exec_ps_down(libvirtd: Daemon) -> None:
+    import libvirt
+
+    env = libvirtd.env
+    up = cli(env, "up", str(LABS / "basic.toml"), "--backend", "libvirt", "--connect",
+             libvirtd.uri, timeout=900)  # fmt: skip
+    try:
+        assert up.returncode == 0, up.stderr[-3000:]
+        ran = cli(env, "exec", "basic/vm1", "--", "cat", "/proc/sys/kernel/hostname")
+        assert ran.returncode == 0 and ran.stdout.strip() == "vm1", ran.stderr
+        rows = json.loads(cli(env, "ps", "-o", "json").stdout)
+        assert [(r["address"], r["state"]) for r in rows] == [("basic/vm1", "running")]
+        assert rows[0]["pid"]  # the local daemon's QEMU, found by the domain's UUID
+        again = cli(env, "up", str(LABS / "basic.toml"), "--backend", "libvirt", "--connect",
+                    libvirtd.uri)  # fmt: skip
+        assert again.returncode != 0  # the lab is up: refused, the running domain untouched
+    finally:
+        down = cli(env, "down", "basic", timeout=300)
+    assert down.returncode == 0, down.stderr
+    conn = libvirt.open(libvirtd.uri)
+    try:
+        assert conn.listAllDomains(0) == []
+        assert conn.listAllStoragePools(0) == []
+    finally:
+        conn.close()
+
+
+def test_unreachable_uri_is_one_clear_line(tmp_path: Path) -> None:
+    env = {**os.environ, "KVMLAB_RUN_DIR": str(tmp_path / "run")}
+    uri = f"qemu+unix:///system?socket={tmp_path}/none.sock"
+    up = cli(env, "up", str(LABS / "basic.toml"), "--backend", "libvirt", "--connect", uri)
+    assert up.returncode == 4, up.stderr
+    assert f"{uri}: no libvirtd answers" in up.stderr and "fix:" in up.stderr
+    assert not (tmp_path / "run" / "basic").exists()

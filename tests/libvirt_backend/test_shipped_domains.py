@@ -1,0 +1,163 @@
+"""Every shipped lab's domains, rendered for a real libvirtd (a private one, TCG), are
+defined by it, started, and (booting the default image) answer their agent through
+libvirt; what libvirt keeps after define (its normalisation is the ground truth) still
+holds every element and attribute kvmlab rendered."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from kvmlab.guest.image import build_image, latest_cached_image
+from kvmlab.render import render_libvirt
+from kvmlab.render.identity import tap_name
+from kvmlab.runtime.lab import HostAccel, make_target
+from kvmlab.spec import Guest, LoadedLab, TapNic, load_lab
+from tests.conftest import LAB_FILES
+from tests.libvirt_backend.conftest import Daemon
+
+pytestmark = pytest.mark.functional
+
+EXPANDED = {("machine", "q35"): "pc-q35-", ("machine", "pc"): "pc-i440fx-"}
+"""Values libvirt expands at define (an alias to the versioned machine type)."""
+
+
+def missing(rendered: ET.Element, kept: ET.Element, where: str = "") -> list[str]:
+    """What of ``rendered`` libvirt's normalised ``kept`` lacks (elements matched by tag
+    and the attributes kvmlab set; libvirt adds addresses, aliases, defaults)."""
+    out: list[str] = []
+    here = f"{where}/{rendered.tag}"
+    for key, value in rendered.attrib.items():
+        expanded = EXPANDED.get((key, value))
+        if expanded and (kept.get(key) or "").startswith(expanded):
+            continue
+        if kept.get(key) != value:
+            out.append(f"{here}@{key}={value!r} (libvirt kept {kept.get(key)!r})")
+    text = (rendered.text or "").strip()
+    if text and (kept.text or "").strip() != text:
+        out.append(f"{here} text {text!r} (libvirt kept {kept.text!r})")
+    used: set[int] = set()
+    for child in rendered:
+        if not isinstance(child.tag, str):
+            continue
+        candidates = [(i, k) for i, k in enumerate(kept) if k.tag == child.tag and i not in used]
+        best = min(candidates, key=lambda c: len(missing(child, c[1], here)), default=None)
+        if best is None:
+            out.append(f"{here}/{child.tag} (dropped)")
+            continue
+        used.add(best[0])
+        out.extend(missing(child, best[1], here))
+    return out
+
+
+def test_missing_finds_a_dropped_attribute() -> None:
+    a = ET.fromstring('<d><devices><disk type="file"><driver cache="none"/></disk></devices></d>')
+    b = ET.fromstring('<d><devices><disk type="file"><driver/></disk></devices></d>')
+    assert missing(a, b) == ["/d/devices/disk/driver@cache='none' (libvirt kept None)"]
+    assert missing(b, a) == []
+
+
+@pytest.fixture(scope="module")
+def shared_dir() -> Iterator[Path]:
+    """A directory libvirt's QEMU user may enter: disks and switch sockets of the test."""
+    import pwd
+
+    path = Path(tempfile.mkdtemp(prefix="kvmlab-lv-", dir="/tmp"))
+    path.chmod(0o755)
+    user = pwd.getpwnam("libvirt-qemu")
+    os.chown(path, user.pw_uid, user.pw_gid)
+    yield path
+    shutil.rmtree(path)
+
+
+def _why_not_started(guest: Guest, switch_kind: str | None) -> str | None:
+    if guest.boot != "image":
+        return "boots its own OS disk, which the test does not have (defined only)"
+    if guest.memory.backing == "hugepages":
+        return "needs huge pages reserved (defined only)"
+    if any(n.type == "vhost-net" for n in guest.nics) and not Path("/dev/vhost-net").exists():
+        return "has a vhost-net NIC and this host has no /dev/vhost-net (defined only)"
+    if any(n.type == "vhost-user" for n in guest.nics):
+        return ("has vhost-user NICs: QEMU waits for their switch before the guest runs, "
+                f"and this test runs no {switch_kind or 'switch'} (defined only)")
+    return None
+
+
+def _guests() -> list[tuple[Path, str]]:
+    return [(f, name) for f in LAB_FILES for name in load_lab(f).lab.guests]
+
+
+@pytest.mark.parametrize(("lab_file", "name"), _guests(),
+                         ids=[f"{f.stem}-{n}" for f, n in _guests()])  # fmt: skip
+def test_domain_defines_and_starts(libvirtd: Daemon, shared_dir: Path, lab_file: Path,
+                                   name: str) -> None:  # fmt: skip
+    import libvirt
+
+    from kvmlab.guest.agent_libvirt import LibvirtAgent
+    from kvmlab.runtime.libvirt.conn import capabilities
+    from kvmlab.runtime.libvirt.publish import publish, unpublish_unused
+
+    loaded: LoadedLab = load_lab(lab_file)
+    guest = loaded.lab.guests[name]
+    disks = []
+    for i, disk in enumerate(guest.disks):
+        file = shared_dir / f"{loaded.lab.name}-{name}-{i}.{disk.format}"
+        if not file.exists():
+            subprocess.run(["qemu-img", "create", "-q", "-f", disk.format, str(file), "64M"],
+                           check=True)  # fmt: skip
+        disks.append(disk.model_copy(update={"path": str(file)}))
+    guest = guest.model_copy(update={"disks": disks})
+    image = None
+    if guest.boot == "image":
+        share = "none" if guest.migratable else "9p"
+        image = latest_cached_image(share=share) or build_image(share)
+    conn = libvirt.open(libvirtd.uri)
+    taps: list[str] = []
+    try:
+        caps = capabilities(conn)
+        host = HostAccel("tcg", "the test's private libvirtd runs guests under TCG")
+        target = make_target(loaded, (name,), guest, host, shared_dir / "run", image)
+        if target.switch_dir is not None:
+            target = replace(target, switch_dir=shared_dir)
+        if target.image is not None:
+            where = publish(conn, libvirtd.uri, [target.image.kernel, target.image.initrd])
+            target = replace(target, image=replace(target.image,
+                             kernel=where[target.image.kernel],
+                             initrd=where[target.image.initrd]))  # fmt: skip
+        target = replace(target, libvirt=caps)
+        xml = render_libvirt(guest, target)
+        dom = conn.defineXML(xml)
+        try:
+            kept = ET.fromstring(dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE))
+            assert missing(ET.fromstring(xml), kept) == []
+            why = _why_not_started(guest, target.switch_kind)
+            if why is not None:
+                pytest.skip(f"{lab_file.stem}/{name} {why}")
+            for i, nic in enumerate(guest.nics):
+                if isinstance(nic, TapNic) and nic.type == "tap":
+                    tap = tap_name(loaded.lab.name, (name,), i)
+                    mq = ["multi_queue"] if nic.queues > 1 else []
+                    subprocess.run(["ip", "tuntap", "add", "dev", tap, "mode", "tap", *mq],
+                                   check=True)  # fmt: skip
+                    taps.append(tap)
+            dom.create()
+            LibvirtAgent(dom, name).wait_ready(timeout=300)
+            assert dom.isActive()
+        finally:
+            if dom.isActive():
+                dom.destroy()
+            dom.undefine()
+    finally:
+        for tap in taps:
+            subprocess.run(["ip", "link", "delete", tap], check=False)
+        unpublish_unused(conn)
+        assert not [p.name() for p in conn.listAllStoragePools(0)], "kvmlab's pool was left"
+        conn.close()

@@ -1,0 +1,97 @@
+"""Rendering for the libvirt in front of kvmlab: decisions from recorded capabilities."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from kvmlab.errors import RenderError, UsageError
+from kvmlab.render import render_libvirt
+from kvmlab.render.libvirt_caps import LibvirtCaps, version_text
+from kvmlab.spec import load_lab
+from tests.conftest import LABS, target_for
+
+RECORDED = Path(__file__).resolve().parent.parent / "golden" / "libvirt"
+CAPS = (RECORDED / "capabilities-9.0.0-debian12.xml").read_text()
+DOMCAPS = (RECORDED / "domcapabilities-9.0.0-q35-qemu.xml").read_text()
+PASST = """<interface supported='yes'><enum name='backendType'><value>default</value>
+<value>passt</value></enum></interface>"""
+
+
+def debian12() -> LibvirtCaps:
+    return LibvirtCaps.from_xml(9000000, 7002022, CAPS, DOMCAPS)
+
+
+def test_recorded_debian12_libvirt_is_parsed() -> None:
+    caps = debian12()
+    assert caps.label == "libvirt 9.0.0"
+    assert not caps.passt  # Debian 12's libvirt refuses <backend type='passt'/>
+    assert {"path", "virtiofs"} <= caps.fs_drivers
+    assert "maximum" in caps.cpu_modes and "host-passthrough" not in caps.cpu_modes
+    assert caps.qemu_user == (64055, 64055)
+    assert "memfd" in caps.memory_sources
+    assert version_text(10_005_001) == "10.5.1"
+
+
+def test_passt_is_used_only_where_libvirt_lists_it() -> None:
+    newer = LibvirtCaps.from_xml(10000000, 8002000, CAPS,
+                                 DOMCAPS.replace("<devices>", f"<devices>{PASST}", 1))  # fmt: skip
+    assert newer.passt
+    loaded = load_lab(LABS / "basic.toml")
+    guest = loaded.lab.guests["vm1"]
+    target = target_for(loaded, ("vm1",))
+    with_passt = render_libvirt(guest, replace(target, libvirt=newer))
+    assert '<backend type="passt" />' in with_passt and "portForward" in with_passt
+    assert "qemu:commandline" not in with_passt
+    slirp = render_libvirt(guest, replace(target, libvirt=debian12()))
+    assert 'type="passt"' not in slirp
+    assert re.search(r'value="user,id=kvnet0,hostfwd=tcp:127.0.0.1:2222-:22"', slirp)
+    assert "rendered for libvirt 9.0.0" in slirp
+
+
+def test_assumed_caps_say_no_daemon_was_asked() -> None:
+    loaded = load_lab(LABS / "basic.toml")
+    target = replace(target_for(loaded, ("vm1",)), libvirt=LibvirtCaps.assumed(9000000))
+    xml = render_libvirt(loaded.lab.guests["vm1"], target)
+    assert "libvirt 9.0.0 assumed (no daemon asked; --connect asks one)" in xml
+
+
+def test_kvm_guest_on_a_libvirt_without_kvm_is_refused() -> None:
+    loaded = load_lab(LABS / "basic.toml")
+    tcg_only = replace(debian12(), domain_types=frozenset({"qemu"}))
+    target = replace(target_for(loaded, ("vm1",), "kvm"), libvirt=tcg_only)
+    with pytest.raises(RenderError, match="offers no kvm domain"):
+        render_libvirt(loaded.lab.guests["vm1"], target)
+
+
+def test_nothing_must_exist_before_start() -> None:
+    """Serial log in libvirt's log directory, agent socket left to libvirt."""
+    loaded = load_lab(LABS / "nested.toml")
+    xml = render_libvirt(loaded.lab.guests["l1"], target_for(loaded, ("l1",)))
+    assert "/run/kvmlab" not in xml
+    assert '<log file="/var/log/libvirt/qemu/nested-l1-serial.log"' in xml
+
+
+def test_backend_options() -> None:
+    from kvmlab.cli.backend_opts import choose_backend
+
+    loaded = load_lab(LABS / "basic.toml")
+    assert choose_backend(loaded, None, None, None) is None
+    chosen = choose_backend(loaded, None, "qemu+tcp://127.0.0.1:16510/system", None)
+    assert chosen is not None and chosen.uri.startswith("qemu+tcp://") and not chosen.local
+    with pytest.raises(UsageError, match="need --backend libvirt"):
+        choose_backend(loaded, "qemu", None, True)
+    with pytest.raises(UsageError, match="not a libvirt URI"):
+        choose_backend(loaded, "libvirt", "http://x/system", None)
+
+
+def test_what_the_libvirt_backend_refuses_names_file_and_key() -> None:
+    from kvmlab.runtime.libvirt.lab import refusals
+
+    keys = {p.path for p in refusals(load_lab(LABS / "netcompare.toml"))}
+    assert "switch" in keys and "guests.vm1.nics[1]" in keys
+    assert {p.path for p in refusals(load_lab(LABS / "nested.toml"))} == {"guests.l1.guests"}
+    assert refusals(load_lab(LABS / "basic.toml")) == []
