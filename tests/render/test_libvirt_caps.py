@@ -95,3 +95,34 @@ def test_what_the_libvirt_backend_refuses_names_file_and_key() -> None:
     assert "switch" in keys and "guests.vm1.nics[1]" in keys
     assert {p.path for p in refusals(load_lab(LABS / "nested.toml"))} == {"guests.l1.guests"}
     assert refusals(load_lab(LABS / "basic.toml")) == []
+
+
+def test_a_run_marks_its_domains_with_a_token() -> None:
+    loaded = load_lab(LABS / "basic.toml")
+    target = replace(target_for(loaded, ("vm1",)), libvirt_token="0123abcd")
+    xml = render_libvirt(loaded.lab.guests["vm1"], target)
+    assert re.search(r'<metadata>\s*<kvmlab:guest lab="basic" address="vm1" token="0123abcd"',
+                     xml)  # fmt: skip
+
+
+@pytest.mark.parametrize("uri", [
+    "qemu:///system", "qemu+ssh://user@host/system", "qemu+tcp://127.0.0.1:16509/system",
+    "qemu+tcp://[::1]:16509/system", "qemu+ssh://h/system?keyfile=~/.ssh/id",
+    "qemu+unix:///system?socket=/run/kvmlab/.libvirtd/h/sock/libvirt-sock",
+])  # fmt: skip
+def test_libvirt_uris_kvmlab_takes(uri: str) -> None:
+    from kvmlab.spec.backend import check_uri
+
+    assert check_uri(uri) == uri
+
+
+@pytest.mark.parametrize(("uri", "why"), [
+    ("qemu:///session", "system instance"), ("qemu+ssh://-oProxy/system", "'-'"),
+    ("qemu+tcp://h:99999/system", "1-65535"), ("qemu+tcp://h:abc/system", "system instance"),
+    ("qemu+ssh://h/system?no_verify=1", "no_verify"), ("qemu+ssh://h/system?command=sh", "command"),
+])  # fmt: skip
+def test_libvirt_uris_kvmlab_refuses(uri: str, why: str) -> None:
+    from kvmlab.spec.backend import check_uri
+
+    with pytest.raises(ValueError, match=re.escape(why)):
+        check_uri(uri)

@@ -21,7 +21,7 @@ def start(
         int | None,
         typer.Option("--tcp-port", min=1024, max=65535,
                      help="Also listen on 127.0.0.1:PORT without authentication (a stand-in "
-                     "for a remote host; any local user can then drive it)."),
+                     "for a remote host; any local user can then drive it, as root)."),
     ] = None,
 ) -> None:
     """Start a private libvirtd in its own mount namespace; print its URIs."""

@@ -11,7 +11,7 @@ import contextlib
 import json
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import libvirt
@@ -23,12 +23,18 @@ from kvmlab.guest.errors import (
     AgentConnectError,
     AgentProtocolError,
     AgentTimeout,
+    GuestInputTooLarge,
 )
 
 _NOT_READY = {
     libvirt.VIR_ERR_AGENT_UNRESPONSIVE,
     getattr(libvirt, "VIR_ERR_AGENT_COMMAND_TIMEOUT", -1),
 }
+
+
+MAX_INPUT = 3 * 1024 * 1024
+"""libvirt's RPC carries an agent command and its answer as one string of at most 4 MiB
+(``REMOTE_STRING_MAX``): input beyond this is refused before anything runs."""
 
 
 class LibvirtAgent(GuestAgent):
@@ -80,6 +86,13 @@ class LibvirtAgent(GuestAgent):
     ) -> None:
         with contextlib.suppress(AgentTimeout):
             self._command(command, arguments, timeout, nowait=True)
+
+    def exec_start(self, argv: Sequence[str], *, input: bytes | None = None,
+                   env: Mapping[str, str] | None = None, capture: bool = True,
+                   timeout: float = 5.0) -> int:  # fmt: skip
+        if input is not None and len(input) > MAX_INPUT:
+            raise GuestInputTooLarge(len(input), MAX_INPUT)
+        return super().exec_start(argv, input=input, env=env, capture=capture, timeout=timeout)
 
     def _pid_in_flight(self) -> int | None:
         return None  # libvirt's call returns whole or not at all: nothing is half-sent

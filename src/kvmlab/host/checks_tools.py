@@ -14,6 +14,7 @@ from kvmlab.host.probe import CommandResult, HostProbe
 
 OVS_DPDK = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk"
 DOTTED = r"(\d+\.\d+(?:\.\d+)?)"
+SYSTEM_URI = "qemu:///system"
 
 
 def apt_install(*packages: str) -> str:
@@ -164,11 +165,23 @@ def check_libvirt(probe: HostProbe) -> Finding:
     daemon = probe.run(("libvirtd", "--version"))
     evidence = [(r.command, r.first_line if r.found else "not found") for r in (virsh, daemon)]
     if virsh.ok and daemon.ok:
+        answer = probe.run(("virsh", "-c", SYSTEM_URI, "version"), timeout=10.0)
+        evidence.append((answer.command, answer.first_line if answer.found else "not found"))
+        if answer.ok:
+            return finding(
+                "tools.libvirt",
+                Status.OK,
+                f"libvirt {version_of(daemon, DOTTED)}, a daemon answers on {SYSTEM_URI}",
+                evidence,
+            )
         return finding(
             "tools.libvirt",
-            Status.OK,
-            f"libvirt {version_of(daemon, DOTTED)}",
+            Status.INFO,
+            f"libvirt {version_of(daemon, DOTTED)}, but no daemon answers on {SYSTEM_URI} "
+            "(the libvirt backend needs one; kvmlab never starts the system daemon)",
             evidence,
+            ["systemctl start libvirtd (without systemd: virtlogd -d && libvirtd -d)",
+             "or a private daemon: kvmlab libvirtd start NAME (then --connect its URI)"],
         )
     if virsh.found and not virsh.ok:
         return _broken("tools.libvirt", virsh, "libvirt-clients")

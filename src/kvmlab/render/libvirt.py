@@ -8,7 +8,7 @@ from kvmlab.errors import RenderError
 from kvmlab.render.devices import guest_parts
 from kvmlab.render.identity import domain_uuid
 from kvmlab.render.target import Target
-from kvmlab.render.xmldom import DomainXml
+from kvmlab.render.xmldom import KVMLAB_NS, DomainXml
 from kvmlab.spec import Guest
 
 
@@ -34,6 +34,11 @@ def render_libvirt(guest: Guest, target: Target) -> str:
         d.note(f"rendered for {caps.label}")
     d.section("name").text = target.name
     d.section("uuid").text = domain_uuid(target.lab, target.address)
+    if target.libvirt_token is not None:
+        mark = ET.SubElement(d.section("metadata"), f"{{{KVMLAB_NS}}}guest")
+        mark.set("lab", target.lab)
+        mark.set("address", "/".join(target.address))
+        mark.set("token", target.libvirt_token)
     for part in guest_parts(guest, target, accel):
         part.xml(d)
     emulator = ET.Element("emulator")

@@ -57,6 +57,9 @@ class Target:
     """``testpmd`` (its ports are socket servers) or ``ovs-dpdk`` (clients)."""
     libvirt: LibvirtCaps | None = None
     """The libvirt the domain XML is rendered for (None: the library's version, assumed)."""
+    libvirt_token: str | None = None
+    """A token the domain carries in its metadata: what marks it as this kvmlab run's, so
+    nothing else of that name or UUID is ever stopped or undefined."""
 
     @property
     def name(self) -> str:

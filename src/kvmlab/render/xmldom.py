@@ -7,9 +7,12 @@ from dataclasses import dataclass, field
 
 QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
 ET.register_namespace("qemu", QEMU_NS)
+KVMLAB_NS = "https://github.com/kvmlab/kvmlab/xmlns/guest/1"
+"""The namespace of kvmlab's domain metadata (``<kvmlab:guest lab= address= token=/>``)."""
+ET.register_namespace("kvmlab", KVMLAB_NS)
 
 SECTION_ORDER = (
-    "name", "uuid", "title", "description", "memory", "currentMemory", "memoryBacking",
+    "name", "uuid", "title", "description", "metadata", "memory", "currentMemory", "memoryBacking",
     "vcpu", "iothreads", "cputune", "os", "features", "cpu", "clock", "on_poweroff",
     "on_reboot", "on_crash", "devices", f"{{{QEMU_NS}}}commandline", f"{{{QEMU_NS}}}override",
 )  # fmt: skip

@@ -81,6 +81,8 @@ class GuestRecord:
     uri: str | None = None
     domain: str | None = None
     """The libvirt domain's UUID."""
+    token: str | None = None
+    """The token in the libvirt domain's metadata (what makes it kvmlab's)."""
     persistent: bool = False
     serial_log: str | None = None
     """A libvirt domain's serial log, on the libvirt host."""
@@ -128,7 +130,7 @@ class GuestRecord:
         if self.backend == "libvirt" and not self.pid:
             from kvmlab.runtime.libvirt.lookup import domain_active
 
-            return domain_active(self.uri or "", self.domain or "")
+            return domain_active(self.uri or "", self.domain or "", self.token or "")
         return alive(self.pid, self.marker or str(run_dir), self.pid_start)
 
     def owner_alive(self) -> bool:

@@ -13,19 +13,35 @@ from kvmlab.spec.base import SpecModel
 Backend = Literal["qemu", "libvirt"]
 
 URI_PATTERN = re.compile(
-    r"^qemu(\+(unix|ssh|tcp|tls|libssh|libssh2))?://[A-Za-z0-9._@:\[\]-]*/(system|session)"
-    r"(\?[A-Za-z0-9._/=&%+-]*)?$"
+    r"^qemu(\+(unix|ssh|tcp|tls|libssh|libssh2))?://"
+    r"(?P<host>([A-Za-z0-9._%-]+@)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]*))(:(?P<port>[0-9]{1,5}))?/system"
+    r"(\?(?P<query>[A-Za-z0-9._/=&%+~-]*))?$"
 )
+PARAMS = {"socket", "keyfile", "known_hosts", "no_tty", "sshauth", "mode", "pkipath"}
+"""The URI parameters a lab may set (not ``no_verify``, ``command`` or ``netcat``)."""
 DEFAULT_URI = "qemu:///system"
 
 
 def check_uri(value: str) -> str:
     """A libvirt QEMU driver URI (``qemu:///system``, ``qemu+ssh://host/system``, ...)."""
-    if not URI_PATTERN.match(value):
+    match = URI_PATTERN.match(value)
+    if not match:
         raise ValueError(
-            f"{value!r} is not a libvirt URI of the QEMU driver (for example qemu:///system, "
-            "qemu+ssh://user@host/system, qemu+tcp://127.0.0.1:16509/system)"
+            f"{value!r} is not a libvirt URI of the QEMU driver's system instance (for "
+            "example qemu:///system, qemu+ssh://user@host/system, "
+            "qemu+tcp://127.0.0.1:16509/system)"
         )
+    host = (match.group("host") or "").rpartition("@")[2]
+    if host.startswith("-"):
+        raise ValueError(f"{value!r}: a host name cannot start with '-'")
+    port = match.group("port")
+    if port is not None and not 0 < int(port) < 65536:
+        raise ValueError(f"{value!r}: port {port} is not 1-65535")
+    for pair in filter(None, (match.group("query") or "").split("&")):
+        key = pair.partition("=")[0]
+        if key not in PARAMS:
+            raise ValueError(f"{value!r}: URI parameter {key!r} is not one kvmlab passes "
+                             f"(allowed: {', '.join(sorted(PARAMS))})")
     return value
 
 

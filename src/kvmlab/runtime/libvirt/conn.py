@@ -81,9 +81,15 @@ def connected(uri: str, guest: str | None = None) -> Iterator[libvirt.virConnect
 
 def capabilities(conn: libvirt.virConnect, domain_type: str = "qemu") -> LibvirtCaps:
     """What the daemon behind ``conn`` offers, for rendering its domains."""
-    caps_xml = conn.getCapabilities()
     try:
-        dom_xml = conn.getDomainCapabilities(None, "x86_64", "q35", domain_type, 0)
-    except libvirt.libvirtError:
-        dom_xml = conn.getDomainCapabilities(None, "x86_64", "q35", "qemu", 0)
-    return LibvirtCaps.from_xml(conn.getLibVersion(), conn.getVersion(), caps_xml, dom_xml)
+        caps_xml = conn.getCapabilities()
+        try:
+            dom_xml = conn.getDomainCapabilities(None, "x86_64", "q35", domain_type, 0)
+        except libvirt.libvirtError:
+            dom_xml = conn.getDomainCapabilities(None, "x86_64", "q35", "qemu", 0)
+        return LibvirtCaps.from_xml(conn.getLibVersion(), conn.getVersion(), caps_xml, dom_xml)
+    except libvirt.libvirtError as exc:
+        uri = conn.getURI() if conn else "?"
+        raise LibvirtFailure(f"cannot read what this libvirt offers for x86_64 q35 guests "
+                             f"({describe(exc)})", uri,
+                             fix=["install QEMU for x86_64 there (qemu-system-x86)"]) from None

@@ -3,6 +3,7 @@ front of kvmlab, and handed to :mod:`kvmlab.runtime.lab` as :class:`LibvirtMachi
 
 from __future__ import annotations
 
+import secrets
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -102,15 +103,9 @@ class LibvirtBackend:
                 progress: Progress) -> LibvirtMachine:  # fmt: skip
         """The machine for one guest: image published, XML rendered for this libvirt."""
         caps = self.connect()
-        if target.image is not None:
-            files = [target.image.kernel, target.image.initrd]
-            progress(f"publishing the guest image to libvirt ({self.uri})")
-            where = publish(self._conn, self.uri, files)
-            target = replace(target, image=replace(
-                target.image, kernel=where[target.image.kernel],
-                initrd=where[target.image.initrd]))  # fmt: skip
-        target = replace(target, libvirt=caps)
-        if caps.qemu_user is not None and is_local(self.uri):
+        token = secrets.token_hex(12)
+        target = replace(target, libvirt=caps, libvirt_token=token)
+        if caps.qemu_user is not None and self.local:
             for i, disk in enumerate(guest.disks):
                 why = _reachable(target.path(disk.path), *caps.qemu_user)
                 if why:
@@ -119,10 +114,23 @@ class LibvirtBackend:
                         f"reach it: {why}", self.uri, config.name,
                         ["put the lab's disks under a directory every user may enter, or "
                          "run the lab on the qemu backend"])  # fmt: skip
+        if target.image is not None and target.image.share == "virtiofs":
+            raise LibvirtFailure("shares the host root by virtiofs, whose daemon libvirt runs "
+                                 "as root and kvmlab cannot mask: refused on this backend",
+                                 self.uri, config.name, ["use the 9p image (the default)"])
+        render_libvirt(guest, target)  # what libvirt cannot say is refused before uploading
+        if target.image is not None:
+            files = [target.image.kernel, target.image.initrd]
+            progress(f"publishing the guest image to libvirt ({self.uri})")
+            where = publish(self._conn, self.uri, files)
+            target = replace(target, image=replace(
+                target.image, kernel=where[target.image.kernel],
+                initrd=where[target.image.initrd]))  # fmt: skip
         xml = render_libvirt(guest, target)
         return LibvirtMachine(config, self.uri, xml, target_uuid(target),
                               persistent=self.persistent,
-                              serial_log=str(target.libvirt_log("serial")))  # fmt: skip
+                              serial_log=str(target.libvirt_log("serial")), token=token,
+                              qemu_uid=caps.qemu_user[0] if caps.qemu_user else None)
 
 
 def target_uuid(target: Any) -> str:
@@ -133,6 +141,8 @@ def target_uuid(target: Any) -> str:
 
 def stop_domain(run_dir: Path, record: GuestRecord, force: bool, progress: Progress) -> bool:
     """``kvmlab down`` of a libvirt guest: stop, undefine, unpublish; True if one ran."""
+    if record.uri and record.domain:
+        open_uri(record.uri, record.name).close()  # unreachable: down fails, state is kept
     machine = LibvirtMachine.attach_libvirt(run_dir, record)
     running = machine.is_alive()
     progress(f"stopping {record.name} (libvirt {record.uri})" if running else

@@ -10,6 +10,7 @@ UUID) before libvirt is asked for anything, so ``ps`` and ``down`` find a domain
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +21,7 @@ import libvirt
 from kvmlab.guest.agent import GuestAgent
 from kvmlab.guest.agent_libvirt import LibvirtAgent
 from kvmlab.guest.errors import AgentError
+from kvmlab.render.xmldom import KVMLAB_NS
 from kvmlab.runtime import boottime
 from kvmlab.runtime.errors import StateError
 from kvmlab.runtime.libvirt.conn import LibvirtFailure, describe, is_local, open_uri
@@ -32,14 +34,20 @@ from kvmlab.runtime.qmp import QmpSession
 from kvmlab.runtime.rundir import GuestRecord
 from kvmlab.runtime.signals import deferred_signals
 
+UNDEFINE_ALL = (libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE
+                | libvirt.VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA
+                | libvirt.VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA
+                | libvirt.VIR_DOMAIN_UNDEFINE_NVRAM)  # fmt: skip
 
-def start_fix(message: str, guest: str) -> list[str]:
+
+def start_fix(message: str, guest: str, uri: str) -> list[str]:
     """What a user does about libvirt's refusal to define or start a domain."""
     if "Permission denied" in message:
         return ["libvirt runs QEMU as its own user (see 'virsh capabilities', secmodel dac): "
                 "put the file where that user can read it"]  # fmt: skip
     if "already exists" in message or "already defined" in message:
-        return [f"a domain of that name exists: 'virsh undefine {guest}' if it is a leftover"]
+        return [f"a domain of that name exists: virsh -c '{uri}' undefine {guest} (if it is a "
+                "leftover)"]  # fmt: skip
     if "passt" in message or "Invalid value" in message:
         return ["kvmlab renders for the libvirt it asked; report this with 'kvmlab render "
                 "--format libvirt --connect URI'"]  # fmt: skip
@@ -50,7 +58,8 @@ class LibvirtMachine(Machine):
     """One libvirt domain, rendered by kvmlab, at ``uri``."""
 
     def __init__(self, config: MachineConfig, uri: str, xml: str = "", uuid: str = "",
-                 persistent: bool = False, serial_log: str = "") -> None:  # fmt: skip
+                 persistent: bool = False, serial_log: str = "", token: str = "",
+                 qemu_uid: int | None = None) -> None:  # fmt: skip
         super().__init__(config)
         self.uri = uri
         self.xml = xml
@@ -60,9 +69,11 @@ class LibvirtMachine(Machine):
         """The serial log's path on the libvirt host."""
         self._conn: Any = None
         self._dom: Any = None
-        self._created = bool(uuid) and not xml
-        """Whether the domain is kvmlab's (created by this run, or on record): only then is
-        it ever destroyed or undefined."""
+        self.token = token
+        """The token in the domain's metadata: only a domain that carries it is ever looked
+        at, stopped or undefined (a user's domain of the same name or UUID never is)."""
+        self.qemu_uid = qemu_uid
+        self._created = bool(uuid and token) and not xml
 
     @property
     def domain_name(self) -> str:
@@ -105,36 +116,46 @@ class LibvirtMachine(Machine):
                 raise LibvirtFailure(
                     f"a domain named {self.domain_name} (or with its UUID {self.uuid}) exists "
                     "already; kvmlab leaves it alone", self.uri, name,
-                    [f"if it is a leftover: virsh -c {self.uri} destroy {self.domain_name}; "
-                     f"virsh -c {self.uri} undefine {self.domain_name}"])  # fmt: skip
+                    [f"if it is a leftover: virsh -c '{self.uri}' destroy {self.domain_name}; "
+                     f"virsh -c '{self.uri}' undefine {self.domain_name}"])  # fmt: skip
         try:
             with deferred_signals():  # created and recorded, or neither
+                self._created = True  # on record with its token: down finds it by that
                 if self.persistent:
                     self._dom = conn.defineXML(self.xml)
-                    self._created = True
-                    self.record().save(self.run_dir)
                     step = "start"
                     self._dom.create()
                 else:
                     self._dom = conn.createXML(self.xml, 0)
-                    self._created = True
                 self._find_pid()
                 self.record().save(self.run_dir)
         except libvirt.libvirtError as exc:
             message = describe(exc)
             raise LibvirtFailure(f"libvirt could not {step} domain {self.domain_name}: "
                                  f"{message}", self.uri, name,
-                                 start_fix(message, self.domain_name)) from None  # fmt: skip
+                                 start_fix(message, self.domain_name, self.uri)) from None
 
     def _find_pid(self) -> None:
         """QEMU's pid when the daemon is on this host (found by the domain's UUID)."""
         if not is_local(self.uri):
             return
-        found = find_marked(f"-uuid {self.uuid}") or find_marked(self.uuid)
-        if found:
-            self.pid = found[0]
-            self._pid_start = start_time(self.pid)
-            self._marker = self.uuid
+        for pid in find_marked(self.uuid):
+            if self._is_our_qemu(pid):
+                self.pid = pid
+                self._pid_start = start_time(pid)
+                self._marker = self.uuid
+                return
+
+    def _is_our_qemu(self, pid: int) -> bool:
+        """Whether ``pid`` is this domain's QEMU: ``-uuid UUID`` among its arguments and run
+        as libvirt's QEMU user (a process anyone could start naming the UUID is not)."""
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            owner = Path(f"/proc/{pid}").stat().st_uid
+        except OSError:
+            return False
+        named = any(a == b"-uuid" and b == self.uuid.encode() for a, b in itertools.pairwise(argv))
+        return named and (self.qemu_uid is None or owner == self.qemu_uid)
 
     def _serial_path(self) -> Path | None:
         """The serial log as this process sees it: through QEMU's own root, which is the
@@ -199,10 +220,15 @@ class LibvirtMachine(Machine):
         if self._conn is None:
             self._conn = open_uri(self.uri, self.config.name)
         try:
-            self._dom = self._conn.lookupByUUIDString(self.uuid)
+            dom = self._conn.lookupByUUIDString(self.uuid)
+            mark = dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, KVMLAB_NS, 0)
         except libvirt.libvirtError as exc:
             raise LibvirtFailure(f"domain {self.domain_name} is gone ({describe(exc)})",
                                  self.uri, self.config.name) from None  # fmt: skip
+        if f'token="{self.token}"' not in mark:
+            raise LibvirtFailure(f"domain {self.domain_name} does not carry this run's token: "
+                                 "not kvmlab's to touch", self.uri, self.config.name)
+        self._dom = dom
         return self._dom
 
     @classmethod
@@ -214,7 +240,8 @@ class LibvirtMachine(Machine):
             memory=record.memory, boots_image=record.boots_image, children=record.children,
         )  # fmt: skip
         machine = cls(config, record.uri or "", uuid=record.domain or "",
-                      persistent=record.persistent, serial_log=record.serial_log or "")
+                      persistent=record.persistent, serial_log=record.serial_log or "",
+                      token=record.token or "")  # fmt: skip
         machine.pid = record.pid or None
         machine._pid_start = record.pid_start
         machine.boot = dict(record.boot)
@@ -287,7 +314,7 @@ class LibvirtMachine(Machine):
         with contextlib.suppress(libvirt.libvirtError, LibvirtFailure):
             dom = self._domain()
             if dom.isPersistent():
-                dom.undefine()
+                dom.undefineFlags(UNDEFINE_ALL)
         self._dom = None
         with contextlib.suppress(libvirt.libvirtError, LibvirtFailure):
             if self._conn is not None:
@@ -310,7 +337,7 @@ class LibvirtMachine(Machine):
     def record(self) -> GuestRecord:
         rec = super().record()
         rec.backend, rec.uri = "libvirt", self.uri
-        rec.domain = self.uuid if self._created else None
+        rec.domain, rec.token = self.uuid, self.token
         rec.persistent, rec.serial_log = self.persistent, self.serial_log
         rec.marker = self.uuid
         return rec

@@ -11,6 +11,7 @@ migrations use it; ``kvmlab libvirtd start|stop|list`` manages it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
@@ -42,6 +43,8 @@ class PrivateDaemon:
     pid: int = 0
     pid_start: int | None = None
     tcp_port: int | None = None
+    mnt_ns: str | None = None
+    """Its mount namespace (``mnt:[inode]``): its QEMUs are found by it even after it died."""
     kvm_hidden: str | None = None
     """Why the host's /dev/kvm is closed to libvirt's QEMU user, if it is: the daemon gets
     a node of its own that its QEMU user can open."""
@@ -77,7 +80,7 @@ class PrivateDaemon:
             data = json.loads((daemon.root / RECORD).read_text())
         except (OSError, ValueError):
             return daemon
-        known = {"pid", "pid_start", "tcp_port", "kvm_hidden"}
+        known = {"pid", "pid_start", "tcp_port", "mnt_ns", "kvm_hidden"}
         return cls(name, **{k: v for k, v in data.items() if k in known})
 
 
@@ -132,13 +135,16 @@ def _shared_parent(target: str) -> str | None:
 
 
 def _config(root: Path, tcp_port: int | None) -> None:
+    """A configuration of its own, written whole: nothing of the host's (no domains,
+    networks or pools to autostart, no listen setting to inherit)."""
     etc = root / "etc"
-    shutil.copytree("/etc/libvirt", etc, symlinks=True)
-    with (etc / "qemu.conf").open("a") as f:
-        f.write('\n# kvmlab private daemon\nnamespaces = []\nstdio_handler = "file"\n')
+    etc.mkdir(mode=0o755)
+    (etc / "qemu.conf").write_text('# kvmlab private daemon\nnamespaces = []\n'
+                                   'stdio_handler = "file"\n')  # fmt: skip
     lines = [
-        "", "# kvmlab private daemon", f'unix_sock_dir = "{root / "sock"}"',
-        'unix_sock_rw_perms = "0700"', 'unix_sock_ro_perms = "0700"', "listen_tls = 0",
+        "# kvmlab private daemon", f'unix_sock_dir = "{root / "sock"}"',
+        'unix_sock_rw_perms = "0700"', 'unix_sock_ro_perms = "0700"',
+        'unix_sock_admin_perms = "0700"', "listen_tls = 0",
         f'log_outputs = "3:file:{root / "libvirtd.log"}"',
     ]  # fmt: skip
     if tcp_port:
@@ -146,8 +152,7 @@ def _config(root: Path, tcp_port: int | None) -> None:
                   'auth_tcp = "none"']  # fmt: skip
     else:
         lines += ["listen_tcp = 0"]
-    with (etc / "libvirtd.conf").open("a") as f:
-        f.write("\n".join(lines) + "\n")
+    (etc / "libvirtd.conf").write_text("\n".join(lines) + "\n")
 
 
 def start(name: str, tcp_port: int | None = None) -> PrivateDaemon:
@@ -159,12 +164,16 @@ def start(name: str, tcp_port: int | None = None) -> PrivateDaemon:
     daemon = PrivateDaemon.read(name)
     if daemon.running():
         raise UsageError(f"private libvirtd {name} runs already ({daemon.uri})")
-    for target in MOUNTS:
+    whole_root = any(line.split()[4] == "/" for line in
+                     Path("/proc/self/mountinfo").read_text().splitlines())  # fmt: skip
+    # unshare makes every mount private where / is a mount point; in a chroot it cannot,
+    # and a bind mount under a shared mount would then show in the host's namespace.
+    for target in () if whole_root else (*MOUNTS, "/dev/kvm", str(checked_run_root())):
         shared = _shared_parent(target)
         if shared is not None:
-            raise HostError(f"cannot give a private libvirtd its own {target}: the mount "
-                            f"{shared} propagates to the host's namespace",
-                            [f"mount --make-rprivate {shared} (or run on another host)"])
+            raise HostError(f"cannot give a private libvirtd its own {target} in this chroot: "
+                            f"the mount {shared} propagates to the host's namespace",
+                            ["run kvmlab libvirtd outside the chroot"])
     if daemon.root.exists():
         remove_owned(daemon.root)
     create_owned(daemon.root.parent, "private libvirtd daemons")
@@ -196,8 +205,6 @@ def start(name: str, tcp_port: int | None = None) -> PrivateDaemon:
                   f"chgrp {user[1]} {dev}/kvm", f"mount --bind {dev}/kvm /dev/kvm"]
     listen = " -l" if tcp_port else ""
     script = " && ".join([*binds, f"exec libvirtd -f /etc/libvirt/libvirtd.conf{listen}"])
-    whole_root = any(line.split()[4] == "/" for line in
-                     Path("/proc/self/mountinfo").read_text().splitlines())  # fmt: skip
     propagation = "private" if whole_root else "unchanged"  # a chroot: checked above
     log = (root / "daemon.out").open("wb")
     proc = subprocess.Popen(
@@ -212,11 +219,22 @@ def start(name: str, tcp_port: int | None = None) -> PrivateDaemon:
     while not daemon.socket.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
             tail = (root / "daemon.out").read_text(errors="replace")[-2000:]
+            log_tail = _tail(root / "libvirtd.log")
             stop(name)
             raise HostError(f"private libvirtd {name} did not start: {tail.strip() or '?'}",
-                            [f"see {root}/libvirtd.log"])  # fmt: skip
+                            [f"libvirtd.log: {line}" for line in log_tail])  # fmt: skip
         time.sleep(0.1)
+    with contextlib.suppress(OSError):
+        daemon.mnt_ns = str(Path(f"/proc/{daemon.pid}/ns/mnt").readlink())
+        daemon.save()
     return daemon
+
+
+def _tail(path: Path, lines: int = 5) -> list[str]:
+    try:
+        return path.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return []
 
 
 def stop(name: str) -> bool:
@@ -226,6 +244,9 @@ def stop(name: str) -> bool:
     if ran:
         _destroy_domains(daemon)
         terminate(daemon.pid, "libvirtd", grace=10.0, started=daemon.pid_start)
+    for pid in _qemu_children(daemon):  # its QEMUs outlive a dead daemon
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     if daemon.root.exists():
         remove_owned(daemon.root)
     return ran
@@ -238,12 +259,13 @@ def _destroy_domains(daemon: PrivateDaemon) -> None:
     try:
         conn = libvirt.open(daemon.uri)
     except libvirt.libvirtError:
-        pids = _qemu_children(daemon)
-        for pid in pids:
-            os.kill(pid, signal.SIGKILL)
-        return
+        return  # its QEMUs are killed by namespace
     try:
-        for dom in conn.listAllDomains(0):
+        domains = conn.listAllDomains(0)
+    except libvirt.libvirtError:
+        domains = []
+    try:
+        for dom in domains:
             try:
                 if dom.isActive():
                     dom.destroy()
@@ -258,9 +280,8 @@ def _destroy_domains(daemon: PrivateDaemon) -> None:
 def _qemu_children(daemon: PrivateDaemon) -> list[int]:
     """QEMUs whose parent is the daemon (libvirt daemonizes them: their parent is init, so
     they are found by mount namespace instead)."""
-    try:
-        ns = Path(f"/proc/{daemon.pid}/ns/mnt").readlink()
-    except OSError:
+    ns = Path(daemon.mnt_ns) if daemon.mnt_ns else None
+    if ns is None:
         return []
     found = []
     for entry in Path("/proc").iterdir():

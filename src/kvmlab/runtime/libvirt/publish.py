@@ -17,12 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import libvirt
+
 from kvmlab.render.libvirt_caps import IMAGE_POOL_DIR
 from kvmlab.render.xmldom import sub
 from kvmlab.runtime.libvirt.conn import LibvirtFailure, describe
 
 POOL = "kvmlab"
-VOLUME = re.compile(r"^[0-9a-f]{8,64}-[A-Za-z0-9._-]+$")
+POOL_UUID = "6b766d6c-6162-5f70-6f6f-6c0000000001"
+"""kvmlab's pool has this UUID: a pool named ``kvmlab`` without it is not kvmlab's and is
+never used, emptied or deleted."""
+VOLUME = re.compile(r"^[0-9a-f]{24}-(kernel|initrd\.img)$")
 """The names of the volumes kvmlab uploads (and so may delete)."""
 CHUNK = 1 << 20
 
@@ -35,31 +39,51 @@ def volume_name(file: Path) -> str:
 def _pool_xml() -> str:
     pool = ET.Element("pool", type="dir")
     sub(pool, "name", POOL)
+    sub(pool, "uuid", POOL_UUID)
     target = sub(pool, "target")
     sub(target, "path", IMAGE_POOL_DIR)
     return ET.tostring(pool, encoding="unicode")
 
 
-def pool(conn: libvirt.virConnect, uri: str) -> Any:
-    """kvmlab's pool on this daemon, defined with its directory built when missing."""
+def _ours(conn: libvirt.virConnect) -> Any | None:
+    """kvmlab's pool (by name and UUID), or None; a foreign pool of that name is refused."""
     try:
         found = conn.storagePoolLookupByName(POOL)
-        if not found.isActive():
-            found.create(0)
-        found.refresh(0)
-        return found
     except libvirt.libvirtError:
-        pass
+        return None
+    if found.UUIDString() != POOL_UUID:
+        return False
+    return found
+
+
+def pool(conn: libvirt.virConnect, uri: str) -> Any:
+    """kvmlab's pool on this daemon, defined with its directory built when missing."""
+    found = _ours(conn)
+    if found is False:
+        raise LibvirtFailure(f"a storage pool named {POOL} exists and is not kvmlab's (its "
+                             f"UUID is not {POOL_UUID}); kvmlab leaves it alone", uri,
+                             fix=[f"rename that pool (virsh -c {uri} pool-dumpxml {POOL})"])
     try:
+        if found is not None:
+            if not found.isActive():
+                found.create(0)
+            found.refresh(0)
+            return found
         # Persistent while in use (a transient pool cannot delete its directory: libvirt
         # deletes only inactive pools, and an inactive transient pool is gone).
         made = conn.storagePoolDefineXML(_pool_xml(), 0)
+    except libvirt.libvirtError as exc:
+        raise LibvirtFailure(f"cannot use the storage pool {POOL} at {IMAGE_POOL_DIR} "
+                             f"({describe(exc)})", uri) from None  # fmt: skip
+    try:
         made.build(0)
         made.create(0)
-        return made
     except libvirt.libvirtError as exc:
+        with contextlib.suppress(libvirt.libvirtError):
+            made.undefine()
         raise LibvirtFailure(f"cannot create the storage pool {POOL} at {IMAGE_POOL_DIR} "
                              f"({describe(exc)})", uri) from None  # fmt: skip
+    return made
 
 
 def publish(conn: libvirt.virConnect, uri: str, files: list[Path]) -> dict[Path, Path]:
@@ -100,42 +124,49 @@ def _upload(conn: libvirt.virConnect, uri: str, where: Any, name: str, file: Pat
                     sent = stream.send(bytes(view))
                     view = view[sent:]
         stream.finish()
-    except (libvirt.libvirtError, OSError) as exc:
+    except BaseException as exc:  # Ctrl-C too: a half-written volume is never left
         with contextlib.suppress(libvirt.libvirtError):
             stream.abort()
-        vol.delete(0)
+        with contextlib.suppress(libvirt.libvirtError):
+            vol.delete(0)
+        if not isinstance(exc, libvirt.libvirtError | OSError):
+            raise
         what = describe(exc) if isinstance(exc, libvirt.libvirtError) else str(exc)
         raise LibvirtFailure(f"uploading {file} failed ({what})", uri) from None
     return str(vol.path())
 
 
-def in_use(conn: libvirt.virConnect) -> set[str]:
-    """Every file path any domain of this daemon names (running or only defined)."""
+def in_use(conn: libvirt.virConnect) -> set[str] | None:
+    """Every file path any domain of this daemon names (running or only defined); None
+    when a domain could not be read (then nothing counts as unused)."""
     paths: set[str] = set()
     for dom in conn.listAllDomains(0):
         try:
             root = ET.fromstring(dom.XMLDesc(0))
         except (libvirt.libvirtError, ET.ParseError):
-            continue
+            return None
         for tag in ("os/kernel", "os/initrd"):
             paths.update(el.text for el in root.findall(tag) if el.text)
         paths.update(str(el.get("file")) for el in root.findall("devices/disk/source")
                      if el.get("file"))  # fmt: skip
+        paths.update(str(el.get("volume")) for el in root.findall("devices/disk/source")
+                     if el.get("pool") == POOL and el.get("volume"))  # fmt: skip
     return paths
 
 
 def unpublish_unused(conn: libvirt.virConnect) -> list[str]:
     """Delete kvmlab's volumes no domain uses, and the pool when it is empty; their names."""
-    try:
-        where = conn.storagePoolLookupByName(POOL)
-    except libvirt.libvirtError:
-        return []
+    where = _ours(conn)
+    if not where:
+        return []  # none, or a pool of that name that is not kvmlab's: never touched
     used = in_use(conn)
+    if used is None:
+        return []
     gone: list[str] = []
     if where.isActive():
         where.refresh(0)
         for vol in where.listAllVolumes(0):
-            if VOLUME.match(vol.name()) and vol.path() not in used:
+            if VOLUME.match(vol.name()) and not {vol.path(), vol.name()} & used:
                 vol.delete(0)
                 gone.append(vol.name())
         if where.numOfVolumes() > 0:
