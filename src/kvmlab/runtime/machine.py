@@ -278,7 +278,7 @@ class Machine:
     def shutdown(self, timeout: float = 20.0, force: bool = False) -> None:
         """Stop the guest: sync its disks and quit (or ACPI power-off), then force."""
         if self.state in (MachineState.STOPPED, MachineState.CREATED):
-            self._close_qmp()
+            self._release()
             self._cleanup()
             return
         self.state = MachineState.SHUTTING_DOWN
@@ -321,6 +321,10 @@ class Machine:
             pass
         assert self.pid is not None
         wait_gone(self.pid, max(0.5, deadline - time.monotonic()), str(self.run_dir))
+
+    def _release(self) -> None:
+        """Let go of a stopped guest (its QMP session; a libvirt domain's definition)."""
+        self._close_qmp()
 
     def disconnect(self) -> None:
         """Close this object's QMP session, if any (the guest is not touched)."""

@@ -267,20 +267,8 @@ class LibvirtMachine(Machine):
         raise StateError(f"{self.config.name} runs under libvirt, which owns its QMP monitor "
                          "(use 'virsh qemu-monitor-command' or the qemu backend)")  # fmt: skip
 
-    def shutdown(self, timeout: float = 20.0, force: bool = False) -> None:
-        """Sync the guest's disks, then stop the domain (ACPI or agent, then destroy) and
-        undefine it; ``force`` destroys at once."""
-        if self.state in (MachineState.STOPPED, MachineState.CREATED):
-            self._undefine()
-            self._cleanup()
-            return
-        self.state = MachineState.SHUTTING_DOWN
-        try:
-            if not force and self.is_alive():
-                self._polite_stop(timeout)
-        finally:
-            self._kill()
-        self.state = MachineState.STOPPED
+    def _release(self) -> None:
+        self._undefine()
 
     def _polite_stop(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
