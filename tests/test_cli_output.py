@@ -174,7 +174,7 @@ def test_ps_in_a_pipe_prints_whole_addresses(
 ) -> None:
     import kvmlab.runtime.usage as usage
 
-    monkeypatch.setattr(usage, "guest_cpu_ticks", lambda run_dir: None)  # no agent to ask
+    monkeypatch.setattr(usage, "guest_cpu_ticks", lambda *_: None)  # no agent to ask
     monkeypatch.setenv("KVMLAB_RUN_DIR", str(tmp_path / "run"))
     with running_guest(LONG_LAB, ("vm1",)), running_guest("b3", ("v2",)):
         out, _, error = invoke("ps")

@@ -48,3 +48,36 @@ def test_unreachable_uri_is_one_clear_line(tmp_path: Path) -> None:
     assert up.returncode == 4, up.stderr
     assert f"{uri}: no libvirtd answers" in up.stderr and "fix:" in up.stderr
     assert not (tmp_path / "run" / "basic").exists()
+
+
+def test_bench_measures_a_libvirt_guest(libvirtd: Daemon, tmp_path: Path) -> None:
+    """``kvmlab bench --backend libvirt``: the suite's workload runs in the domain through
+    libvirt's agent channel, the run records the daemon, nothing is left in libvirt."""
+    import libvirt
+
+    lab = tmp_path / "lvb.toml"
+    lab.write_text('name = "lvb"\n[guests.vm1]\nvcpus = 1\nmemory = "512M"\n'
+                   '[[guests.vm1.nics]]\ntype = "user"\n')  # fmt: skip
+    env = {**libvirtd.env, "KVMLAB_RESULTS": str(tmp_path / "results.sqlite")}
+    ran = cli(env, "bench", str(lab), "--backend", "libvirt", "--connect", libvirtd.uri,
+              "--levels", "L1", "--only", "cpu,boot", "-o", "json", timeout=900)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    report = json.loads(ran.stdout)
+    host = report["runs"][0]["host"]
+    assert host["backend"].startswith("libvirt ") and libvirtd.uri in host["backend"]
+    rows = {(r["level"], r["workload"]) for r in report["rows"]}
+    assert {("L1", "cpu"), ("L1", "boot")} <= rows, rows
+    conn = libvirt.open(libvirtd.uri)
+    try:
+        assert conn.listAllDomains(0) == []
+    finally:
+        conn.close()
+
+
+def test_bench_refuses_what_libvirt_does_not_run_yet(tmp_path: Path) -> None:
+    env = {**os.environ, "KVMLAB_RUN_DIR": str(tmp_path / "run")}
+    ran = cli(env, "run", str(LABS / "nested.toml"), "--backend", "libvirt", "--levels", "L2")
+    assert ran.returncode == 2, ran.stderr
+    assert "--levels L2 on the libvirt backend" in ran.stderr
+    ran = cli(env, "run", str(LABS / "migrate.toml"), "--backend", "libvirt")
+    assert ran.returncode == 2 and "migrations run only on the qemu backend" in ran.stderr

@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kvmlab.errors import ProcessFailure
-from kvmlab.guest.agent import GuestAgent
 from kvmlab.guest.errors import AgentError
-from kvmlab.render.devices.control import AGENT_SOCKET
 from kvmlab.runtime.machine import Machine
 
 
@@ -120,7 +118,7 @@ class _GuestProcess:
 
     def stop(self) -> None:
         try:
-            with GuestAgent(self.machine.run_dir / AGENT_SOCKET) as agent:
+            with self.machine.agent() as agent:
                 agent.wait_ready(timeout=60)
                 if agent.exec_status(self.pid) is None:
                     agent.exec(["kill", "-TERM", str(self.pid)], timeout=10)
@@ -144,7 +142,4 @@ class GuestExecutor:
                          result.stderr.decode(errors="replace"))  # fmt: skip
 
     def start(self, argv: list[str]) -> Background:
-        with GuestAgent(self.machine.run_dir / AGENT_SOCKET) as agent:
-            agent.wait_ready(timeout=60)
-            pid = agent.exec_start(argv, capture=False)
-        return _GuestProcess(self.machine, pid)
+        return _GuestProcess(self.machine, self.machine.exec_background(argv))

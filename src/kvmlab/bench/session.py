@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvmlab import __version__
 from kvmlab.bench.executor import GuestExecutor, HostExecutor, Place
@@ -25,6 +25,9 @@ from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.network import SLIRP_HOST, user_net
 from kvmlab.runtime.rundir import LabDir
 from kvmlab.spec import Guest, LoadedLab
+
+if TYPE_CHECKING:
+    from kvmlab.runtime.libvirt.lab import LibvirtBackend
 
 SCRATCH_PARENT = Path("/var/tmp")
 """Where L0's fio file lives: on disk (O_DIRECT), not a tmpfs."""
@@ -99,6 +102,7 @@ def run_bench(
     status: Progress | None = None,
     on_start: Callable[[int], None] | None = None,
     after: Callable[[LevelRunner, LoadedLab], None] | None = None,
+    backend: LibvirtBackend | None = None,
 ) -> int:
     """Measure the suite at the requested levels, for every variant; the stored run's id.
 
@@ -113,6 +117,7 @@ def run_bench(
     complete only if everything finished. A failure or Ctrl-C is stored with the level,
     guest and stage it cut short (teardown already done), then raised as it was.
     Nothing is measured or stored when the lab is up already or lacks a level asked for.
+    With ``backend`` (libvirt), a libvirtd runs the guests.
     """
     labrun.assert_not_up(loaded.lab.name)
     check_levels(loaded, levels)
@@ -136,7 +141,7 @@ def run_bench(
                 store.add(run_id, [replace(s, variant=name) for s in host_samples])
             runner.variant = name
             if levels & {"L1", "L2"} and settings.workloads:
-                _guests(variant, levels, runner, host, image, host_exec, progress)
+                _guests(variant, levels, runner, host, image, host_exec, progress, backend)
             if after is not None:
                 after(runner, variant)
         complete = True
@@ -157,6 +162,7 @@ def _guests(
     image: Callable[[], GuestImage],
     host_exec: HostExecutor,
     progress: Progress,
+    backend: LibvirtBackend | None = None,
 ) -> None:
     """Boot L1, measure it, then start the L2s inside and measure them; tear down.
 
@@ -167,7 +173,8 @@ def _guests(
     tops = ", ".join(loaded.lab.guests)
     runner.at("L1", tops, "boot")
     start = time.monotonic()
-    with labrun.started(loaded, host, image, progress=progress, children=False) as machines:
+    with labrun.started(loaded, host, image, progress=progress, children=False,
+                        backend=backend) as machines:  # fmt: skip
         try:
             runner.timings[f"boot {loaded.lab.name} L1"] = time.monotonic() - start
             for machine in machines:

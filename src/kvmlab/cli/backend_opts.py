@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
+
+import typer
 
 from kvmlab.errors import UsageError
 from kvmlab.spec import LoadedLab
 from kvmlab.spec.backend import check_uri
 
 if TYPE_CHECKING:
+    from kvmlab.cli.bench_extras import Extras
     from kvmlab.runtime.libvirt.lab import LibvirtBackend
 
 BACKEND_HELP = "qemu (kvmlab runs QEMU) or libvirt (a libvirtd does); default: the lab's."
-CONNECT_HELP = "libvirt URI for the libvirt backend (default: the lab's [libvirt] uri)."
+CONNECT_HELP = "libvirt URI for the libvirt backend (default: the lab's libvirt.uri)."
 PERSISTENT_HELP = "libvirt: define domains persistently (they are undefined by down)."
+TO_HELP = "libvirt guests: the destination libvirtd's URI (virDomainMigrate3)."
+BackendOpt = Annotated[str | None, typer.Option("--backend", help=BACKEND_HELP)]
+ConnectOpt = Annotated[str | None, typer.Option("--connect", "-c", help=CONNECT_HELP)]
+PersistentOpt = Annotated[
+    bool | None, typer.Option("--persistent/--transient", help=PERSISTENT_HELP)
+]
 
 
 def choose_backend(loaded: LoadedLab, backend: str | None, connect: str | None,
@@ -43,3 +52,24 @@ def qemu_only(loaded: LoadedLab, command: str) -> None:
     if loaded.lab.backend == "libvirt":
         raise UsageError(f"{loaded.path}: backend = \"libvirt\": 'kvmlab {command}' runs only "
                          "on the qemu backend so far (kvmlab up/ps/exec/down run on libvirt)")
+
+
+def libvirt_levels(loaded: LoadedLab, wanted: set[str], asked: bool) -> set[str]:
+    """The levels ``kvmlab bench``/``run`` measures on the libvirt backend: L0 and L1 (a
+    guest hypervisor's own guests run only on the qemu backend so far). L2 asked for by
+    ``--levels`` is refused; the default levels simply leave it out."""
+    if "L2" in wanted and asked:
+        raise UsageError(f"{loaded.path}: --levels L2 on the libvirt backend: guests inside a "
+                         "guest hypervisor run only on the qemu backend so far (use "
+                         "--levels L0,L1, or --backend qemu)")  # fmt: skip
+    return wanted - {"L2"}
+
+
+def libvirt_extras(loaded: LoadedLab, extras: Extras) -> None:
+    """Refuse the lab's own workloads the libvirt backend does not run yet, by name."""
+    named = [name for name, on in (("pvp", extras.pvp), ("netcompare", extras.netcompare),
+                                   ("migrations", extras.migrations)) if on]  # fmt: skip
+    if named:
+        raise UsageError(f"{loaded.path}: {', '.join(named)} run only on the qemu backend so "
+                         f"far; on libvirt leave {'them' if len(named) > 1 else 'it'} out "
+                         "with --only (e.g. --only cpu,memory,disk,net,boot)")  # fmt: skip

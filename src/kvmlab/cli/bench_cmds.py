@@ -91,6 +91,7 @@ def run_bench_cmd(
     only: str | None,
     html: Path | None = None,
     output: str = "text",
+    backend_opts: tuple[str | None, str | None, bool | None] = (None, None, None),
 ) -> None:
     """Boot what the levels need, run the suite, store it, print the level table (or JSON).
 
@@ -105,6 +106,7 @@ def run_bench_cmd(
 
     from kvmlab.bench.session import lab_levels, parse_levels, run_bench
     from kvmlab.bench.suite import settings_for
+    from kvmlab.cli.backend_opts import choose_backend, libvirt_extras, libvirt_levels
     from kvmlab.cli.bench_extras import split_only
     from kvmlab.cli.hostinfo import host_accel, print_nested_preflight
     from kvmlab.cli.outfile import check_out
@@ -113,11 +115,15 @@ def run_bench_cmd(
     from kvmlab.spec import load_lab
 
     loaded = load_lab(lab_path)
-    from kvmlab.cli.backend_opts import qemu_only
-
-    qemu_only(loaded, "bench/run")
+    backend = choose_backend(loaded, *backend_opts)
     wanted = parse_levels(levels, loaded) if levels is not None else lab_levels(loaded)
+    if backend is not None:
+        wanted = libvirt_levels(loaded, wanted, levels is not None)
     suite_only, suite_runs, extras = split_only(loaded, only, wanted)
+    if backend is not None:
+        libvirt_extras(loaded, extras)
+        for variant in loaded.variants().values():  # refused before L0 is measured
+            backend.check(variant, children=False)
     settings = settings_for(suite, loaded.lab.bench, suite_only)
     if not suite_runs:
         settings = replace(settings, workloads=())
@@ -127,6 +133,10 @@ def run_bench_cmd(
     err = Console(stderr=True, soft_wrap=True, highlight=False)
     with ResultStore() as store, interruptible(f"benchmarking {loaded.lab.name}"):
         host, choice = host_accel()
+        facts = host_facts(choice.accel, choice.reason, choice.flavour)
+        if backend is not None:
+            facts.update(backend.facts(loaded))
+            err.print(f"guests run through libvirt: {facts['backend']}", markup=False)
         plan = (", ".join(settings.workloads) or "no workloads") + extras.describe(loaded)
         err.print(f"suite {settings.suite}: {plan}; "
                   f"{settings.repetitions} repetitions after {settings.warmup} warm-up; "
@@ -142,10 +152,11 @@ def run_bench_cmd(
             try:
                 run_id = run_bench(
                     loaded, settings, wanted, store, host,
-                    host_facts(choice.accel, choice.reason, choice.flavour), image_factory(),
+                    facts, image_factory(),
                     log.line, timings, status=log.status, on_start=stored.append,
                     after=extras.after(host, image_factory(), log.line, log.status,
                                        settings.repetitions),
+                    backend=backend,
                 )  # fmt: skip
             except (Exception, KeyboardInterrupt) as exc:
                 if not stored:  # refused before anything was stored: nothing to report

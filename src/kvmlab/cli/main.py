@@ -16,7 +16,7 @@ import typer
 from typer.core import TyperGroup
 
 from kvmlab import __version__
-from kvmlab.cli.backend_opts import BACKEND_HELP, CONNECT_HELP, PERSISTENT_HELP
+from kvmlab.cli.backend_opts import TO_HELP, BackendOpt, ConnectOpt, PersistentOpt
 from kvmlab.cli.libvirtd_cmd import libvirtd_app
 from kvmlab.cli.tune_cmd import tune_app
 from kvmlab.errors import KvmlabError, UsageError
@@ -167,11 +167,9 @@ def up(
     variant: Annotated[
         str | None, typer.Option("--variant", help="Start this variant of the lab.")
     ] = None,
-    backend: Annotated[str | None, typer.Option("--backend", help=BACKEND_HELP)] = None,
-    connect: Annotated[str | None, typer.Option("--connect", "-c", help=CONNECT_HELP)] = None,
-    persistent: Annotated[
-        bool | None, typer.Option("--persistent/--transient", help=PERSISTENT_HELP)
-    ] = None,
+    backend: BackendOpt = None,
+    connect: ConnectOpt = None,
+    persistent: PersistentOpt = None,
 ) -> None:
     """Start a lab's guests, wait for their agents, print boot stages; they keep running."""
     from kvmlab.cli.run_cmds import run_up
@@ -345,6 +343,7 @@ def migrate(
         "--qemu", help="Destination QEMU binary (migrate to another version).")] = None,
     transport: Annotated[str, typer.Option(
         "--transport", help="tcp (loopback) or unix.")] = "tcp",
+    to: Annotated[str | None, typer.Option("--to", help=TO_HELP)] = None,
     output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
 ) -> int:
     """Live-migrate a running guest with a dirtying workload; measure and verify it.
@@ -368,7 +367,7 @@ def migrate(
         raise UsageError("--variant, --reps and --html go with --lab")
     return run_migrate(address, mode, downtime_limit, bandwidth, dirty_mem, dirty,
                        multifd_channels, max_time, on_timeout, postcopy_after, qemu, transport,
-                       _output(output, "text", "json"))  # fmt: skip
+                       _output(output, "text", "json"), to)  # fmt: skip
 
 
 @app.command(name="exec", context_settings={"ignore_unknown_options": True})
@@ -419,11 +418,15 @@ def bench(
     output: Annotated[
         str, typer.Option("--output", "-o", help="text (the level table) or json (the report).")
     ] = "text",
+    backend: BackendOpt = None,
+    connect: ConnectOpt = None,
+    persistent: PersistentOpt = None,
 ) -> None:
     """Run the benchmark suite at L0 and in the lab's guests; store and print the level table."""
     from kvmlab.cli.bench_cmds import run_bench_cmd
 
-    run_bench_cmd(lab, suite, levels, only, output=_output(output, "text", "json"))
+    run_bench_cmd(lab, suite, levels, only, output=_output(output, "text", "json"),
+                  backend_opts=(backend, connect, persistent))
 
 
 @app.command(name="run")
@@ -442,6 +445,9 @@ def run_lab(
     output: Annotated[
         str, typer.Option("--output", "-o", help="text (the level table) or json (the report).")
     ] = "text",
+    backend: BackendOpt = None,
+    connect: ConnectOpt = None,
+    persistent: PersistentOpt = None,
 ) -> None:
     """The main job: boot the whole lab (L1 and L2), benchmark L0/L1/L2, report, tear down."""
     from kvmlab.cli.bench_cmds import run_bench_cmd
@@ -449,7 +455,8 @@ def run_lab(
 
     path = lab if lab is not None else lab_path("nested")
     html = out or Path(f"kvmlab-report-{path.stem}.html")
-    run_bench_cmd(path, suite, levels, only, html, _output(output, "text", "json"))
+    run_bench_cmd(path, suite, levels, only, html, _output(output, "text", "json"),
+                  (backend, connect, persistent))
 
 
 app.add_typer(tune_app, name="tune")

@@ -19,6 +19,7 @@ def run_migrate(
     address: str, mode: str, downtime_limit: int | None, bandwidth: float | None,
     dirty_mib: int, dirty_rate: float, multifd_channels: int | None, max_time: float,
     on_timeout: str, postcopy_after: int, dest_qemu: str | None, transport: str, output: str,
+    to: str | None = None,
 ) -> int:  # fmt: skip
     """Migrate ``address``; print the outcome; the exit status says how it ended."""
     from kvmlab.migrate.modes import Settings
@@ -31,6 +32,9 @@ def run_migrate(
         raise UsageError("--dirty must be 0 (as fast as possible) .. 1000000 MiB/s")
     if not 1 <= postcopy_after <= 1000:
         raise UsageError("--postcopy-after must be 1..1000 passes")
+    if to is not None and (dest_qemu is not None or transport != "tcp"):
+        raise UsageError("--qemu and --transport are kvmlab's own migrations; with --to "
+                         "libvirt chooses both")  # fmt: skip
     if dest_qemu is not None and not dest_qemu.startswith("/"):
         raise UsageError("--qemu must be an absolute path to a qemu-system binary")
     settings = Settings(mode=mode, downtime_limit_ms=downtime_limit, bandwidth_mibs=bandwidth,
@@ -41,8 +45,14 @@ def run_migrate(
         print(f"kvmlab: {line}", file=sys.stderr, flush=True)
 
     with interruptible(f"migrating {address}"):
-        outcome = migrate(address, settings, Workload(dirty_mib, dirty_rate), progress,
-                          dest_qemu, transport)  # fmt: skip
+        if to is not None:
+            from kvmlab.migrate.libvirt_migrate import migrate_libvirt
+
+            outcome = migrate_libvirt(address, to, settings, Workload(dirty_mib, dirty_rate),
+                                      progress)  # fmt: skip
+        else:
+            outcome = migrate(address, settings, Workload(dirty_mib, dirty_rate), progress,
+                              dest_qemu, transport)  # fmt: skip
     if output == "json":
         print(json.dumps(outcome.to_json(), indent=2))
     else:

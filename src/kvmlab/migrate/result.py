@@ -49,6 +49,11 @@ class Outcome:
     dest_qemu: str = ""
     wall_seconds: float = 0.0
     verify_seconds: float = 0.0
+    libvirt_job: dict[str, float] | None = None
+    """libvirt's statistics of the completed job (``virsh domjobinfo --completed``), when
+    libvirt migrated the guest."""
+    libvirt_samples: list[dict[str, float]] = field(default_factory=list)
+    """libvirt's job statistics polled during the migration (``t`` in s since its start)."""
 
     @property
     def final(self) -> Sample | None:
@@ -103,6 +108,8 @@ class Outcome:
             "verify_seconds": self.verify_seconds,
             "samples": [s.to_json() for s in self.samples],
             "query_migrate": self.raw_last,
+            "libvirt_job": self.libvirt_job,
+            "libvirt_samples": self.libvirt_samples,
         }  # fmt: skip
 
 
@@ -113,6 +120,11 @@ def text(outcome: Outcome) -> list[str]:
         lines.append(f"  from {outcome.source_qemu} to {outcome.dest_qemu}")
     if outcome.final is not None:
         lines += [f"  {line}" for line in info_migrate(outcome.final)]
+    if outcome.libvirt_job:
+        from kvmlab.migrate.jobinfo import domjobinfo
+
+        lines.append("  libvirt's job statistics (virsh domjobinfo --completed):")
+        lines += [f"    {line}" for line in domjobinfo(outcome.libvirt_job)]
     for p in passes(outcome.samples):
         lines.append(f"  pass {p['pass']:.0f}: from {p['start']:.1f} s, "
                      f"{p['bytes'] / 1048576:.1f} MiB in {p['seconds']:.1f} s, "

@@ -242,7 +242,7 @@ def _attempt(
         watch.stop()
         progress("switched over: stopping the source QEMU, handing the address over")
         adopted = _hand_over(source, dest, guest_dir, record)
-        outcome.checks_after.extend(_restore_forwards(dest, forwards))
+        outcome.checks_after.extend(restore_forwards(lambda c: hmp(dest, c), forwards))
     except _Unfinished:
         pass
     except (KeyboardInterrupt, KvmlabError) as exc:
@@ -423,7 +423,8 @@ def _hand_over(source: Machine, dest: Machine, guest_dir: Path,
                                  f"{exc}") from exc  # fmt: skip
 
 
-def _restore_forwards(dest: Machine, forwards: list[tuple[str, str]]) -> list[guestside.Check]:
+def restore_forwards(run_hmp: Callable[[str], str], forwards: list[tuple[str, str]]
+                     ) -> list[guestside.Check]:  # fmt: skip
     """The host port forwards the source held, now on the destination's user network; a
     failing check per rule that could not be restored.
 
@@ -436,8 +437,8 @@ def _restore_forwards(dest: Machine, forwards: list[tuple[str, str]]) -> list[gu
         deadline = time.monotonic() + 5.0
         while True:
             try:
-                hmp(dest, f"hostfwd_add {netdev} {rule}")
-                table = hmp(dest, "info usernet")
+                run_hmp(f"hostfwd_add {netdev} {rule}")
+                table = run_hmp("info usernet")
             except KvmlabError as exc:
                 failed.append(guestside.Check("port forward", False, f"{rule}: {exc}"))
                 break

@@ -94,6 +94,14 @@ def make_target(
     )
 
 
+def image_for(guest: Guest, image: GuestImage | None) -> GuestImage | None:
+    """The image ``guest`` boots: the self-contained one when it must stay migratable
+    (a mounted host share blocks live migration)."""
+    if image is not None and guest.migratable and image.share != STANDALONE:
+        return build_image(STANDALONE)
+    return image
+
+
 def guest_config(
     loaded: LoadedLab,
     path: tuple[str, ...],
@@ -113,8 +121,7 @@ def guest_config(
     if guest.qemu and not Path(guest.qemu).is_file():
         key = f"{guest_key(path)}.qemu"
         raise SpecError([Problem(str(loaded.path), key, f"{guest.qemu} does not exist")])
-    if image is not None and guest.migratable and image.share != STANDALONE:
-        image = build_image(STANDALONE)
+    image = image_for(guest, image)
     target = make_target(loaded, path, guest, host, run_dir, image)
     accel, reason = target.accel_for(guest)
     guest = guest.under(accel)
@@ -248,7 +255,7 @@ def started(
         known = ", ".join(loaded.lab.guests)
         raise StateError(f"lab {loaded.lab.name} has no top-level guest {only!r} ({known})")
     if backend is not None:
-        backend.check(loaded, only)  # before anything is created
+        backend.check(loaded, only, children)  # before anything is created
     machines: list[Machine] = []
     switch: list[Switch] = []
     nets: list[LabNet] = []
@@ -362,8 +369,9 @@ def _boot_all(
             write_seed(config.run_dir / SEED_IMAGE, guest.cloud_init, hostname=name)
         machine = Machine(config)
         if backend is not None:
-            target = make_target(loaded, path, guest, host, config.run_dir, built)
-            machine = backend.machine(loaded, path, guest, config, target, built, progress)
+            own = image_for(guest, built)
+            target = make_target(loaded, path, guest, host, config.run_dir, own)
+            machine = backend.machine(loaded, path, guest, config, target, own, progress)
         machines.append(machine)
         progress(f"starting {config.name} ({config.accel}: {config.accel_reason})")
         attach = net.attacher(tap_plans(loaded.lab, [name])) if net is not None else None

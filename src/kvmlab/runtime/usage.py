@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from kvmlab.errors import KvmlabError
 from kvmlab.guest.agent import GuestAgent
 from kvmlab.guest.errors import AgentError
 from kvmlab.render.devices.control import AGENT_SOCKET
@@ -14,13 +15,23 @@ from kvmlab.runtime.rundir import GuestRecord
 Sample = tuple[float | None, tuple[int, int] | None]
 
 
-def guest_cpu_ticks(run_dir: Path) -> tuple[int, int] | None:
+def _agent(run_dir: Path, record: GuestRecord | None) -> GuestAgent:
+    """The guest's agent: its socket, or through libvirt for a libvirt guest."""
+    if record is not None and record.backend == "libvirt":
+        from kvmlab.runtime.machine import Machine
+
+        return Machine.attach(run_dir, record).agent()
+    return GuestAgent(run_dir / AGENT_SOCKET)
+
+
+def guest_cpu_ticks(run_dir: Path, record: GuestRecord | None = None
+                    ) -> tuple[int, int] | None:  # fmt: skip
     """(busy, total) jiffies from the guest's /proc/stat, through the agent; None if unreachable."""
     try:
-        with GuestAgent(run_dir / AGENT_SOCKET) as agent:
+        with _agent(run_dir, record) as agent:
             agent.connect(timeout=1.0)
             result = agent.exec(["cat", "/proc/stat"], timeout=3.0)
-    except AgentError:
+    except (AgentError, KvmlabError):
         return None
     return parse_proc_stat(result.stdout.decode(errors="replace"))
 
@@ -42,7 +53,7 @@ def sample_usage(
     """pid -> (host CPU %, guest CPU %), both in % of one CPU, over ``interval`` seconds."""
 
     def take() -> dict[int, Sample]:
-        return {rec.pid: (cpu_seconds(rec.pid), guest_cpu_ticks(d)) for d, rec in guests}
+        return {rec.pid: (cpu_seconds(rec.pid), guest_cpu_ticks(d, rec)) for d, rec in guests}
 
     if not guests:
         return {}

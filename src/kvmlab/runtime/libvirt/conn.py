@@ -37,9 +37,12 @@ class LibvirtUnreachable(LibvirtFailure):
 
 
 def is_local(uri: str) -> bool:
-    """Whether the URI names a daemon on this host (no host part, or a unix socket)."""
+    """Whether the URI names a daemon on this host (no host part, a unix socket, or a
+    loopback address: a private daemon's TCP listener)."""
     parts = urlsplit(uri)
-    return parts.hostname in (None, "") or parts.scheme == "qemu+unix"
+    host = parts.hostname or ""
+    loopback = host == "localhost" or host == "::1" or host.startswith("127.")
+    return not host or loopback or parts.scheme == "qemu+unix"
 
 
 def start_fix(uri: str) -> list[str]:

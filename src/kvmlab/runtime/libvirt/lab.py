@@ -13,7 +13,7 @@ from typing import Any
 from kvmlab.errors import Problem, SpecError
 from kvmlab.guest.image import GuestImage
 from kvmlab.render import render_libvirt
-from kvmlab.render.libvirt_caps import LibvirtCaps
+from kvmlab.render.libvirt_caps import LibvirtCaps, version_text
 from kvmlab.runtime.libvirt.conn import LibvirtFailure, capabilities, is_local, open_uri
 from kvmlab.runtime.libvirt.machine import LibvirtMachine
 from kvmlab.runtime.libvirt.publish import publish
@@ -25,7 +25,8 @@ from kvmlab.spec.rules import guest_key
 Progress = Callable[[str], None]
 
 
-def refusals(loaded: LoadedLab, only: str | None = None) -> list[Problem]:
+def refusals(loaded: LoadedLab, only: str | None = None, children: bool = True
+             ) -> list[Problem]:  # fmt: skip
     """What the libvirt backend cannot run yet, each naming the lab file and key."""
     lab, file = loaded.lab, str(loaded.path)
     out: list[Problem] = []
@@ -36,7 +37,7 @@ def refusals(loaded: LoadedLab, only: str | None = None) -> list[Problem]:
         if only not in (None, name):
             continue
         key = guest_key((name,))
-        if guest.nested and guest.guests:
+        if guest.nested and guest.guests and children:
             out.append(Problem(file, f"{key}.guests", "guests inside a guest hypervisor "
                                "run only on the qemu backend so far"))
         if guest.cloud_init is not None:
@@ -91,9 +92,18 @@ class LibvirtBackend:
             self._conn.close()
             self._conn = None
 
-    def check(self, loaded: LoadedLab, only: str | None = None) -> None:
-        """Refuse, before anything starts, what this backend cannot run."""
-        problems = refusals(loaded, only)
+    def facts(self, loaded: LoadedLab) -> dict[str, str]:
+        """What a stored run records of the daemon that ran its guests (it connects)."""
+        caps = self.connect()
+        mode = "persistent" if self.persistent else "transient"
+        return {"backend": f"{caps.label} at {self.uri} ({mode} domains)",
+                "qemu": f"QEMU {version_text(caps.qemu_version)} (libvirt's)"}
+
+    def check(self, loaded: LoadedLab, only: str | None = None, children: bool = True
+              ) -> None:  # fmt: skip
+        """Refuse, before anything starts, what this backend cannot run (``children``
+        False: a guest hypervisor's own guests are not started, so not refused)."""
+        problems = refusals(loaded, only, children)
         if problems:
             raise SpecError(problems)
         self.connect()

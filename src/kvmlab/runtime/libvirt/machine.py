@@ -135,12 +135,13 @@ class LibvirtMachine(Machine):
                                  f"{message}", self.uri, name,
                                  start_fix(message, self.domain_name, self.uri)) from None
 
-    def _find_pid(self) -> None:
-        """QEMU's pid when the daemon is on this host (found by the domain's UUID)."""
+    def _find_pid(self, exclude: int | None = None) -> None:
+        """QEMU's pid when the daemon is on this host (found by the domain's UUID;
+        ``exclude``: a migration's source QEMU, which has the same UUID)."""
         if not is_local(self.uri):
             return
         for pid in find_marked(self.uuid):
-            if self._is_our_qemu(pid):
+            if pid != exclude and self._is_our_qemu(pid):
                 self.pid = pid
                 self._pid_start = start_time(pid)
                 self._marker = self.uuid

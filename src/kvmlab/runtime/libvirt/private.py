@@ -20,6 +20,7 @@ import shutil
 import signal
 import subprocess
 import time
+import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -32,6 +33,8 @@ MOUNTS = ("/etc/libvirt", "/run/libvirt", "/var/lib/libvirt", "/var/cache/libvir
           "/var/log/libvirt")  # fmt: skip
 RECORD = "daemon.json"
 DIR = ".libvirtd"
+HOST_UUID_NS = uuid.UUID("6b766d6c-6162-5f68-6f73-740000000000")
+"""Namespace of the private daemons' host UUIDs (one per daemon name)."""
 START_TIMEOUT = 60.0
 
 
@@ -134,9 +137,10 @@ def _shared_parent(target: str) -> str | None:
     return best if shared else None
 
 
-def _config(root: Path, tcp_port: int | None) -> None:
+def _config(root: Path, name: str, tcp_port: int | None) -> None:
     """A configuration of its own, written whole: nothing of the host's (no domains,
-    networks or pools to autostart, no listen setting to inherit)."""
+    networks or pools to autostart, no listen setting to inherit), and a host UUID of its
+    own (libvirt refuses a migration between daemons that report the same one)."""
     etc = root / "etc"
     etc.mkdir(mode=0o755)
     (etc / "qemu.conf").write_text('# kvmlab private daemon\nnamespaces = []\n'
@@ -146,6 +150,7 @@ def _config(root: Path, tcp_port: int | None) -> None:
         'unix_sock_rw_perms = "0700"', 'unix_sock_ro_perms = "0700"',
         'unix_sock_admin_perms = "0700"', "listen_tls = 0",
         f'log_outputs = "3:file:{root / "libvirtd.log"}"',
+        f'host_uuid = "{uuid.uuid5(HOST_UUID_NS, name)}"',
     ]  # fmt: skip
     if tcp_port:
         lines += ["listen_tcp = 1", 'listen_addr = "127.0.0.1"', f'tcp_port = "{tcp_port}"',
@@ -187,7 +192,7 @@ def start(name: str, tcp_port: int | None = None) -> PrivateDaemon:
     if user is not None:
         os.chown(root / "lib/qemu", *user)
         (root / "lib/qemu").chmod(0o751)
-    _config(root, tcp_port)
+    _config(root, name, tcp_port)
     daemon.tcp_port = tcp_port
     daemon.kvm_hidden = kvm_blocked()
     Path("/run/libvirt").mkdir(parents=True, exist_ok=True)
@@ -203,8 +208,9 @@ def start(name: str, tcp_port: int | None = None) -> PrivateDaemon:
         binds += [f"mount -t tmpfs -o mode=0755,size=64k kvmlab-dev {dev}",
                   f"mknod -m 0660 {dev}/kvm c {os.major(rdev)} {os.minor(rdev)}",
                   f"chgrp {user[1]} {dev}/kvm", f"mount --bind {dev}/kvm /dev/kvm"]
-    listen = " -l" if tcp_port else ""
-    script = " && ".join([*binds, f"exec libvirtd -f /etc/libvirt/libvirtd.conf{listen}"])
+    listen = " -l" if tcp_port else ""  # its pid file in its own /run/libvirt
+    daemon_argv = "exec libvirtd -f /etc/libvirt/libvirtd.conf -p /run/libvirt/libvirtd.pid"
+    script = " && ".join([*binds, daemon_argv + listen])
     propagation = "private" if whole_root else "unchanged"  # a chroot: checked above
     log = (root / "daemon.out").open("wb")
     proc = subprocess.Popen(

@@ -1,0 +1,78 @@
+"""``kvmlab migrate ADDRESS --to URI``: libvirt's migration between two private daemons
+(the second, on a loopback TCP listener, stands in for a second host)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import LABS, cli
+from tests.libvirt_backend.conftest import Daemon, _start, _stop
+
+pytestmark = pytest.mark.functional
+
+
+@pytest.fixture(scope="module")
+def second(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    daemon = _start(tmp_path_factory.mktemp("libvirtd2"), "kvtest2", port)
+    try:
+        yield daemon
+    finally:
+        _stop(daemon, "kvtest2")
+
+
+def _domains(uri: str) -> list[str]:
+    import libvirt
+
+    conn = libvirt.open(uri)
+    try:
+        return [d.name() for d in conn.listAllDomains(0)]
+    finally:
+        conn.close()
+
+
+def test_migrate_there_and_back(libvirtd: Daemon, second: Daemon) -> None:
+    env = libvirtd.env
+    assert second.tcp_uri is not None
+    up = cli(env, "up", str(LABS / "migrate.toml"), "--variant", "one-vcpu", "--backend",
+             "libvirt", "--connect", libvirtd.uri, timeout=900)  # fmt: skip
+    try:
+        assert up.returncode == 0, up.stderr[-3000:]
+        same = cli(env, "migrate", "migrate/vm", "--to", libvirtd.uri)
+        assert same.returncode == 2 and "runs there already" in same.stderr
+        there = cli(env, "migrate", "migrate/vm", "--to", second.tcp_uri, "--dirty", "20",
+                    "-o", "json", timeout=600)  # fmt: skip
+        assert there.returncode == 0, there.stderr[-3000:] + there.stdout[-3000:]
+        doc = json.loads(there.stdout)
+        assert doc["verdict"] == "VERIFIED", doc["checks"]
+        job = doc["libvirt_job"]
+        assert job["time_elapsed"] > 0 and "downtime" in job and job["memory_total"] > 0
+        assert doc["samples"], "QEMU's query-migrate was not sampled"
+        assert _domains(libvirtd.uri) == [] and _domains(second.tcp_uri) == ["migrate-vm"]
+        rows = json.loads(cli(env, "ps", "-o", "json").stdout)
+        assert [(r["address"], r["state"]) for r in rows] == [("migrate/vm", "running")]
+        ran = cli(env, "exec", "migrate/vm", "--", "cat", "/proc/sys/kernel/hostname")
+        assert ran.returncode == 0 and ran.stdout.strip() == "vm", ran.stderr
+        back = cli(env, "migrate", "migrate/vm", "--to", libvirtd.uri, "--mode", "multifd",
+                   "--dirty", "20", timeout=600)  # fmt: skip
+        assert back.returncode == 0, back.stderr[-3000:] + back.stdout[-3000:]
+        assert "verdict: VERIFIED" in back.stdout and "Total downtime (ms)" in back.stdout
+    finally:
+        down = cli(env, "down", "migrate", timeout=300)
+    assert down.returncode == 0, down.stderr
+    assert _domains(libvirtd.uri) == [] and _domains(second.tcp_uri) == []
+
+
+def test_to_refuses_a_qemu_backend_guest_and_bad_uris(tmp_path: Path) -> None:
+    import os
+
+    env = {**os.environ, "KVMLAB_RUN_DIR": str(tmp_path / "run")}
+    bad = cli(env, "migrate", "nolab/vm", "--to", "qemu+tcp://127.0.0.1:99999/system")
+    assert bad.returncode == 2 and "--to" in bad.stderr, bad.stderr

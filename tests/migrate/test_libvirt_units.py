@@ -1,0 +1,85 @@
+"""The pure parts of ``kvmlab migrate --to``: libvirt's flags and parameters, the
+destination XML, libvirt's job statistics as ``virsh domjobinfo`` labels them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+libvirt = pytest.importorskip("libvirt")
+
+from kvmlab.errors import UsageError  # noqa: E402
+from kvmlab.migrate.jobinfo import domjobinfo, job_stats  # noqa: E402
+from kvmlab.migrate.libvirt_migrate import dest_xml, flags_for, params_for  # noqa: E402
+from kvmlab.migrate.modes import Settings  # noqa: E402
+from kvmlab.runtime.libvirt.conn import is_local  # noqa: E402
+
+XML = """<domain type='qemu' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>
+  <name>migrate-vm</name>
+  <os><type>hvm</type>
+    <kernel>/var/lib/libvirt/images/kvmlab/765aef263a11de213c541435-kernel</kernel>
+    <initrd>/var/lib/libvirt/images/kvmlab/765aef263a11de213c541435-initrd.img</initrd>
+  </os>
+  <qemu:commandline>
+    <qemu:arg value='-netdev'/>
+    <qemu:arg value='user,id=kvnet0,hostfwd=tcp:127.0.0.1:2230-:22,hostfwd=udp::5000-:5000'/>
+  </qemu:commandline>
+</domain>"""
+
+# recorded: virDomainGetJobStats(VIR_DOMAIN_JOB_STATS_COMPLETED) after a precopy migration
+# between two private daemons (libvirt 9.0.0, QEMU 7.2), 2026-11-23
+COMPLETED = {"type": 3, "operation": 3, "time_elapsed": 1403, "downtime": 123,
+             "downtime_net": 120, "setup_time": 2, "data_total": 537665536,
+             "data_processed": 241894791, "data_remaining": 0, "memory_total": 537665536,
+             "memory_processed": 241894791, "memory_remaining": 0,
+             "memory_bps": 265527435, "memory_dirty_rate": 0, "memory_page_size": 4096,
+             "memory_iteration": 3, "memory_postcopy_requests": 0, "memory_constant": 76684,
+             "memory_normal": 58773, "memory_normal_bytes": 240734208}  # fmt: skip
+
+
+def test_job_stats_keep_the_numbers_domjobinfo_shows() -> None:
+    stats = job_stats(COMPLETED)
+    assert "type" not in stats and "operation" not in stats
+    assert stats["downtime"] == 123.0 and stats["memory_iteration"] == 3.0
+    lines = domjobinfo(stats)
+    assert lines[0] == "Time elapsed (ms): 1403"
+    assert "Total downtime (ms): 123" in lines and "Iteration: 3" in lines
+
+
+def test_dest_xml_moves_the_image_and_holds_forwards_on_one_host() -> None:
+    paths = {"kernel": Path("/pool/x-kernel"), "initrd": Path("/pool/x-initrd.img")}
+    xml, held = dest_xml(XML, paths, same_host=True)
+    assert "<kernel>/pool/x-kernel</kernel>" in xml and "/pool/x-initrd.img" in xml
+    assert held == [("kvnet0", "tcp:127.0.0.1:2230-:22"), ("kvnet0", "udp::5000-:5000")]
+    assert "hostfwd" not in xml and "user,id=kvnet0" in xml
+    assert "xmlns:qemu=\"http://libvirt.org/schemas/domain/qemu/1.0\"" in xml
+    xml, held = dest_xml(XML, paths, same_host=False)  # another host: its ports are free
+    assert held == [] and "hostfwd=tcp:127.0.0.1:2230-:22" in xml
+
+
+def test_flags_and_params_per_mode() -> None:
+    live = libvirt.VIR_MIGRATE_LIVE
+    assert flags_for(Settings(), False) == live
+    assert flags_for(Settings(mode="postcopy"), False) == live | libvirt.VIR_MIGRATE_POSTCOPY
+    persistent = flags_for(Settings(), True)
+    assert persistent & libvirt.VIR_MIGRATE_PERSIST_DEST
+    assert persistent & libvirt.VIR_MIGRATE_UNDEFINE_SOURCE
+    with pytest.raises(UsageError, match="through libvirt"):
+        flags_for(Settings(mode="dirty-limit"), False)
+    params = params_for(Settings(mode="multifd", multifd_channels=4, bandwidth_mibs=100),
+                        "qemu+tcp://127.0.0.1:16509/system", "<domain/>")  # fmt: skip
+    assert params[libvirt.VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS] == 4
+    assert params[libvirt.VIR_MIGRATE_PARAM_BANDWIDTH] == 100
+    assert params[libvirt.VIR_MIGRATE_PARAM_URI] == "tcp://127.0.0.1"
+    remote = params_for(Settings(), "qemu+ssh://host2/system", "<domain/>")
+    assert libvirt.VIR_MIGRATE_PARAM_URI not in remote
+
+
+@pytest.mark.parametrize(("uri", "local"), [
+    ("qemu:///system", True), ("qemu+unix:///system?socket=/x", True),
+    ("qemu+tcp://127.0.0.1:16590/system", True), ("qemu+tcp://localhost/system", True),
+    ("qemu+ssh://host2/system", False), ("qemu+tcp://10.0.0.2/system", False),
+])  # fmt: skip
+def test_which_uris_are_this_host(uri: str, local: bool) -> None:
+    assert is_local(uri) is local
