@@ -29,13 +29,21 @@ from kvmlab.migrate import guestside
 from kvmlab.migrate.jobinfo import job_stats
 from kvmlab.migrate.modes import Settings, check_settings
 from kvmlab.migrate.result import Outcome
-from kvmlab.migrate.session import Workload, _source, _verify, restore_forwards
+from kvmlab.migrate.session import (
+    Workload,
+    _source,
+    _verify,
+    check_fits,
+    restore_forwards,
+    start_workload,
+)
 from kvmlab.migrate.stats import parse
 from kvmlab.render.xmldom import QEMU_NS  # (importing it registers the XML prefixes)
 from kvmlab.runtime.errors import StateError
 from kvmlab.runtime.libvirt.conn import LibvirtFailure, describe, is_local, open_uri
 from kvmlab.runtime.libvirt.machine import LibvirtMachine
 from kvmlab.runtime.libvirt.publish import VOLUME, publish, unpublish_unused
+from kvmlab.runtime.signals import deferred_signals
 from kvmlab.spec.backend import check_uri
 
 Progress = Callable[[str], None]
@@ -77,7 +85,7 @@ def params_for(settings: Settings, dest_uri: str, xml: str) -> dict[str, Any]:
     return params
 
 
-def image_files(xml: str) -> dict[str, Path]:
+def image_files(xml: str, address: str) -> dict[str, Path]:
     """The local files (this kvmlab's image cache) of the kernel and initrd a domain boots,
     by tag; refused when they are not volumes kvmlab published."""
     root = ET.fromstring(xml)
@@ -88,11 +96,13 @@ def image_files(xml: str) -> dict[str, Path]:
             continue
         name = Path(node.text).name
         if not VOLUME.match(name):
-            raise UsageError(f"its {tag} {node.text} is not an image kvmlab published")
+            raise UsageError(f"{address}: its {tag} {node.text} is not an image kvmlab "
+                             "published")  # fmt: skip
         digest, file = name.split("-", 1)
         local = default_cache_dir() / "images" / digest / file
         if not local.is_file():
-            raise UsageError(f"its {tag} ({local}) is not in this kvmlab's image cache")
+            raise UsageError(f"{address}: its {tag} ({local}) is not in this kvmlab's image "
+                             "cache (run 'kvmlab image')")  # fmt: skip
         files[tag] = local
     return files
 
@@ -138,6 +148,7 @@ def migrate_libvirt(address: str, to_uri: str, settings: Settings, workload: Wor
             )
         if to_uri == record.uri:
             raise UsageError(f"--to {to_uri}: {address} runs there already")
+        check_fits(workload, record, address)
         source = LibvirtMachine.attach_libvirt(guest_dir, record)
         if not source.is_alive():
             raise StateError(f"{address} is not running")
@@ -161,7 +172,7 @@ def _migrate(source: LibvirtMachine, dconn: Any, to_uri: str, address: str, gues
     t_start = time.monotonic()
     dom = source._domain()
     xml = dom.XMLDesc(libvirt.VIR_DOMAIN_XML_MIGRATABLE)
-    files = image_files(xml)
+    files = image_files(xml, address)
     where: dict[Path, Path] = {}
     if files:
         progress(f"publishing the guest image to {to_uri}")
@@ -172,18 +183,8 @@ def _migrate(source: LibvirtMachine, dconn: Any, to_uri: str, address: str, gues
     outcome = Outcome(address, f"libvirt {settings.mode} to {to_uri}",
                       dirty_mib=workload.mem_mib, dirty_rate_mibs=workload.rate_mibs,
                       source_qemu=source.uri, dest_qemu=to_uri)  # fmt: skip
-    progress(f"starting kvmlab-dirty in {address}: {workload.mem_mib} MiB at "
-             f"{workload.rate_mibs:g} MiB/s")  # fmt: skip
-    t_verify = time.monotonic()
-    dirtier = guestside.start_dirtier(source, workload.mem_mib, workload.rate_mibs)
-    digest = guestside.write_check_file(source)
-    klines = guestside.kernel_lines(source)
-    outcome.checks_before.append(guestside.verify_memory(source, dirtier))
-    outcome.verify_seconds += time.monotonic() - t_verify
-    if not outcome.checks_before[-1].ok:
-        guestside.stop_dirtier(source, dirtier)
-        raise KvmlabError(f"{address} fails verification before any migration")
-    time.sleep(workload.warmup_s)
+    ref = start_workload(source, address, workload, outcome, progress)
+    dirtier, digest, klines = ref.dirtier, ref.digest, ref.klines
     if settings.downtime_limit_ms is not None:
         dom.migrateSetMaxDowntime(settings.downtime_limit_ms, 0)
     progress(f"migrating {address} to {to_uri} (libvirt, {settings.mode})")
@@ -205,6 +206,11 @@ def _migrate(source: LibvirtMachine, dconn: Any, to_uri: str, address: str, gues
         with contextlib.suppress(libvirt.libvirtError):
             dom.abortJob()
         worker.join(60)
+        with deferred_signals(), contextlib.suppress(KvmlabError):
+            where_now = source
+            if "dom" in done:  # it completed all the same: the record follows the guest
+                where_now = _follow_record(source, to_uri, guest_dir)
+            guestside.stop_dirtier(where_now, dirtier)
         raise
     finally:
         outcome.wall_seconds = time.monotonic() - t_start

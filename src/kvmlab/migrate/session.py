@@ -119,9 +119,7 @@ def _migrate(
     workload: Workload, progress: Progress, dest_qemu: str | None, transport: str,
 ) -> Outcome:  # fmt: skip
     t_start = time.monotonic()
-    if workload.mem_mib * 1048576 > record.memory * 3 // 4:
-        raise UsageError(f"--dirty-mem {workload.mem_mib} MiB does not fit {address}: at most "
-                         f"{record.memory * 3 // 4 // 1048576} MiB (3/4 of its RAM)")  # fmt: skip
+    check_fits(workload, record, address)
     run_state = source.qmp().execute("query-status")
     if not run_state.get("running"):
         raise StateError(f"{address} is not running but {run_state.get('status')} (a failed "
@@ -143,32 +141,12 @@ def _migrate(
         source_qemu=qemu_command(record.argv)[0],
         dest_qemu=qemu_command(argv)[0],
     )
-    progress(f"starting kvmlab-dirty in {address}: {workload.mem_mib} MiB at "
-             f"{workload.rate_mibs:g} MiB/s")  # fmt: skip
-    t_verify = time.monotonic()
-    dirtier = guestside.start_dirtier(source, workload.mem_mib, workload.rate_mibs)
-    try:
-        digest = guestside.write_check_file(source)
-        klines = guestside.kernel_lines(source)
-        outcome.checks_before.append(guestside.verify_memory(source, dirtier))
-        outcome.verify_seconds += time.monotonic() - t_verify
-        if not outcome.checks_before[-1].ok:
-            guestside.stop_dirtier(source, dirtier)
-            raise RuntimeFailure(f"{address} fails verification before any migration: "
-                                 f"{outcome.checks_before[-1].evidence}")  # fmt: skip
-        before = guestside.status(source)
-        time.sleep(workload.warmup_s)
-        after = guestside.status(source)
-        if after.get("seconds", 0) > before.get("seconds", 0):
-            outcome.dirty_seen_mibs = ((after.get("bytes", 0) - before.get("bytes", 0)) / 1048576
-                                       / (after["seconds"] - before["seconds"]))  # fmt: skip
-    except BaseException:
-        _stop_anyway(guest_dir, dirtier)
-        raise
+    ref = start_workload(source, address, workload, outcome, progress)
+    dirtier = ref.dirtier
     dest = Machine(replace(source.config, argv=argv, run_dir=dest_dir))
     try:
         return _attempt(source, dest, forwards, guest_dir, record, the_plan, outcome,
-                        _Verify(dirtier, digest, klines), progress, transport, t_start)
+                        ref, progress, transport, t_start)
     except BaseException:  # what _attempt does not handle: nothing of it may run on
         _stop_anyway(guest_dir, dirtier)
         with deferred_signals(), contextlib.suppress(KvmlabError, OSError):
@@ -180,12 +158,6 @@ def _migrate(
         dest.disconnect()
 
 
-def _stop_anyway(guest_dir: Path, dirtier: guestside.Dirtier) -> None:
-    """Stop kvmlab-dirty wherever the guest runs now (best effort, interrupts held)."""
-    with deferred_signals(), contextlib.suppress(KvmlabError, OSError):
-        guestside.stop_dirtier(Machine.attach(guest_dir, GuestRecord.read(guest_dir)), dirtier)
-
-
 @dataclass(frozen=True)
 class _Verify:
     """What the checks after the migration compare against."""
@@ -193,6 +165,49 @@ class _Verify:
     dirtier: guestside.Dirtier
     digest: str
     klines: int
+
+
+def check_fits(workload: Workload, record: GuestRecord, address: str) -> None:
+    """Refuse a dirtied working set the guest has no room for (3/4 of its RAM at most)."""
+    if workload.mem_mib * 1048576 > record.memory * 3 // 4:
+        raise UsageError(f"--dirty-mem {workload.mem_mib} MiB does not fit {address}: at most "
+                         f"{record.memory * 3 // 4 // 1048576} MiB (3/4 of its RAM)")  # fmt: skip
+
+
+def start_workload(source: Machine, address: str, workload: Workload, outcome: Outcome,
+                   progress: Progress) -> _Verify:  # fmt: skip
+    """kvmlab-dirty started in the guest, a file written, the memory verified once and the
+    warm-up waited out (the rate reached noted in ``outcome``): what the checks after the
+    migration compare against. On any failure the dirtier is stopped again."""
+    progress(f"starting kvmlab-dirty in {address}: {workload.mem_mib} MiB at "
+             f"{workload.rate_mibs:g} MiB/s")  # fmt: skip
+    t_verify = time.monotonic()
+    dirtier = guestside.start_dirtier(source, workload.mem_mib, workload.rate_mibs)
+    try:
+        digest = guestside.write_check_file(source)
+        klines = guestside.kernel_lines(source)
+        outcome.checks_before.append(guestside.verify_memory(source, dirtier))
+        outcome.verify_seconds += time.monotonic() - t_verify
+        if not outcome.checks_before[-1].ok:
+            raise RuntimeFailure(f"{address} fails verification before any migration: "
+                                 f"{outcome.checks_before[-1].evidence}")  # fmt: skip
+        before = guestside.status(source)
+        time.sleep(workload.warmup_s)
+        after = guestside.status(source)
+        if after.get("seconds", 0) > before.get("seconds", 0):
+            outcome.dirty_seen_mibs = ((after.get("bytes", 0) - before.get("bytes", 0)) / 1048576
+                                       / (after["seconds"] - before["seconds"]))  # fmt: skip
+    except BaseException:
+        with deferred_signals(), contextlib.suppress(KvmlabError, OSError):
+            guestside.stop_dirtier(source, dirtier)
+        raise
+    return _Verify(dirtier, digest, klines)
+
+
+def _stop_anyway(guest_dir: Path, dirtier: guestside.Dirtier) -> None:
+    """Stop kvmlab-dirty wherever the guest runs now (best effort, interrupts held)."""
+    with deferred_signals(), contextlib.suppress(KvmlabError, OSError):
+        guestside.stop_dirtier(Machine.attach(guest_dir, GuestRecord.read(guest_dir)), dirtier)
 
 
 def _attempt(

@@ -106,12 +106,8 @@ class Machine:
         """
         t0 = self._spawn()
         try:
-            self._qmp = self._connect_qmp(t0 + LIMITS["qmp"].value("ceiling"))
-            if on_qmp is not None:
-                on_qmp()
-            t_qmp = time.monotonic()
-            self._apply_pinning()
-            self.boot = self._wait_for_agent(t0, t_qmp, ceiling)
+            t_up = self._come_up(t0, on_qmp)
+            self.boot = self._wait_for_agent(t0, t_up, ceiling)
         except BaseException:
             self.state = MachineState.FAILED
             self._kill()
@@ -133,14 +129,30 @@ class Machine:
             raise
         self.state = MachineState.PAUSED
 
-    def _spawn(self) -> float:
-        """Create the run directory, spawn QEMU and put it on record; the start instant."""
+    def _come_up(self, t0: float, on_qmp: Callable[[], None] | None) -> float:
+        """Once spawned: QMP connected, ``on_qmp`` run, vCPUs pinned; the instant QEMU was
+        up (the ``qemu`` boot stage ends there)."""
+        self._qmp = self._connect_qmp(t0 + LIMITS["qmp"].value("ceiling"))
+        if on_qmp is not None:
+            on_qmp()
+        t_qmp = time.monotonic()
+        self._apply_pinning()
+        return t_qmp
+
+    def _on_record(self) -> float:
+        """Launching: the run directory created, the guest on record before any process
+        exists; the start instant."""
         self._require(MachineState.CREATED, "launch")
         self.state = MachineState.LAUNCHING
         create_owned(self.run_dir, f"guest {self.config.name}")
         t0 = time.monotonic()
         self._started = time.time()
         self.record().save(self.run_dir)
+        return t0
+
+    def _spawn(self) -> float:
+        """Create the run directory, spawn QEMU and put it on record; the start instant."""
+        t0 = self._on_record()
         log_fd = os.open(self.run_dir / QEMU_LOG,
                          os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)  # fmt: skip
         try:

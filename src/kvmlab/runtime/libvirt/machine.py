@@ -27,7 +27,6 @@ from kvmlab.runtime.errors import StateError
 from kvmlab.runtime.libvirt.conn import LibvirtFailure, describe, is_local, open_uri
 from kvmlab.runtime.libvirt.publish import unpublish_unused
 from kvmlab.runtime.machine import Machine, MachineConfig, MachineState
-from kvmlab.runtime.owned import create_owned
 from kvmlab.runtime.patience import LIMITS, Stalled, Watch, cpu_steps
 from kvmlab.runtime.procs import alive, cpu_seconds, find_marked, start_time
 from kvmlab.runtime.qmp import QmpSession
@@ -82,29 +81,25 @@ class LibvirtMachine(Machine):
 
     # -- life cycle ---------------------------------------------------------------------
 
-    def launch(self, ceiling: float | None = None,
-               on_qmp: Callable[[], None] | None = None) -> dict[str, float]:  # fmt: skip
-        """Define and start the domain, wait until its agent answers; the boot stages (s)."""
-        self._require(MachineState.CREATED, "launch")
-        self.state = MachineState.LAUNCHING
-        create_owned(self.run_dir, f"guest {self.config.name}")
-        self._started = time.time()
-        self.record().save(self.run_dir)  # on record before libvirt hears of it
-        t0 = time.monotonic()
+    def _spawn(self) -> float:
+        """On record, then the domain defined and started (destroyed again if that fails
+        half-way); the start instant."""
+        t0 = self._on_record()  # on record before libvirt hears of it
         try:
             self._conn = open_uri(self.uri, self.config.name)
             self._start_domain()
-            t_started = time.monotonic()
-            if on_qmp is not None:
-                on_qmp()
-            self.boot = self._wait_for_agent(t0, t_started, ceiling)
         except BaseException:
             self.state = MachineState.FAILED
             self._kill()
             raise
-        self.state = MachineState.RUNNING
-        self.record().save(self.run_dir)
-        return self.boot
+        return t0
+
+    def _come_up(self, t0: float, on_qmp: Callable[[], None] | None) -> float:
+        """libvirt holds QMP: QEMU is up once the domain started."""
+        t_started = time.monotonic()
+        if on_qmp is not None:
+            on_qmp()
+        return t_started
 
     def _start_domain(self) -> None:
         conn, name = self._conn, self.config.name
