@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,11 +17,41 @@ from tests.libvirt_backend.conftest import Daemon
 pytestmark = pytest.mark.functional
 
 
-def test_basic_lab_up_exec_ps_down(libvirtd: Daemon) -> None:
+@pytest.fixture
+def open_lab() -> Iterator[Path]:
+    """The basic lab in a directory libvirt's QEMU user may enter (its disk is created
+    beside it): a checkout under /root (a fresh machine's) is closed to that user."""
+    where = Path(tempfile.mkdtemp(prefix="kvmlab-lvtest-", dir="/var/tmp"))
+    try:
+        where.chmod(0o711)
+        shutil.copy(LABS / "basic.toml", where / "basic.toml")
+        yield where / "basic.toml"
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+
+
+def test_a_disk_libvirt_cannot_reach_is_refused_first(libvirtd: Daemon, tmp_path: Path) -> None:
+    import libvirt
+
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    shutil.copy(LABS / "basic.toml", closed / "basic.toml")
+    up = cli(libvirtd.env, "up", str(closed / "basic.toml"), "--backend", "libvirt",
+             "--connect", libvirtd.uri, timeout=300)  # fmt: skip
+    assert up.returncode == 3, up.stderr
+    assert "libvirt's QEMU user cannot reach it" in up.stderr and "fix:" in up.stderr
+    conn = libvirt.open(libvirtd.uri)
+    try:
+        assert conn.listAllDomains(0) == [] and conn.listAllStoragePools(0) == []
+    finally:
+        conn.close()
+
+
+def test_basic_lab_up_exec_ps_down(libvirtd: Daemon, open_lab: Path) -> None:
     import libvirt
 
     env = libvirtd.env
-    up = cli(env, "up", str(LABS / "basic.toml"), "--backend", "libvirt", "--connect",
+    up = cli(env, "up", str(open_lab), "--backend", "libvirt", "--connect",
              libvirtd.uri, timeout=900)  # fmt: skip
     try:
         assert up.returncode == 0, up.stderr[-3000:]
@@ -27,7 +60,7 @@ def test_basic_lab_up_exec_ps_down(libvirtd: Daemon) -> None:
         rows = json.loads(cli(env, "ps", "-o", "json").stdout)
         assert [(r["address"], r["state"]) for r in rows] == [("basic/vm1", "running")]
         assert rows[0]["pid"]  # the local daemon's QEMU, found by the domain's UUID
-        again = cli(env, "up", str(LABS / "basic.toml"), "--backend", "libvirt", "--connect",
+        again = cli(env, "up", str(open_lab), "--backend", "libvirt", "--connect",
                     libvirtd.uri)  # fmt: skip
         assert again.returncode != 0  # the lab is up: refused, the running domain untouched
     finally:
