@@ -93,28 +93,62 @@ def test_pvp_asked_of_a_lab_without_a_switch_is_refused() -> None:
     assert not extras.pvp
 
 
-class FakeProcess:
+class FakeClock:
+    """Host time that passes only when slept."""
+
     def __init__(self) -> None:
-        self.typed: list[str] = []
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class FakeGenerator:
+    """testpmd's prompt: ``start``/``stop`` add up how long it has sent."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock, self.typed = clock, []  # type: list[str]
+        self.sent, self.since = 0.0, None  # type: float, float | None
 
     def command(self, line: str, timeout: float = 30.0) -> str:
         self.typed.append(line)
+        if line == "start" and self.since is None:
+            self.since = self.clock.now
+        if line == "stop" and self.since is not None:
+            self.sent += self.clock.now - self.since
+            self.since = None
         return ""
 
 
 class FakeCounted:
-    """A process whose counters grow by a fixed rate per snapshot."""
+    """A process whose counters grow at fixed rates while the generator sends; ``late``
+    packets per trial reach it only after the generator stopped (still in flight)."""
 
-    def __init__(self, name: str, ports: dict[int, tuple[int, int]]) -> None:
-        self.name, self.ports, self.n = name, ports, 0
+    def __init__(self, name: str, gen: FakeGenerator, ports: dict[int, tuple[int, int]],
+                 late: int = 0) -> None:  # fmt: skip
+        self.name, self.gen, self.ports, self.late = name, gen, ports, late
+        self.reads, self.stops, self.since_stop = 0, 0, 0
 
     def snapshot(self) -> Any:
         from kvmlab.net.testpmd_stats import PortCounters, Snapshot
 
-        self.n += 1
-        return Snapshot(float(self.n), {p: PortCounters(rx_packets=rx * self.n,
-                                                        tx_packets=tx * self.n)
-                                        for p, (rx, tx) in self.ports.items()})  # fmt: skip
+        self.reads += 1
+        sent = self.gen.sent + (self.gen.clock.now - self.gen.since
+                                if self.gen.since is not None else 0.0)  # fmt: skip
+        stops = self.gen.typed.count("stop")
+        if stops != self.stops:
+            self.stops, self.since_stop = stops, 0
+        self.since_stop += 1
+        trials = stops - 1  # the first stop only set the frame size
+        arrived = trials if self.since_stop > 1 else trials - 1  # the last trial's come late
+        extra = self.late * max(arrived, 0)
+        return Snapshot(self.gen.clock.now, {
+            p: PortCounters(rx_packets=int(rx * sent) + extra * bool(rx),
+                            tx_packets=int(tx * sent))
+            for p, (rx, tx) in self.ports.items()})  # fmt: skip
 
 
 class FakeToggle:
@@ -125,17 +159,26 @@ class FakeToggle:
         self.calls.append(on)
 
 
+def fake_loopback(monkeypatch: pytest.MonkeyPatch, late: int = 0) -> tuple[Any, list[Any]]:
+    import kvmlab.net.pvp as pvp
+    from kvmlab.net.traffic import HostTestPmd
+
+    clock = FakeClock()
+    monkeypatch.setattr(pvp, "time", clock)
+    process = FakeGenerator(clock)
+    gen = HostTestPmd("generator", process)  # type: ignore[arg-type]
+    counted = [FakeCounted("generator", process, {0: (0, 1000)}),
+               FakeCounted("switch", process, {0: (1000, 0), 1: (0, 900)}),
+               FakeCounted("sink", process, {0: (900, 0)}, late)]  # fmt: skip
+    return gen, counted
+
+
 def test_tuned_and_untuned_windows_alternate_and_tuning_ends_off(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     import kvmlab.net.pvp as pvp
-    from kvmlab.net.traffic import HostTestPmd
 
-    monkeypatch.setattr(pvp.time, "sleep", lambda _: None)
-    gen = HostTestPmd("generator", FakeProcess())  # type: ignore[arg-type]
-    counted = [FakeCounted("generator", {0: (0, 1000)}),
-               FakeCounted("switch", {0: (1000, 0), 1: (0, 900)}),
-               FakeCounted("sink", {0: (900, 0)})]  # fmt: skip
+    gen, counted = fake_loopback(monkeypatch)
     toggle = FakeToggle()
     at = Where("default", "host", "L0", "native", "cmd", 1)
     got = pvp.measure(gen, counted, loopback_hops(["kvmlab-gen", "kvmlab-sink"]), [64], 0, 1,
@@ -143,8 +186,27 @@ def test_tuned_and_untuned_windows_alternate_and_tuning_ends_off(
     assert toggle.calls == [False, True, True, False, False]  # swapped order, then off
     assert {s.variant for s in got} == {"untuned", "tuned"}
     received = [s for s in got if s.metric == "64B received"]
-    assert [s.value for s in received] == [0.0009] * 4  # 900 packets per 1 s window
-    assert gen.process.typed[:3] == ["stop", "set txpkts 60", "start"]
+    assert [s.value for s in received] == pytest.approx([0.0009] * 4)  # 900/s over 1 s
+    typed = gen.process.typed
+    assert typed[:4] == ["stop", "set txpkts 60", "start", "stop"]
+    assert typed.count("start") == 4 and typed[-1] == "stop"  # four trials, each stopped
+
+
+def test_a_trial_counts_every_hop_over_the_sending_time_after_the_path_drained(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """Packets still in flight when the generator stops are counted (the sink is read
+    until it stays still), and over the generator's sending time, not the reading time."""
+    import kvmlab.net.pvp as pvp
+
+    gen, counted = fake_loopback(monkeypatch, late=50)
+    at = Where("default", "host", "L0", "native", "cmd", 1)
+    got = pvp.measure(gen, counted, loopback_hops(["kvmlab-gen", "kvmlab-sink"]), [64], 0.5,
+                      2, 1, at, lambda _: None)  # type: ignore[arg-type]  # fmt: skip
+    value = {s.metric: s.value for s in got}
+    assert value["64B sent"] == pytest.approx(0.001)
+    assert value["64B received"] == pytest.approx((900 * 2 + 50) / 2 / 1e6)
+    assert counted[2].reads > 4  # read until still, not once
 
 
 def test_guest_ports_are_found_by_mac_not_by_position() -> None:

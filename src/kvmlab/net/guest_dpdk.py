@@ -164,8 +164,8 @@ class GuestTestPmd(Counted):
 
     def snapshot(self) -> Snapshot:
         """Port counters plus drops, stamped with the guest's clock when the command was
-        typed: the agent's round trip under load takes seconds here, the guest's clock does
-        not drift within a window (rates come from two snapshots of the same clock)."""
+        typed (a trial's rates divide by the host's sending time instead: the agent's round
+        trip under load takes seconds here, so the counters are read with nothing in flight)."""
         (at, ports), (_, fwd) = self.ask("show port stats all", "show fwd stats all")
         return add_fwd_stats(parse_port_stats(ports, at), fwd)
 

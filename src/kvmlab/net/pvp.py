@@ -2,9 +2,12 @@
 back through the switch to a sink, counted at every hop; and its loopback ceiling,
 generator -> switch -> sink without the guest.
 
-A window is two snapshots of every testpmd's counters (generator, switch, guest, sink)
-with the host clock between them; each hop's rate comes from its own process's two
-snapshots, so a hop that loses packets shows as the drop between it and the next.
+A window is a trial, as RFC 2544 counts them: every process's counters (generator,
+switch, guest, sink) read while nothing is in flight, the generator sending for the
+window's seconds, the path drained, the counters read again. Every hop's rate is its count
+over the same sending time, so packets are conserved from hop to hop (no hop's window is
+shifted by how long another process takes to answer: the guest's agent takes seconds under
+TCG) and a hop that loses packets shows as the drop between it and the next.
 """
 
 from __future__ import annotations
@@ -18,7 +21,16 @@ from typing import Protocol
 
 from kvmlab.errors import KvmlabError
 from kvmlab.net.testpmd_stats import PortRates, rates
-from kvmlab.net.traffic import Cores, Counted, HostTestPmd, SwitchCounted, pause, send, traffic
+from kvmlab.net.traffic import (
+    Cores,
+    Counted,
+    HostTestPmd,
+    SwitchCounted,
+    frame_size,
+    pause,
+    resume,
+    traffic,
+)
 from kvmlab.results.model import Sample
 from kvmlab.runtime.owned import create_owned, remove_owned
 from kvmlab.runtime.switch import GEN_PORT, SINK_PORT, SWITCH_DIRS, Switch
@@ -76,12 +88,44 @@ def pvp_hops(
     ]
 
 
-def window(counted: Sequence[Counted], seconds: float) -> dict[str, dict[int, PortRates]]:
-    """Every process's port rates over one window of ``seconds``."""
+def window(
+    gen: HostTestPmd, counted: Sequence[Counted], seconds: float
+) -> dict[str, dict[int, PortRates]]:  # fmt: skip
+    """One trial of ``seconds`` (the generator stopped before and after): every process's
+    port rates, each hop's count over the generator's sending time."""
     before = {c.name: c.snapshot() for c in counted}
+    started = _timed(lambda: resume(gen))
     time.sleep(seconds)
+    stopped = _timed(lambda: pause(gen))
+    drain(next(c for c in counted if c.name == "sink"))
     after = {c.name: c.snapshot() for c in counted}
-    return {name: rates(before[name], after[name]) for name in before}
+    sending = stopped - started
+    return {name: rates(before[name], after[name], sending) for name in before}
+
+
+def _timed(command: Callable[[], None]) -> float:
+    """When ``command`` took effect: halfway through its round trip (host clock)."""
+    start = time.monotonic()
+    command()
+    return (start + time.monotonic()) / 2
+
+
+DRAIN_QUIET = 0.3
+"""The sink's counter unchanged this long (seconds): nothing is left in flight."""
+DRAIN_LIMIT = 10.0
+
+
+def drain(sink: Counted) -> None:
+    """Wait until the sink receives nothing more (packets still in the switch's and the
+    guest's rings after the generator stopped), at most :data:`DRAIN_LIMIT` seconds."""
+    deadline = time.monotonic() + DRAIN_LIMIT
+    last = -1
+    while time.monotonic() < deadline:
+        now = sum(p.rx_packets for p in sink.snapshot().ports.values())
+        if now == last:
+            return
+        last = now
+        time.sleep(DRAIN_QUIET)
 
 
 @dataclass(frozen=True)
@@ -133,7 +177,7 @@ def measure(
     warmup: float, seconds: float, reps: int, at: Where, progress: Progress,
     tuning: Toggle | None = None,
 ) -> list[Sample]:  # fmt: skip
-    """For each frame size: send, warm up, then ``reps`` windows; every window's samples.
+    """For each frame size: a warm-up trial, then ``reps`` trials; every trial's samples.
 
     With ``tuning``, each repetition is a pair of windows, untuned and tuned in alternating
     order (so a drift in time favours neither), filed as variants ``untuned`` and
@@ -143,8 +187,9 @@ def measure(
     modes = [False] if tuning is None else [False, True]
     try:
         for frame in frames:
-            send(gen, frame)
-            time.sleep(warmup)
+            frame_size(gen, frame)
+            if warmup > 0:  # a trial whose counts are not kept (caches, rings, the guest)
+                window(gen, counted, warmup)
             received: dict[bool, list[float]] = {m: [] for m in modes}
             for rep in range(reps):
                 for on in modes if rep % 2 == 0 else modes[::-1]:
@@ -153,16 +198,15 @@ def measure(
                         tuning.set(on)
                         time.sleep(SETTLE_SECONDS)
                         here = replace(at, variant=_tuned_variant(at.variant, on))
-                    done = samples_of(hops, window(counted, seconds), frame, rep, here)
+                    done = samples_of(hops, window(gen, counted, seconds), frame, rep, here)
                     out.extend(done)
                     received[on].append(next(s.value for s in done
                                              if s.metric == f"{frame}B received"))  # fmt: skip
-            pause(gen)
             where = f"{at.level} {at.guest}"
             for on, values in received.items():
                 label = "" if tuning is None else (" tuned" if on else " untuned")
                 progress(f"{where} pvp {frame}B{label}: {statistics.median(values):.3f} Mpps "
-                         f"received (median of {reps} windows of {seconds:g} s)")  # fmt: skip
+                         f"received (median of {reps} trials of {seconds:g} s)")  # fmt: skip
     finally:
         if tuning is not None:
             try:
@@ -220,4 +264,5 @@ def describe(spec: SwitchSpec, pvp: PvpSpec, guest: str | None) -> str:
               f"{'huge pages' if spec.hugepages else 'no huge pages'})")  # fmt: skip
     middle = f" -> guest {guest} testpmd macswap -> {switch}" if guest else ""
     return (f"testpmd txonly generator ({flows}) -> {switch}{middle} -> testpmd rxonly sink; "
-            f"{pvp.seconds:g} s windows after {pvp.warmup:g} s warm-up")
+            f"trials of {pvp.seconds:g} s (counted with nothing in flight) after a "
+            f"{pvp.warmup:g} s warm-up trial")

@@ -103,9 +103,13 @@ class PortRates:
     tx_bps: float
 
 
-def rates(before: Snapshot, after: Snapshot) -> dict[int, PortRates]:
-    """Per-port rates between two snapshots of the same process."""
-    seconds = after.at - before.at
+def rates(
+    before: Snapshot, after: Snapshot, seconds: float | None = None
+) -> dict[int, PortRates]:  # fmt: skip
+    """Per-port rates between two snapshots of the same process: the counts over
+    ``seconds``, by default the time between the snapshots."""
+    if seconds is None:
+        seconds = after.at - before.at
     if seconds <= 0:
         raise StatsParseError("snapshots out of order")
     out = {}

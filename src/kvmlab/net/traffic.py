@@ -99,10 +99,14 @@ def traffic(
         yield HostTestPmd("generator", gen), HostTestPmd("sink", sink)
 
 
-def send(gen: HostTestPmd, frame: int) -> None:
-    """(Re)start the generator with frames of ``frame`` bytes on the wire."""
+def frame_size(gen: HostTestPmd, frame: int) -> None:
+    """The generator stopped, its next frames ``frame`` bytes on the wire."""
     gen.process.command("stop")
     gen.process.command(f"set txpkts {frame - CRC_BYTES}")
+
+
+def resume(gen: HostTestPmd) -> None:
+    """Start sending."""
     gen.process.command("start")
 
 
