@@ -18,7 +18,7 @@ demo: deps
 	$(BIN)/kvmlab run labs/nested.toml --suite quick --out kvmlab-report.html
 
 test: deps
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=25
 
 lint: deps
 	$(BIN)/ruff check src tests benchmarks

@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import LABS, cli
+from tests.conftest import KVMLAB, LABS, cli
 from tests.libvirt_backend.conftest import Daemon
 
 pytestmark = pytest.mark.functional
@@ -60,6 +62,16 @@ def test_basic_lab_up_exec_ps_down(libvirtd: Daemon, open_lab: Path) -> None:
         rows = json.loads(cli(env, "ps", "-o", "json").stdout)
         assert [(r["address"], r["state"]) for r in rows] == [("basic/vm1", "running")]
         assert rows[0]["pid"]  # the local daemon's QEMU, found by the domain's UUID
+        console = subprocess.Popen([KVMLAB, "console", "basic/vm1"], env=env,
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE)  # fmt: skip
+        time.sleep(2)  # attached (libvirt's console stream)
+        second = cli(env, "console", "basic/vm1")  # never takes the console over
+        assert second.returncode == 3 and "cannot open the serial console" in second.stderr
+        said = cli(env, "exec", "basic/vm1", "--", "sh", "-c", "echo hello-console >/dev/ttyS0")
+        assert said.returncode == 0, said.stderr
+        out, err = console.communicate(timeout=60)  # stdin closed: detaches when quiet
+        assert console.returncode == 0 and b"hello-console" in out, err
         again = cli(env, "up", str(open_lab), "--backend", "libvirt", "--connect",
                     libvirtd.uri)  # fmt: skip
         assert again.returncode != 0  # the lab is up: refused, the running domain untouched
@@ -107,10 +119,54 @@ def test_bench_measures_a_libvirt_guest(libvirtd: Daemon, tmp_path: Path) -> Non
         conn.close()
 
 
+NESTED = """
+name = "lvn"
+[guests.l1]
+nested = true
+vcpus = 1
+memory = "2G"
+nics = [{ type = "user" }]
+[guests.l1.guests.l2]
+vcpus = 1
+memory = "512M"
+nics = [{ type = "user" }]
+[bench]
+repetitions = 1
+warmup = 0
+duration = 1
+"""
+
+
+def test_bench_of_a_nested_lab_reaches_l2_through_the_libvirt_guest_hypervisor(
+    libvirtd: Daemon, open_lab: Path
+) -> None:  # fmt: skip
+    """L1 is a libvirt domain (its QEMU as root when kvmlab's install or image is closed to
+    libvirt's QEMU user), kvmlab inside it starts L2, L0 reaches L2's agent through the
+    channel socket libvirt made; everything is stopped and undefined afterwards."""
+    import libvirt
+
+    lab = open_lab.with_name("lvn.toml")
+    lab.write_text(NESTED)
+    env = {**libvirtd.env, "KVMLAB_RESULTS": str(open_lab.parent / "results.sqlite")}
+    ran = cli(env, "bench", str(lab), "--backend", "libvirt", "--connect", libvirtd.uri,
+              "--levels", "L1,L2", "--only", "cpu,boot", "-o", "json", timeout=1200)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    rows = {(r["level"], r["workload"]) for r in json.loads(ran.stdout)["rows"]}
+    assert {("L1", "cpu"), ("L2", "cpu"), ("L2", "boot")} <= rows, rows
+    assert "starting the guests of lvn/l1 inside it" in ran.stderr
+    conn = libvirt.open(libvirtd.uri)
+    try:
+        assert conn.listAllDomains(0) == [] and conn.listAllStoragePools(0) == []
+    finally:
+        conn.close()
+    assert not (libvirtd.root / "lvn").exists()
+
+
 def test_bench_refuses_what_libvirt_does_not_run_yet(tmp_path: Path) -> None:
     env = {**os.environ, "KVMLAB_RUN_DIR": str(tmp_path / "run")}
-    ran = cli(env, "run", str(LABS / "nested.toml"), "--backend", "libvirt", "--levels", "L2")
+    ran = cli(env, "run", str(LABS / "nested.toml"), "--backend", "libvirt", "--connect",
+              "qemu+tcp://far.example/system", "--levels", "L2")  # fmt: skip
     assert ran.returncode == 2, ran.stderr
-    assert "--levels L2 on the libvirt backend" in ran.stderr
+    assert "--levels L2 on a remote libvirt" in ran.stderr
     ran = cli(env, "run", str(LABS / "migrate.toml"), "--backend", "libvirt")
     assert ran.returncode == 2 and "migrations run only on the qemu backend" in ran.stderr

@@ -94,8 +94,20 @@ def test_what_the_libvirt_backend_refuses_names_file_and_key() -> None:
 
     keys = {p.path for p in refusals(load_lab(LABS / "netcompare.toml"))}
     assert "switch" in keys and "guests.vm1.nics[1]" in keys
-    assert {p.path for p in refusals(load_lab(LABS / "nested.toml"))} == {"guests.l1.guests"}
+    nested = load_lab(LABS / "nested.toml")
+    assert refusals(nested) == []  # a daemon of this host: L2 reached through L1's channel
+    assert {p.path for p in refusals(nested, local=False)} == {"guests.l1.guests"}
     assert refusals(load_lab(LABS / "basic.toml")) == []
+
+
+def test_a_guest_hypervisor_may_run_its_qemu_as_root_and_says_why() -> None:
+    loaded = load_lab(LABS / "nested.toml")
+    target = replace(target_for(loaded, ("l1",)), libvirt_as_root="kvmlab inside reads /x")
+    xml = render_libvirt(loaded.lab.guests["l1"], target)
+    assert "QEMU runs as root: kvmlab inside reads /x" in xml
+    assert re.search(r'</devices>\s*<seclabel type="static" model="dac" relabel="no">\s*'
+                     r"<label>\+0:\+0</label>", xml)  # fmt: skip
+    assert "seclabel" not in render_libvirt(loaded.lab.guests["l1"], target_for(loaded, ("l1",)))
 
 
 def test_a_run_marks_its_domains_with_a_token() -> None:

@@ -54,14 +54,17 @@ def qemu_only(loaded: LoadedLab, command: str) -> None:
                          "on the qemu backend so far (kvmlab up/ps/exec/down run on libvirt)")
 
 
-def libvirt_levels(loaded: LoadedLab, wanted: set[str], asked: bool) -> set[str]:
-    """The levels ``kvmlab bench``/``run`` measures on the libvirt backend: L0 and L1 (a
-    guest hypervisor's own guests run only on the qemu backend so far). L2 asked for by
-    ``--levels`` is refused; the default levels simply leave it out."""
+def libvirt_levels(loaded: LoadedLab, wanted: set[str], asked: bool, local: bool) -> set[str]:
+    """The levels ``kvmlab bench``/``run`` measures on the libvirt backend: all of them on a
+    daemon of this host; L0 and L1 on a remote one (a guest hypervisor's own guests are
+    reached through a socket of its QEMU). L2 asked for by ``--levels`` of a remote daemon
+    is refused; the default levels simply leave it out."""
+    if local:
+        return wanted
     if "L2" in wanted and asked:
-        raise UsageError(f"{loaded.path}: --levels L2 on the libvirt backend: guests inside a "
-                         "guest hypervisor run only on the qemu backend so far (use "
-                         "--levels L0,L1, or --backend qemu)")  # fmt: skip
+        raise UsageError(f"{loaded.path}: --levels L2 on a remote libvirt: guests inside a "
+                         "guest hypervisor run on a libvirt daemon of this host or on the "
+                         "qemu backend (use --levels L0,L1)")  # fmt: skip
     return wanted - {"L2"}
 
 

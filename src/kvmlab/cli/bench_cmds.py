@@ -118,12 +118,12 @@ def run_bench_cmd(
     backend = choose_backend(loaded, *backend_opts)
     wanted = parse_levels(levels, loaded) if levels is not None else lab_levels(loaded)
     if backend is not None:
-        wanted = libvirt_levels(loaded, wanted, levels is not None)
+        wanted = libvirt_levels(loaded, wanted, levels is not None, backend.local)
     suite_only, suite_runs, extras = split_only(loaded, only, wanted)
     if backend is not None:
         libvirt_extras(loaded, extras)
         for variant in loaded.variants().values():  # refused before L0 is measured
-            backend.check(variant, children=False)
+            backend.check(variant, children="L2" in wanted)
     settings = settings_for(suite, loaded.lab.bench, suite_only)
     if not suite_runs:
         settings = replace(settings, workloads=())

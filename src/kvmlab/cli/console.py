@@ -26,6 +26,12 @@ def attach(path: Path, stdin: int = 0, stdout: int = 1, quiet: float = QUIET) ->
     """Pump bytes between ``stdin``/``stdout`` and the console socket until detach or EOF."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(str(path))
+    attach_socket(sock, stdin, stdout, quiet)
+
+
+def attach_socket(sock: socket.socket, stdin: int = 0, stdout: int = 1,
+                  quiet: float = QUIET) -> None:  # fmt: skip
+    """:func:`attach` to a connected socket (closed when this returns)."""
     sock.setblocking(False)
     is_tty = os.isatty(stdin)
     saved = termios.tcgetattr(stdin) if is_tty else None

@@ -114,7 +114,7 @@ def _write(stream: BinaryIO, data: bytes) -> bool:
 
 def run_console(address: str) -> None:
     """Attach the terminal to a guest's serial console (Ctrl-] detaches)."""
-    from kvmlab.cli.console import attach
+    from kvmlab.cli.console import attach, attach_socket
     from kvmlab.render.devices.control import CONSOLE_SOCKET
 
     run_dir, record = find_guest(address)
@@ -123,4 +123,13 @@ def run_console(address: str) -> None:
         raise UsageError(f"{address} runs inside {outer}: its console is there "
                          f"('kvmlab exec {outer} -- kvmlab console ...')")  # fmt: skip
     with interruptible(f"attached to the console of {address}"):
-        attach(run_dir / CONSOLE_SOCKET)
+        if record.backend == "libvirt":  # libvirt holds the serial line: its console stream
+            from kvmlab.runtime.libvirt.machine import LibvirtMachine
+
+            machine = LibvirtMachine.attach_libvirt(run_dir, record)
+            try:
+                attach_socket(machine.console_socket())
+            finally:
+                machine.disconnect()
+        else:
+            attach(run_dir / CONSOLE_SOCKET)

@@ -8,7 +8,7 @@ from kvmlab.errors import RenderError
 from kvmlab.render.devices import guest_parts
 from kvmlab.render.identity import domain_uuid
 from kvmlab.render.target import Target
-from kvmlab.render.xmldom import KVMLAB_NS, DomainXml
+from kvmlab.render.xmldom import KVMLAB_NS, DomainXml, sub
 from kvmlab.spec import Guest
 
 
@@ -41,6 +41,10 @@ def render_libvirt(guest: Guest, target: Target) -> str:
         mark.set("token", target.libvirt_token)
     for part in guest_parts(guest, target, accel):
         part.xml(d)
+    if target.libvirt_as_root is not None:
+        d.note(f"QEMU runs as root: {target.libvirt_as_root}")
+        label = sub(d.section("seclabel", type="static", model="dac", relabel="no"), "label")
+        label.text = "+0:+0"
     emulator = ET.Element("emulator")
     emulator.text = target.qemu_binary
     d.devices.insert(0, emulator)

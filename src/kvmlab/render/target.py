@@ -60,6 +60,9 @@ class Target:
     libvirt_token: str | None = None
     """A token the domain carries in its metadata: what marks it as this kvmlab run's, so
     nothing else of that name or UUID is ever stopped or undefined."""
+    libvirt_as_root: str | None = None
+    """Why libvirt runs this domain's QEMU as root (a DAC label of its own), or None: as
+    libvirt's QEMU user."""
 
     @property
     def name(self) -> str:

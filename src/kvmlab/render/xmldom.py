@@ -14,7 +14,8 @@ ET.register_namespace("kvmlab", KVMLAB_NS)
 SECTION_ORDER = (
     "name", "uuid", "title", "description", "metadata", "memory", "currentMemory", "memoryBacking",
     "vcpu", "iothreads", "cputune", "os", "features", "cpu", "clock", "on_poweroff",
-    "on_reboot", "on_crash", "devices", f"{{{QEMU_NS}}}commandline", f"{{{QEMU_NS}}}override",
+    "on_reboot", "on_crash", "devices", "seclabel", f"{{{QEMU_NS}}}commandline",
+    f"{{{QEMU_NS}}}override",
 )  # fmt: skip
 
 

@@ -23,7 +23,7 @@ from typing import NoReturn, Self
 from kvmlab.errors import ProcessFailure
 from kvmlab.guest.agent import ExecResult, GuestAgent
 from kvmlab.guest.errors import AgentError
-from kvmlab.render.devices.control import AGENT_SOCKET, QMP_SOCKET, SERIAL_LOG
+from kvmlab.render.devices.control import AGENT_SOCKET, QMP_SOCKET, RELAY_SOCKET, SERIAL_LOG
 from kvmlab.runtime import boottime
 from kvmlab.runtime.errors import QmpFailure, RuntimeFailure, StateError
 from kvmlab.runtime.owned import create_owned, remove_owned
@@ -425,6 +425,10 @@ class Machine:
     def agent(self) -> GuestAgent:
         """A client of the guest's agent (its socket in the run directory)."""
         return GuestAgent(self.run_dir / AGENT_SOCKET)
+
+    def relay_socket(self, child: str) -> Path:
+        """The host end of the channel bridged to ``child``'s agent inside this guest."""
+        return self.run_dir / RELAY_SOCKET.format(child)
 
     def qmp(self) -> QmpSession:
         """The QMP session (connected on first use); also of a paused or incoming machine."""

@@ -20,7 +20,7 @@ from kvmlab.errors import KvmlabError, ProcessFailure
 from kvmlab.guest.agent import ExecResult
 from kvmlab.guest.errors import GuestExecTimeout
 from kvmlab.guest.image import GuestImage
-from kvmlab.render.devices.control import AGENT_SOCKET, RELAY_PORT, RELAY_SOCKET
+from kvmlab.render.devices.control import AGENT_SOCKET, RELAY_PORT
 from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.patience import LIMITS
 from kvmlab.runtime.rundir import GuestRecord, LabDir
@@ -134,18 +134,19 @@ def start_children(
         raise failure
     inner: list[dict[str, Any]] = json.loads(result.stdout)
     lab_dir = LabDir.of(loaded.lab.name)
+    marker = machine.record().marker or str(machine.run_dir)  # how its QEMU is recognised
     records = []
     for row in inner:
         child = row["address"][-1]
         machine.exec_background(relay_script(loaded.lab.name, child))
         run_dir = lab_dir.create_guest_dir([*machine.config.address, child])
-        (run_dir / AGENT_SOCKET).symlink_to(machine.run_dir / RELAY_SOCKET.format(child))
+        (run_dir / AGENT_SOCKET).symlink_to(machine.relay_socket(child))
         record = GuestRecord(
             lab=loaded.lab.name, address=[*machine.config.address, child],
             pid=machine.pid or 0, argv=row["argv"], accel=row["accel"],
             accel_reason=row["accel_reason"], vcpus=row["vcpus"], memory=row["memory"],
             started=row["started"], boots_image=row["boots_image"], boot=row["boot"],
-            via="/".join(machine.config.address), marker=str(machine.run_dir),
+            via="/".join(machine.config.address), marker=marker,
         )  # fmt: skip
         record.save(run_dir)
         records.append(record)

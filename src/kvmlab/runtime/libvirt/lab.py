@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import secrets
 import stat
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -14,6 +15,7 @@ from kvmlab.errors import Problem, SpecError
 from kvmlab.guest.image import GuestImage
 from kvmlab.render import render_libvirt
 from kvmlab.render.libvirt_caps import LibvirtCaps, version_text
+from kvmlab.runtime import nested
 from kvmlab.runtime.libvirt.conn import LibvirtFailure, capabilities, is_local, open_uri
 from kvmlab.runtime.libvirt.machine import LibvirtMachine
 from kvmlab.runtime.libvirt.publish import publish
@@ -25,9 +27,10 @@ from kvmlab.spec.rules import guest_key
 Progress = Callable[[str], None]
 
 
-def refusals(loaded: LoadedLab, only: str | None = None, children: bool = True
-             ) -> list[Problem]:  # fmt: skip
-    """What the libvirt backend cannot run yet, each naming the lab file and key."""
+def refusals(loaded: LoadedLab, only: str | None = None, children: bool = True,
+             local: bool = True) -> list[Problem]:  # fmt: skip
+    """What the libvirt backend cannot run yet, each naming the lab file and key
+    (``local``: the daemon is on this host)."""
     lab, file = loaded.lab, str(loaded.path)
     out: list[Problem] = []
     if lab.switch is not None:
@@ -37,9 +40,11 @@ def refusals(loaded: LoadedLab, only: str | None = None, children: bool = True
         if only not in (None, name):
             continue
         key = guest_key((name,))
-        if guest.nested and guest.guests and children:
+        if guest.nested and guest.guests and children and not local:
             out.append(Problem(file, f"{key}.guests", "guests inside a guest hypervisor "
-                               "run only on the qemu backend so far"))
+                               "run on a libvirt daemon of this host only (kvmlab reaches "
+                               "their agents through a socket of the guest hypervisor's "
+                               "QEMU), or on the qemu backend"))
         if guest.cloud_init is not None:
             out.append(Problem(file, f"{key}.cloud_init", "cloud-init seeds run only on the "
                                "qemu backend so far"))
@@ -73,6 +78,8 @@ class LibvirtBackend:
     persistent: bool = False
     caps: LibvirtCaps | None = None
     _conn: Any = field(default=None, repr=False)
+    _children: bool = field(default=False, repr=False)
+    """Whether a guest hypervisor's own guests start in this run (some check said so)."""
 
     @property
     def local(self) -> bool:
@@ -103,9 +110,10 @@ class LibvirtBackend:
               ) -> None:  # fmt: skip
         """Refuse, before anything starts, what this backend cannot run (``children``
         False: a guest hypervisor's own guests are not started, so not refused)."""
-        problems = refusals(loaded, only, children)
+        problems = refusals(loaded, only, children, self.local)
         if problems:
             raise SpecError(problems)
+        self._children = self._children or children  # bench starts them after measuring L1
         self.connect()
 
     def machine(self, loaded: LoadedLab, path: tuple[str, ...], guest: Guest,
@@ -114,8 +122,11 @@ class LibvirtBackend:
         """The machine for one guest: image published, XML rendered for this libvirt."""
         caps = self.connect()
         token = secrets.token_hex(12)
-        target = replace(target, libvirt=caps, libvirt_token=token)
-        if caps.qemu_user is not None and self.local:
+        as_root = self._as_root(config, image)
+        if as_root is not None:
+            progress(f"{config.name}: libvirt runs its QEMU as root: {as_root}")
+        target = replace(target, libvirt=caps, libvirt_token=token, libvirt_as_root=as_root)
+        if caps.qemu_user is not None and self.local and as_root is None:
             for i, disk in enumerate(guest.disks):
                 why = _reachable(target.path(disk.path), *caps.qemu_user)
                 if why:
@@ -140,7 +151,25 @@ class LibvirtBackend:
         return LibvirtMachine(config, self.uri, xml, target_uuid(target),
                               persistent=self.persistent,
                               serial_log=str(target.libvirt_log("serial")), token=token,
-                              qemu_uid=caps.qemu_user[0] if caps.qemu_user else None)
+                              qemu_uid=0 if as_root else
+                              caps.qemu_user[0] if caps.qemu_user else None)  # fmt: skip
+
+    def _as_root(self, config: MachineConfig, image: GuestImage | None) -> str | None:
+        """Why a guest hypervisor's QEMU must run as root, or None. kvmlab runs itself
+        inside it, reading kvmlab's install and the guest image through the 9p share of the
+        host root, with the rights of the QEMU that serves the share."""
+        if not (config.children and self._children and self.local) or image is None:
+            return None
+        assert self.caps is not None
+        if self.caps.qemu_user is None:
+            return None
+        for what, path in (("kvmlab's install", Path(sys.prefix)),
+                           ("the guest image", image.kernel.parent)):  # fmt: skip
+            why = _reachable(path / "any", *self.caps.qemu_user)  # the directory and above
+            if why:
+                return (f"kvmlab inside it reads {what} ({path}) through the host-root "
+                        f"share, and libvirt's QEMU user cannot: {why}")
+        return None
 
 
 def target_uuid(target: Any) -> str:
@@ -155,6 +184,9 @@ def stop_domain(run_dir: Path, record: GuestRecord, force: bool, progress: Progr
         open_uri(record.uri, record.name).close()  # unreachable: down fails, state is kept
     machine = LibvirtMachine.attach_libvirt(run_dir, record)
     running = machine.is_alive()
+    if running and record.children and record.state == "running" and not force:
+        progress(f"stopping the guests inside {record.name}")
+        nested.stop_children(machine, record.lab)
     progress(f"stopping {record.name} (libvirt {record.uri})" if running else
              f"forgetting {record.name} (its domain no longer runs)")  # fmt: skip
     machine.shutdown(force=force or record.state != "running")

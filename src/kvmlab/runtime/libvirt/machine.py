@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import socket
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import libvirt
 
 from kvmlab.guest.agent import GuestAgent
 from kvmlab.guest.agent_libvirt import LibvirtAgent
 from kvmlab.guest.errors import AgentError
+from kvmlab.render.devices.control import RELAY_PORT
 from kvmlab.render.xmldom import KVMLAB_NS
 from kvmlab.runtime import boottime
 from kvmlab.runtime.errors import StateError
@@ -107,12 +110,7 @@ class LibvirtMachine(Machine):
         for lookup, key in ((conn.lookupByName, self.domain_name),
                             (conn.lookupByUUIDString, self.uuid)):  # fmt: skip
             with contextlib.suppress(libvirt.libvirtError):
-                lookup(key)
-                raise LibvirtFailure(
-                    f"a domain named {self.domain_name} (or with its UUID {self.uuid}) exists "
-                    "already; kvmlab leaves it alone", self.uri, name,
-                    [f"if it is a leftover: virsh -c '{self.uri}' destroy {self.domain_name}; "
-                     f"virsh -c '{self.uri}' undefine {self.domain_name}"])  # fmt: skip
+                self._taken(lookup(key))
         try:
             with deferred_signals():  # created and recorded, or neither
                 self._created = True  # on record with its token: down finds it by that
@@ -129,6 +127,22 @@ class LibvirtMachine(Machine):
             raise LibvirtFailure(f"libvirt could not {step} domain {self.domain_name}: "
                                  f"{message}", self.uri, name,
                                  start_fix(message, self.domain_name, self.uri)) from None
+
+    def _taken(self, dom: Any) -> NoReturn:
+        """Refuse a name or UUID already in use, saying whose it is: another kvmlab guest
+        (lab ``a-b`` guest ``c`` and lab ``a`` guest ``b-c`` join to the same name) is
+        never called a leftover."""
+        other = owner_of(dom)
+        here = f"a domain named {self.domain_name} (or with its UUID {self.uuid}) exists already"
+        if other is not None and other != self.config.name:
+            raise LibvirtFailure(f"{here}: it is kvmlab's guest {other} of another lab, whose "
+                                 "name joins to the same domain name", self.uri,
+                                 self.config.name, ["rename this lab or guest (or stop "
+                                                    f"{other} first)"])  # fmt: skip
+        raise LibvirtFailure(
+            f"{here}; kvmlab leaves it alone", self.uri, self.config.name,
+            [f"if it is a leftover: virsh -c '{self.uri}' destroy {self.domain_name}; "
+             f"virsh -c '{self.uri}' undefine {self.domain_name}"])  # fmt: skip
 
     def _find_pid(self, exclude: int | None = None) -> None:
         """QEMU's pid when the daemon is on this host (found by the domain's UUID;
@@ -259,6 +273,27 @@ class LibvirtMachine(Machine):
         """The guest's agent through libvirt."""
         return LibvirtAgent(self._domain(), self.config.name)
 
+    def console_socket(self) -> socket.socket:
+        """The serial console through libvirt's console stream (see :mod:`.console`)."""
+        from kvmlab.runtime.libvirt.console import console_socket
+
+        dom = self._domain()
+        return console_socket(self._conn, dom, self.uri, self.config.name)
+
+    def relay_socket(self, child: str) -> Path:
+        """The channel's socket where libvirt made it (its channel directory, read from the
+        live XML), seen through QEMU's own root (a private daemon's mount namespace)."""
+        name = RELAY_PORT.format(child)
+        root = ET.fromstring(self._domain().XMLDesc(0))
+        for channel in root.iterfind("devices/channel"):
+            target, source = channel.find("target"), channel.find("source")
+            if target is not None and target.get("name") == name and source is not None:
+                path = source.get("path")
+                if path and self.pid is not None:
+                    return Path(f"/proc/{self.pid}/root{path}")
+        raise StateError(f"{self.config.name}: libvirt made no socket for channel {name} "
+                         "on this host")
+
     def qmp(self) -> QmpSession:
         raise StateError(f"{self.config.name} runs under libvirt, which owns its QMP monitor "
                          "(use 'virsh qemu-monitor-command' or the qemu backend)")  # fmt: skip
@@ -325,6 +360,16 @@ class LibvirtMachine(Machine):
         rec.persistent, rec.serial_log = self.persistent, self.serial_log
         rec.marker = self.uuid
         return rec
+
+
+def owner_of(dom: Any) -> str | None:
+    """``lab/address`` of the kvmlab guest a domain is, from its metadata; None if none."""
+    try:
+        mark = ET.fromstring(dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, KVMLAB_NS, 0))
+    except (libvirt.libvirtError, ET.ParseError):
+        return None
+    lab, address = mark.get("lab"), mark.get("address")
+    return f"{lab}/{address}" if lab and address else None
 
 
 def _size(path: Path) -> int:

@@ -1,0 +1,17 @@
+"""The change column: a ratio only against a base the reports can print."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvmlab.results.stats import change_pct
+
+
+def test_change_against_a_printable_base() -> None:
+    assert change_pct(783, 901) == pytest.approx(-13.1, abs=0.1)
+    assert change_pct(-2.0, -1.0) == pytest.approx(100.0)
+
+
+@pytest.mark.parametrize("base", [0.0, 4.4e-7, -0.0005])
+def test_no_ratio_against_a_base_too_small_to_print(base: float) -> None:
+    assert change_pct(1.49, base) is None
