@@ -96,7 +96,8 @@ def test_what_the_libvirt_backend_refuses_names_file_and_key() -> None:
     assert "switch" in keys and "guests.vm1.nics[1]" in keys
     nested = load_lab(LABS / "nested.toml")
     assert refusals(nested) == []  # a daemon of this host: L2 reached through L1's channel
-    assert {p.path for p in refusals(nested, local=False)} == {"guests.l1.guests"}
+    far = {p.path for p in refusals(nested, uri_of=lambda g: "qemu+tcp://far.example/system")}
+    assert far == {"guests.l1.guests"}
     assert refusals(load_lab(LABS / "basic.toml")) == []
 
 

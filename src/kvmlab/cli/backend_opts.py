@@ -39,6 +39,11 @@ def choose_backend(loaded: LoadedLab, backend: str | None, connect: str | None,
     if chosen != "libvirt":
         if connect is not None or persistent is not None:
             raise UsageError("--connect and --persistent need --backend libvirt")
+        named = [n for n, g in loaded.lab.guests.items() if g.libvirt_uri]
+        if named:
+            raise UsageError(f"{loaded.path}: guests.{named[0]}.libvirt_uri names a libvirt "
+                             "daemon, but the lab runs on the qemu backend (add --backend "
+                             "libvirt, or backend = \"libvirt\" in the lab)")  # fmt: skip
         return None
     from kvmlab.runtime.libvirt.lab import LibvirtBackend
 

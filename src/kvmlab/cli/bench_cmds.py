@@ -118,7 +118,7 @@ def run_bench_cmd(
     backend = choose_backend(loaded, *backend_opts)
     wanted = parse_levels(levels, loaded) if levels is not None else lab_levels(loaded)
     if backend is not None:
-        wanted = libvirt_levels(loaded, wanted, levels is not None, backend.local)
+        wanted = libvirt_levels(loaded, wanted, levels is not None, backend.nested_local(loaded))
     suite_only, suite_runs, extras = split_only(loaded, only, wanted)
     if backend is not None:
         libvirt_extras(loaded, extras)

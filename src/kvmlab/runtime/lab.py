@@ -268,10 +268,12 @@ def started(
                 mine = True
             for name in stale:
                 progress(f"cleaned up {name}: its QEMU had died")
-            if not within and (backend is None or backend.local):
+            here = [(n, g) for n, g in chosen  # guests of a daemon elsewhere bind there
+                    if backend is None or backend.on_this_host(g)]  # fmt: skip
+            if not within and here:
                 # a guest hypervisor's forwards live in its own network stack
-                ports.check_free(str(loaded.path), [((n,), g) for n, g in chosen])
-                check_vhost_net(str(loaded.path), loaded.lab, [n for n, _ in chosen])
+                ports.check_free(str(loaded.path), [((n,), g) for n, g in here])
+                check_vhost_net(str(loaded.path), loaded.lab, [n for n, _ in here])
             if loaded.lab.switch is not None and not within:
                 _start_switch(loaded, lab_dir, switch, progress)
             if loaded.lab.networks and not within:

@@ -10,10 +10,11 @@ from pydantic import (
     Field,
     StringConstraints,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
-from kvmlab.spec.backend import Backend, LibvirtSpec
+from kvmlab.spec.backend import Backend, LibvirtSpec, check_uri
 from kvmlab.spec.base import SpecModel
 from kvmlab.spec.bench import BenchSpec
 from kvmlab.spec.devices import CloudInit, Disk, Nic
@@ -134,6 +135,10 @@ class Guest(SpecModel):
     cloud_init: CloudInit | None = None
     """With `boot = "disk"`: attach a NoCloud seed (user, ssh keys, guest agent) kvmlab writes."""
 
+    libvirt_uri: str | None = None
+    """The libvirtd that runs this guest on the libvirt backend, when not the lab's (`[libvirt]
+    uri` or `--connect`): one lab's guests on several hosts. Top-level guests only."""
+
     nested: bool = False
     """This guest is a guest hypervisor: virtualization is exposed to it and it may hold guests."""
 
@@ -168,6 +173,11 @@ class Guest(SpecModel):
                 where = ".".join(str(part) for part in err["loc"])
                 raise ValueError(f"when_tcg.{where}: {err['msg']}") from None
         return self
+
+    @field_validator("libvirt_uri")
+    @classmethod
+    def _uri(cls, value: str | None) -> str | None:
+        return None if value is None else check_uri(value)
 
     @model_validator(mode="before")
     @classmethod

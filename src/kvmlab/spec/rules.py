@@ -280,6 +280,9 @@ def check_lab(lab: Lab) -> list[Finding]:
         for rule in GUEST_RULES:
             found.extend(rule(key, guest))
     found.extend(_unique(lab))
+    found.extend((f"{guest_key(path)}.libvirt_uri", "a guest inside a guest hypervisor runs "
+                  "where its guest hypervisor runs: only top-level guests name a daemon")
+                 for path, guest in lab.walk() if len(path) > 1 and guest.libvirt_uri)
     found.extend(_migrations(lab))
     found.extend(_switch(lab))
     found.extend(check_networks(lab))

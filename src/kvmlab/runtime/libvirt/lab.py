@@ -28,9 +28,9 @@ Progress = Callable[[str], None]
 
 
 def refusals(loaded: LoadedLab, only: str | None = None, children: bool = True,
-             local: bool = True) -> list[Problem]:  # fmt: skip
+             uri_of: Callable[[Guest], str] | None = None) -> list[Problem]:  # fmt: skip
     """What the libvirt backend cannot run yet, each naming the lab file and key
-    (``local``: the daemon is on this host)."""
+    (``uri_of``: the daemon of each top-level guest; None: all on this host)."""
     lab, file = loaded.lab, str(loaded.path)
     out: list[Problem] = []
     if lab.switch is not None:
@@ -40,6 +40,7 @@ def refusals(loaded: LoadedLab, only: str | None = None, children: bool = True,
         if only not in (None, name):
             continue
         key = guest_key((name,))
+        local = uri_of is None or is_local(uri_of(guest))
         if guest.nested and guest.guests and children and not local:
             out.append(Problem(file, f"{key}.guests", "guests inside a guest hypervisor "
                                "run on a libvirt daemon of this host only (kvmlab reaches "
@@ -72,100 +73,124 @@ def _reachable(path: Path, uid: int, gid: int) -> str | None:
 
 @dataclass
 class LibvirtBackend:
-    """The libvirtd at ``uri`` running one ``kvmlab up``/``run``'s guests."""
+    """The libvirtd(s) running one ``kvmlab up``/``run``'s guests: the one at ``uri``, and
+    any other a guest names (``libvirt_uri``: one lab over several hosts)."""
 
     uri: str
     persistent: bool = False
-    caps: LibvirtCaps | None = None
-    _conn: Any = field(default=None, repr=False)
+    _conns: dict[str, Any] = field(default_factory=dict, repr=False)
+    _caps: dict[str, LibvirtCaps] = field(default_factory=dict, repr=False)
     _children: bool = field(default=False, repr=False)
     """Whether a guest hypervisor's own guests start in this run (some check said so)."""
 
     @property
     def local(self) -> bool:
-        """Whether the daemon is on this host (its port forwards bind here)."""
+        """Whether the lab's daemon is on this host (its port forwards bind here)."""
         return is_local(self.uri)
 
-    def connect(self) -> LibvirtCaps:
-        """Ask the daemon what it offers (an unreachable URI fails here, before anything)."""
-        if self._conn is None:
-            self._conn = open_uri(self.uri)
-            self.caps = capabilities(self._conn)
-        assert self.caps is not None
-        return self.caps
+    def uri_of(self, guest: Guest) -> str:
+        """The daemon that runs a top-level guest."""
+        return guest.libvirt_uri or self.uri
+
+    def on_this_host(self, guest: Guest) -> bool:
+        """Whether a top-level guest's daemon is on this host (its port forwards bind here)."""
+        return is_local(self.uri_of(guest))
+
+    def nested_local(self, loaded: LoadedLab) -> bool:
+        """Whether every guest hypervisor with guests inside runs on a daemon of this host."""
+        return all(is_local(self.uri_of(g)) for g in loaded.lab.guests.values()
+                   if g.nested and g.guests)  # fmt: skip
+
+    def connect(self, uri: str | None = None) -> LibvirtCaps:
+        """Ask a daemon what it offers (an unreachable URI fails here, before anything)."""
+        uri = uri or self.uri
+        if uri not in self._conns:
+            conn = open_uri(uri)
+            self._caps[uri] = capabilities(conn)
+            self._conns[uri] = conn
+        return self._caps[uri]
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
 
     def facts(self, loaded: LoadedLab) -> dict[str, str]:
-        """What a stored run records of the daemon that ran its guests (it connects)."""
-        caps = self.connect()
+        """What a stored run records of the daemons that ran its guests (it connects)."""
         mode = "persistent" if self.persistent else "transient"
-        return {"backend": f"{caps.label} at {self.uri} ({mode} domains)",
-                "qemu": f"QEMU {version_text(caps.qemu_version)} (libvirt's)"}
+        uris = list(dict.fromkeys([self.uri, *(self.uri_of(g) for g in
+                                               loaded.lab.guests.values())]))  # fmt: skip
+        caps = [self.connect(uri) for uri in uris]
+        return {"backend": "; ".join(f"{c.label} at {u}" for c, u in zip(caps, uris, strict=True))
+                + f" ({mode} domains)",
+                "qemu": "; ".join(dict.fromkeys(f"QEMU {version_text(c.qemu_version)}"
+                                                for c in caps)) + " (libvirt's)"}  # fmt: skip
 
     def check(self, loaded: LoadedLab, only: str | None = None, children: bool = True
               ) -> None:  # fmt: skip
         """Refuse, before anything starts, what this backend cannot run (``children``
-        False: a guest hypervisor's own guests are not started, so not refused)."""
-        problems = refusals(loaded, only, children, self.local)
+        False: a guest hypervisor's own guests are not started, so not refused); every
+        daemon the guests name is asked once, so an unreachable one fails first."""
+        problems = refusals(loaded, only, children, self.uri_of)
         if problems:
             raise SpecError(problems)
         self._children = self._children or children  # bench starts them after measuring L1
+        for name, guest in loaded.lab.guests.items():
+            if only in (None, name):
+                self.connect(self.uri_of(guest))
         self.connect()
 
     def machine(self, loaded: LoadedLab, path: tuple[str, ...], guest: Guest,
                 config: MachineConfig, target: Any, image: GuestImage | None,
                 progress: Progress) -> LibvirtMachine:  # fmt: skip
         """The machine for one guest: image published, XML rendered for this libvirt."""
-        caps = self.connect()
+        uri = self.uri_of(guest)
+        caps, local = self.connect(uri), is_local(uri)
         token = secrets.token_hex(12)
-        as_root = self._as_root(config, image)
+        as_root = self._as_root(config, image, uri)
         if as_root is not None:
             progress(f"{config.name}: libvirt runs its QEMU as root: {as_root}")
         target = replace(target, libvirt=caps, libvirt_token=token, libvirt_as_root=as_root)
-        if caps.qemu_user is not None and self.local and as_root is None:
+        if caps.qemu_user is not None and local and as_root is None:
             for i, disk in enumerate(guest.disks):
                 why = _reachable(target.path(disk.path), *caps.qemu_user)
                 if why:
                     raise LibvirtFailure(
                         f"disk {i} ({target.path(disk.path)}): libvirt's QEMU user cannot "
-                        f"reach it: {why}", self.uri, config.name,
+                        f"reach it: {why}", uri, config.name,
                         ["put the lab's disks under a directory every user may enter, or "
                          "run the lab on the qemu backend"])  # fmt: skip
         if target.image is not None and target.image.share == "virtiofs":
             raise LibvirtFailure("shares the host root by virtiofs, whose daemon libvirt runs "
                                  "as root and kvmlab cannot mask: refused on this backend",
-                                 self.uri, config.name, ["use the 9p image (the default)"])
+                                 uri, config.name, ["use the 9p image (the default)"])
         render_libvirt(guest, target)  # what libvirt cannot say is refused before uploading
         if target.image is not None:
             files = [target.image.kernel, target.image.initrd]
-            progress(f"publishing the guest image to libvirt ({self.uri})")
-            where = publish(self._conn, self.uri, files)
+            progress(f"publishing the guest image to libvirt ({uri})")
+            where = publish(self._conns[uri], uri, files)
             target = replace(target, image=replace(
                 target.image, kernel=where[target.image.kernel],
                 initrd=where[target.image.initrd]))  # fmt: skip
         xml = render_libvirt(guest, target)
-        return LibvirtMachine(config, self.uri, xml, target_uuid(target),
+        return LibvirtMachine(config, uri, xml, target_uuid(target),
                               persistent=self.persistent,
                               serial_log=str(target.libvirt_log("serial")), token=token,
                               qemu_uid=0 if as_root else
                               caps.qemu_user[0] if caps.qemu_user else None)  # fmt: skip
 
-    def _as_root(self, config: MachineConfig, image: GuestImage | None) -> str | None:
+    def _as_root(self, config: MachineConfig, image: GuestImage | None, uri: str) -> str | None:
         """Why a guest hypervisor's QEMU must run as root, or None. kvmlab runs itself
         inside it, reading kvmlab's install and the guest image through the 9p share of the
         host root, with the rights of the QEMU that serves the share."""
-        if not (config.children and self._children and self.local) or image is None:
+        user = self._caps[uri].qemu_user
+        if not (config.children and self._children and is_local(uri)) or image is None:
             return None
-        assert self.caps is not None
-        if self.caps.qemu_user is None:
+        if user is None:
             return None
         for what, path in (("kvmlab's install", Path(sys.prefix)),
                            ("the guest image", image.kernel.parent)):  # fmt: skip
-            why = _reachable(path / "any", *self.caps.qemu_user)  # the directory and above
+            why = _reachable(path / "any", *user)  # the directory and above
             if why:
                 return (f"kvmlab inside it reads {what} ({path}) through the host-root "
                         f"share, and libvirt's QEMU user cannot: {why}")

@@ -1,0 +1,53 @@
+"""``libvirt_uri`` on a guest: one lab's guests on several libvirt daemons."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvmlab.cli.backend_opts import choose_backend
+from kvmlab.errors import SpecError, UsageError
+from kvmlab.spec import load_lab
+
+TWO = """
+name = "two"
+[guests.a]
+[guests.b]
+libvirt_uri = "URI"
+"""
+
+
+def lab(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "two.toml").write_text(text)
+    return tmp_path / "two.toml"
+
+
+def test_each_guest_runs_on_its_daemon(tmp_path: Path) -> None:
+    loaded = load_lab(lab(tmp_path, TWO.replace("URI", "qemu+tcp://127.0.0.1:16590/system")))
+    backend = choose_backend(loaded, "libvirt", "qemu:///system", None)
+    assert backend is not None
+    guests = loaded.lab.guests
+    assert backend.uri_of(guests["a"]) == "qemu:///system"
+    assert backend.uri_of(guests["b"]) == "qemu+tcp://127.0.0.1:16590/system"
+    assert backend.on_this_host(guests["b"])  # loopback is this host
+
+
+def test_a_bad_uri_names_the_guest_key(tmp_path: Path) -> None:
+    with pytest.raises(SpecError) as caught:
+        load_lab(lab(tmp_path, TWO.replace("URI", "qemu:///session")))
+    assert "guests.b.libvirt_uri" in str(caught.value)
+
+
+def test_a_guest_inside_a_guest_hypervisor_names_no_daemon(tmp_path: Path) -> None:
+    text = ('name = "two"\n[guests.l1]\nnested = true\n[guests.l1.guests.l2]\n'
+            'libvirt_uri = "qemu:///system"\n')  # fmt: skip
+    with pytest.raises(SpecError) as caught:
+        load_lab(lab(tmp_path, text))
+    assert "guests.l1.guests.l2.libvirt_uri" in str(caught.value)
+
+
+def test_the_qemu_backend_refuses_a_guest_that_names_a_daemon(tmp_path: Path) -> None:
+    loaded = load_lab(lab(tmp_path, TWO.replace("URI", "qemu:///system")))
+    with pytest.raises(UsageError, match=r"guests\.b\.libvirt_uri .* qemu backend"):
+        choose_backend(loaded, None, None, None)
