@@ -170,3 +170,50 @@ def test_bench_refuses_what_libvirt_does_not_run_yet(tmp_path: Path) -> None:
     assert "--levels L2 on a remote libvirt" in ran.stderr
     ran = cli(env, "run", str(LABS / "migrate.toml"), "--backend", "libvirt")
     assert ran.returncode == 2 and "migrations run only on the qemu backend" in ran.stderr
+
+
+PVP = """
+name = "lvp"
+[switch]
+kind = "testpmd"
+main_core = 0
+cores = "1"
+[guests.vm]
+vcpus = 2
+memory = { size = "1G", backing = "memfd", shared = true }
+nics = [{ type = "vhost-user", port = "p0" }, { type = "vhost-user", port = "p1" }]
+[bench]
+workloads = ["pvp"]
+[bench.pvp]
+frame_sizes = [64]
+seconds = 1
+warmup = 0
+repetitions = 1
+"""
+
+
+def test_pvp_through_a_libvirt_domain_on_the_labs_switch(
+    libvirtd: Daemon, tmp_path: Path
+) -> None:  # fmt: skip
+    """Seed 002 through libvirt: the lab's testpmd switch on this host, the guest a libvirt
+    domain whose vhost-user NICs are its ports; packets counted at every hop."""
+    import libvirt
+
+    from tests.runtime.conftest import pids_mentioning
+
+    lab = tmp_path / "lvp.toml"
+    lab.write_text(PVP)
+    env = {**libvirtd.env, "KVMLAB_RESULTS": str(tmp_path / "results.sqlite")}
+    ran = cli(env, "bench", str(lab), "--backend", "libvirt", "--connect", libvirtd.uri,
+              "--levels", "L1", "-o", "json", timeout=900)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "libvirt runs its QEMU as root: its vhost-user NICs" in ran.stderr
+    rows = {r["metric"]: r["value"] for r in json.loads(ran.stdout)["rows"]
+            if r["workload"] == "pvp"}  # fmt: skip
+    assert rows["64B guest out"] > 0 and 0 < rows["64B received"] <= rows["64B guest out"]
+    conn = libvirt.open(libvirtd.uri)
+    try:
+        assert conn.listAllDomains(0) == []
+    finally:
+        conn.close()
+    assert not pids_mentioning("kvmlab-lvp", "dpdk-testpmd")

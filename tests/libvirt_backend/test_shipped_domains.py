@@ -87,7 +87,9 @@ def _why_not_started(guest: Guest, switch_kind: str | None) -> str | None:
         return "has a vhost-net NIC and this host has no /dev/vhost-net (defined only)"
     if any(n.type == "vhost-user" for n in guest.nics):
         return ("has vhost-user NICs: QEMU waits for their switch before the guest runs, "
-                f"and this test runs no {switch_kind or 'switch'} (defined only)")
+                f"and this test runs no {switch_kind or 'switch'} (defined only; a domain "
+                "on the lab's switch starts in test_pvp_through_a_libvirt_domain_on_the_"
+                "labs_switch)")
     return None
 
 

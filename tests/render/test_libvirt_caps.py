@@ -92,8 +92,12 @@ def test_backend_options() -> None:
 def test_what_the_libvirt_backend_refuses_names_file_and_key() -> None:
     from kvmlab.runtime.libvirt.lab import refusals
 
-    keys = {p.path for p in refusals(load_lab(LABS / "netcompare.toml"))}
-    assert "switch" in keys and "guests.vm1.nics[1]" in keys
+    net = load_lab(LABS / "netcompare.toml")
+    keys = {p.path for p in refusals(net)}
+    assert "guests.vm1.nics[1]" in keys and "guests.vm1.nics[3]" in keys  # tap, vhost-net
+    assert "guests.vm1.nics[2]" not in keys  # vhost-user on the lab's switch, on this host
+    far = {p.path for p in refusals(net, uri_of=lambda g: "qemu+tcp://far.example/system")}
+    assert "guests.vm1.nics[2]" in far  # the switch is not on that host
     nested = load_lab(LABS / "nested.toml")
     assert refusals(nested) == []  # a daemon of this host: L2 reached through L1's channel
     far = {p.path for p in refusals(nested, uri_of=lambda g: "qemu+tcp://far.example/system")}

@@ -121,7 +121,7 @@ def run_bench_cmd(
         wanted = libvirt_levels(loaded, wanted, levels is not None, backend.nested_local(loaded))
     suite_only, suite_runs, extras = split_only(loaded, only, wanted)
     if backend is not None:
-        libvirt_extras(loaded, extras)
+        libvirt_extras(loaded, extras, backend)
         for variant in loaded.variants().values():  # refused before L0 is measured
             backend.check(variant, children="L2" in wanted)
     settings = settings_for(suite, loaded.lab.bench, suite_only)

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from kvmlab.bench.runner import LevelRunner
     from kvmlab.guest.image import GuestImage
     from kvmlab.runtime.lab import HostAccel
+    from kvmlab.runtime.libvirt.lab import LibvirtBackend
 
 MIGRATIONS, PVP, NETCOMPARE = "migrations", "pvp", "netcompare"
 OWN = (MIGRATIONS, PVP, NETCOMPARE)
@@ -30,6 +31,8 @@ class Extras:
     levels: set[str]
     netcompare: bool = False
     corrupted: list[str] = field(default_factory=list)
+    backend: LibvirtBackend | None = None
+    """The libvirt backend the lab runs on (PVP's guest is its domain), or None."""
 
     @property
     def wanted(self) -> bool:
@@ -62,7 +65,8 @@ class Extras:
 
                 start = time.monotonic()
                 run_pvp(variant, runner.variant, self.levels, reps, host, image, line,
-                        runner.at, lambda got: runner.store.add(runner.run_id, got))  # fmt: skip
+                        runner.at, lambda got: runner.store.add(runner.run_id, got),
+                        self.backend)  # fmt: skip
                 runner.timings[f"{shown}pvp"] = time.monotonic() - start
             if self.netcompare:
                 from kvmlab.net.netcompare_run import run_netcompare

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from kvmlab.guest.image import GuestImage
 from kvmlab.net.guest_dpdk import GuestTestPmd, guest_argv
@@ -52,9 +53,11 @@ def run_pvp(
     progress: Progress,
     at: At,
     store: Callable[[list[Sample]], None],
+    backend: Any = None,
 ) -> None:
-    """Loopback at L0 (when asked), PVP through the guest at L1 (when the lab has one);
-    ``store`` gets each part's samples as soon as they are measured."""
+    """Loopback at L0 (when asked), PVP through the guest at L1 (when the lab has one, a
+    libvirt domain with ``backend``); ``store`` gets each part's samples as soon as they
+    are measured."""
     lab, spec = loaded.lab, loaded.lab.switch
     assert spec is not None
     pvp = lab.bench.pvp
@@ -80,7 +83,8 @@ def run_pvp(
     if "L1" not in levels or guest is None:
         return
     at("L1", guest, "pvp")
-    with labrun.started(loaded, host, image, progress=progress, children=False) as machines:
+    with labrun.started(loaded, host, image, progress=progress, children=False,
+                        backend=backend) as machines:  # fmt: skip
         machine = next(m for m in machines if m.config.address == (guest,))
         lab_dir = LabDir.of(lab.name)
         sw = Switch.attached(lab.name, spec, lab_dir.root / SWITCH_DIR)

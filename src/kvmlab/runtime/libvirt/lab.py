@@ -33,9 +33,6 @@ def refusals(loaded: LoadedLab, only: str | None = None, children: bool = True,
     (``uri_of``: the daemon of each top-level guest; None: all on this host)."""
     lab, file = loaded.lab, str(loaded.path)
     out: list[Problem] = []
-    if lab.switch is not None:
-        out.append(Problem(file, "switch", "a [switch] runs only on the qemu backend "
-                           "(its sockets live in kvmlab's private run directory)"))
     for name, guest in lab.guests.items():
         if only not in (None, name):
             continue
@@ -50,9 +47,14 @@ def refusals(loaded: LoadedLab, only: str | None = None, children: bool = True,
             out.append(Problem(file, f"{key}.cloud_init", "cloud-init seeds run only on the "
                                "qemu backend so far"))
         for i, nic in enumerate(guest.nics):
-            if isinstance(nic, TapNic | VhostUserNic):
+            if isinstance(nic, TapNic):
                 out.append(Problem(file, f"{key}.nics[{i}]", f"{nic.type} NICs run only on "
-                                   "the qemu backend so far (user NICs run on both)"))
+                                   "the qemu backend so far (user and vhost-user NICs run on "
+                                   "both)"))  # fmt: skip
+            elif isinstance(nic, VhostUserNic) and not local:
+                out.append(Problem(file, f"{key}.nics[{i}]", "vhost-user NICs need their "
+                                   "switch on the guest's host: a libvirt daemon of this host "
+                                   "(or the qemu backend)"))  # fmt: skip
     return out
 
 
@@ -147,7 +149,7 @@ class LibvirtBackend:
         uri = self.uri_of(guest)
         caps, local = self.connect(uri), is_local(uri)
         token = secrets.token_hex(12)
-        as_root = self._as_root(config, image, uri)
+        as_root = self._as_root(guest, config, image, uri)
         if as_root is not None:
             progress(f"{config.name}: libvirt runs its QEMU as root: {as_root}")
         target = replace(target, libvirt=caps, libvirt_token=token, libvirt_as_root=as_root)
@@ -179,14 +181,23 @@ class LibvirtBackend:
                               qemu_uid=0 if as_root else
                               caps.qemu_user[0] if caps.qemu_user else None)  # fmt: skip
 
-    def _as_root(self, config: MachineConfig, image: GuestImage | None, uri: str) -> str | None:
-        """Why a guest hypervisor's QEMU must run as root, or None. kvmlab runs itself
-        inside it, reading kvmlab's install and the guest image through the 9p share of the
-        host root, with the rights of the QEMU that serves the share."""
+    def _as_root(self, guest: Guest, config: MachineConfig, image: GuestImage | None,
+                 uri: str) -> str | None:  # fmt: skip
+        """Why a guest's QEMU must run as root on a daemon of this host, or None: vhost-user
+        NICs connect to a switch's sockets in kvmlab's private run directory; a guest
+        hypervisor runs kvmlab inside, which reads kvmlab's install and the guest image
+        through the 9p share of the host root, with the rights of the QEMU serving it."""
         user = self._caps[uri].qemu_user
-        if not (config.children and self._children and is_local(uri)) or image is None:
+        if user is None or not is_local(uri):
             return None
-        if user is None:
+        sockets = [nic for nic in guest.nics if isinstance(nic, VhostUserNic)]
+        if sockets:  # the lab's switch sockets (or the user's) must be reachable
+            if any(n.port for n in sockets):
+                return ("its vhost-user NICs connect to the lab switch's sockets in kvmlab's "
+                        "private run directory (0700)")
+            return ("its vhost-user NICs connect to the sockets of a switch kvmlab does not "
+                    "run, which libvirt does not relabel")
+        if not (config.children and self._children) or image is None:
             return None
         for what, path in (("kvmlab's install", Path(sys.prefix)),
                            ("the guest image", image.kernel.parent)):  # fmt: skip
