@@ -149,7 +149,8 @@ def test_bench_of_a_nested_lab_reaches_l2_through_the_libvirt_guest_hypervisor(
     lab.write_text(NESTED)
     env = {**libvirtd.env, "KVMLAB_RESULTS": str(open_lab.parent / "results.sqlite")}
     ran = cli(env, "bench", str(lab), "--backend", "libvirt", "--connect", libvirtd.uri,
-              "--levels", "L1,L2", "--only", "cpu,boot", "-o", "json", timeout=1200)  # fmt: skip
+              "--qemu-as-root", "--levels", "L1,L2", "--only", "cpu,boot", "-o", "json",
+              timeout=1200)  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-3000:]
     rows = {(r["level"], r["workload"]) for r in json.loads(ran.stdout)["rows"]}
     assert {("L1", "cpu"), ("L2", "cpu"), ("L2", "boot")} <= rows, rows
@@ -204,8 +205,12 @@ def test_pvp_through_a_libvirt_domain_on_the_labs_switch(
     lab = tmp_path / "lvp.toml"
     lab.write_text(PVP)
     env = {**libvirtd.env, "KVMLAB_RESULTS": str(tmp_path / "results.sqlite")}
+    refused = cli(env, "up", str(lab), "--backend", "libvirt", "--connect", libvirtd.uri)
+    assert refused.returncode == 3, refused.stderr  # QEMU as root only when asked
+    assert "which kvmlab does only when asked" in refused.stderr
+    assert "--qemu-as-root" in refused.stderr and not (libvirtd.root / "lvp").exists()
     ran = cli(env, "bench", str(lab), "--backend", "libvirt", "--connect", libvirtd.uri,
-              "--levels", "L1", "-o", "json", timeout=900)  # fmt: skip
+              "--qemu-as-root", "--levels", "L1", "-o", "json", timeout=900)  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert "libvirt runs its QEMU as root: its vhost-user NICs" in ran.stderr
     rows = {r["metric"]: r["value"] for r in json.loads(ran.stdout)["rows"]

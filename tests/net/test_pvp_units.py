@@ -220,3 +220,62 @@ def test_guest_ports_are_found_by_mac_not_by_position() -> None:
     hops = pvp_hops(PORTS, ("vm0", "vm1"), (1, 0))
     assert [(h.name, h.port) for h in hops if h.process == "guest"] == [("guest in", 1),
                                                                         ("guest out", 0)]
+
+
+def test_the_generators_drops_count_although_start_resets_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    import kvmlab.net.pvp as pvp
+    from kvmlab.net.traffic import HostTestPmd
+
+    clock = FakeClock()
+    monkeypatch.setattr(pvp, "time", clock)
+    process = FakeGenerator(clock)
+    trial = {"sent": 0.0}
+
+    class Gen(FakeCounted):
+        def snapshot(self) -> Any:
+            snap = super().snapshot()
+            if process.since is not None:  # sending: drops of this trial so far
+                trial["sent"] = clock.now - process.since
+            snap.ports[0].tx_dropped = int(500 * trial["sent"])
+            return snap
+
+    counted = [Gen("generator", process, {0: (0, 1000)}),
+               FakeCounted("switch", process, {0: (1000, 0), 1: (0, 900)}),
+               FakeCounted("sink", process, {0: (900, 0)})]  # fmt: skip
+    original = process.command
+
+    def command(line: str, timeout: float = 30.0) -> str:
+        if line == "start":
+            trial["sent"] = 0.0  # what testpmd's start does to its forwarding stats
+        if line == "stop" and process.since is not None:
+            trial["sent"] = clock.now - process.since
+        return original(line, timeout)
+
+    process.command = command  # type: ignore[method-assign]
+    gen = HostTestPmd("generator", process)  # type: ignore[arg-type]
+    at = Where("default", "host", "L0", "native", "cmd", 1)
+    got = pvp.measure(gen, counted, loopback_hops(["kvmlab-gen", "kvmlab-sink"]), [64], 0, 2,
+                      3, at, lambda _: None)  # type: ignore[arg-type]  # fmt: skip
+    lost = [s.value for s in got if s.metric == "64B sent lost"]
+    assert lost == pytest.approx([0.0005] * 3)  # 500/s in every trial, not only the first
+
+
+def test_a_sink_that_never_drains_fails_the_trial(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kvmlab.net.pvp as pvp
+    from kvmlab.runtime.errors import RuntimeFailure
+
+    gen, counted = fake_loopback(monkeypatch)
+
+    class Busy(FakeCounted):
+        def snapshot(self) -> Any:
+            snap = super().snapshot()
+            snap.ports[0].rx_packets += self.reads  # something keeps arriving
+            return snap
+
+    counted[2] = Busy("sink", counted[2].gen, {0: (900, 0)})
+    at = Where("default", "host", "L0", "native", "cmd", 1)
+    with pytest.raises(RuntimeFailure, match="still received packets"):
+        pvp.measure(gen, counted, loopback_hops(["kvmlab-gen", "kvmlab-sink"]), [64], 0, 1, 1,
+                    at, lambda _: None)  # type: ignore[arg-type]  # fmt: skip

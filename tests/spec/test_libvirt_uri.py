@@ -51,3 +51,13 @@ def test_the_qemu_backend_refuses_a_guest_that_names_a_daemon(tmp_path: Path) ->
     loaded = load_lab(lab(tmp_path, TWO.replace("URI", "qemu:///system")))
     with pytest.raises(UsageError, match=r"guests\.b\.libvirt_uri .* qemu backend"):
         choose_backend(loaded, None, None, None)
+
+
+def test_qemu_as_root_is_the_libvirt_backends_and_off_by_default(tmp_path: Path) -> None:
+    loaded = load_lab(lab(tmp_path, 'name = "two"\n[guests.a]\n'))
+    with pytest.raises(UsageError, match="--qemu-as-root need --backend libvirt"):
+        choose_backend(loaded, None, None, None, True)
+    backend = choose_backend(loaded, "libvirt", None, None)
+    assert backend is not None and not backend.allow_root
+    asked = choose_backend(loaded, "libvirt", None, None, True)
+    assert asked is not None and asked.allow_root

@@ -23,10 +23,18 @@ ConnectOpt = Annotated[str | None, typer.Option("--connect", "-c", help=CONNECT_
 PersistentOpt = Annotated[
     bool | None, typer.Option("--persistent/--transient", help=PERSISTENT_HELP)
 ]
+BackendOpts = tuple[str | None, str | None, bool | None, bool | None]
+"""``--backend``, ``--connect``, ``--persistent``, ``--qemu-as-root`` as given."""
+ROOT_HELP = ("libvirt: let a domain's QEMU run as root where kvmlab needs it (vhost-user on "
+             "the lab's switch, a nested guest hypervisor); such a guest reads the host root "
+             "unmasked.")
+RootOpt = Annotated[bool | None, typer.Option("--qemu-as-root/--no-qemu-as-root",
+                                              help=ROOT_HELP)]  # fmt: skip
 
 
 def choose_backend(loaded: LoadedLab, backend: str | None, connect: str | None,
-                   persistent: bool | None) -> LibvirtBackend | None:  # fmt: skip
+                   persistent: bool | None, as_root: bool | None = None
+                   ) -> LibvirtBackend | None:  # fmt: skip
     """The libvirt backend the options and the lab ask for, or None for kvmlab's QEMU."""
     if backend not in (None, "qemu", "libvirt"):
         raise UsageError(f"--backend {backend!r}: choose qemu or libvirt")
@@ -37,8 +45,8 @@ def choose_backend(loaded: LoadedLab, backend: str | None, connect: str | None,
             raise UsageError(f"--connect: {exc}") from None
     chosen = backend or ("libvirt" if connect else loaded.lab.backend)
     if chosen != "libvirt":
-        if connect is not None or persistent is not None:
-            raise UsageError("--connect and --persistent need --backend libvirt")
+        if connect is not None or persistent is not None or as_root is not None:
+            raise UsageError("--connect, --persistent and --qemu-as-root need --backend libvirt")
         named = [n for n, g in loaded.lab.guests.items() if g.libvirt_uri]
         if named:
             raise UsageError(f"{loaded.path}: guests.{named[0]}.libvirt_uri names a libvirt "
@@ -49,7 +57,8 @@ def choose_backend(loaded: LoadedLab, backend: str | None, connect: str | None,
 
     spec = loaded.lab.libvirt
     return LibvirtBackend(connect or spec.uri,
-                          spec.persistent if persistent is None else persistent)
+                          spec.persistent if persistent is None else persistent,
+                          spec.qemu_as_root if as_root is None else as_root)
 
 
 def qemu_only(loaded: LoadedLab, command: str) -> None:

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.status import Status
 
+    from kvmlab.cli.backend_opts import BackendOpts
+
 
 def host_facts(accel: str, reason: str, flavour: str) -> dict[str, Any]:
     """What a run records about the host it ran on."""
@@ -91,7 +93,7 @@ def run_bench_cmd(
     only: str | None,
     html: Path | None = None,
     output: str = "text",
-    backend_opts: tuple[str | None, str | None, bool | None] = (None, None, None),
+    backend_opts: BackendOpts = (None, None, None, None),
 ) -> None:
     """Boot what the levels need, run the suite, store it, print the level table (or JSON).
 

@@ -127,9 +127,6 @@ def run_console(address: str) -> None:
             from kvmlab.runtime.libvirt.machine import LibvirtMachine
 
             machine = LibvirtMachine.attach_libvirt(run_dir, record)
-            try:
-                attach_socket(machine.console_socket())
-            finally:
-                machine.disconnect()
+            attach_socket(machine.console_socket())  # the connection closes as kvmlab exits
         else:
             attach(run_dir / CONSOLE_SOCKET)

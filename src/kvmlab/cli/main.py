@@ -16,7 +16,7 @@ import typer
 from typer.core import TyperGroup
 
 from kvmlab import __version__
-from kvmlab.cli.backend_opts import TO_HELP, BackendOpt, ConnectOpt, PersistentOpt
+from kvmlab.cli.backend_opts import TO_HELP, BackendOpt, ConnectOpt, PersistentOpt, RootOpt
 from kvmlab.cli.libvirtd_cmd import libvirtd_app
 from kvmlab.cli.tune_cmd import tune_app
 from kvmlab.errors import KvmlabError, UsageError
@@ -170,12 +170,12 @@ def up(
     backend: BackendOpt = None,
     connect: ConnectOpt = None,
     persistent: PersistentOpt = None,
+    qemu_as_root: RootOpt = None,
 ) -> None:
     """Start a lab's guests, wait for their agents, print boot stages; they keep running."""
     from kvmlab.cli.run_cmds import run_up
-
     run_up(lab, guest, within, as_json or _output(output, "text", "json") == "json", variant,
-           (backend, connect, persistent))
+           (backend, connect, persistent, qemu_as_root))
 
 
 @app.command()
@@ -421,12 +421,12 @@ def bench(
     backend: BackendOpt = None,
     connect: ConnectOpt = None,
     persistent: PersistentOpt = None,
+    qemu_as_root: RootOpt = None,
 ) -> None:
     """Run the benchmark suite at L0 and in the lab's guests; store and print the level table."""
     from kvmlab.cli.bench_cmds import run_bench_cmd
-
     run_bench_cmd(lab, suite, levels, only, output=_output(output, "text", "json"),
-                  backend_opts=(backend, connect, persistent))
+                  backend_opts=(backend, connect, persistent, qemu_as_root))
 
 
 @app.command(name="run")
@@ -448,6 +448,7 @@ def run_lab(
     backend: BackendOpt = None,
     connect: ConnectOpt = None,
     persistent: PersistentOpt = None,
+    qemu_as_root: RootOpt = None,
 ) -> None:
     """The main job: boot the whole lab (L1 and L2), benchmark L0/L1/L2, report, tear down."""
     from kvmlab.cli.bench_cmds import run_bench_cmd
@@ -456,7 +457,7 @@ def run_lab(
     path = lab if lab is not None else lab_path("nested")
     html = out or Path(f"kvmlab-report-{path.stem}.html")
     run_bench_cmd(path, suite, levels, only, html, _output(output, "text", "json"),
-                  (backend, connect, persistent))
+                  (backend, connect, persistent, qemu_as_root))
 
 
 app.add_typer(tune_app, name="tune")

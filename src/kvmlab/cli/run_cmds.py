@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kvmlab.errors import UsageError
 from kvmlab.guest.image import GuestImage
@@ -15,6 +16,9 @@ from kvmlab.runtime.errors import Interrupted, StateError
 from kvmlab.runtime.rundir import GuestRecord, LabDir
 from kvmlab.runtime.signals import interrupting
 from kvmlab.spec.names import lab_name, parse_address
+
+if TYPE_CHECKING:
+    from kvmlab.cli.backend_opts import BackendOpts
 
 
 @contextmanager
@@ -44,7 +48,7 @@ def image_factory() -> Callable[[], GuestImage]:
 def run_up(
     lab_path: Path, guest: str | None, within: str | None = None, as_json: bool = False,
     variant: str | None = None,
-    backend_opts: tuple[str | None, str | None, bool | None] = (None, None, None),
+    backend_opts: BackendOpts = (None, None, None, None),
 ) -> None:  # fmt: skip
     """Start a lab's guests and print their boot stages."""
     from rich.console import Console

@@ -32,6 +32,7 @@ from kvmlab.net.traffic import (
     traffic,
 )
 from kvmlab.results.model import Sample
+from kvmlab.runtime.errors import RuntimeFailure
 from kvmlab.runtime.owned import create_owned, remove_owned
 from kvmlab.runtime.switch import GEN_PORT, SINK_PORT, SWITCH_DIRS, Switch
 from kvmlab.spec.switch import PvpSpec, SwitchSpec
@@ -94,20 +95,18 @@ def window(
     """One trial of ``seconds`` (the generator stopped before and after): every process's
     port rates, each hop's count over the generator's sending time."""
     before = {c.name: c.snapshot() for c in counted}
-    started = _timed(lambda: resume(gen))
+    for port in before[gen.name].ports.values():
+        port.tx_dropped = 0  # testpmd's "start" zeroes its forwarding stats (TX-dropped)
+    resume(gen)  # testpmd flushes its RX queues, then sends: sending starts as it answers
+    started = time.monotonic()
     time.sleep(seconds)
-    stopped = _timed(lambda: pause(gen))
-    drain(next(c for c in counted if c.name == "sink"))
+    stopped = time.monotonic()  # "stop" takes effect first, then prints its statistics
+    pause(gen)
+    if not drain(next(c for c in counted if c.name == "sink")):
+        raise RuntimeFailure(f"pvp: the sink still received packets {DRAIN_LIMIT:g} s after "
+                             "the generator stopped: the trial's counts would not add up")
     after = {c.name: c.snapshot() for c in counted}
-    sending = stopped - started
-    return {name: rates(before[name], after[name], sending) for name in before}
-
-
-def _timed(command: Callable[[], None]) -> float:
-    """When ``command`` took effect: halfway through its round trip (host clock)."""
-    start = time.monotonic()
-    command()
-    return (start + time.monotonic()) / 2
+    return {name: rates(before[name], after[name], stopped - started) for name in before}
 
 
 DRAIN_QUIET = 0.3
@@ -115,17 +114,19 @@ DRAIN_QUIET = 0.3
 DRAIN_LIMIT = 10.0
 
 
-def drain(sink: Counted) -> None:
+def drain(sink: Counted) -> bool:
     """Wait until the sink receives nothing more (packets still in the switch's and the
-    guest's rings after the generator stopped), at most :data:`DRAIN_LIMIT` seconds."""
+    guest's rings after the generator stopped); False if it still does after
+    :data:`DRAIN_LIMIT` seconds."""
     deadline = time.monotonic() + DRAIN_LIMIT
     last = -1
     while time.monotonic() < deadline:
         now = sum(p.rx_packets for p in sink.snapshot().ports.values())
         if now == last:
-            return
+            return True
         last = now
         time.sleep(DRAIN_QUIET)
+    return False
 
 
 @dataclass(frozen=True)

@@ -46,12 +46,18 @@ class Cell:
     change_pct: float | None
     """(value - value below) / value below, in percent; None at L0 or without a base."""
 
+    base: float | None = None
+    """The value below (the change's base), when there is one."""
+
     @property
     def worse(self) -> bool | None:
-        """Whether the change is a loss (lower throughput, longer time); None without one."""
-        if self.change_pct is None or self.change_pct == 0:
+        """Whether the change is a loss (lower throughput, longer time); None without one.
+        Also against a base too small for a ratio (0.0005% loss growing to 40%)."""
+        delta = (self.change_pct if self.change_pct is not None else
+                 None if self.base is None else self.summary.median - self.base)  # fmt: skip
+        if delta is None or delta == 0:
             return None
-        return (self.change_pct < 0) == self.summary.higher_is_better
+        return (delta < 0) == self.summary.higher_is_better
 
 
 @dataclass
@@ -137,7 +143,7 @@ def level_table(summaries: list[Summary], failures: Sequence[Failure] = ()) -> L
             if col.parent_guest is not None:
                 base = index.get((col.variant, col.parent_guest, row.workload, row.metric))
             delta = None if base is None else change_pct(here.median, base.median)
-            row.cells[col] = Cell(here, delta)
+            row.cells[col] = Cell(here, delta, None if base is None else base.median)
     order = {w: i for i, w in enumerate(WORKLOAD_ORDER)}
     # known workloads in suite order, the others (a lab's migrations) as they were measured
     sorted_rows = sorted(rows.values(), key=lambda r: order.get(r.workload, 99))

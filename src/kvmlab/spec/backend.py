@@ -56,6 +56,13 @@ class LibvirtSpec(SpecModel):
     """Define the domains persistently (`virsh define`) instead of as transient domains;
     either way `kvmlab down` undefines them."""
 
+    qemu_as_root: bool = False
+    """Let libvirt run a domain's QEMU as root where kvmlab needs it: vhost-user NICs on the
+    lab's switch (its sockets are in kvmlab's private run directory), or a guest hypervisor
+    whose kvmlab inside cannot read kvmlab's install or image cache as libvirt's QEMU user.
+    Such a guest booting the default image reads the host root as root, without kvmlab's
+    masked host view. Off: those guests are refused; `--qemu-as-root` overrides it."""
+
     @field_validator("uri")
     @classmethod
     def _uri(cls, value: str) -> str:

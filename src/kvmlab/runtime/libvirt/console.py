@@ -27,18 +27,19 @@ def console_socket(conn: Any, dom: Any, uri: str, guest: str) -> socket.socket:
         with contextlib.suppress(libvirt.libvirtError):
             stream.abort()
         raise LibvirtFailure(f"cannot open the serial console: {describe(exc)}", uri, guest,
-                             ["another 'kvmlab console' or 'virsh console' may hold it: "
+                             ["if another 'kvmlab console' or 'virsh console' holds it: "
                               "detach that one first"]) from None  # fmt: skip
     ours, bridged = socket.socketpair()
     done = threading.Event()
 
     def finish() -> None:
+        # No virStreamAbort here: the other pump may be inside recv or send on the stream.
+        # The daemon frees the console when the stream ends or the connection closes (the
+        # command's exit).
         if not done.is_set():
             done.set()
             with contextlib.suppress(OSError):
                 bridged.shutdown(socket.SHUT_RDWR)
-            with contextlib.suppress(libvirt.libvirtError):
-                stream.abort()  # the daemon frees the console for the next client
 
     def from_guest() -> None:
         try:

@@ -3,6 +3,7 @@ front of kvmlab, and handed to :mod:`kvmlab.runtime.lab` as :class:`LibvirtMachi
 
 from __future__ import annotations
 
+import os
 import secrets
 import stat
 import sys
@@ -80,6 +81,9 @@ class LibvirtBackend:
 
     uri: str
     persistent: bool = False
+    allow_root: bool = False
+    """Whether a domain's QEMU may run as root where kvmlab needs it (see
+    :meth:`root_reason`); otherwise such a guest is refused before anything starts."""
     _conns: dict[str, Any] = field(default_factory=dict, repr=False)
     _caps: dict[str, LibvirtCaps] = field(default_factory=dict, repr=False)
     _children: bool = field(default=False, repr=False)
@@ -137,6 +141,7 @@ class LibvirtBackend:
         if problems:
             raise SpecError(problems)
         self._children = self._children or children  # bench starts them after measuring L1
+        self._check_root(loaded, only, self._children)
         for name, guest in loaded.lab.guests.items():
             if only in (None, name):
                 self.connect(self.uri_of(guest))
@@ -149,7 +154,7 @@ class LibvirtBackend:
         uri = self.uri_of(guest)
         caps, local = self.connect(uri), is_local(uri)
         token = secrets.token_hex(12)
-        as_root = self._as_root(guest, config, image, uri)
+        as_root = self.root_reason(guest, config.children and self._children)
         if as_root is not None:
             progress(f"{config.name}: libvirt runs its QEMU as root: {as_root}")
         target = replace(target, libvirt=caps, libvirt_token=token, libvirt_as_root=as_root)
@@ -181,31 +186,56 @@ class LibvirtBackend:
                               qemu_uid=0 if as_root else
                               caps.qemu_user[0] if caps.qemu_user else None)  # fmt: skip
 
-    def _as_root(self, guest: Guest, config: MachineConfig, image: GuestImage | None,
-                 uri: str) -> str | None:  # fmt: skip
-        """Why a guest's QEMU must run as root on a daemon of this host, or None: vhost-user
-        NICs connect to a switch's sockets in kvmlab's private run directory; a guest
-        hypervisor runs kvmlab inside, which reads kvmlab's install and the guest image
-        through the 9p share of the host root, with the rights of the QEMU serving it."""
-        user = self._caps[uri].qemu_user
+    def root_reason(self, guest: Guest, children: bool) -> str | None:
+        """Why a top-level guest's QEMU must run as root on a daemon of this host, or None:
+        vhost-user NICs connect to a switch's sockets in kvmlab's private run directory; a
+        guest hypervisor whose guests start runs kvmlab inside, which reads kvmlab's
+        install and the guest image through the 9p share of the host root, with the rights
+        of the QEMU serving it."""
+        uri = self.uri_of(guest)
+        user = self.connect(uri).qemu_user
         if user is None or not is_local(uri):
             return None
         sockets = [nic for nic in guest.nics if isinstance(nic, VhostUserNic)]
-        if sockets:  # the lab's switch sockets (or the user's) must be reachable
-            if any(n.port for n in sockets):
-                return ("its vhost-user NICs connect to the lab switch's sockets in kvmlab's "
-                        "private run directory (0700)")
+        if any(n.port for n in sockets):
+            return ("its vhost-user NICs connect to the lab switch's sockets in kvmlab's "
+                    "private run directory (0700)")
+        if sockets:
             return ("its vhost-user NICs connect to the sockets of a switch kvmlab does not "
                     "run, which libvirt does not relabel")
-        if not (config.children and self._children) or image is None:
+        if not (guest.nested and guest.guests and children) or guest.boot != "image":
             return None
-        for what, path in (("kvmlab's install", Path(sys.prefix)),
-                           ("the guest image", image.kernel.parent)):  # fmt: skip
+        import kvmlab
+        from kvmlab.guest.cache import default_root
+
+        for what, path in (
+            ("kvmlab's install", Path(sys.prefix)),
+            ("kvmlab's Python", Path(os.path.realpath(sys.executable)).parent),
+            ("kvmlab's Python", Path(sys.base_prefix)),
+            ("kvmlab's source", Path(kvmlab.__file__).resolve().parent),
+            ("the guest image cache", default_root()),
+        ):  # fmt: skip
             why = _reachable(path / "any", *user)  # the directory and above
             if why:
                 return (f"kvmlab inside it reads {what} ({path}) through the host-root "
                         f"share, and libvirt's QEMU user cannot: {why}")
         return None
+
+    def _check_root(self, loaded: LoadedLab, only: str | None, children: bool) -> None:
+        """Refuse, before anything starts, a guest that needs QEMU as root unless allowed."""
+        if self.allow_root:
+            return
+        for name, guest in loaded.lab.guests.items():
+            why = self.root_reason(guest, children) if only in (None, name) else None
+            if why:
+                raise LibvirtFailure(
+                    f"{why}: libvirt would have to run its QEMU as root, which kvmlab does "
+                    "only when asked", self.uri_of(guest), f"{loaded.lab.name}/{name}",
+                    ["--qemu-as-root (or qemu_as_root = true in the lab's [libvirt]): that "
+                     "domain's QEMU runs as root, and a guest booting the default image then "
+                     "reads the host root through its share as root, without kvmlab's masked "
+                     "host view",
+                     "or run the lab on the qemu backend (QEMU in a masked view of the host)"])
 
 
 def target_uuid(target: Any) -> str:

@@ -284,12 +284,15 @@ class LibvirtMachine(Machine):
         """The channel's socket where libvirt made it (its channel directory, read from the
         live XML), seen through QEMU's own root (a private daemon's mount namespace)."""
         name = RELAY_PORT.format(child)
+        if self.pid is None:
+            raise StateError(f"{self.config.name}: its QEMU's pid is unknown (a daemon on "
+                             f"another host?), so the socket of channel {name} is out of reach")
         root = ET.fromstring(self._domain().XMLDesc(0))
         for channel in root.iterfind("devices/channel"):
             target, source = channel.find("target"), channel.find("source")
             if target is not None and target.get("name") == name and source is not None:
                 path = source.get("path")
-                if path and self.pid is not None:
+                if path:
                     return Path(f"/proc/{self.pid}/root{path}")
         raise StateError(f"{self.config.name}: libvirt made no socket for channel {name} "
                          "on this host")

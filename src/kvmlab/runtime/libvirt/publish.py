@@ -109,7 +109,11 @@ def _upload(conn: libvirt.virConnect, uri: str, where: Any, name: str, file: Pat
     volume = ET.Element("volume")
     sub(volume, "name", name)
     sub(volume, "capacity", str(size), unit="bytes")
-    sub(sub(volume, "target"), "format", type="raw")
+    target = sub(volume, "target")
+    sub(target, "format", type="raw")
+    # readable by any QEMU: one volume serves labs whose QEMU runs as libvirt's user and
+    # labs whose QEMU runs as root without capabilities (libvirt chowns it for the former)
+    sub(sub(target, "permissions"), "mode", "0644")
     try:
         vol = where.createXML(ET.tostring(volume, encoding="unicode"), 0)
     except libvirt.libvirtError as exc:
