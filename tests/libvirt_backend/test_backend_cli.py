@@ -15,6 +15,7 @@ import pytest
 
 from tests.conftest import KVMLAB, LABS, cli
 from tests.libvirt_backend.conftest import Daemon
+from tests.net.test_pvp_functional import LAB
 
 pytestmark = pytest.mark.functional
 
@@ -173,24 +174,8 @@ def test_bench_refuses_what_libvirt_does_not_run_yet(tmp_path: Path) -> None:
     assert ran.returncode == 2 and "migrations run only on the qemu backend" in ran.stderr
 
 
-PVP = """
-name = "lvp"
-[switch]
-kind = "testpmd"
-main_core = 0
-cores = "1"
-[guests.vm]
-vcpus = 2
-memory = { size = "1G", backing = "memfd", shared = true }
-nics = [{ type = "vhost-user", port = "p0" }, { type = "vhost-user", port = "p1" }]
-[bench]
-workloads = ["pvp"]
-[bench.pvp]
-frame_sizes = [64]
-seconds = 1
-warmup = 0
-repetitions = 1
-"""
+PVP = LAB.replace('name = "pvpt"', 'name = "lvp"').replace("KIND", "testpmd")
+"""The packet-path functional tests' lab (a testpmd switch, a guest with two ports)."""
 
 
 def test_pvp_through_a_libvirt_domain_on_the_labs_switch(
