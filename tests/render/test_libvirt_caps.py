@@ -82,7 +82,7 @@ def test_backend_options() -> None:
     assert choose_backend(loaded, None, None, None) is None
     chosen = choose_backend(loaded, None, "qemu+tcp://127.0.0.1:16510/system", None)
     assert chosen is not None and chosen.uri.startswith("qemu+tcp://")
-    assert chosen.local  # a loopback address: a daemon on this host
+    assert chosen.on_this_host(loaded.lab.guests["vm1"])  # loopback: a daemon on this host
     with pytest.raises(UsageError, match="need --backend libvirt"):
         choose_backend(loaded, "qemu", None, True)
     with pytest.raises(UsageError, match="not a libvirt URI"):

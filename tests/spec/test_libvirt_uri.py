@@ -33,9 +33,10 @@ def test_each_guest_runs_on_its_daemon(tmp_path: Path) -> None:
     assert backend.on_this_host(guests["b"])  # loopback is this host
 
 
-def test_a_bad_uri_names_the_guest_key(tmp_path: Path) -> None:
+@pytest.mark.parametrize("uri", ["qemu:///session", "", "/etc", "qemu+ssh://-oProxy/system"])
+def test_a_bad_uri_names_the_guest_key(tmp_path: Path, uri: str) -> None:
     with pytest.raises(SpecError) as caught:
-        load_lab(lab(tmp_path, TWO.replace("URI", "qemu:///session")))
+        load_lab(lab(tmp_path, TWO.replace("URI", uri)))
     assert "guests.b.libvirt_uri" in str(caught.value)
 
 

@@ -114,8 +114,8 @@ def _write(stream: BinaryIO, data: bytes) -> bool:
 
 def run_console(address: str) -> None:
     """Attach the terminal to a guest's serial console (Ctrl-] detaches)."""
-    from kvmlab.cli.console import attach, attach_socket
-    from kvmlab.render.devices.control import CONSOLE_SOCKET
+    from kvmlab.cli.console import attach_socket
+    from kvmlab.runtime.machine import Machine
 
     run_dir, record = find_guest(address)
     if record.via is not None:
@@ -123,10 +123,5 @@ def run_console(address: str) -> None:
         raise UsageError(f"{address} runs inside {outer}: its console is there "
                          f"('kvmlab exec {outer} -- kvmlab console ...')")  # fmt: skip
     with interruptible(f"attached to the console of {address}"):
-        if record.backend == "libvirt":  # libvirt holds the serial line: its console stream
-            from kvmlab.runtime.libvirt.machine import LibvirtMachine
-
-            machine = LibvirtMachine.attach_libvirt(run_dir, record)
-            attach_socket(machine.console_socket())  # the connection closes as kvmlab exits
-        else:
-            attach(run_dir / CONSOLE_SOCKET)
+        # QEMU's socket, or libvirt's console stream (its connection closes as kvmlab exits)
+        attach_socket(Machine.attach(run_dir, record).console_socket())

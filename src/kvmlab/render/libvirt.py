@@ -43,8 +43,7 @@ def render_libvirt(guest: Guest, target: Target) -> str:
         part.xml(d)
     if target.libvirt_as_root is not None:
         d.note(f"QEMU runs as root: {target.libvirt_as_root}")
-        label = sub(d.section("seclabel", type="static", model="dac", relabel="no"), "label")
-        label.text = "+0:+0"
+        sub(d.section("seclabel", type="static", model="dac", relabel="no"), "label", "+0:+0")
     emulator = ET.Element("emulator")
     emulator.text = target.qemu_binary
     d.devices.insert(0, emulator)

@@ -12,6 +12,7 @@ import contextlib
 import enum
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -23,7 +24,13 @@ from typing import NoReturn, Self
 from kvmlab.errors import ProcessFailure
 from kvmlab.guest.agent import ExecResult, GuestAgent
 from kvmlab.guest.errors import AgentError
-from kvmlab.render.devices.control import AGENT_SOCKET, QMP_SOCKET, RELAY_SOCKET, SERIAL_LOG
+from kvmlab.render.devices.control import (
+    AGENT_SOCKET,
+    CONSOLE_SOCKET,
+    QMP_SOCKET,
+    RELAY_SOCKET,
+    SERIAL_LOG,
+)
 from kvmlab.runtime import boottime
 from kvmlab.runtime.errors import QmpFailure, RuntimeFailure, StateError
 from kvmlab.runtime.owned import create_owned, remove_owned
@@ -425,6 +432,16 @@ class Machine:
     def agent(self) -> GuestAgent:
         """A client of the guest's agent (its socket in the run directory)."""
         return GuestAgent(self.run_dir / AGENT_SOCKET)
+
+    def console_socket(self) -> socket.socket:
+        """The serial console, connected (QEMU's console socket in the run directory)."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(str(self.run_dir / CONSOLE_SOCKET))
+        except OSError:
+            sock.close()
+            raise
+        return sock
 
     def relay_socket(self, child: str) -> Path:
         """The host end of the channel bridged to ``child``'s agent inside this guest."""

@@ -89,11 +89,6 @@ class LibvirtBackend:
     _children: bool = field(default=False, repr=False)
     """Whether a guest hypervisor's own guests start in this run (some check said so)."""
 
-    @property
-    def local(self) -> bool:
-        """Whether the lab's daemon is on this host (its port forwards bind here)."""
-        return is_local(self.uri)
-
     def uri_of(self, guest: Guest) -> str:
         """The daemon that runs a top-level guest."""
         return guest.libvirt_uri or self.uri

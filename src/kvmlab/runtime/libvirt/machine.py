@@ -24,10 +24,10 @@ from kvmlab.guest.agent import GuestAgent
 from kvmlab.guest.agent_libvirt import LibvirtAgent
 from kvmlab.guest.errors import AgentError
 from kvmlab.render.devices.control import RELAY_PORT
-from kvmlab.render.xmldom import KVMLAB_NS
 from kvmlab.runtime import boottime
 from kvmlab.runtime.errors import StateError
 from kvmlab.runtime.libvirt.conn import LibvirtFailure, describe, is_local, open_uri
+from kvmlab.runtime.libvirt.lookup import guest_mark
 from kvmlab.runtime.libvirt.publish import unpublish_unused
 from kvmlab.runtime.machine import Machine, MachineConfig, MachineState
 from kvmlab.runtime.patience import LIMITS, Stalled, Watch, cpu_steps
@@ -231,11 +231,10 @@ class LibvirtMachine(Machine):
             self._conn = open_uri(self.uri, self.config.name)
         try:
             dom = self._conn.lookupByUUIDString(self.uuid)
-            mark = dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, KVMLAB_NS, 0)
         except libvirt.libvirtError as exc:
             raise LibvirtFailure(f"domain {self.domain_name} is gone ({describe(exc)})",
                                  self.uri, self.config.name) from None  # fmt: skip
-        if f'token="{self.token}"' not in mark:
+        if guest_mark(dom).get("token") != self.token:
             raise LibvirtFailure(f"domain {self.domain_name} does not carry this run's token: "
                                  "not kvmlab's to touch", self.uri, self.config.name)
         self._dom = dom
@@ -367,10 +366,7 @@ class LibvirtMachine(Machine):
 
 def owner_of(dom: Any) -> str | None:
     """``lab/address`` of the kvmlab guest a domain is, from its metadata; None if none."""
-    try:
-        mark = ET.fromstring(dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, KVMLAB_NS, 0))
-    except (libvirt.libvirtError, ET.ParseError):
-        return None
+    mark = guest_mark(dom)
     lab, address = mark.get("lab"), mark.get("address")
     return f"{lab}/{address}" if lab and address else None
 
