@@ -6,6 +6,7 @@ holds every element and attribute kvmlab rendered."""
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from kvmlab.guest.cloudinit import write_seed
 from kvmlab.guest.image import build_image, latest_cached_image
 from kvmlab.render import render_libvirt
 from kvmlab.render.identity import tap_name
@@ -78,9 +80,25 @@ def shared_dir() -> Iterator[Path]:
     shutil.rmtree(path)
 
 
+@pytest.fixture(scope="module")
+def cloud_disk(shared_dir: Path) -> Path:
+    """kvmlab's test cloud image, standalone (its cached base is under /root, closed to
+    libvirt's QEMU user): copied per guest that boots it."""
+    from kvmlab.guest.diskimage import build_test_disk_image
+
+    if os.geteuid() != 0:
+        pytest.skip("building the test disk image needs root")
+    overlay = build_test_disk_image(shared_dir / "cloud-overlay.qcow2")
+    base = shared_dir / "cloud-base.qcow2"
+    subprocess.run(["qemu-img", "convert", "-O", "qcow2", str(overlay), str(base)],
+                   check=True, timeout=300)  # fmt: skip
+    overlay.unlink()
+    return base
+
+
 def _why_not_started(guest: Guest, switch_kind: str | None) -> str | None:
-    if guest.boot != "image":
-        return "boots its own OS disk, which the test does not have (defined only)"
+    if guest.boot != "image" and guest.cloud_init is None:
+        return "boots its own OS disk without a seed, which the test has not (defined only)"
     if guest.memory.backing == "hugepages":
         return "needs huge pages reserved (defined only)"
     if any(n.type == "vhost-net" for n in guest.nics) and not Path("/dev/vhost-net").exists():
@@ -100,19 +118,23 @@ def _guests() -> list[tuple[Path, str]]:
 @pytest.mark.parametrize(("lab_file", "name"), _guests(),
                          ids=[f"{f.stem}-{n}" for f, n in _guests()])  # fmt: skip
 def test_domain_defines_and_starts(libvirtd: Daemon, shared_dir: Path, lab_file: Path,
-                                   name: str) -> None:  # fmt: skip
+                                   name: str, request: pytest.FixtureRequest) -> None:  # fmt: skip
     import libvirt
 
     from kvmlab.guest.agent_libvirt import LibvirtAgent
     from kvmlab.runtime.libvirt.conn import capabilities
-    from kvmlab.runtime.libvirt.publish import publish, unpublish_unused
+    from kvmlab.runtime.libvirt.publish import publish, publish_seed, unpublish_unused
 
     loaded: LoadedLab = load_lab(lab_file)
     guest = loaded.lab.guests[name]
     disks = []
     for i, disk in enumerate(guest.disks):
         file = shared_dir / f"{loaded.lab.name}-{name}-{i}.{disk.format}"
-        if not file.exists():
+        if i == 0 and guest.boot == "disk" and guest.cloud_init is not None:
+            base = request.getfixturevalue("cloud_disk")  # the OS disk: a cloud image
+            subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b",
+                            str(base), str(file)], check=True)  # fmt: skip
+        elif not file.exists():
             subprocess.run(["qemu-img", "create", "-q", "-f", disk.format, str(file), "64M"],
                            check=True)  # fmt: skip
         disks.append(disk.model_copy(update={"path": str(file)}))
@@ -134,6 +156,11 @@ def test_domain_defines_and_starts(libvirtd: Daemon, shared_dir: Path, lab_file:
             target = replace(target, image=replace(target.image,
                              kernel=where[target.image.kernel],
                              initrd=where[target.image.initrd]))  # fmt: skip
+        if guest.cloud_init is not None:
+            seed = shared_dir / f"{loaded.lab.name}-{name}-cidata.img"
+            write_seed(seed, guest.cloud_init, hostname=name)
+            token = secrets.token_hex(12)
+            target = replace(target, seed_image=publish_seed(conn, libvirtd.uri, seed, token))
         target = replace(target, libvirt=caps)
         xml = render_libvirt(guest, target)
         dom = conn.defineXML(xml)

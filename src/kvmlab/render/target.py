@@ -60,6 +60,9 @@ class Target:
     libvirt_token: str | None = None
     """A token the domain carries in its metadata: what marks it as this kvmlab run's, so
     nothing else of that name or UUID is ever stopped or undefined."""
+    seed_image: Path | None = None
+    """Where the guest's cloud-init seed is (None: :data:`SEED_IMAGE` in its run directory;
+    on libvirt, the volume kvmlab uploaded it to)."""
     libvirt_as_root: str | None = None
     """Why libvirt runs this domain's QEMU as root (a DAC label of its own), or None: as
     libvirt's QEMU user."""

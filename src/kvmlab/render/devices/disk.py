@@ -56,7 +56,7 @@ class DiskSet:
         out = []
         disks = list(self.guest.disks)
         if self.guest.cloud_init is not None:
-            seed = str(self.target.run_path(SEED_IMAGE))
+            seed = str(self.target.seed_image or self.target.run_path(SEED_IMAGE))
             disks.append(Disk(path=seed, format="raw", readonly=True, cache="writeback",
                               serial="cidata"))  # fmt: skip
         for i, disk in enumerate(disks):

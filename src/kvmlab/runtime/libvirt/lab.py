@@ -3,9 +3,11 @@ front of kvmlab, and handed to :mod:`kvmlab.runtime.lab` as :class:`LibvirtMachi
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import stat
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -15,11 +17,12 @@ from typing import Any
 from kvmlab.errors import Problem, SpecError
 from kvmlab.guest.image import GuestImage
 from kvmlab.render import render_libvirt
+from kvmlab.render.devices.disk import SEED_IMAGE
 from kvmlab.render.libvirt_caps import LibvirtCaps, version_text
 from kvmlab.runtime import nested
 from kvmlab.runtime.libvirt.conn import LibvirtFailure, capabilities, is_local, open_uri
 from kvmlab.runtime.libvirt.machine import LibvirtMachine
-from kvmlab.runtime.libvirt.publish import publish
+from kvmlab.runtime.libvirt.publish import publish, publish_seed
 from kvmlab.runtime.machine import MachineConfig
 from kvmlab.runtime.rundir import GuestRecord
 from kvmlab.spec import Guest, LoadedLab, TapNic, VhostUserNic
@@ -44,9 +47,6 @@ def refusals(loaded: LoadedLab, only: str | None = None, children: bool = True,
                                "run on a libvirt daemon of this host only (kvmlab reaches "
                                "their agents through a socket of the guest hypervisor's "
                                "QEMU), or on the qemu backend"))
-        if guest.cloud_init is not None:
-            out.append(Problem(file, f"{key}.cloud_init", "cloud-init seeds run only on the "
-                               "qemu backend so far"))
         for i, nic in enumerate(guest.nics):
             if isinstance(nic, TapNic):
                 out.append(Problem(file, f"{key}.nics[{i}]", f"{nic.type} NICs run only on "
@@ -72,6 +72,34 @@ def _reachable(path: Path, uid: int, gid: int) -> str | None:
         if not st.st_mode & bits:
             return f"directory {parent} is closed to uid {uid} (mode {st.st_mode & 0o7777:o})"
     return None
+
+
+def backing_chain(path: Path) -> list[Path]:
+    """A disk image and every backing file under it (just the image when ``qemu-img``
+    cannot say: QEMU's own error follows at start)."""
+    argv = ["qemu-img", "info", "-U", "--backing-chain", "--output=json", str(path)]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True)
+        chain = json.loads(proc.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return [path]
+    files = [Path(i["filename"]) for i in chain if isinstance(i, dict) and "filename" in i]
+    return files or [path]
+
+
+def _check_disk(index: int, path: Path, user: tuple[int, int], uri: str, guest: str) -> None:
+    """Refuse a disk (or a backing file of it) libvirt's QEMU user cannot reach."""
+    for n, file in enumerate(backing_chain(path)):
+        why = _reachable(file, *user)
+        if why is None:
+            continue
+        what = f"disk {index} ({path})" + (f", backing file {file}" if n else "")
+        fix = (f"make the disk standalone (qemu-img convert -O qcow2 {path} NEW, and point "
+               "the lab at NEW), or move its backing file where every user may enter"
+               if n else "put the lab's disks under a directory every user may enter, or "
+               "run the lab on the qemu backend")  # fmt: skip
+        raise LibvirtFailure(f"{what}: libvirt's QEMU user cannot reach it: {why}", uri,
+                             guest, [fix])  # fmt: skip
 
 
 @dataclass
@@ -155,13 +183,7 @@ class LibvirtBackend:
         target = replace(target, libvirt=caps, libvirt_token=token, libvirt_as_root=as_root)
         if caps.qemu_user is not None and local and as_root is None:
             for i, disk in enumerate(guest.disks):
-                why = _reachable(target.path(disk.path), *caps.qemu_user)
-                if why:
-                    raise LibvirtFailure(
-                        f"disk {i} ({target.path(disk.path)}): libvirt's QEMU user cannot "
-                        f"reach it: {why}", uri, config.name,
-                        ["put the lab's disks under a directory every user may enter, or "
-                         "run the lab on the qemu backend"])  # fmt: skip
+                _check_disk(i, target.path(disk.path), caps.qemu_user, uri, config.name)
         if target.image is not None and target.image.share == "virtiofs":
             raise LibvirtFailure("shares the host root by virtiofs, whose daemon libvirt runs "
                                  "as root and kvmlab cannot mask: refused on this backend",
@@ -174,6 +196,9 @@ class LibvirtBackend:
             target = replace(target, image=replace(
                 target.image, kernel=where[target.image.kernel],
                 initrd=where[target.image.initrd]))  # fmt: skip
+        if guest.cloud_init is not None:  # written by the caller into the run directory
+            seed = publish_seed(self._conns[uri], uri, config.run_dir / SEED_IMAGE, token)
+            target = replace(target, seed_image=seed)
         xml = render_libvirt(guest, target)
         return LibvirtMachine(config, uri, xml, target_uuid(target),
                               persistent=self.persistent,

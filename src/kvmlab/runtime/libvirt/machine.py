@@ -322,8 +322,9 @@ class LibvirtMachine(Machine):
             return  # not kvmlab's (or never made): never touched
         try:
             dom = self._domain()
-        except LibvirtFailure:
-            return  # never created, or already gone
+        except LibvirtFailure:  # never created (or gone): what was uploaded for it goes
+            self._unpublish()
+            return
         with contextlib.suppress(libvirt.libvirtError):
             if dom.isActive():
                 dom.destroy()
@@ -337,9 +338,13 @@ class LibvirtMachine(Machine):
             if dom.isPersistent():
                 dom.undefineFlags(UNDEFINE_ALL)
         self._dom = None
+        self._unpublish()
+
+    def _unpublish(self) -> None:
+        """Delete the uploads (image copies, seeds) no domain of the daemon uses any more."""
         with contextlib.suppress(libvirt.libvirtError, LibvirtFailure):
             if self._conn is not None:
-                unpublish_unused(self._conn)  # the image copies no domain uses any more
+                unpublish_unused(self._conn)
 
     def _close_qmp(self) -> None:
         pass

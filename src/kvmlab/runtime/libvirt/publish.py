@@ -26,8 +26,9 @@ POOL = "kvmlab"
 POOL_UUID = "6b766d6c-6162-5f70-6f6f-6c0000000001"
 """kvmlab's pool has this UUID: a pool named ``kvmlab`` without it is not kvmlab's and is
 never used, emptied or deleted."""
-VOLUME = re.compile(r"^[0-9a-f]{24}-(kernel|initrd\.img)$")
-"""The names of the volumes kvmlab uploads (and so may delete)."""
+VOLUME = re.compile(r"^[0-9a-f]{24}-(kernel|initrd\.img|cidata\.img)$")
+"""The names of the volumes kvmlab uploads (and so may delete): the image's kernel and
+initrd by the image's digest, a domain's cloud-init seed by the domain's token."""
 CHUNK = 1 << 20
 
 
@@ -104,8 +105,18 @@ def publish(conn: libvirt.virConnect, uri: str, files: list[Path]) -> dict[Path,
     return out
 
 
+def publish_seed(conn: libvirt.virConnect, uri: str, file: Path, token: str) -> Path:
+    """Upload a domain's cloud-init seed as ``<token>-cidata.img`` (its own volume, mode
+    0600: libvirt gives it to the domain's QEMU user at start); its path on the host."""
+    name = f"{token}-cidata.img"
+    if not VOLUME.match(name):
+        raise ValueError(f"bad domain token {token!r}")
+    where = pool(conn, uri)
+    return Path(_upload(conn, uri, where, name, file, file.stat().st_size, mode="0600"))
+
+
 def _upload(conn: libvirt.virConnect, uri: str, where: Any, name: str, file: Path,
-            size: int) -> str:  # fmt: skip
+            size: int, mode: str = "0644") -> str:  # fmt: skip
     volume = ET.Element("volume")
     sub(volume, "name", name)
     sub(volume, "capacity", str(size), unit="bytes")
@@ -113,7 +124,7 @@ def _upload(conn: libvirt.virConnect, uri: str, where: Any, name: str, file: Pat
     sub(target, "format", type="raw")
     # readable by any QEMU: one volume serves labs whose QEMU runs as libvirt's user and
     # labs whose QEMU runs as root without capabilities (libvirt chowns it for the former)
-    sub(sub(target, "permissions"), "mode", "0644")
+    sub(sub(target, "permissions"), "mode", mode)
     try:
         vol = where.createXML(ET.tostring(volume, encoding="unicode"), 0)
     except libvirt.libvirtError as exc:
