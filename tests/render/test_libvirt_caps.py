@@ -93,11 +93,10 @@ def test_what_the_libvirt_backend_refuses_names_file_and_key() -> None:
     from kvmlab.runtime.libvirt.lab import refusals
 
     net = load_lab(LABS / "netcompare.toml")
-    keys = {p.path for p in refusals(net)}
-    assert "guests.vm1.nics[1]" in keys and "guests.vm1.nics[3]" in keys  # tap, vhost-net
-    assert "guests.vm1.nics[2]" not in keys  # vhost-user on the lab's switch, on this host
+    assert refusals(net) == []  # taps on the lab's networks, vhost-user on its switch: here
     far = {p.path for p in refusals(net, uri_of=lambda g: "qemu+tcp://far.example/system")}
-    assert "guests.vm1.nics[2]" in far  # the switch is not on that host
+    assert {"guests.vm1.nics[1]", "guests.vm1.nics[2]", "guests.vm1.nics[3]"} <= far
+    assert "guests.vm1.nics[0]" not in far  # user networking runs anywhere
     nested = load_lab(LABS / "nested.toml")
     assert refusals(nested) == []  # a daemon of this host: L2 reached through L1's channel
     far = {p.path for p in refusals(nested, uri_of=lambda g: "qemu+tcp://far.example/system")}
@@ -144,3 +143,23 @@ def test_libvirt_uris_kvmlab_refuses(uri: str, why: str) -> None:
 
     with pytest.raises(ValueError, match=re.escape(why)):
         check_uri(uri)
+
+
+def test_a_tap_libvirt_makes_or_takes_as_it_is() -> None:
+    """A tap on a lab network, or one the lab names that the host lacks, is libvirt's to
+    make and delete; a named tap the host has is the user's, taken as it is."""
+    from kvmlab.runtime.libvirt.lab import new_taps
+
+    loaded = load_lab(LABS / "multiqueue.toml")
+    guest = loaded.lab.guests["vm"]
+    target = target_for(loaded, ("vm",))
+    assert 'dev="kvmlab-mq0" managed="no"' in render_libvirt(guest, target)
+    assert new_taps(guest) == {"kvmlab-mq0"}  # this host has none of that name
+    made = render_libvirt(guest, replace(target, libvirt_new_taps=new_taps(guest)))
+    assert '<target dev="kvmlab-mq0" />' in made
+    lo = guest.model_copy(update={"nics": [guest.nics[1].model_copy(update={"ifname": "lo"})]})
+    assert new_taps(lo) == frozenset()  # exists here: never libvirt's to delete
+    net = load_lab(LABS / "netcompare.toml")
+    xml = render_libvirt(net.lab.guests["vm1"], target_for(net, ("vm1",)))
+    assert re.findall(r'<target dev="kvt[0-9a-f]+" />', xml)  # libvirt makes them
+    assert 'managed="no"' not in xml

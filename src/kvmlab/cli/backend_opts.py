@@ -84,11 +84,10 @@ def libvirt_levels(loaded: LoadedLab, wanted: set[str], asked: bool, local: bool
 
 def libvirt_extras(loaded: LoadedLab, extras: Extras, backend: LibvirtBackend) -> None:
     """Refuse the lab's own workloads the libvirt backend does not run yet, by name; the
-    others (PVP) run their guests through ``backend``."""
-    named = [name for name, on in (("netcompare", extras.netcompare),
-                                   ("migrations", extras.migrations)) if on]  # fmt: skip
-    if named:
-        raise UsageError(f"{loaded.path}: {', '.join(named)} run only on the qemu backend so "
-                         f"far; on libvirt leave {'them' if len(named) > 1 else 'it'} out "
-                         "with --only (e.g. --only cpu,memory,disk,net,boot)")  # fmt: skip
+    others (PVP, netcompare) run their guests through ``backend``."""
+    if extras.migrations:
+        raise UsageError(f"{loaded.path}: migrations run only on the qemu backend so far; "
+                         "on libvirt leave them out with --only (e.g. --only cpu,memory,disk,"
+                         "net,boot), or migrate a libvirt guest with kvmlab migrate --to URI"
+                         )  # fmt: skip
     extras.backend = backend

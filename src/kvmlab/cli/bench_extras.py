@@ -78,7 +78,8 @@ class Extras:
                     runner.store.add_document(runner.run_id, runner.variant, DOCUMENT, doc)
 
                 run_netcompare(variant, runner.variant, reps, host, image, line, runner.at,
-                               lambda got: runner.store.add(runner.run_id, got), keep)  # fmt: skip
+                               lambda got: runner.store.add(runner.run_id, got), keep,
+                               self.backend)  # fmt: skip
                 runner.timings[f"{shown}netcompare"] = time.monotonic() - start
             if self.migrations:
                 from kvmlab.migrate.stored import measure

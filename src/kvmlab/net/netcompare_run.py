@@ -192,9 +192,11 @@ def _watches(path: NetPath, machines: dict[str, Machine]) -> list[QueueWatch]:
 def run_netcompare(loaded: LoadedLab, variant: str, reps: int, host: labrun.HostAccel,
                    image: Callable[[], GuestImage], progress: Progress, at: At,
                    store: Callable[[list[Sample]], None],
-                   keep: Callable[[dict[str, Any]], None]) -> None:  # fmt: skip
-    """Bring the lab up and measure every path; ``store`` gets each path's samples, ``keep``
-    the document of the multiqueue checks (paths, left-out NICs, findings, spreads)."""
+                   keep: Callable[[dict[str, Any]], None], backend: Any = None
+                   ) -> None:  # fmt: skip
+    """Bring the lab up (its guests libvirt domains with ``backend``) and measure every
+    path; ``store`` gets each path's samples, ``keep`` the document of the multiqueue
+    checks (paths, left-out NICs, findings, spreads)."""
     dropped: list[str] = []
     if not VHOST_NET.exists():
         lab, dropped = without_vhost_net(loaded.lab)
@@ -222,7 +224,8 @@ def run_netcompare(loaded: LoadedLab, variant: str, reps: int, host: labrun.Host
     doc: dict[str, Any] = {"paths": [p.name for p in paths], "multiqueue": {},
                            "left_out": [f"{k}: no {VHOST_NET} on this host" for k in dropped]
                            + loose}
-    with labrun.started(loaded, host, image, progress=progress, children=False) as machines:
+    with labrun.started(loaded, host, image, progress=progress, children=False,
+                        backend=backend) as machines:  # fmt: skip
         by_name = {m.config.address[0]: m for m in machines}
         try:
             for path in paths:

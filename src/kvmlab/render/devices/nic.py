@@ -116,7 +116,8 @@ class NicPart:
             if reconnect:
                 sub(src, "reconnect", enabled="yes", timeout=reconnect)
         if isinstance(nic, TapNic) and self.ifname:
-            sub(el, "target", dev=self.ifname, managed="no")
+            made = nic.network is not None or self.ifname in self.target.libvirt_new_taps
+            sub(el, "target", dev=self.ifname, managed=None if made else "no")
         sub(el, "model", type="virtio" if nic.model == "virtio" else "e1000e")
         if isinstance(nic, UserNic) and nic.forwards:
             sub(el, "backend", type="passt")

@@ -48,10 +48,10 @@ def refusals(loaded: LoadedLab, only: str | None = None, children: bool = True,
                                "their agents through a socket of the guest hypervisor's "
                                "QEMU), or on the qemu backend"))
         for i, nic in enumerate(guest.nics):
-            if isinstance(nic, TapNic):
-                out.append(Problem(file, f"{key}.nics[{i}]", f"{nic.type} NICs run only on "
-                                   "the qemu backend so far (user and vhost-user NICs run on "
-                                   "both)"))  # fmt: skip
+            if isinstance(nic, TapNic) and nic.network is not None and not local:
+                out.append(Problem(file, f"{key}.nics[{i}]", "NICs on the lab's networks "
+                                   "join its namespace on this host: a libvirt daemon of "
+                                   "this host (or the qemu backend)"))  # fmt: skip
             elif isinstance(nic, VhostUserNic) and not local:
                 out.append(Problem(file, f"{key}.nics[{i}]", "vhost-user NICs need their "
                                    "switch on the guest's host: a libvirt daemon of this host "
@@ -180,7 +180,8 @@ class LibvirtBackend:
         as_root = self.root_reason(guest, config.children and self._children)
         if as_root is not None:
             progress(f"{config.name}: libvirt runs its QEMU as root: {as_root}")
-        target = replace(target, libvirt=caps, libvirt_token=token, libvirt_as_root=as_root)
+        target = replace(target, libvirt=caps, libvirt_token=token, libvirt_as_root=as_root,
+                         libvirt_new_taps=new_taps(guest) if local else frozenset())  # fmt: skip
         if caps.qemu_user is not None and local and as_root is None:
             for i, disk in enumerate(guest.disks):
                 _check_disk(i, target.path(disk.path), caps.qemu_user, uri, config.name)
@@ -256,6 +257,13 @@ class LibvirtBackend:
                      "reads the host root through its share as root, without kvmlab's masked "
                      "host view",
                      "or run the lab on the qemu backend (QEMU in a masked view of the host)"])
+
+
+def new_taps(guest: Guest) -> frozenset[str]:
+    """The taps a guest names that this host does not have (libvirt makes them)."""
+    return frozenset(nic.ifname for nic in guest.nics
+                     if isinstance(nic, TapNic) and nic.ifname and nic.network is None
+                     and not Path(f"/sys/class/net/{nic.ifname}").exists())  # fmt: skip
 
 
 def target_uuid(target: Any) -> str:

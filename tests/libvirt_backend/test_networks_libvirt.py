@@ -1,0 +1,47 @@
+"""A lab's ``[networks]`` with libvirt domains: libvirt makes each guest's tap (by the name
+kvmlab derives), kvmlab moves it into the lab's namespace onto the network's bridge as soon
+as the domain runs, and netcompare measures the paths; afterwards no domain, tap,
+namespace or iperf3 is left, and the host's interfaces are as before."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import cli
+from tests.libvirt_backend.conftest import Daemon
+from tests.net.test_netcompare_functional import LAB, host_links, namespaces
+from tests.runtime.conftest import pids_mentioning
+
+pytestmark = pytest.mark.functional
+
+
+def test_netcompare_over_a_lab_network_of_libvirt_domains(libvirtd: Daemon,
+                                                          tmp_path: Path) -> None:  # fmt: skip
+    import libvirt
+
+    lab = tmp_path / "lvnet.toml"
+    lab.write_text(LAB.replace('name = "nct"', 'name = "lvnet"'))
+    env = {**libvirtd.env, "KVMLAB_RESULTS": str(tmp_path / "results.sqlite")}
+    links, spaces = host_links(), namespaces()
+    run = cli(env, "run", str(lab), "--backend", "libvirt", "--connect", libvirtd.uri,
+              "--levels", "L1", timeout=1500)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert "network namespace kvmlab-lvnet-net" in run.stderr
+    stored = json.loads(cli(env, "report", "last", "-o", "json").stdout)
+    assert stored["runs"][0]["host"]["backend"].startswith("libvirt ")
+    rows = stored["rows"]
+    got = {r["metric"]: r for r in rows if r["workload"] == "netcompare"}
+    for path in ("tap a-b", "tap a-lan-host"):
+        for metric in ("tcp P4 ->", "udp 64B ->", "ping p99"):
+            assert got[f"{path}: {metric}"]["value"] > 0, (path, metric)
+    assert got["tap a-b: queue pairs in use"]["value"] == 2  # libvirt's multiqueue tap
+    assert host_links() == links and namespaces() == spaces
+    assert not pids_mentioning("kvmlab-lvnet-net")
+    conn = libvirt.open(libvirtd.uri)
+    try:
+        assert conn.listAllDomains(0) == [] and conn.listAllStoragePools(0) == []
+    finally:
+        conn.close()
