@@ -55,6 +55,8 @@ def test_migrate_there_and_back(libvirtd: Daemon, second: Daemon) -> None:
         job = doc["libvirt_job"]
         assert job["time_elapsed"] > 0 and "downtime" in job and job["memory_total"] > 0
         assert doc["samples"], "QEMU's query-migrate was not sampled"
+        # the guest's own view: its heartbeats, read through each QEMU's root
+        assert doc["guest_downtime_ms"] > 0 and doc["baseline_gap_ms"] > 0, doc
         assert _domains(libvirtd.uri) == [] and _domains(second.tcp_uri) == ["migrate-vm"]
         rows = json.loads(cli(env, "ps", "-o", "json").stdout)
         assert [(r["address"], r["state"]) for r in rows] == [("migrate/vm", "running")]
@@ -64,6 +66,7 @@ def test_migrate_there_and_back(libvirtd: Daemon, second: Daemon) -> None:
                    "--dirty", "20", timeout=600)  # fmt: skip
         assert back.returncode == 0, back.stderr[-3000:] + back.stdout[-3000:]
         assert "verdict: VERIFIED" in back.stdout and "Total downtime (ms)" in back.stdout
+        assert "guest downtime (heartbeats, host clock)" in back.stdout  # back: file reused
     finally:
         down = cli(env, "down", "migrate", timeout=300)
     assert down.returncode == 0, down.stderr

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli
+from tests.conftest import cli, interrupted_after
 from tests.libvirt_backend.conftest import Daemon
 from tests.net.test_netcompare_functional import LAB, host_links, namespaces
 from tests.runtime.conftest import pids_mentioning
@@ -40,6 +40,30 @@ def test_netcompare_over_a_lab_network_of_libvirt_domains(libvirtd: Daemon,
     assert got["tap a-b: queue pairs in use"]["value"] == 2  # libvirt's multiqueue tap
     assert host_links() == links and namespaces() == spaces
     assert not pids_mentioning("kvmlab-lvnet-net")
+    conn = libvirt.open(libvirtd.uri)
+    try:
+        assert conn.listAllDomains(0) == [] and conn.listAllStoragePools(0) == []
+    finally:
+        conn.close()
+
+
+def test_ctrl_c_while_measuring_leaves_nothing_in_libvirt_or_the_host(
+    libvirtd: Daemon, tmp_path: Path
+) -> None:  # fmt: skip
+    """Ctrl-C in the middle of a libvirt run: the domains are destroyed, the namespace and
+    its taps deleted, the uploads removed, the run directory gone, exit status 130."""
+    import libvirt
+
+    lab = tmp_path / "lvint.toml"
+    lab.write_text(LAB.replace('name = "nct"', 'name = "lvint"'))
+    env = {**libvirtd.env, "KVMLAB_RESULTS": str(tmp_path / "results.sqlite")}
+    links, spaces = host_links(), namespaces()
+    status, _, err = interrupted_after(env, 25, "run", str(lab), "--backend", "libvirt",
+                                       "--connect", libvirtd.uri, "--levels", "L1")  # fmt: skip
+    assert status == 130, err[-3000:]
+    assert "starting lvint/b" in err  # it was interrupted with both domains up
+    assert host_links() == links and namespaces() == spaces
+    assert not (libvirtd.root / "lvint").exists()
     conn = libvirt.open(libvirtd.uri)
     try:
         assert conn.listAllDomains(0) == [] and conn.listAllStoragePools(0) == []

@@ -178,6 +178,32 @@ def test_heartbeat_watch_sees_two_files(tmp_path: Path) -> None:
     assert len(watch.arrivals) == 2  # growth is an arrival; what was there before is not
 
 
+def test_heartbeat_watch_finds_a_later_file_and_survives_truncation(tmp_path: Path) -> None:
+    """A destination libvirt starts later is looked for until it exists; a file a new
+    QEMU truncates (the same log reopened) counts again from its new size."""
+    import time
+
+    old, later = tmp_path / "old", tmp_path / "later"
+    old.write_text("a long line from an earlier run\n")
+    watch = HeartbeatWatch([lambda: later if later.exists() else None]).start()
+    time.sleep(0.05)
+    later.write_text("x\n")  # found now: what it holds is its starting size
+    time.sleep(0.08)
+    with later.open("a") as f:
+        f.write("1\n")
+    time.sleep(0.05)
+    watch.stop()
+    assert len(watch.arrivals) == 1
+    watch = HeartbeatWatch([old]).start()
+    time.sleep(0.05)
+    old.write_text("")  # truncated by a new writer: no arrival
+    time.sleep(0.05)
+    old.write_text("b\n")  # shorter than before, yet a heartbeat
+    time.sleep(0.05)
+    watch.stop()
+    assert len(watch.arrivals) == 1
+
+
 def test_verdict_never_calls_a_broken_guest_verified() -> None:
     done = parse({"status": "completed", "downtime": 90}, 5.0)
     ok = Outcome(

@@ -146,20 +146,24 @@ def test_libvirt_uris_kvmlab_refuses(uri: str, why: str) -> None:
 
 
 def test_a_tap_libvirt_makes_or_takes_as_it_is() -> None:
-    """A tap on a lab network, or one the lab names that the host lacks, is libvirt's to
-    make and delete; a named tap the host has is the user's, taken as it is."""
-    from kvmlab.runtime.libvirt.lab import new_taps
-
+    """A tap on a lab network (kvmlab's name, checked free) is libvirt's to make and
+    delete; a tap the lab names is the user's, taken as it is and never libvirt's."""
     loaded = load_lab(LABS / "multiqueue.toml")
-    guest = loaded.lab.guests["vm"]
-    target = target_for(loaded, ("vm",))
-    assert 'dev="kvmlab-mq0" managed="no"' in render_libvirt(guest, target)
-    assert new_taps(guest) == {"kvmlab-mq0"}  # this host has none of that name
-    made = render_libvirt(guest, replace(target, libvirt_new_taps=new_taps(guest)))
-    assert '<target dev="kvmlab-mq0" />' in made
-    lo = guest.model_copy(update={"nics": [guest.nics[1].model_copy(update={"ifname": "lo"})]})
-    assert new_taps(lo) == frozenset()  # exists here: never libvirt's to delete
+    xml = render_libvirt(loaded.lab.guests["vm"], target_for(loaded, ("vm",)))
+    assert '<target dev="kvmlab-mq0" managed="no" />' in xml
     net = load_lab(LABS / "netcompare.toml")
     xml = render_libvirt(net.lab.guests["vm1"], target_for(net, ("vm1",)))
     assert re.findall(r'<target dev="kvt[0-9a-f]+" />', xml)  # libvirt makes them
     assert 'managed="no"' not in xml
+
+
+def test_a_named_tap_the_host_lacks_is_refused_with_the_command() -> None:
+    from kvmlab.runtime.libvirt.conn import LibvirtFailure
+    from kvmlab.runtime.libvirt.lab import _check_taps
+
+    guest = load_lab(LABS / "multiqueue.toml").lab.guests["vm"]
+    with pytest.raises(LibvirtFailure, match="tap kvmlab-mq0 does not exist") as err:
+        _check_taps(guest, "qemu:///system", "multiqueue/vm")
+    assert "ip tuntap add dev kvmlab-mq0 mode tap multi_queue" in err.value.fix[0]
+    lo = guest.model_copy(update={"nics": [guest.nics[1].model_copy(update={"ifname": "lo"})]})
+    _check_taps(lo, "qemu:///system", "multiqueue/vm")  # it exists: taken as it is

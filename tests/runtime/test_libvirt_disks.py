@@ -43,8 +43,20 @@ def test_the_chain_lists_the_image_then_its_backing_files(dirs: tuple[Path, Path
     closed, opened = dirs
     base = qcow2(closed / "base.qcow2")
     top = qcow2(opened / "top.qcow2", base)
-    assert backing_chain(top) == [top, base]
-    assert backing_chain(opened / "missing.qcow2") == [opened / "missing.qcow2"]
+    assert backing_chain(top, "qcow2") == [top, base]
+    assert backing_chain(opened / "missing.qcow2", "qcow2") == [opened / "missing.qcow2"]
+
+
+def test_a_raw_disk_is_never_probed_for_a_backing_file(dirs: tuple[Path, Path]) -> None:
+    """A guest writes what it likes into its raw disk, a qcow2 header naming a host file
+    included: read as the lab declares it, that is never followed."""
+    _, opened = dirs
+    fake = opened / "raw.img"  # a raw disk holding a qcow2 header
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-u", "-F", "raw", "-b",
+                    "/etc/hostname", str(fake), "16M"], check=True)  # fmt: skip
+    assert backing_chain(fake, "qcow2")[-1] == Path("/etc/hostname")  # what probing follows
+    assert backing_chain(fake, "raw") == [fake]
+    _check_disk(0, fake, "raw", QEMU_USER, "qemu:///system", "lab/vm")
 
 
 def test_a_backing_file_out_of_reach_is_refused_with_the_standalone_fix(
@@ -53,17 +65,17 @@ def test_a_backing_file_out_of_reach_is_refused_with_the_standalone_fix(
     closed, opened = dirs
     top = qcow2(opened / "top.qcow2", qcow2(closed / "base.qcow2"))
     with pytest.raises(LibvirtFailure) as err:
-        _check_disk(0, top, QEMU_USER, "qemu:///system", "lab/vm")
+        _check_disk(0, top, "qcow2", QEMU_USER, "qemu:///system", "lab/vm")
     text = str(err.value)
     assert f"backing file {closed / 'base.qcow2'}" in text and "closed to uid 64055" in text
-    assert "qemu-img convert -O qcow2" in " ".join(err.value.fix)
-    _check_disk(0, qcow2(opened / "alone.qcow2"), QEMU_USER, "qemu:///system", "lab/vm")
+    assert "qemu-img convert -f qcow2 -O qcow2" in " ".join(err.value.fix)
+    _check_disk(0, qcow2(opened / "alone.qcow2"), "qcow2", QEMU_USER, "qemu:///system", "lab/vm")
 
 
 def test_a_disk_in_a_closed_directory_names_the_directory(dirs: tuple[Path, Path]) -> None:
     closed, _ = dirs
     with pytest.raises(LibvirtFailure, match="closed to uid 64055") as err:
-        _check_disk(1, qcow2(closed / "d.qcow2"), QEMU_USER, "qemu:///system", "lab/vm")
+        _check_disk(1, qcow2(closed / "d.qcow2"), "qcow2", QEMU_USER, "qemu:///system", "lab/vm")
     assert "backing file" not in str(err.value)
 
 

@@ -28,6 +28,7 @@ from kvmlab.guest.kernel import default_cache_dir
 from kvmlab.migrate import guestside
 from kvmlab.migrate.jobinfo import job_stats
 from kvmlab.migrate.modes import Settings, check_settings
+from kvmlab.migrate.probe import HeartbeatWatch, Where
 from kvmlab.migrate.result import Outcome
 from kvmlab.migrate.session import (
     Workload,
@@ -38,11 +39,13 @@ from kvmlab.migrate.session import (
     start_workload,
 )
 from kvmlab.migrate.stats import parse
+from kvmlab.render.devices.control import PROBE_PORT
 from kvmlab.render.xmldom import QEMU_NS  # (importing it registers the XML prefixes)
 from kvmlab.runtime.errors import StateError
 from kvmlab.runtime.libvirt.conn import LibvirtFailure, describe, is_local, open_uri
 from kvmlab.runtime.libvirt.machine import LibvirtMachine
-from kvmlab.runtime.libvirt.publish import VOLUME, publish, unpublish_unused
+from kvmlab.runtime.libvirt.publish import VOLUME, hold, publish, release, unpublish_unused
+from kvmlab.runtime.procs import find_marked
 from kvmlab.runtime.signals import deferred_signals
 from kvmlab.spec.backend import check_uri
 
@@ -152,10 +155,17 @@ def migrate_libvirt(address: str, to_uri: str, settings: Settings, workload: Wor
         source = LibvirtMachine.attach_libvirt(guest_dir, record)
         if not source.is_alive():
             raise StateError(f"{address} is not running")
-        if ET.fromstring(source._domain().XMLDesc(0)).find("devices/disk") is not None:
+        live = ET.fromstring(source._domain().XMLDesc(0))
+        if live.find("devices/disk") is not None:
             raise UsageError(
                 f"{address} has disks: kvmlab migrates libvirt guests without "
                 "disks so far (shared or copied storage is not set up)"
+            )
+        if live.find("devices/interface[@type='ethernet']") is not None:
+            raise UsageError(
+                f"{address} has tap NICs: on the destination they would not be on the lab's "
+                "network (its bridge is in a namespace of this host) nor on your tap; "
+                "kvmlab migrates libvirt guests with user NICs only so far"
             )
         dconn = open_uri(to_uri, record.name)
         try:
@@ -174,10 +184,32 @@ def _migrate(source: LibvirtMachine, dconn: Any, to_uri: str, address: str, gues
     xml = dom.XMLDesc(libvirt.VIR_DOMAIN_XML_MIGRATABLE)
     files = image_files(xml, address)
     where: dict[Path, Path] = {}
-    if files:
-        progress(f"publishing the guest image to {to_uri}")
-        where = publish(dconn, to_uri, list(files.values()))
+    released = [False]
+
+    def let_go() -> None:
+        if not released[0]:
+            released[0] = True
+            release()
+
+    hold()  # the copies are unused until the job defines the domain there: see publish.LOCK
+    try:
+        if files:
+            progress(f"publishing the guest image to {to_uri}")
+            where = publish(dconn, to_uri, list(files.values()))
+        return _job(source, dconn, to_uri, address, guest_dir, settings, workload, progress,
+                    dom, xml, files, where, t_start, let_go)  # fmt: skip
+    finally:
+        let_go()
+
+
+def _job(source: LibvirtMachine, dconn: Any, to_uri: str, address: str, guest_dir: Any,
+         settings: Settings, workload: Workload, progress: Progress, dom: Any, xml: str,
+         files: dict[str, Path], where: dict[Path, Path], t_start: float,
+         let_go: Callable[[], None]) -> Outcome:  # fmt: skip
+    """The migration job with the dirtying workload, followed, then verified (``let_go``
+    releases the publish lock once the job has ended)."""
     same_host = is_local(to_uri) and is_local(source.uri)
+    beats = probe_files(source, to_uri, xml)
     xml, forwards = dest_xml(xml, {t: where[f] for t, f in files.items()}, same_host)
     flags = flags_for(settings, source.persistent)
     outcome = Outcome(address, f"libvirt {settings.mode} to {to_uri}",
@@ -187,6 +219,7 @@ def _migrate(source: LibvirtMachine, dconn: Any, to_uri: str, address: str, gues
     dirtier, digest, klines = ref.dirtier, ref.digest, ref.klines
     if settings.downtime_limit_ms is not None:
         dom.migrateSetMaxDowntime(settings.downtime_limit_ms, 0)
+    watch = HeartbeatWatch(beats) if beats else None
     progress(f"migrating {address} to {to_uri} (libvirt, {settings.mode})")
     done: dict[str, Any] = {}
 
@@ -197,15 +230,27 @@ def _migrate(source: LibvirtMachine, dconn: Any, to_uri: str, address: str, gues
             done["error"] = describe(exc)
 
     worker = threading.Thread(target=run, name="virDomainMigrate3", daemon=True)
-    t0 = time.monotonic()
-    worker.start()
     try:
+        t_base = time.monotonic()
+        if watch is not None:
+            watch.start()
+            time.sleep(1.0)  # the heartbeats' own noise, before the migration
+        t0 = time.monotonic()
+        worker.start()
         _follow(dom, worker, outcome, settings, t0)
+        t_end = time.monotonic()
+        if watch is not None and "dom" in done:
+            time.sleep(1.0)  # heartbeats from the destination after it resumed
+            gap = watch.longest_gap(t0, t_end + 1.0)
+            base = watch.longest_gap(t_base, t0)
+            outcome.guest_downtime_ms = gap.seconds * 1000 if gap else None
+            outcome.baseline_gap_ms = base.seconds * 1000 if base else None
     except BaseException:
         outcome.interrupted = True
         with contextlib.suppress(libvirt.libvirtError):
             dom.abortJob()
-        worker.join(60)
+        if worker.ident is not None:  # started
+            worker.join(60)
         with deferred_signals(), contextlib.suppress(KvmlabError):
             where_now = source
             if "dom" in done:  # it completed all the same: the record follows the guest
@@ -213,6 +258,9 @@ def _migrate(source: LibvirtMachine, dconn: Any, to_uri: str, address: str, gues
             guestside.stop_dirtier(where_now, dirtier)
         raise
     finally:
+        let_go()
+        if watch is not None:
+            watch.stop()
         outcome.wall_seconds = time.monotonic() - t_start
     if "error" in done:
         outcome.status = "cancelled" if outcome.cancelled else "failed"
@@ -238,6 +286,32 @@ def _migrate(source: LibvirtMachine, dconn: Any, to_uri: str, address: str, gues
         guestside.stop_dirtier(moved, dirtier)
     moved.disconnect()
     return outcome
+
+
+def probe_files(source: LibvirtMachine, to_uri: str, xml: str) -> list[Where]:
+    """Where the guest's heartbeats land: the probe channel's file of the source QEMU and,
+    once libvirt has started it, of the destination's, each through its QEMU's root (a
+    private daemon's mount namespace). None when a daemon is on another host: then only
+    libvirt's and QEMU's downtime are known."""
+    if source.pid is None or not (is_local(source.uri) and is_local(to_uri)):
+        return []
+    path = None
+    for channel in ET.fromstring(xml).iterfind("devices/channel"):
+        target, src = channel.find("target"), channel.find("source")
+        if target is not None and target.get("name") == PROBE_PORT and src is not None:
+            path = src.get("path")
+    if not path:
+        return []
+    old = source.pid
+
+    def destination() -> Path | None:
+        for pid in find_marked(source.uuid):
+            if pid != old and source._is_our_qemu(pid):
+                return Path(f"/proc/{pid}/root{path}")
+        return None
+
+    return [Path(f"/proc/{old}/root{path}"), destination]
+
 
 
 def _follow(dom: Any, worker: threading.Thread, outcome: Outcome, settings: Settings,

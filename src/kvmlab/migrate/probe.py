@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,11 +29,17 @@ class Gap:
     """When it began (monotonic seconds)."""
 
 
+Where = Path | Callable[[], Path | None]
+"""A file, or how to find it once it exists (a destination QEMU libvirt starts later)."""
+FIND_S = 0.02
+"""How often a file not found yet is looked for."""
+
+
 class HeartbeatWatch:
     """Arrival times of heartbeats in any of several files (monotonic seconds)."""
 
-    def __init__(self, files: list[Path]) -> None:
-        self.files = files
+    def __init__(self, files: Sequence[Where]) -> None:
+        self.files = list(files)
         self.arrivals: list[float] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kvmlab-probe", daemon=True)
@@ -44,14 +51,27 @@ class HeartbeatWatch:
             return 0
 
     def _run(self) -> None:
-        sizes = {p: self._size(p) for p in self.files}
+        sizes = {p: self._size(p) for p in self.files if isinstance(p, Path)}
+        pending = [f for f in self.files if not isinstance(f, Path)]
+        looked = 0.0
         while not self._stop.is_set():
             now = time.monotonic()
-            for path in self.files:
+            if pending and now - looked >= FIND_S:
+                looked = now
+                for find in list(pending):
+                    found = find()
+                    if found is not None:  # its size now: growth from here is a heartbeat
+                        pending.remove(find)
+                        sizes[found] = self._size(found)
+            for path, before in sizes.items():
                 size = self._size(path)
-                if size > sizes[path]:
+                if size > before:
                     sizes[path] = size
                     self.arrivals.append(now)
+                elif size < before:  # truncated by a new writer (a QEMU opening it again)
+                    sizes[path] = size
+                    if size:  # and written to since
+                        self.arrivals.append(now)
             time.sleep(POLL_S)
 
     def start(self) -> HeartbeatWatch:

@@ -63,10 +63,6 @@ class Target:
     seed_image: Path | None = None
     """Where the guest's cloud-init seed is (None: :data:`SEED_IMAGE` in its run directory;
     on libvirt, the volume kvmlab uploaded it to)."""
-    libvirt_new_taps: frozenset[str] = frozenset()
-    """Taps a lab names (``ifname``) that do not exist on the daemon's host: libvirt makes
-    them and deletes them after, as QEMU would; the others it takes as they are
-    (``managed='no'``). A tap on a lab network is always libvirt's to make."""
     libvirt_as_root: str | None = None
     """Why libvirt runs this domain's QEMU as root (a DAC label of its own), or None: as
     libvirt's QEMU user."""

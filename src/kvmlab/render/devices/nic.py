@@ -116,8 +116,9 @@ class NicPart:
             if reconnect:
                 sub(src, "reconnect", enabled="yes", timeout=reconnect)
         if isinstance(nic, TapNic) and self.ifname:
-            made = nic.network is not None or self.ifname in self.target.libvirt_new_taps
-            sub(el, "target", dev=self.ifname, managed=None if made else "no")
+            # a network's tap (kvmlab's name, checked free) libvirt makes and deletes; a tap
+            # the lab names is the user's, never libvirt's to delete
+            sub(el, "target", dev=self.ifname, managed=None if nic.network else "no")
         sub(el, "model", type="virtio" if nic.model == "virtio" else "e1000e")
         if isinstance(nic, UserNic) and nic.forwards:
             sub(el, "backend", type="passt")

@@ -3,6 +3,7 @@ front of kvmlab, and handed to :mod:`kvmlab.runtime.lab` as :class:`LibvirtMachi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -22,7 +23,13 @@ from kvmlab.render.libvirt_caps import LibvirtCaps, version_text
 from kvmlab.runtime import nested
 from kvmlab.runtime.libvirt.conn import LibvirtFailure, capabilities, is_local, open_uri
 from kvmlab.runtime.libvirt.machine import LibvirtMachine
-from kvmlab.runtime.libvirt.publish import publish, publish_seed
+from kvmlab.runtime.libvirt.publish import (
+    hold,
+    publish,
+    publish_seed,
+    release,
+    unpublish_unused,
+)
 from kvmlab.runtime.machine import MachineConfig
 from kvmlab.runtime.rundir import GuestRecord
 from kvmlab.spec import Guest, LoadedLab, TapNic, VhostUserNic
@@ -74,32 +81,54 @@ def _reachable(path: Path, uid: int, gid: int) -> str | None:
     return None
 
 
-def backing_chain(path: Path) -> list[Path]:
-    """A disk image and every backing file under it (just the image when ``qemu-img``
-    cannot say: QEMU's own error follows at start)."""
-    argv = ["qemu-img", "info", "-U", "--backing-chain", "--output=json", str(path)]
+def backing_chain(path: Path, fmt: str) -> list[Path]:
+    """A disk image and every backing file under it, read as the lab declares it (``fmt``:
+    a raw disk is never probed, so a guest cannot name a host file as its backing); just
+    the image when ``qemu-img`` cannot say (QEMU's own error follows at start)."""
+    if fmt != "qcow2":
+        return [path]
+    argv = ["qemu-img", "info", "-U", "-f", fmt, "--backing-chain", "--output=json", str(path)]
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True,
+                              stdin=subprocess.DEVNULL)  # fmt: skip
         chain = json.loads(proc.stdout)
     except (OSError, subprocess.SubprocessError, ValueError):
         return [path]
-    files = [Path(i["filename"]) for i in chain if isinstance(i, dict) and "filename" in i]
-    return files or [path]
+    files = [str(i["filename"]) for i in chain if isinstance(i, dict) and "filename" in i]
+    plain = [Path(f) for f in files if f.startswith("/")]  # not json:, nbd://, ...
+    return plain or [path]
 
 
-def _check_disk(index: int, path: Path, user: tuple[int, int], uri: str, guest: str) -> None:
+def _check_disk(index: int, path: Path, fmt: str, user: tuple[int, int], uri: str,
+                guest: str) -> None:  # fmt: skip
     """Refuse a disk (or a backing file of it) libvirt's QEMU user cannot reach."""
-    for n, file in enumerate(backing_chain(path)):
+    for n, file in enumerate(backing_chain(path, fmt)):
         why = _reachable(file, *user)
         if why is None:
             continue
         what = f"disk {index} ({path})" + (f", backing file {file}" if n else "")
-        fix = (f"make the disk standalone (qemu-img convert -O qcow2 {path} NEW, and point "
-               "the lab at NEW), or move its backing file where every user may enter"
+        fix = (f"make the disk standalone (qemu-img convert -f {fmt} -O qcow2 {path} NEW, "
+               "and point the lab at NEW), or move its backing file where every user may enter"
                if n else "put the lab's disks under a directory every user may enter, or "
                "run the lab on the qemu backend")  # fmt: skip
         raise LibvirtFailure(f"{what}: libvirt's QEMU user cannot reach it: {why}", uri,
                              guest, [fix])  # fmt: skip
+
+
+def _check_taps(guest: Guest, uri: str, name: str) -> None:
+    """Refuse a tap the lab names that this host lacks: it is the user's (libvirt takes it
+    as it is, ``managed='no'``), and libvirt must never be told to manage a name that may
+    be somebody's (libvirt 9.0 deletes a tap it was to manage when the start fails)."""
+    for i, nic in enumerate(guest.nics):
+        if not isinstance(nic, TapNic) or not nic.ifname or nic.network is not None:
+            continue
+        if not Path(f"/sys/class/net/{nic.ifname}").exists():
+            mq = " multi_queue" if nic.queues > 1 else ""
+            raise LibvirtFailure(
+                f"nics[{i}]: tap {nic.ifname} does not exist; on the libvirt backend a tap "
+                "the lab names is the user's, taken as it is", uri, name,
+                [f"create it first: ip tuntap add dev {nic.ifname} mode tap{mq}",
+                 "or put the NIC on one of the lab's [networks] (kvmlab names its taps)"])
 
 
 @dataclass
@@ -168,6 +197,8 @@ class LibvirtBackend:
         for name, guest in loaded.lab.guests.items():
             if only in (None, name):
                 self.connect(self.uri_of(guest))
+                if self.on_this_host(guest):
+                    _check_taps(guest, self.uri_of(guest), f"{loaded.lab.name}/{name}")
         self.connect()
 
     def machine(self, loaded: LoadedLab, path: tuple[str, ...], guest: Guest,
@@ -180,32 +211,40 @@ class LibvirtBackend:
         as_root = self.root_reason(guest, config.children and self._children)
         if as_root is not None:
             progress(f"{config.name}: libvirt runs its QEMU as root: {as_root}")
-        target = replace(target, libvirt=caps, libvirt_token=token, libvirt_as_root=as_root,
-                         libvirt_new_taps=new_taps(guest) if local else frozenset())  # fmt: skip
+        target = replace(target, libvirt=caps, libvirt_token=token, libvirt_as_root=as_root)
         if caps.qemu_user is not None and local and as_root is None:
             for i, disk in enumerate(guest.disks):
-                _check_disk(i, target.path(disk.path), caps.qemu_user, uri, config.name)
+                _check_disk(i, target.path(disk.path), disk.format, caps.qemu_user, uri,
+                            config.name)  # fmt: skip
         if target.image is not None and target.image.share == "virtiofs":
             raise LibvirtFailure("shares the host root by virtiofs, whose daemon libvirt runs "
                                  "as root and kvmlab cannot mask: refused on this backend",
                                  uri, config.name, ["use the 9p image (the default)"])
         render_libvirt(guest, target)  # what libvirt cannot say is refused before uploading
-        if target.image is not None:
-            files = [target.image.kernel, target.image.initrd]
-            progress(f"publishing the guest image to libvirt ({uri})")
-            where = publish(self._conns[uri], uri, files)
-            target = replace(target, image=replace(
-                target.image, kernel=where[target.image.kernel],
-                initrd=where[target.image.initrd]))  # fmt: skip
-        if guest.cloud_init is not None:  # written by the caller into the run directory
-            seed = publish_seed(self._conns[uri], uri, config.run_dir / SEED_IMAGE, token)
-            target = replace(target, seed_image=seed)
-        xml = render_libvirt(guest, target)
+        hold()  # until the domain exists (released by the machine): see publish.LOCK
+        try:
+            if target.image is not None:
+                files = [target.image.kernel, target.image.initrd]
+                progress(f"publishing the guest image to libvirt ({uri})")
+                where = publish(self._conns[uri], uri, files)
+                target = replace(target, image=replace(
+                    target.image, kernel=where[target.image.kernel],
+                    initrd=where[target.image.initrd]))  # fmt: skip
+            if guest.cloud_init is not None:  # written by the caller into the run directory
+                seed = publish_seed(self._conns[uri], uri, config.run_dir / SEED_IMAGE, token)
+                target = replace(target, seed_image=seed)
+            xml = render_libvirt(guest, target)
+        except BaseException:  # Ctrl-C too: nothing uploaded for it stays
+            release()
+            with contextlib.suppress(Exception):
+                unpublish_unused(self._conns[uri])
+            raise
         return LibvirtMachine(config, uri, xml, target_uuid(target),
                               persistent=self.persistent,
                               serial_log=str(target.libvirt_log("serial")), token=token,
                               qemu_uid=0 if as_root else
-                              caps.qemu_user[0] if caps.qemu_user else None)  # fmt: skip
+                              caps.qemu_user[0] if caps.qemu_user else None,
+                              holds_publish=True)  # fmt: skip
 
     def root_reason(self, guest: Guest, children: bool) -> str | None:
         """Why a top-level guest's QEMU must run as root on a daemon of this host, or None:
@@ -257,13 +296,6 @@ class LibvirtBackend:
                      "reads the host root through its share as root, without kvmlab's masked "
                      "host view",
                      "or run the lab on the qemu backend (QEMU in a masked view of the host)"])
-
-
-def new_taps(guest: Guest) -> frozenset[str]:
-    """The taps a guest names that this host does not have (libvirt makes them)."""
-    return frozenset(nic.ifname for nic in guest.nics
-                     if isinstance(nic, TapNic) and nic.ifname and nic.network is None
-                     and not Path(f"/sys/class/net/{nic.ifname}").exists())  # fmt: skip
 
 
 def target_uuid(target: Any) -> str:

@@ -28,7 +28,7 @@ from kvmlab.runtime import boottime
 from kvmlab.runtime.errors import StateError
 from kvmlab.runtime.libvirt.conn import LibvirtFailure, describe, is_local, open_uri
 from kvmlab.runtime.libvirt.lookup import guest_mark
-from kvmlab.runtime.libvirt.publish import unpublish_unused
+from kvmlab.runtime.libvirt.publish import release, unpublish_unused
 from kvmlab.runtime.machine import Machine, MachineConfig, MachineState
 from kvmlab.runtime.patience import LIMITS, Stalled, Watch, cpu_steps
 from kvmlab.runtime.procs import alive, cpu_seconds, find_marked, start_time
@@ -50,6 +50,10 @@ def start_fix(message: str, guest: str, uri: str) -> list[str]:
     if "already exists" in message or "already defined" in message:
         return [f"a domain of that name exists: virsh -c '{uri}' undefine {guest} (if it is a "
                 "leftover)"]  # fmt: skip
+    if "tap" in message.lower():
+        return ["a tap the lab names must exist on the daemon's host (ip tuntap add dev NAME "
+                "mode tap, multi_queue for queues > 1); kvmlab's own taps (NICs on the lab's "
+                "networks) need a daemon of this host"]  # fmt: skip
     if "passt" in message or "Invalid value" in message:
         return ["kvmlab renders for the libvirt it asked; report this with 'kvmlab render "
                 "--format libvirt --connect URI'"]  # fmt: skip
@@ -61,8 +65,11 @@ class LibvirtMachine(Machine):
 
     def __init__(self, config: MachineConfig, uri: str, xml: str = "", uuid: str = "",
                  persistent: bool = False, serial_log: str = "", token: str = "",
-                 qemu_uid: int | None = None) -> None:  # fmt: skip
+                 qemu_uid: int | None = None, holds_publish: bool = False) -> None:  # fmt: skip
         super().__init__(config)
+        self._holds_publish = holds_publish
+        """Whether this machine holds the publish lock (its uploads are not in use until
+        its domain exists): released once it does, or when the machine is given up."""
         self.uri = uri
         self.xml = xml
         self.uuid = uuid
@@ -104,7 +111,19 @@ class LibvirtMachine(Machine):
             on_qmp()
         return t_started
 
+    def _let_go(self) -> None:
+        """Release the publish lock if this machine holds it."""
+        if self._holds_publish:
+            self._holds_publish = False
+            release()
+
     def _start_domain(self) -> None:
+        try:
+            self._make_domain()
+        finally:
+            self._let_go()  # the domain names its uploads now (or was never made)
+
+    def _make_domain(self) -> None:
         conn, name = self._conn, self.config.name
         step = "define" if self.persistent else "start"
         for lookup, key in ((conn.lookupByName, self.domain_name),
@@ -319,6 +338,7 @@ class LibvirtMachine(Machine):
     def _kill(self) -> None:
         """Destroy (if running) and undefine the domain; nothing of it is left in libvirt."""
         if not self._created:
+            self._unmade()
             return  # not kvmlab's (or never made): never touched
         try:
             dom = self._domain()
@@ -332,6 +352,7 @@ class LibvirtMachine(Machine):
 
     def _undefine(self) -> None:
         if not self._created:
+            self._unmade()
             return
         with contextlib.suppress(libvirt.libvirtError, LibvirtFailure):
             dom = self._domain()
@@ -339,6 +360,17 @@ class LibvirtMachine(Machine):
                 dom.undefineFlags(UNDEFINE_ALL)
         self._dom = None
         self._unpublish()
+
+    def _unmade(self) -> None:
+        """A domain rendered for this run but never made: what was uploaded for it (its
+        seed, an image copy no domain uses) is deleted."""
+        self._let_go()
+        if not self.xml or self._created:
+            return
+        with contextlib.suppress(LibvirtFailure):
+            if self._conn is None:
+                self._conn = open_uri(self.uri, self.config.name)
+            self._unpublish()
 
     def _unpublish(self) -> None:
         """Delete the uploads (image copies, seeds) no domain of the daemon uses any more."""

@@ -11,8 +11,12 @@ the pool with them: nothing of kvmlab's is left in libvirt.
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import os
 import re
+import threading
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +25,7 @@ import libvirt
 from kvmlab.render.libvirt_caps import IMAGE_POOL_DIR
 from kvmlab.render.xmldom import sub
 from kvmlab.runtime.libvirt.conn import LibvirtFailure, describe
+from kvmlab.runtime.owned import checked_run_root
 
 POOL = "kvmlab"
 POOL_UUID = "6b766d6c-6162-5f70-6f6f-6c0000000001"
@@ -30,6 +35,49 @@ VOLUME = re.compile(r"^[0-9a-f]{24}-(kernel|initrd\.img|cidata\.img)$")
 """The names of the volumes kvmlab uploads (and so may delete): the image's kernel and
 initrd by the image's digest, a domain's cloud-init seed by the domain's token."""
 CHUNK = 1 << 20
+
+
+LOCK = ".libvirt-publish.lock"
+"""In kvmlab's run root: held from an upload until the domain using it exists, and while
+unused uploads are deleted, so one kvmlab's clean-up never deletes another's fresh upload."""
+_lock = threading.Lock()
+_held: list[int] = []  # the lock file's descriptor while this process holds it
+_depth = [0]
+
+
+def hold() -> None:
+    """Take the publish lock (re-entrant within this process; waits for other kvmlabs)."""
+    with _lock:
+        if _depth[0] == 0:
+            fd = os.open(checked_run_root() / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW,
+                         0o600)  # fmt: skip
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except BaseException:
+                os.close(fd)
+                raise
+            _held.append(fd)
+        _depth[0] += 1
+
+
+def release() -> None:
+    """Give the publish lock back (the last release of this process unlocks it)."""
+    with _lock:
+        if _depth[0] == 0:
+            return
+        _depth[0] -= 1
+        if _depth[0] == 0:
+            os.close(_held.pop())
+
+
+@contextlib.contextmanager
+def publishing() -> Iterator[None]:
+    """The publish lock for a ``with`` block."""
+    hold()
+    try:
+        yield
+    finally:
+        release()
 
 
 def volume_name(file: Path) -> str:
@@ -170,7 +218,13 @@ def in_use(conn: libvirt.virConnect) -> set[str] | None:
 
 
 def unpublish_unused(conn: libvirt.virConnect) -> list[str]:
-    """Delete kvmlab's volumes no domain uses, and the pool when it is empty; their names."""
+    """Delete kvmlab's volumes no domain uses, and the pool when it is empty; their names
+    (under the publish lock: an upload whose domain is being made is not unused)."""
+    with publishing():
+        return _unpublish_unused(conn)
+
+
+def _unpublish_unused(conn: libvirt.virConnect) -> list[str]:
     where = _ours(conn)
     if not where:
         return []  # none, or a pool of that name that is not kvmlab's: never touched
