@@ -167,3 +167,6 @@ def test_a_named_tap_the_host_lacks_is_refused_with_the_command() -> None:
     assert "ip tuntap add dev kvmlab-mq0 mode tap multi_queue" in err.value.fix[0]
     lo = guest.model_copy(update={"nics": [guest.nics[1].model_copy(update={"ifname": "lo"})]})
     _check_taps(lo, "qemu:///system", "multiqueue/vm")  # it exists: taken as it is
+    up = guest.model_copy(update={"nics": [guest.nics[1].model_copy(update={"ifname": ".."})]})
+    with pytest.raises(LibvirtFailure, match=r"tap \.\. does not exist"):
+        _check_taps(up, "qemu:///system", "multiqueue/vm")  # a path, not an interface

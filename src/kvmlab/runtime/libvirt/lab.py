@@ -122,7 +122,7 @@ def _check_taps(guest: Guest, uri: str, name: str) -> None:
     for i, nic in enumerate(guest.nics):
         if not isinstance(nic, TapNic) or not nic.ifname or nic.network is not None:
             continue
-        if not Path(f"/sys/class/net/{nic.ifname}").exists():
+        if nic.ifname not in {p.name for p in Path("/sys/class/net").iterdir()}:  # not ".."
             mq = " multi_queue" if nic.queues > 1 else ""
             raise LibvirtFailure(
                 f"nics[{i}]: tap {nic.ifname} does not exist; on the libvirt backend a tap "
