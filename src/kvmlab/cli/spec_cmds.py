@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from kvmlab.errors import Problem, SpecError, UsageError
+from kvmlab.errors import Problem, SpecError, UsageError, printable
 from kvmlab.render.libvirt_caps import LibvirtCaps
 from kvmlab.spec import Guest, LoadedLab, load_lab
 from kvmlab.spec.units import format_size
@@ -39,6 +39,26 @@ def _guests_json(loaded: LoadedLab) -> list[dict[str, object]]:
     ]  # fmt: skip
 
 
+def _host_warnings(loaded: LoadedLab) -> list[str]:
+    """Host CPUs the lab (or a variant) names that this host lacks: a lab may be meant for
+    another host, so ``check`` warns, and ``up``, ``run``, ``bench`` and ``tune`` refuse."""
+    from kvmlab.runtime.hostcpus import host_online_cpus
+    from kvmlab.spec.hostcpus import all_cpu_uses, missing_cpus
+
+    online = host_online_cpus()
+    found: dict[str, str] = {}
+    for key, message in missing_cpus(all_cpu_uses(loaded.lab), online):
+        found[key] = message
+    for name, variant in loaded.variants().items() if loaded.lab.variants else ():
+        for key, message in missing_cpus(all_cpu_uses(variant.lab), online):
+            if found.get(key) != message:
+                found.setdefault(f"variants.{name}.{key}", message)
+    return [
+        f"{key}: {message}; up, run, bench and tune refuse the lab on this host"
+        for key, message in found.items()
+    ]
+
+
 def run_check(labs: list[Path], output: str = "text") -> None:
     """Validate every file; print a summary per valid lab (or JSON), raise with all problems."""
     problems: list[Problem] = []
@@ -51,11 +71,15 @@ def run_check(labs: list[Path], output: str = "text") -> None:
             report.append({"file": str(path), "ok": False, "lab": None, "guests": [],
                            "problems": [asdict(p) for p in exc.problems]})  # fmt: skip
             continue
+        warnings = _host_warnings(loaded)
         report.append({"file": str(path), "ok": True, "lab": loaded.lab.name,
-                       "guests": _guests_json(loaded), "problems": []})  # fmt: skip
+                       "guests": _guests_json(loaded), "problems": [],
+                       "host_warnings": warnings})  # fmt: skip
         if output == "text":
             print(f"{path}: ok (lab {loaded.lab.name})")
             print("\n".join(_summary(loaded)))
+            for warning in warnings:
+                print(printable(f"  warning: {warning}"))
     if output == "json":
         doc = {"schema": CHECK_SCHEMA, "ok": not problems, "labs": report}
         print(json.dumps(doc, indent=2, ensure_ascii=False))

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from kvmlab.errors import UsageError
+from kvmlab.errors import UsageError, printable
 
 tune_app = typer.Typer(help="Host tuning for the packet path: apply, verify, roll back.",
                        no_args_is_help=True)  # fmt: skip
@@ -22,22 +22,31 @@ Output = Annotated[str, typer.Option("--output", "-o", help="text or json.")]
 
 
 def isolated_cpus(lab: Path | None, isolate: str | None) -> tuple[int, ...]:
-    """``--isolate``, else the lab's ``[tuning] isolated``, else its switch's cores."""
+    """``--isolate``, else the lab's ``[tuning] isolated``, else its switch's cores; CPUs
+    this host lacks are refused, naming where they came from and the host's CPUs."""
+    from kvmlab.runtime.hostcpus import check_host_cpus, host_online_cpus
+    from kvmlab.spec.hostcpus import missing_cpus
     from kvmlab.spec.units import parse_cpuset
 
     if isolate is not None:
         try:
-            return parse_cpuset(isolate)
+            cpus = parse_cpuset(isolate)
         except ValueError as exc:
             raise UsageError(f"--isolate: {exc}") from None
+        found = missing_cpus([("--isolate", cpus)], host_online_cpus())
+        if found:
+            raise UsageError(f"--isolate {printable(isolate)}: {found[0][1]}")
+        return cpus
     if lab is None:
         raise UsageError("give --isolate CPUS or --lab FILE (its switch's cores are isolated)")
     from kvmlab.spec import load_lab
 
     spec = load_lab(lab).lab
     if spec.tuning is not None and spec.tuning.isolated:
+        check_host_cpus(str(lab), [("tuning.isolated", spec.tuning.isolated)])
         return spec.tuning.isolated
     if spec.switch is not None:
+        check_host_cpus(str(lab), [("switch.cores", spec.switch.cores)])
         return spec.switch.cores
     raise UsageError(f"{lab} has neither [tuning] isolated nor a [switch]; give --isolate")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -69,14 +70,25 @@ def cpu_info(probe: HostProbe) -> CpuInfo | None:
     )
 
 
+MAX_CPU = 8191
+"""The largest CPU number Linux has (NR_CPUS is at most 8192): a list read from a recorded
+tree or the kernel command line never expands past it."""
+
+_CPU_RANGE = re.compile(r"^([0-9]{1,12})(?:-([0-9]{1,12}))?$")
+
+
 def parse_cpulist(text: str) -> list[int]:
-    """``0-3,8`` -> [0, 1, 2, 3, 8]; words that are not CPU ranges (``managed_irq``) are ignored."""
-    cpus: list[int] = []
+    """``0-3,8`` -> [0, 1, 2, 3, 8]; words that are not CPU ranges (``managed_irq``) and
+    CPUs above :data:`MAX_CPU` are ignored."""
+    cpus: set[int] = set()
     for part in text.strip().split(","):
-        lo, sep, hi = part.partition("-")
-        if lo.isdigit() and (not sep or hi.isdigit()):
-            cpus.extend(range(int(lo), int(hi if sep else lo) + 1))
-    return cpus
+        match = _CPU_RANGE.match(part.strip())
+        if match is None:
+            continue
+        lo = int(match.group(1))
+        hi = int(match.group(2)) if match.group(2) is not None else lo
+        cpus.update(range(lo, min(hi, MAX_CPU) + 1))
+    return sorted(cpus)
 
 
 def format_cpulist(cpus: list[int]) -> str:

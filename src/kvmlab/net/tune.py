@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from kvmlab.errors import KvmlabError
+from kvmlab.errors import HostError, KvmlabError
+from kvmlab.spec.hostcpus import host_cpu_text
 from kvmlab.spec.units import format_cpuset, parse_cpuset
 
 STATE_ENV = "KVMLAB_TUNING_STATE"
@@ -65,6 +66,10 @@ def cpu_mask(cpus: Sequence[int]) -> str:
 def cpu_partitioning(isolated: Sequence[int], root: Path = Path("/")) -> list[Setting]:
     """The settings that keep the host's own work off ``isolated`` CPUs."""
     online = parse_cpuset((root / "sys/devices/system/cpu/online").read_text().strip())
+    lacking = tuple(c for c in isolated if c not in online)
+    if lacking:
+        cpus = format_cpuset(lacking)
+        raise HostError(f"cannot isolate CPU(s) {cpus}: {host_cpu_text(online)}")
     house = [c for c in online if c not in isolated]
     if not house:
         raise TuningError(f"isolating CPUs {format_cpuset(tuple(isolated))} leaves the host "

@@ -21,6 +21,7 @@ from kvmlab.render.target import Accel
 from kvmlab.runtime import nested, ports
 from kvmlab.runtime.disks import mount_script
 from kvmlab.runtime.errors import RuntimeFailure, StateError
+from kvmlab.runtime.hostcpus import check_host_cpus
 from kvmlab.runtime.labnet import NET_DIR, LabNet, TapPlan, check_vhost_net
 from kvmlab.runtime.labnet import stop_recorded as stop_recorded_net
 from kvmlab.runtime.machine import Machine, MachineConfig
@@ -38,6 +39,7 @@ from kvmlab.runtime.switch import (
     stop_recorded,
 )
 from kvmlab.spec import Guest, Lab, LoadedLab, TapNic
+from kvmlab.spec.hostcpus import guest_cpu_uses, switch_cpu_uses, tuning_cpu_uses
 
 if TYPE_CHECKING:
     from kvmlab.runtime.libvirt.lab import LibvirtBackend
@@ -274,6 +276,12 @@ def started(
                 # a guest hypervisor's forwards live in its own network stack
                 ports.check_free(str(loaded.path), [((n,), g) for n, g in here])
                 check_vhost_net(str(loaded.path), loaded.lab, [n for n, _ in here])
+            cpu_uses = guest_cpu_uses(loaded.lab, [n for n, _ in here])
+            if loaded.lab.switch is not None and not within:
+                cpu_uses += switch_cpu_uses(loaded.lab)
+            if loaded.lab.bench.pvp.compare_tuning and not within:
+                cpu_uses += tuning_cpu_uses(loaded.lab)
+            check_host_cpus(str(loaded.path), cpu_uses)  # pinned CPUs this host lacks
             if loaded.lab.switch is not None and not within:
                 _start_switch(loaded, lab_dir, switch, progress)
             if loaded.lab.networks and not within:

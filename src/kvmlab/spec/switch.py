@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from kvmlab.spec.base import SpecModel
-from kvmlab.spec.units import NAME_PATTERN, CpuSet, Size
+from kvmlab.spec.units import MAX_CPU, NAME_PATTERN, CpuSet, Size
 
 SwitchKind = Literal["testpmd", "ovs-dpdk"]
 
@@ -25,7 +25,7 @@ class SwitchSpec(SpecModel):
     cores: CpuSet = (1,)
     """Host CPUs that forward: testpmd's forwarding lcores, OVS's `pmd-cpu-mask`."""
 
-    main_core: int = Field(default=0, ge=0, le=4095)
+    main_core: int = Field(default=0, ge=0, le=MAX_CPU)
     """Host CPU of testpmd's main lcore / OVS's `dpdk-lcore-mask` (control, not forwarding)."""
 
     memory: Size = 512 * 1024 * 1024

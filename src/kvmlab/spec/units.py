@@ -51,8 +51,19 @@ Size = Annotated[int, BeforeValidator(parse_size), PlainSerializer(format_size, 
 """Bytes, written in a lab file as ``"2G"``, ``"512M"`` or an integer MiB count."""
 
 
+MAX_CPU = 8191
+"""The largest CPU number a Linux host can have (x86_64's NR_CPUS is at most 8192): a CPU
+set is checked against it before any range is expanded, so ``"0-99999999999"`` is one
+line, not the host's memory."""
+
+_CPU_PART = re.compile(r"^([0-9]{1,12})(?:-([0-9]{1,12}))?$")
+
+
 def parse_cpuset(value: Any) -> tuple[int, ...]:
-    """CPU numbers from a list-format set such as ``"0-3,6"`` (as in taskset and libvirt)."""
+    """CPU numbers from a list-format set such as ``"0-3,6"`` (as in taskset and libvirt).
+
+    Numbers are 0 to :data:`MAX_CPU`; whether this host has them is checked where the
+    lab runs (:mod:`kvmlab.spec.hostcpus`), since a lab may be checked elsewhere."""
     if isinstance(value, bool):
         raise ValueError("expected a CPU set such as '0-3,6'")
     if isinstance(value, int):
@@ -64,14 +75,25 @@ def parse_cpuset(value: Any) -> tuple[int, ...]:
     cpus: set[int] = set()
     for part in value.split(","):
         part = part.strip()
-        lo, sep, hi = part.partition("-")
-        if not lo.isdigit() or (sep and not hi.isdigit()):
-            raise ValueError(f"{value!r} is not a CPU set; write it like '0-3,6'")
-        first, last = int(lo), int(hi) if sep else int(lo)
+        match = _CPU_PART.match(part)
+        if match is None:
+            raise ValueError(f"{_shown(value)} is not a CPU set; write it like '0-3,6'")
+        first = int(match.group(1))
+        last = int(match.group(2)) if match.group(2) is not None else first
+        if max(first, last) > MAX_CPU:
+            raise ValueError(
+                f"CPU {max(first, last)} in {_shown(value)} does not exist on any host: "
+                f"CPUs are numbered 0-{MAX_CPU} at most"
+            )
         if last < first:
-            raise ValueError(f"range {part!r} in {value!r} runs backwards")
+            raise ValueError(f"range {part!r} in {_shown(value)} runs backwards")
         cpus.update(range(first, last + 1))
     return tuple(sorted(cpus))
+
+
+def _shown(value: str) -> str:
+    """A CPU set as an error message quotes it: at most 40 characters of it."""
+    return repr(value) if len(value) <= 40 else repr(value[:37]) + "..."
 
 
 def format_cpuset(cpus: tuple[int, ...]) -> str:
