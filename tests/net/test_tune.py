@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kvmlab.cli.main import main
+from kvmlab.net import tune
 from kvmlab.net.tune import (
     State,
     TuningError,
@@ -53,7 +54,7 @@ def test_apply_verify_rollback_restores_every_value_exactly(host: Path, tmp_path
     saved = json.loads(state.path.read_text())
     assert {c["name"]: c["original"] for c in saved["changes"]}["THP"] == "madvise"
     assert not verify(settings, host).failed
-    restored = rollback(state)
+    restored = rollback(state, host)
     assert not restored.failed and not state.path.exists()
     for rel, text in FILES.items():
         now = (host / rel).read_text().strip()
@@ -87,7 +88,7 @@ def test_a_setting_that_cannot_be_written_is_reported_and_not_saved(
     saved = [c["name"] for c in json.loads(state.path.read_text())["changes"]]
     assert "KSM" not in saved and "THP" in saved  # the others were applied and saved
     monkeypatch.undo()
-    rollback(state)
+    rollback(state, host)
     assert (host / "sys/kernel/mm/ksm/run").read_text().strip() == "1"
 
 
@@ -109,7 +110,8 @@ def test_the_next_kvmlab_rolls_back_tuning_whose_run_died(
 ) -> None:  # fmt: skip
     state = State(tmp_path / "state.json")
     monkeypatch.setenv("KVMLAB_TUNING_STATE", str(state.path))
-    apply(cpu_partitioning([2, 3], host), state, owner=(2**22 + 7, 1), root=host)  # gone
+    monkeypatch.setattr(tune, "HOST_ROOT", host)
+    apply(cpu_partitioning([2, 3], host), state, owner=(2**22, 1), root=host)  # above pid_max: gone
     monkeypatch.setattr(sys, "argv", ["kvmlab", "results", "ls"])
     monkeypatch.setenv("KVMLAB_RESULTS", str(tmp_path / "r.sqlite"))
     with pytest.raises(SystemExit):

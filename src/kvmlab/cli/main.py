@@ -65,6 +65,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print version.")
     ] = False,
@@ -72,7 +73,7 @@ def _root(
     """kvmlab: declarative, measured QEMU/KVM labs."""
     from kvmlab.cli.tune_cmd import restore_abandoned
 
-    restore_abandoned()
+    restore_abandoned(tuning=ctx.invoked_subcommand == "tune")
 
 
 @app.command()

@@ -106,11 +106,13 @@ def verify_cmd(lab: Lab = None, isolate: Isolate = None, output: Output = "text"
 @tune_app.command("rollback")
 def rollback_cmd(output: Output = "text") -> None:
     """Write back every value tuning changed, exactly as it was."""
-    from kvmlab.net.tune import State, rollback
+    from kvmlab.net.tune import Outcome, State, rollback
 
     state = State()
     if state.read() is None:
         print("nothing to roll back: no tuning applied", file=sys.stderr)
+        if output == "json":  # an empty document is still a document
+            _print("restored", Outcome([], []), output, [])
         return
     outcome = rollback(state)
     _print("restored", outcome, output, [])
@@ -118,22 +120,32 @@ def rollback_cmd(output: Output = "text") -> None:
         raise typer.Exit(3)
 
 
-def restore_abandoned() -> None:
+def restore_abandoned(tuning: bool = False) -> None:
     """Roll back tuning a kvmlab run applied and could not undo (it was killed): every
-    kvmlab command does this first, saying so."""
-    from kvmlab.net.tune import State, TuningError, rollback
+    kvmlab command does this first, saying so. A state file that is not kvmlab's record is
+    one line on stderr, and the command goes on (``tuning``: the command is ``kvmlab
+    tune``, which refuses it itself)."""
+    from kvmlab.errors import KvmlabError
+    from kvmlab.net.tune import State, rollback
     from kvmlab.runtime.procs import alive
 
     state = State()
     try:
         data = state.read()
-    except TuningError as exc:
-        print(f"kvmlab: {exc}", file=sys.stderr)
+        if data is None or data.owner is None:
+            return
+        pid, started = data.owner
+        if alive(pid, started=started):
+            return
+        outcome = rollback(state)
+    except KvmlabError as exc:
+        if not tuning:  # kvmlab tune refuses it itself, once
+            print(f"kvmlab: {exc}", file=sys.stderr)
         return
-    owner = data.get("owner") if data else None
-    if not isinstance(owner, list) or alive(owner[0], started=owner[1]):
-        return
-    outcome = rollback(state)
-    print(f"kvmlab: rolled back the tuning of a kvmlab run that died (pid {owner[0]}): "
-          f"{len(outcome.done)} setting(s) restored"
-          + (f", {len(outcome.failed)} failed" if outcome.failed else ""), file=sys.stderr)
+    failed = f", {len(outcome.failed)} failed" if outcome.failed else ""
+    print(
+        f"kvmlab: rolled back the tuning of a kvmlab run that died (pid {pid}): "
+        f"{len(outcome.done)} setting(s) restored{failed}",
+        file=sys.stderr,
+    )
+

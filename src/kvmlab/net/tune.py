@@ -12,20 +12,27 @@ the exact fix, as the doctor does.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvmlab.errors import HostError, KvmlabError
+from kvmlab.net.tunestate import (
+    STATE_ENV,
+    SavedChange,
+    SavedState,
+    State,
+    TuningStateError,
+)
 from kvmlab.spec.hostcpus import host_cpu_text
 from kvmlab.spec.units import format_cpuset, parse_cpuset
 
-STATE_ENV = "KVMLAB_TUNING_STATE"
-ALLOWED = ("proc/sys/", "proc/irq/", "sys/")
-"""Where tuning writes (relative to the host's root): nothing else is ever restored."""
-DEFAULT_STATE = Path("/var/lib/kvmlab/tuning.json")
+__all__ = ["STATE_ENV", "State", "TuningStateError"]
+
+HOST_ROOT = Path("/")
+"""The root tuning is applied and rolled back under (tests point it at a stand-in tree);
+a state file applied under another root is refused, never followed."""
 
 
 class TuningError(KvmlabError):
@@ -46,16 +53,6 @@ class Setting:
     optional: bool = False
     """The kernel may refuse it (a managed IRQ's affinity is the kernel's to set; the
     boot-time ``isolcpus=managed_irq`` moves those): refused, it is skipped, not failed."""
-
-
-@dataclass
-class Change:
-    """A setting kvmlab changed: the value it found, which rollback writes back."""
-
-    name: str
-    path: str
-    original: str
-    wanted: str
 
 
 def cpu_mask(cpus: Sequence[int]) -> str:
@@ -115,56 +112,6 @@ def _same(path: str, value: str, wanted: str) -> bool:
     return value == wanted
 
 
-class State:
-    """The state file: what kvmlab changed and by whom; present exactly while tuned."""
-
-    def __init__(self, path: Path | None = None) -> None:
-        self.path = path or Path(os.environ.get(STATE_ENV) or DEFAULT_STATE)
-
-    def read(self) -> dict[str, object] | None:
-        """The saved state, or None when nothing is applied. It is written back as root,
-        so it must be kvmlab's own: owned by this user, writable by nobody else, naming
-        only files below /proc/sys, /proc/irq and /sys."""
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise TuningError(f"{self.path}: cannot read the tuning state ({exc.strerror})"
-                              ) from None  # fmt: skip
-        with os.fdopen(fd) as f:
-            st = os.fstat(f.fileno())
-            if st.st_uid != os.geteuid() or st.st_mode & 0o022:
-                raise TuningError(f"{self.path} is not kvmlab's (owner {st.st_uid}, mode "
-                                  f"{st.st_mode & 0o777:o}); not trusting it")  # fmt: skip
-            try:
-                data = dict(json.loads(f.read()))
-            except (OSError, ValueError) as exc:
-                raise TuningError(f"{self.path}: unreadable tuning state ({exc}); restore "
-                                  "by hand and remove it") from None  # fmt: skip
-        for c in data.get("changes", []) or []:
-            path = str(c.get("path", "")) if isinstance(c, dict) else ""
-            if not path.startswith(ALLOWED) or ".." in path.split("/"):
-                raise TuningError(f"{self.path} names {path!r}, which kvmlab never tunes; "
-                                  "not trusting it")  # fmt: skip
-        return data
-
-    def write(self, data: dict[str, object]) -> None:
-        """Atomically, 0600, fsynced: a crash right after still finds every original."""
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(data, indent=2))
-            f.flush()
-            os.fsync(f.fileno())
-        tmp.replace(self.path)
-
-    def remove(self) -> None:
-        """Nothing is applied any more."""
-        self.path.unlink(missing_ok=True)
-
-
 @dataclass
 class Outcome:
     """What an apply, verify or rollback found, setting by setting."""
@@ -189,10 +136,12 @@ def apply(settings: Sequence[Setting], state: State, owner: Owner | None = None,
     if state.read() is not None:
         raise TuningError(f"tuning is applied already ({state.path}); 'kvmlab tune rollback' "
                           "first")  # fmt: skip
-    changes: list[Change] = []
-    data: dict[str, object] = {"owner": list(owner) if owner else None, "root": str(root),
-                               "changes": []}  # fmt: skip
+    changes: list[SavedChange] = []
     out = Outcome([], [])
+
+    def save() -> None:
+        state.write(SavedState(owner=owner, root=str(root), changes=changes))
+
     for s in settings:
         try:
             before = _current(root, s)
@@ -201,15 +150,18 @@ def apply(settings: Sequence[Setting], state: State, owner: Owner | None = None,
             continue
         if _same(s.path, before, s.wanted):
             continue
-        changes.append(Change(s.name, s.path, before, s.wanted))
-        data["changes"] = [asdict(c) for c in changes]
-        state.write(data)  # the original is on disk before the value changes
+        try:
+            change = SavedChange(name=s.name, path=s.path, original=before, wanted=s.wanted)
+        except ValueError:
+            out.failed.append((s.name, f"reads {before[:40]!r}, which kvmlab cannot restore"))
+            continue
+        changes.append(change)
+        save()  # the original is on disk before the value changes
         try:
             (root / s.path).write_text(s.wanted + "\n")
         except OSError as exc:
             changes.pop()
-            data["changes"] = [asdict(c) for c in changes]
-            state.write(data)
+            save()
             (out.skipped if s.optional else out.failed).append((s.name, exc.strerror or str(exc)))
             continue
         out.done.append((s.name, before, _current(root, s)))
@@ -231,19 +183,22 @@ def verify(settings: Sequence[Setting], root: Path = Path("/")) -> Outcome:
     return out
 
 
-def rollback(state: State) -> Outcome:
+def rollback(state: State, root: Path | None = None) -> Outcome:
     """Write back every saved original (last changed first) and remove the state file; a
-    value that cannot be written back keeps the file, naming it."""
+    value that cannot be written back keeps the file, naming it. Only the tunables kvmlab
+    knows are written, at their fixed paths under ``root`` (:data:`HOST_ROOT`), never a
+    root the file names; nothing is created."""
+    root = HOST_ROOT if root is None else root
     data = state.read()
     out = Outcome([], [])
     if data is None:
         return out
-    root = Path(str(data.get("root", "/")))
-    changes = [Change(**c) for c in data.get("changes", [])]  # type: ignore[attr-defined]
+    if Path(data.root) != root:
+        raise TuningStateError(state.path, f"was applied under root {data.root!r}, not {root}")
     left = []
-    for c in reversed(changes):
+    for c in reversed(data.changes):
         try:
-            (root / c.path).write_text(c.original + "\n")
+            _write_back(root / c.path, c.original)
             out.done.append((c.name, c.wanted, c.original))
         except FileNotFoundError:  # an IRQ that went away: nothing left to restore
             out.done.append((c.name, c.wanted, "(gone)"))
@@ -251,10 +206,17 @@ def rollback(state: State) -> Outcome:
             left.append(c)
             out.failed.append((c.name, exc.strerror or str(exc)))
     if left:
-        state.write({**data, "changes": [asdict(c) for c in reversed(left)]})
+        state.write(data.model_copy(update={"changes": list(reversed(left))}))
     else:
         state.remove()
     return out
+
+
+def _write_back(path: Path, value: str) -> None:
+    """Write ``value`` into an existing file, never through a final link, never creating."""
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "w") as f:
+        f.write(value + "\n")
 
 
 BOOT_PARAMS = ("isolcpus", "nohz_full", "rcu_nocbs")
