@@ -3,14 +3,22 @@
 A missing directory is refused, never created: kvmlab writes where it is told and nowhere
 else. Bad paths are usage errors (exit 2); a write that fails (``/dev/full``, a full disk)
 is :class:`OutputError` (exit 3).
+
+Nothing is written through a link: a final symlink is refused, a new or regular file is
+written as a temporary file in the same directory and renamed over the path (so a hard
+link elsewhere keeps its content), and only a device or pipe already there (``/dev/null``)
+is written in place, opened without following a link and without blocking.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import stat
+import tempfile
 from pathlib import Path
 
-from kvmlab.errors import KvmlabError, UsageError
+from kvmlab.errors import KvmlabError, UsageError, printable
 
 
 class OutputError(KvmlabError):
@@ -21,25 +29,64 @@ class OutputError(KvmlabError):
 
 def check_out(path: Path, flag: str = "--out") -> None:
     """Refuse (:class:`UsageError`) a path that cannot be written as a file."""
+    shown = printable(str(path))
+    if path.is_symlink():
+        raise UsageError(f"{flag} {shown} is a symbolic link; kvmlab does not write through "
+                         "links: give the file itself, or a new name")  # fmt: skip
     if path.is_dir():
-        raise UsageError(f"{flag} {path} is a directory; give a file name, e.g. "
-                         f"{path / 'report.html'}")  # fmt: skip
+        raise UsageError(f"{flag} {shown} is a directory; give a file name, e.g. "
+                         f"{printable(str(path / 'report.html'))}")  # fmt: skip
     parent = path.parent
     if not parent.exists():
-        raise UsageError(f"{flag} {path}: directory {parent} does not exist; create it first")
+        raise UsageError(f"{flag} {shown}: directory {printable(str(parent))} does not exist; "
+                         "create it first")  # fmt: skip
     if not parent.is_dir():
-        raise UsageError(f"{flag} {path}: {parent} is not a directory")
+        raise UsageError(f"{flag} {shown}: {printable(str(parent))} is not a directory")
     if path.exists() and not os.access(path, os.W_OK):
-        raise UsageError(f"{flag} {path}: not writable (permission denied)")
-    if not path.exists() and not os.access(parent, os.W_OK | os.X_OK):
-        raise UsageError(f"{flag} {path}: cannot create files in {parent} (permission denied)")
+        raise UsageError(f"{flag} {shown}: not writable (permission denied)")
+    replaced = path.is_file() or not path.exists()  # a new file is made and renamed there
+    if replaced and not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {shown}: cannot create files in {printable(str(parent))} "
+                         "(permission denied)")  # fmt: skip
 
 
 def write_out(path: Path, text: str, flag: str = "--out") -> None:
-    """Write ``text`` to ``path`` (checked first); one-line errors."""
+    """Write ``text`` to ``path`` (checked first) without following a link; one-line errors."""
     check_out(path, flag)
+    data = text.encode("utf-8")
     try:
-        with path.open("w", encoding="utf-8") as file:
-            file.write(text)
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        mode = None
+    try:
+        if mode is None or stat.S_ISREG(mode):
+            _replace(path, data)
+        else:
+            _write_in_place(path, data)
     except OSError as exc:
-        raise OutputError(f"cannot write {flag} {path}: {exc.strerror or exc}") from None
+        why = exc.strerror or str(exc)
+        raise OutputError(f"cannot write {flag} {printable(str(path))}: {why}") from None
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """A new file in ``path``'s directory, renamed over ``path`` (a regular file or nothing)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # as a plain open would have made it
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+        Path(tmp).replace(path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _write_in_place(path: Path, data: bytes) -> None:
+    """Into a device or pipe that is there already (``/dev/null``, a FIFO with a reader)."""
+    flags = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    fd = os.open(path, flags)
+    with os.fdopen(fd, "wb") as file:
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        file.write(data)
