@@ -20,6 +20,7 @@ Schema ``kvmlab.report/1``; with ``--compare`` each row names its own run and va
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
@@ -45,13 +46,32 @@ def report_json(
                     "run": run_id, "variant": col.variant, "guest": col.guest,
                     "level": col.level, "accelerator": col.accel, "workload": row.workload,
                     "metric": row.metric, "unit": row.unit,
-                    "higher_is_better": row.higher_is_better, "value": s.median,
-                    "min": s.minimum, "max": s.maximum, "stdev": s.stdev, "n": s.n,
-                    "spread_pct": round(s.spread_pct, 3),
-                    "change_pct": None if cell.change_pct is None else round(cell.change_pct, 3),
+                    "higher_is_better": row.higher_is_better, "value": _finite(s.median),
+                    "min": _finite(s.minimum), "max": _finite(s.maximum),
+                    "stdev": _finite(s.stdev), "n": s.n,
+                    "spread_pct": _finite(round(s.spread_pct, 3)),
+                    "change_pct": None if cell.change_pct is None else _finite(
+                        round(cell.change_pct, 3)),
                     "command": s.command,
                 })  # fmt: skip
     moved = [{"run": run, "variant": variant, "comparison": doc}
              for run, variant, doc in migrations]  # fmt: skip
-    return json.dumps({"schema": SCHEMA, "runs": [asdict(r) for r in runs], "rows": rows,
-                       "migrations": moved}, indent=2)  # fmt: skip
+    doc = {"schema": SCHEMA, "runs": [asdict(r) for r in runs], "rows": rows,
+           "migrations": moved}  # fmt: skip
+    return json.dumps(_json_safe(doc), indent=2, allow_nan=False)
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` with every float JSON cannot carry (inf, nan) as null, however deep."""
+    if isinstance(value, float):
+        return _finite(value)
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def _finite(value: float) -> float | None:
+    """A figure JSON can carry: one too large for a float (a ratio of huge values) is null."""
+    return value if math.isfinite(value) else None

@@ -13,6 +13,7 @@ gains them when opened.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 import time
@@ -22,7 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from kvmlab.errors import KvmlabError, UsageError
+from kvmlab.errors import KvmlabError, UsageError, printable
 from kvmlab.results.model import Failure, Run, Sample
 
 SCHEMA_VERSION = 3
@@ -192,9 +193,21 @@ class ResultStore:
         return run.id
 
     def add(self, run_id: int, samples: Iterable[Sample]) -> None:
-        """Store samples at once (one transaction), so nothing measured is lost."""
+        """Store samples at once (one transaction), so nothing measured is lost. A value
+        that is not a finite number is never stored: the run records how many were dropped."""
+        kept: list[Sample] = []
+        dropped: dict[tuple[str, str, str, str], int] = {}
+        for s in samples:
+            if math.isfinite(s.value):
+                kept.append(s)
+            else:
+                where = (s.variant, s.level, s.guest, s.workload)
+                dropped[where] = dropped.get(where, 0) + 1
+        for (variant, level, guest, workload), count in dropped.items():
+            message = f"dropped {count} value(s) that are not finite numbers"
+            self.add_failure(run_id, Failure(variant, level, guest, workload, message, None))
         rows = [
-            (run_id, *(getattr(s, c) for c in SAMPLE_COLUMNS)) for s in samples
+            (run_id, *(getattr(s, c) for c in SAMPLE_COLUMNS)) for s in kept
         ]
         marks = ", ".join("?" * (len(SAMPLE_COLUMNS) + 1))
         with self._tx() as db:
@@ -247,11 +260,10 @@ class ResultStore:
             if row is None:
                 raise UsageError(f"no runs in {self.path} yet")
             return _run(row, self._failures(int(row["id"])).get(int(row["id"]), []))
-        try:
-            run_id = int(ref)
-        except ValueError:
-            raise UsageError(f"{ref!r} is not a run id (see kvmlab results ls)") from None
-        row = self._db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        run_id = parse_run_id(ref)
+        row = None
+        if run_id <= MAX_RUN_ID:  # SQLite's integers are 64-bit: a larger id is no run
+            row = self._db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
             raise UsageError(f"no run {run_id} in {self.path}")
         return _run(row, self._failures(run_id).get(run_id, []))
@@ -274,8 +286,10 @@ class ResultStore:
             f"SELECT {', '.join(SAMPLE_COLUMNS)} FROM samples WHERE run = ? ORDER BY rowid",
             (run_id,),
         ).fetchall()
-        return [
-            Sample(**{**dict(r), "higher_is_better": bool(r["higher_is_better"])}) for r in rows
+        return [  # a value that is not finite (stored by an older kvmlab) is no measurement
+            Sample(**{**dict(r), "higher_is_better": bool(r["higher_is_better"])})
+            for r in rows
+            if isinstance(r["value"], int | float) and math.isfinite(r["value"])
         ]
 
     def documents(self, run_id: int, kind: str) -> list[tuple[str, dict[str, Any]]]:
@@ -302,6 +316,20 @@ class ResultStore:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+MAX_RUN_ID = (1 << 63) - 1
+"""SQLite's largest integer."""
+
+
+def parse_run_id(ref: str | int) -> int:
+    """A run id: a positive whole number in ASCII digits (any size; none is negative)."""
+    if isinstance(ref, int):
+        return ref
+    if not (ref.isascii() and ref.isdigit()) or len(ref) > 100 or int(ref) == 0:
+        shown = ref if len(ref) <= 40 else ref[:37] + "..."
+        raise UsageError(f"{printable(repr(shown))} is not a run id (see kvmlab results ls)")
+    return int(ref)
 
 
 def _run(row: sqlite3.Row, failures: list[Failure]) -> Run:
