@@ -11,7 +11,7 @@ APT_PACKAGES := $(shell cat deps/apt.txt | grep -v '^\#')
 APT_STAMP := $(VENV)/.apt-$(shell cat deps/apt.txt deps/deb-src.sh | md5sum | cut -c1-12)
 PIP_STAMP := $(VENV)/.pip-$(shell cat pyproject.toml deps/constraints.txt | md5sum | cut -c1-12)
 
-.PHONY: qemu10 demo test deps lint docs clean
+.PHONY: qemu10 demo test deps lint docs golden clean
 
 demo: deps
 	$(BIN)/kvmlab doctor || true
@@ -27,6 +27,10 @@ lint: deps
 docs: deps
 	$(BIN)/kvmlab check --explain -o md > docs/lab-reference.md
 	$(BIN)/python -m kvmlab.runtime.patience > docs/timeouts.md
+
+# After an intended rendering change: rewrite tests/golden (tests never write it), then review the diff.
+golden: deps
+	$(BIN)/python -m tests.render.golden
 
 deps: $(APT_STAMP) $(PIP_STAMP)
 

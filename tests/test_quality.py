@@ -29,12 +29,3 @@ def test_mypy_strict_clean() -> None:
     checked = int(re.search(r"in (\d+) source files", proc.stdout).group(1))  # type: ignore[union-attr]
     expected = [*(ROOT / "src").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py")]
     assert checked == len(expected), "mypy checks the package and the benchmarks"
-
-
-def test_no_module_over_600_lines() -> None:
-    long = [
-        f"{p.relative_to(ROOT)}: {n}"
-        for p in sorted([*(ROOT / "src").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py")])
-        if (n := len(p.read_text().splitlines())) > 600
-    ]
-    assert not long, long

@@ -59,4 +59,4 @@ def test_shipped_migration_lab_is_valid() -> None:
     loaded = load_lab(LABS / "migrate.toml")
     assert [m.name for m in loaded.lab.migrations][:2] == ["qemu-default", "kvmlab-auto"]
     assert loaded.variant_named("one-vcpu").lab.guests["vm"].vcpus == 1
-    assert load_lab(LABS / "basic.toml").variant_named("migratable").lab.guests["vm1"].migratable
+    assert load_lab(LABS / "migrate.toml").variant_named("one-vcpu").lab.guests["vm"].migratable

@@ -56,7 +56,7 @@ def test_assumed_caps_say_no_daemon_was_asked() -> None:
     loaded = load_lab(LABS / "basic.toml")
     target = replace(target_for(loaded, ("vm1",)), libvirt=LibvirtCaps.assumed(9000000))
     xml = render_libvirt(loaded.lab.guests["vm1"], target)
-    assert "libvirt 9.0.0 assumed (no daemon asked; --connect asks one)" in xml
+    assert "libvirt 9.0.0 assumed, no daemon asked (render -c URI asks one)" in xml
 
 
 def test_kvm_guest_on_a_libvirt_without_kvm_is_refused() -> None:

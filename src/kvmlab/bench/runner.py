@@ -17,7 +17,7 @@ from kvmlab.bench.parsers.errors import ParseError
 from kvmlab.bench.suite import Settings
 from kvmlab.bench.workloads import WORKLOADS, Step
 from kvmlab.errors import KvmlabError
-from kvmlab.results.model import Failure, Sample
+from kvmlab.results.model import SKIPPED, Failure, Sample
 from kvmlab.results.store import ResultStore
 
 Progress = Callable[[str], None]
@@ -57,6 +57,8 @@ class LevelRunner:
     """The lab's name, to name guests in progress lines as users type them."""
     stage: Stage = field(default_factory=Stage)
     _failed: list[BaseException] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    """Each workload asked for that could not run somewhere, as its headline."""
 
     def at(self, level: str, guest: str, what: str) -> None:
         """Note where the run is now (the place a failure is filed under)."""
@@ -87,6 +89,15 @@ class LevelRunner:
         self.progress(replace(failure, guest=self.shown(failure.guest)).headline)
         return failure
 
+    def skip(self, place: Place, workload: str, reason: str) -> None:
+        """A workload asked for that cannot run at ``place``: stored as a failure of the run
+        (which is then incomplete), with the reason, and said."""
+        failure = Failure(self.variant, place.level, place.guest, workload,
+                          f"{SKIPPED}{reason}", WorkloadsSkipped.exit_code)  # fmt: skip
+        self.store.add_failure(self.run_id, failure)
+        self.skipped.append(replace(failure, guest=self.shown(failure.guest)).headline)
+        self.progress(self.skipped[-1])
+
     def boot(self, executor: Executor, stages: dict[str, float], say: bool = True) -> list[Sample]:
         """The guest's measured boot stages as samples of the ``boot`` workload.
 
@@ -116,13 +127,9 @@ class LevelRunner:
             if make is None:
                 continue
             self.at(place.level, place.guest, name)
-            if not place.tools:
-                self.progress(f"{self.name(place)} {name} skipped (a migratable guest boots the "
-                              "self-contained image, which has no benchmark tools)")  # fmt: skip
-                continue
-            steps = make(place, self.settings)
+            steps = make(place, self.settings) if place.tools else []
             if not steps:
-                self.progress(f"{self.name(place)} {name} skipped ({_why(name)})")
+                self.skip(place, name, skip_reason(place, name))
                 continue
             start = time.monotonic()
             done: list[Sample] = []
@@ -199,8 +206,22 @@ def _headline(samples: list[Sample]) -> str:
     return f"; {first.metric} {shown} {first.unit}"
 
 
-def _why(workload: str) -> str:
+def skip_reason(place: Place, workload: str) -> str:
+    """Why ``workload`` cannot run at ``place``."""
+    if not place.tools:
+        return ("it is migratable: it boots the self-contained image, which has no "
+                "benchmark tools")  # fmt: skip
     return {
         "disk": "no scratch disk: give the guest a disk (it boots the default image)",
         "network": "no user-networking NIC to reach the level below",
     }.get(workload, "nothing to run here")
+
+
+class WorkloadsSkipped(KvmlabError):
+    """Workloads asked for were not measured somewhere; the run is stored incomplete."""
+
+    exit_code = 3
+
+    def __init__(self, skipped: list[str]) -> None:
+        self.skipped = skipped
+        super().__init__(f"the run is incomplete: {'; '.join(skipped)}")

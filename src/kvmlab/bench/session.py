@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvmlab import __version__
 from kvmlab.bench.executor import GuestExecutor, HostExecutor, Place
-from kvmlab.bench.runner import LevelRunner, Progress
+from kvmlab.bench.runner import LevelRunner, Progress, WorkloadsSkipped
 from kvmlab.bench.suite import Settings
 from kvmlab.errors import UsageError
 from kvmlab.guest.image import GuestImage
@@ -53,6 +53,41 @@ def _guest_executor(loaded: LoadedLab, machine: Machine) -> GuestExecutor:
     assert guest is not None
     place = guest_place(loaded.lab.name, path, guest, machine.config.accel)
     return GuestExecutor(place, machine)
+
+
+def unmeasurable(loaded: LoadedLab, settings: Settings, levels: set[str]) -> list[str]:
+    """Each workload of the suite that a guest at a level asked for could not run, with
+    why (known from the spec, so refused before anything starts): every variant measured."""
+    from kvmlab.bench.runner import skip_reason
+    from kvmlab.bench.workloads import WORKLOADS
+
+    out: list[str] = []
+    for name, variant in loaded.variants(settings.variants).items():
+        for path, guest in variant.lab.walk():
+            if f"L{len(path)}" not in levels:
+                continue
+            place = guest_place(variant.lab.name, path, guest, "tcg")
+            lost = [w for w in settings.workloads if w in WORKLOADS
+                    and (not place.tools or not WORKLOADS[w](place, settings))]  # fmt: skip
+            if lost:
+                where = f"{variant.lab.name}/{'/'.join(path)}"
+                shown = where if name == "default" else f"variant {name}: {where}"
+                out.append(f"{shown} (L{len(path)}) cannot run {', '.join(lost)}: "
+                           f"{skip_reason(place, lost[0])}")  # fmt: skip
+    return out
+
+
+def check_measurable(loaded: LoadedLab, settings: Settings, levels: set[str]) -> None:
+    """Refuse (:class:`UsageError`) a suite some guest asked for cannot run, with the fix."""
+    lost = unmeasurable(loaded, settings, levels)
+    if not lost:
+        return
+    fixes = ["--only to measure what every guest can run"]
+    if loaded.lab.variants and not settings.variants:
+        fixes.append("--variant NAME to measure just some variants (default: the lab as "
+                     "written)")  # fmt: skip
+    raise UsageError(f"{loaded.path}: {'; '.join(lost)}; nothing was started "
+                     f"({'; or '.join(fixes)})")  # fmt: skip
 
 
 def lab_levels(loaded: LoadedLab) -> set[str]:
@@ -121,7 +156,8 @@ def run_bench(
     """
     labrun.assert_not_up(loaded.lab.name)
     check_levels(loaded, levels)
-    variants = loaded.variants()
+    check_measurable(loaded, settings, levels)
+    variants = loaded.variants(settings.variants)
     run = Run(0, loaded.lab.name, str(loaded.path), loaded.digest, settings.suite, __version__,
               time.time(), host=host_facts)  # fmt: skip
     run_id = store.start(run)
@@ -144,7 +180,11 @@ def run_bench(
                 _guests(variant, levels, runner, host, image, host_exec, progress, backend)
             if after is not None:
                 after(runner, variant)
+        if runner.skipped:
+            raise WorkloadsSkipped(runner.skipped)
         complete = True
+    except WorkloadsSkipped:
+        raise  # each skip is stored already, with its reason on its row
     except BaseException as exc:
         runner.fail(exc)
         raise

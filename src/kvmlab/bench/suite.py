@@ -23,6 +23,9 @@ class Settings:
     fio_iodepth: int
     iperf3_streams: int
     ping_count: int
+    variants: tuple[str, ...] = ()
+    """The lab's variants to measure (``--variant``; ``default`` is the lab as written);
+    empty: the lab as written, then every variant."""
 
 
 SUITES = {

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -94,6 +94,7 @@ def run_bench_cmd(
     html: Path | None = None,
     output: str = "text",
     backend_opts: BackendOpts = (None, None, None, None),
+    variants: Sequence[str] = (),
 ) -> None:
     """Boot what the levels need, run the suite, store it, print the level table (or JSON).
 
@@ -121,12 +122,14 @@ def run_bench_cmd(
     wanted = parse_levels(levels, loaded) if levels is not None else lab_levels(loaded)
     if backend is not None:
         wanted = libvirt_levels(loaded, wanted, levels is not None, backend.nested_local(loaded))
+    chosen = loaded.variants(variants)  # an unknown name is refused before anything runs
     suite_only, suite_runs, extras = split_only(loaded, only, wanted)
     if backend is not None:
         libvirt_extras(loaded, extras, backend)
-        for variant in loaded.variants().values():  # refused before L0 is measured
+        for variant in chosen.values():  # refused before L0 is measured
             backend.check(variant, children="L2" in wanted)
-    settings = settings_for(suite, loaded.lab.bench, suite_only)
+    settings = replace(settings_for(suite, loaded.lab.bench, suite_only),
+                       variants=tuple(chosen) if variants else ())  # fmt: skip
     if not suite_runs:
         settings = replace(settings, workloads=())
     if html is not None:

@@ -114,8 +114,19 @@ def render(
         str | None,
         typer.Option("--connect", "-c", help="libvirt URI: render for the libvirt there."),
     ] = None,
+    publish: Annotated[
+        bool,
+        typer.Option(
+            "--publish",
+            help="With --connect: upload the default image (and a cloud-init seed) into "
+            "libvirt's pool 'kvmlab' so the printed domain starts there as printed.",
+        ),
+    ] = False,
 ) -> None:
-    """Print the QEMU command line or libvirt domain XML of a lab's guests."""
+    """Print the QEMU command line or libvirt domain XML of a lab's guests.
+
+    What a printed domain needs that render does not make (an image libvirt's QEMU user
+    cannot read, a switch, a disk) is said on stderr, one line each."""
     from kvmlab.cli.spec_cmds import run_render
 
     if fmt not in ("qemu", "libvirt"):
@@ -123,7 +134,10 @@ def render(
     if connect is not None and fmt != "libvirt":
         raise typer.BadParameter("--connect renders libvirt XML: add --format libvirt",
                                  param_hint="--connect")  # fmt: skip
-    run_render(lab, guest, fmt, connect)
+    if publish and connect is None:
+        raise typer.BadParameter("--publish uploads to a daemon: add --connect URI",
+                                 param_hint="--publish")  # fmt: skip
+    run_render(lab, guest, fmt, connect, publish)
 
 
 @app.command()
@@ -408,6 +422,16 @@ def down(
     run_down(lab, force)
 
 
+VariantsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--variant",
+        help="Measure this variant (repeatable; default is the lab as written). "
+        "Without it: the lab as written, then every variant.",
+    ),
+]
+
+
 @app.command()
 def bench(
     lab: Annotated[Path, typer.Argument(help="Lab file.")],
@@ -423,11 +447,17 @@ def bench(
     connect: ConnectOpt = None,
     persistent: PersistentOpt = None,
     qemu_as_root: RootOpt = None,
+    variant: VariantsOpt = None,
 ) -> None:
-    """Run the benchmark suite at L0 and in the lab's guests; store and print the level table."""
+    """Run the benchmark suite at L0 and in the lab's guests; store and print the level table.
+
+    The lab as written is measured, then each of its variants beside it (--variant: those).
+    A workload skipped at a level asked for leaves the run incomplete (exit 3)."""
     from kvmlab.cli.bench_cmds import run_bench_cmd
+
     run_bench_cmd(lab, suite, levels, only, output=_output(output, "text", "json"),
-                  backend_opts=(backend, connect, persistent, qemu_as_root))
+                  backend_opts=(backend, connect, persistent, qemu_as_root),
+                  variants=variant or ())  # fmt: skip
 
 
 @app.command(name="run")
@@ -450,6 +480,7 @@ def run_lab(
     connect: ConnectOpt = None,
     persistent: PersistentOpt = None,
     qemu_as_root: RootOpt = None,
+    variant: VariantsOpt = None,
 ) -> None:
     """The main job: boot the whole lab (L1 and L2), benchmark L0/L1/L2, report, tear down."""
     from kvmlab.cli.bench_cmds import run_bench_cmd
@@ -458,7 +489,7 @@ def run_lab(
     path = lab if lab is not None else lab_path("nested")
     html = out or Path(f"kvmlab-report-{path.stem}.html")
     run_bench_cmd(path, suite, levels, only, html, _output(output, "text", "json"),
-                  (backend, connect, persistent, qemu_as_root))
+                  (backend, connect, persistent, qemu_as_root), variant or ())  # fmt: skip
 
 
 app.add_typer(tune_app, name="tune")

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
 from kvmlab.errors import Problem, SpecError, UsageError, printable
 from kvmlab.render.libvirt_caps import LibvirtCaps
+from kvmlab.render.target import Target
+from kvmlab.render.xmldom import xml_comment
 from kvmlab.spec import Guest, LoadedLab, load_lab
 from kvmlab.spec.units import format_size
 
@@ -127,19 +130,54 @@ def _libvirt_caps(connect: str | None) -> LibvirtCaps:
 
         return LibvirtCaps.assumed(libvirt.getVersion())
     from kvmlab.runtime.libvirt.conn import capabilities, connected
+
+    with connected(_checked_uri(connect)) as conn:
+        return capabilities(conn)
+
+
+def _checked_uri(connect: str) -> str:
     from kvmlab.spec.backend import check_uri
 
     try:
         check_uri(connect)
     except ValueError as exc:
         raise UsageError(f"--connect: {exc}") from None
-    with connected(connect) as conn:
-        return capabilities(conn)
+    return connect
 
 
-def run_render(lab_path: Path, address: str | None, fmt: str,
-               connect: str | None = None) -> None:  # fmt: skip
-    """Print each selected guest's QEMU command line or libvirt XML."""
+def _published(target: Target, guest: Guest, connect: str, name: str) -> Target:
+    """``target`` with the default image (and the guest's cloud-init seed) uploaded into
+    kvmlab's pool on the daemon at ``connect``, as ``kvmlab up --backend libvirt`` does.
+
+    The volumes stay while a domain of that daemon names them; kvmlab deletes them with
+    its next libvirt clean-up once none does."""
+    import secrets
+    import tempfile
+
+    from kvmlab.guest.cloudinit import write_seed
+    from kvmlab.runtime.libvirt.conn import connected
+    from kvmlab.runtime.libvirt.publish import publish, publish_seed, publishing
+
+    with connected(connect) as conn, publishing():
+        if target.image is not None and target.image.kernel.exists():
+            image = target.image
+            where = publish(conn, connect, [image.kernel, image.initrd])
+            image = replace(image, kernel=where[image.kernel], initrd=where[image.initrd])
+            target = replace(target, image=image)
+        if guest.cloud_init is not None:
+            with tempfile.TemporaryDirectory(prefix="kvmlab-seed-") as tmp:
+                seed = Path(tmp) / "cidata.img"
+                write_seed(seed, guest.cloud_init, hostname=name)
+                token = secrets.token_hex(12)
+                target = replace(target, seed_image=publish_seed(conn, connect, seed, token))
+    return target
+
+
+def run_render(lab_path: Path, address: str | None, fmt: str, connect: str | None = None,
+               publish: bool = False) -> None:  # fmt: skip
+    """Print each selected guest's QEMU command line or libvirt XML; for libvirt, say on
+    stderr what the printed domain needs that this host lacks (``publish``: upload the
+    image and seeds to the daemon at ``connect`` first)."""
     from kvmlab.cli.hostinfo import host_accel
     from kvmlab.guest.image import latest_cached_image, placeholder_image
     from kvmlab.render import render_libvirt, render_qemu
@@ -153,8 +191,8 @@ def run_render(lab_path: Path, address: str | None, fmt: str,
     image = latest_cached_image()
     if image is None and any(g.boot == "image" for _, g in chosen):
         image = placeholder_image()
-        print(f"{'#' if fmt == 'qemu' else '<!--'} the default image is not built yet; "
-              f"'kvmlab image' builds it{'' if fmt == 'qemu' else ' -->'}")  # fmt: skip
+        text = "the default image is not built yet; 'kvmlab image' builds it"
+        print(f"# {text}" if fmt == "qemu" else xml_comment(text))
     for n, (path, guest) in enumerate(chosen):
         if len(path) == 1:
             host = top
@@ -169,12 +207,28 @@ def run_render(lab_path: Path, address: str | None, fmt: str,
         if fmt == "libvirt":
             caps = caps or _libvirt_caps(connect)
             target = replace(target, libvirt=caps)
+            if publish and connect is not None and len(path) == 1:
+                target = _published(target, guest, connect, path[-1])
+            _say_needs(loaded, guest, target, caps, connect)
         if len(chosen) > 1:
             sep = "\n" if n else ""
-            mark = "#" if fmt == "qemu" else "<!--"
-            end = "" if fmt == "qemu" else " -->"
-            print(f"{sep}{mark} guest {'/'.join(path)} (L{len(path)}){end}")
+            text = f"guest {'/'.join(path)} (L{len(path)})"
+            print(sep + (f"# {text}" if fmt == "qemu" else xml_comment(text)))
         if fmt == "qemu":
             print(render_qemu(guest, target).shell(), end="")
         else:
             print(render_libvirt(guest, target), end="")
+
+
+def _say_needs(loaded: LoadedLab, guest: Guest, target: Target, caps: LibvirtCaps,
+               connect: str | None) -> None:  # fmt: skip
+    """One stderr line for each thing the printed domain needs from its host."""
+    from kvmlab.runtime.libvirt.conn import is_local
+    from kvmlab.runtime.libvirt.printed import findings
+
+    accel, _ = target.accel_for(guest)
+    local = connect is None or is_local(connect)
+    found = findings(guest.under(accel), target, caps, local=local, connect=connect,
+                     lab_file=str(loaded.path))  # fmt: skip
+    for finding in found:
+        print(finding.line("/".join(target.address)), file=sys.stderr)

@@ -8,7 +8,7 @@ from kvmlab.errors import RenderError
 from kvmlab.render.devices import guest_parts
 from kvmlab.render.identity import domain_uuid
 from kvmlab.render.target import Target
-from kvmlab.render.xmldom import KVMLAB_NS, DomainXml, sub
+from kvmlab.render.xmldom import KVMLAB_NS, DomainXml, MalformedXml, sub
 from kvmlab.spec import Guest
 
 
@@ -47,4 +47,8 @@ def render_libvirt(guest: Guest, target: Target) -> str:
     emulator = ET.Element("emulator")
     emulator.text = target.qemu_binary
     d.devices.insert(0, emulator)
-    return d.tostring()
+    try:
+        return d.tostring()
+    except MalformedXml as exc:
+        raise RenderError(target.name, f"its domain XML would not be well-formed ({exc}): a "
+                          "value of the lab carries a character XML cannot hold") from None

@@ -48,7 +48,7 @@ class LibvirtCaps:
     def label(self) -> str:
         """``libvirt 9.0.0`` (or what was assumed)."""
         text = f"libvirt {version_text(self.version)}"
-        return text if self.known else f"{text} assumed (no daemon asked; --connect asks one)"
+        return text if self.known else f"{text} assumed, no daemon asked (render -c URI asks one)"
 
     @classmethod
     def assumed(cls, version: int) -> LibvirtCaps:

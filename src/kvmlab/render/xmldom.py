@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
@@ -17,6 +18,26 @@ SECTION_ORDER = (
     "on_reboot", "on_crash", "devices", "seclabel", f"{{{QEMU_NS}}}commandline",
     f"{{{QEMU_NS}}}override",
 )  # fmt: skip
+
+
+def comment_text(text: str) -> str:
+    """``text`` made fit for an XML comment: XML forbids ``--`` inside one and a ``-``
+    at its end, so each hyphen that would form either is followed by a space."""
+    safe = re.sub(r"-(?=-)", "- ", _printable(text))
+    return f" {safe} "
+
+
+def xml_comment(text: str) -> str:
+    """A whole ``<!-- ... -->`` comment, for text printed beside a document."""
+    return f"<!--{comment_text(text)}-->"
+
+
+def _printable(text: str) -> str:
+    """``text`` without the characters XML 1.0 cannot carry (control characters)."""
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
 def sub(parent: ET.Element, tag: str, text: str | None = None, /, **attrib: object) -> ET.Element:
@@ -79,10 +100,25 @@ class DomainXml:
     def tostring(self) -> str:
         """The document, indented, notes first as comments inside ``<domain>``."""
         for i, text in enumerate(self.notes):
-            self.root.insert(i, ET.Comment(f" {text} "))
+            self.root.insert(i, ET.Comment(comment_text(text)))
         ET.indent(self.root, space="  ")
         try:
-            return ET.tostring(self.root, encoding="unicode") + "\n"
+            text = ET.tostring(self.root, encoding="unicode") + "\n"
         finally:
             for child in [c for c in self.root if not isinstance(c.tag, str)]:
                 self.root.remove(child)
+        well_formed(text)
+        return text
+
+
+class MalformedXml(ValueError):
+    """The serialised document is not well-formed XML (a character XML cannot carry in
+    a text or attribute); kvmlab never prints such a document."""
+
+
+def well_formed(text: str) -> None:
+    """Raise :class:`MalformedXml` unless ``text`` parses as one XML document."""
+    try:
+        ET.fromstring(text)
+    except ET.ParseError as exc:
+        raise MalformedXml(str(exc)) from None

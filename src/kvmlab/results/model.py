@@ -36,6 +36,10 @@ class Sample:
     """The exact command that produced the value."""
 
 
+SKIPPED = "skipped: "
+"""How a stored failure's message starts when a workload asked for could not run."""
+
+
 @dataclass(frozen=True)
 class Failure:
     """What cut a run short: where it happened, doing what, and the error."""
@@ -72,15 +76,23 @@ class Failure:
         return self.exit_code == 130
 
     @property
+    def skipped(self) -> bool:
+        """Whether this is a workload asked for that could not run here (not an error)."""
+        return self.message.startswith(SKIPPED)
+
+    @property
     def short(self) -> str:
-        """``L2 l1/l2 failed while booting`` (``interrupted`` for Ctrl-C)."""
+        """``L2 l1/l2 failed while booting`` (``interrupted`` for Ctrl-C, ``did not
+        measure disk`` for a workload that could not run)."""
+        if self.skipped:
+            return f"{self.where} did not measure {self.stage}"
         verb = "interrupted" if self.interrupted else "failed"
         return " ".join(p for p in (self.where, verb, self.doing) if p)
 
     @property
     def headline(self) -> str:
         """One line: ``L2 l1/l2 failed while booting: <message>``."""
-        return f"{self.short}: {self.message}"
+        return f"{self.short}: {self.message.removeprefix(SKIPPED)}"
 
 
 @dataclass

@@ -227,7 +227,15 @@ class Lab(SpecModel):
     variants: dict[Name, dict[str, Any]] = {}
     """Configurations `kvmlab run` compares side by side: each a table of overrides of this
     lab's keys, e.g. `[variants.named-cpu.guests.l1.cpu] model = "EPYC"`; each is validated
-    as a whole lab."""
+    as a whole lab. `default` names the lab as written, so no variant may take it."""
+
+    @field_validator("variants")
+    @classmethod
+    def _not_as_written(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        if "default" in value:
+            raise ValueError("'default' names the lab as written, measured beside every "
+                             "variant: give this variant another name")  # fmt: skip
+        return value
 
     def within(self, address: str) -> Lab:
         """The lab as the guest hypervisor at ``address`` sees it: its guests at the top."""

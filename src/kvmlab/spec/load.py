@@ -23,6 +23,9 @@ from kvmlab.spec.devices import NIC_TYPES
 from kvmlab.spec.lab import Lab, deep_merge
 from kvmlab.spec.rules import check_lab
 
+AS_WRITTEN = "default"
+"""The name the lab as written is measured and stored under, beside its variants."""
+
 
 @dataclass(frozen=True)
 class LoadedLab:
@@ -36,24 +39,27 @@ class LoadedLab:
     """The variant this is (None: the lab as written); a kvmlab inside a guest hypervisor
     is told it, since it reads the same file."""
 
-    def variants(self) -> dict[str, LoadedLab]:
-        """Each variant as a lab of its own (``default`` when the lab declares none)."""
-        if not self.lab.variants:
-            return {"default": self}
-        base = self.lab.model_dump(exclude={"variants"}, exclude_unset=True, by_alias=True)
-        out = {}
-        for name, overrides in self.lab.variants.items():
-            lab = Lab.model_validate(deep_merge(base, overrides))
-            out[name] = LoadedLab(lab=lab, path=self.path, digest=self.digest, variant=name)
-        return out
+    def variants(self, names: Sequence[str] = ()) -> dict[str, LoadedLab]:
+        """The lab as written (:data:`AS_WRITTEN`) and each of its variants as a lab of its
+        own, in that order: a variant is compared against the lab, never instead of it.
+        With ``names``, just those (a :class:`UsageError` names one the lab lacks)."""
+        out = {AS_WRITTEN: self}
+        if self.lab.variants:
+            base = self.lab.model_dump(exclude={"variants"}, exclude_unset=True, by_alias=True)
+            for name, overrides in self.lab.variants.items():
+                lab = Lab.model_validate(deep_merge(base, overrides))
+                out[name] = LoadedLab(lab=lab, path=self.path, digest=self.digest, variant=name)
+        for name in names:
+            if name not in out:
+                have = ", ".join(out)
+                raise UsageError(f"{self.path} has no variant {name!r} (it has: {have}; "
+                                 f"{AS_WRITTEN} is the lab as written)")  # fmt: skip
+        return {name: out[name] for name in dict.fromkeys(names)} if names else out
 
     def variant_named(self, name: str) -> LoadedLab:
-        """One variant, or a UsageError listing those there are."""
-        found = self.variants()
-        if name not in found or not self.lab.variants:
-            have = ", ".join(self.lab.variants) or "none"
-            raise UsageError(f"{self.path} has no variant {name!r} (variants: {have})")
-        return found[name]
+        """One variant (:data:`AS_WRITTEN`: the lab as written), or a UsageError listing
+        those there are."""
+        return self.variants([name])[name]
 
     @property
     def directory(self) -> Path:
@@ -149,6 +155,10 @@ def parse_lab(data: bytes, shown: str) -> Lab:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError([_toml_problem(shown, exc)]) from None
+    except RecursionError:  # deeper than Python's stack, so deeper than MAX_DEPTH
+        raise SpecError([_too_deep(shown)]) from None
+    if _depth(raw) > MAX_DEPTH:
+        raise SpecError([_too_deep(shown)])
     if not raw:
         raise SpecError(
             [Problem(shown, "", "the file is empty; a lab needs name and a [guests.NAME] table")]
@@ -179,6 +189,30 @@ def _variant_problems(
         found = [_pydantic_problem(shown, err) for err in exc.errors()]
         return [Problem(p.file, f"{prefix}.{p.path}", p.message) for p in found]
     return [Problem(shown, f"{prefix}.{key}", msg) for key, msg in check_lab(lab)]
+
+
+MAX_DEPTH = 32
+"""Tables and arrays of a lab file nest at most this deep (guests in guests included)."""
+
+
+def _too_deep(shown: str) -> Problem:
+    return Problem(shown, "", f"tables and arrays nest more than {MAX_DEPTH} levels deep; "
+                              "a lab nests a few")  # fmt: skip
+
+
+def _depth(data: Any) -> int:
+    """How deep tables and arrays nest in ``data`` (iteratively: no recursion to exhaust)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list):
+            deepest = max(deepest, depth + 1)
+            if deepest > MAX_DEPTH:
+                return deepest
+            children = value.values() if isinstance(value, dict) else value
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 _TOML_POS = re.compile(r"^(.*) \(at line (\d+), column (\d+)\)$")
