@@ -43,6 +43,11 @@ def lab_name(text: str, what: str = "lab name") -> str:
 def parse_address(text: str) -> tuple[str, tuple[str, ...]]:
     """``"lab/l1/l2"`` -> ``("lab", ("l1", "l2"))``; anything else is a :class:`UsageError`."""
     parts = text.split("/")
+    if len(parts) > MAX_DEPTH + 1 and all(is_name(p) for p in parts):
+        raise UsageError(
+            f"{_shown(text)} is not a guest address: it is {len(parts) - 1} guests deep, and "
+            f"guests nest at most {MAX_DEPTH} levels (LAB/L1/.../L{MAX_DEPTH})"
+        )
     if len(parts) < 2 or len(parts) > MAX_DEPTH + 1 or not all(is_name(p) for p in parts):
         raise UsageError(
             f"{_shown(text)} is not a guest address; write LAB/GUEST (e.g. basic/vm1, "

@@ -12,6 +12,7 @@ from pathlib import PurePosixPath
 from kvmlab.spec.devices import TapNic, UserNic, VhostUserNic
 from kvmlab.spec.lab import Guest, Lab
 from kvmlab.spec.machine import HUGEPAGE_BYTES, HYPERV_NEEDS
+from kvmlab.spec.names import MAX_DEPTH
 from kvmlab.spec.network import check_networks
 from kvmlab.spec.units import format_cpuset, format_size
 
@@ -277,6 +278,9 @@ def check_lab(lab: Lab) -> list[Finding]:
     found: list[Finding] = []
     for path, guest in lab.walk():
         key = guest_key(path)
+        if len(path) == MAX_DEPTH + 1:  # said once, at the first guest too deep
+            found.append((key, f"guests nest at most {MAX_DEPTH} levels (L1 to L{MAX_DEPTH}); "
+                               f"this one would be L{len(path)}"))  # fmt: skip
         for rule in GUEST_RULES:
             found.extend(rule(key, guest))
     found.extend(_unique(lab))
