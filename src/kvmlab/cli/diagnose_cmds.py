@@ -57,6 +57,7 @@ def run_diagnose(
     from kvmlab.exits.rules import evaluate
 
     if imported is not None:
+        from kvmlab.exits.fixes import PLACEHOLDER
         from kvmlab.exits.perfkvm import import_file
 
         if apply:
@@ -65,7 +66,7 @@ def run_diagnose(
         profile = import_file(imported, shown, import_seconds(seconds))
         loaded, guest, context = None, None, None
         address = shown
-        address_path: tuple[str, ...] = ("GUEST",)
+        address_path: tuple[str, ...] = (PLACEHOLDER,)
         why = "no lab for an imported profile: lab conditions are assumed"
     else:
         window = check_seconds(DEFAULT_SECONDS if seconds is None else seconds, LIVE_SECONDS)
@@ -161,10 +162,11 @@ def show_diagnosis(
 
 def _show_fix(finding: Finding, say: object, address: tuple[str, ...]) -> None:
     assert callable(say)
-    from kvmlab.exits.fixes import variant_toml
+    from kvmlab.exits.fixes import PLACEHOLDER, variant_toml
 
     if finding.fix.lab:
-        say("   fix in the lab file:")
+        placeholder = " (GUEST: the guest's name in your lab)" if address == (PLACEHOLDER,) else ""
+        say(f"   fix in the lab file{placeholder}:")
         for line in variant_toml(f"fix-{finding.id}", address, finding.fix.lab).splitlines():
             say(f"     {line}")
     for step in finding.fix.host:

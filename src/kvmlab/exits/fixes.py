@@ -337,10 +337,15 @@ def toml_value(value: object) -> str:
     raise TypeError(f"{type(value).__name__} has no TOML form")
 
 
+PLACEHOLDER = "GUEST"
+"""The guest's place in a fix printed for an imported profile (no lab names the guest)."""
+
+
 def variant_toml(name: str, address: tuple[str, ...], change: Mapping[str, object]) -> str:
     """``change`` as tables of the variant ``name`` for the guest at ``address``:
-    ``[variants.NAME.guests.l1.clock.timers.hpet]`` then ``present = true``."""
-    for part in (name, *address):
+    ``[variants.NAME.guests.l1.clock.timers.hpet]`` then ``present = true``. An address of
+    just :data:`PLACEHOLDER` stands for the guest's name, for the user to fill in."""
+    for part in (name, *(() if address == (PLACEHOLDER,) else address)):
         if not _NAME.match(part):
             raise UsageError(f"{part!r} is not a name: lower-case letters, digits and dashes")
     if not change:

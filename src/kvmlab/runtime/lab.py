@@ -26,7 +26,7 @@ from kvmlab.runtime.labnet import NET_DIR, LabNet, TapPlan, check_vhost_net
 from kvmlab.runtime.labnet import stop_recorded as stop_recorded_net
 from kvmlab.runtime.machine import Machine, MachineConfig
 from kvmlab.runtime.network import address_script, lab_addresses, setup_script, user_net
-from kvmlab.runtime.patience import LIMITS
+from kvmlab.runtime.patience import LIMITS, check_environment
 from kvmlab.runtime.procs import terminate
 from kvmlab.runtime.rundir import GuestEntry, GuestRecord, LabDir
 from kvmlab.runtime.signals import deferred_signals
@@ -247,6 +247,7 @@ def started(
     is stopped (children first) and the lab's run directory removed. With ``backend``
     (libvirt), a libvirtd runs the guests.
     """
+    check_environment()  # every limit the environment sets, before anything starts
     outer = loaded
     path = tuple(within.split("/")) if within else ()
     if within:

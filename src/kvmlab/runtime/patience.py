@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from kvmlab.errors import UsageError
+from kvmlab.errors import UsageError, printable
 from kvmlab.runtime.errors import RuntimeFailure
 
 
@@ -45,8 +45,10 @@ class Limit:
             value = float(raw)
         except ValueError:
             value = float("nan")
-        if not 0 < value < float("inf"):
-            raise UsageError(f"{self.env(kind)}={raw!r}: give a number of seconds above 0")
+        if not 0 < value <= MAX_SECONDS:
+            shown = raw if len(raw) <= 40 else raw[:37] + "..."
+            raise UsageError(f"{self.env(kind)}={printable(repr(shown))}: give a number of "
+                             f"seconds above 0 and at most {MAX_SECONDS:g}")  # fmt: skip
         return value
 
 
@@ -68,6 +70,18 @@ LIMITS = {limit.name: limit for limit in (
     Limit("inner-down", 120, 300, "'kvmlab down' inside a guest hypervisor"),
 )}  # fmt: skip
 """Every wait kvmlab bounds; ``docs/timeouts.md`` lists them (generated from here)."""
+
+MAX_SECONDS = 1e6
+"""The largest limit the environment may set (11 days): beyond it is a typo, not a wait."""
+
+
+def check_environment() -> None:
+    """Read every limit the environment sets, so a bad one is refused before anything
+    starts (not when the wait it bounds begins, with QEMU already running)."""
+    for limit in LIMITS.values():
+        limit.value("stall")
+        limit.value("ceiling")
+
 
 REFERENCE_BOOT_S = 5.0
 """A one-vCPU TCG guest of the default image reaches its agent in ~5 s on the machine these
