@@ -76,3 +76,51 @@ def test_an_address_too_deep_says_so(tmp_path: Path) -> None:
     assert proc.stderr == ("kvmlab: 'deep/l1/l2/l3/l4/l5' is not a guest address: it is 5 "
                            "guests deep, and guests nest at most 4 levels (LAB/L1/.../L4)\n"
                            )  # fmt: skip
+
+
+SIZES = {
+    '"99999999999999999999999T"': "'99999999999999999999999T' is larger than 1024T, the "
+                                  "largest size a lab takes",
+    '"1K"': "'1K' is not a whole number of MiB, which QEMU takes: use '1M'",
+    '"1.5M"': "'1.5M' is not a whole number of MiB, which QEMU takes: use '1M' or '2M'",
+    '"0.3B"': "'0.3B' is not a positive whole number of bytes",
+    '"20T"': "'20T' is more RAM than 16T",
+    '"1e3"': "'1e3' is not a size; write it like '2G', '512M' or '1GiB'",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("size", sorted(SIZES))
+def test_memory_sizes_are_exact_and_bounded(size: str, tmp_path: Path) -> None:
+    lab = tmp_path / "lab.toml"
+    lab.write_text(f'name = "x"\n[guests.a]\nmemory = {size}\n')
+    proc = kvmlab("check", str(lab))
+    assert proc.returncode == 2
+    assert proc.stderr == f"kvmlab: {lab}: guests.a.memory.size: {SIZES[size]}\n"
+
+
+def test_exact_fractional_sizes_still_pass(tmp_path: Path) -> None:
+    lab = tmp_path / "lab.toml"
+    lab.write_text('name = "x"\n[guests.a]\nmemory = "1.5G"\n')
+    proc = kvmlab("check", str(lab))
+    assert proc.returncode == 0, proc.stderr
+    assert "1536M anonymous RAM" in proc.stdout
+
+
+def test_a_nul_in_append_is_refused_at_check(tmp_path: Path) -> None:
+    lab = tmp_path / "lab.toml"
+    lab.write_text('name = "x"\n[guests.a]\nappend = "quiet\\u0000init=/bin/sh"\n')
+    proc = kvmlab("check", str(lab))
+    assert proc.returncode == 2
+    assert proc.stderr == (f"kvmlab: {lab}: guests.a.append: holds '\\x00' at character 6; "
+                           "write it as one line of printable text\n")  # fmt: skip
+
+
+def test_an_ssh_key_with_a_newline_is_refused_at_check(tmp_path: Path) -> None:
+    lab = tmp_path / "lab.toml"
+    lab.write_text('name = "x"\n[guests.a]\nboot = "disk"\n[[guests.a.disks]]\n'
+                   'path = "d.qcow2"\n[guests.a.cloud_init]\n'
+                   'ssh_keys = ["ssh-ed25519 AAAA me\\nssh-rsa BBBB evil"]\n')  # fmt: skip
+    proc = kvmlab("check", str(lab))
+    assert proc.returncode == 2
+    assert proc.stderr == (f"kvmlab: {lab}: guests.a.cloud_init.ssh_keys[0]: holds '\\n' at "
+                           "character 20; write it as one line of printable text\n")  # fmt: skip

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from kvmlab.spec.base import SpecModel
-from kvmlab.spec.units import NAME_PATTERN, Mac, Size
+from kvmlab.spec.units import NAME_PATTERN, KeyLine, Mac, Size
 
 
 class Disk(SpecModel):
@@ -54,7 +54,7 @@ class CloudInit(SpecModel):
     user: str = Field(default="kvmlab", pattern=r"^[a-z_][a-z0-9_-]{0,31}$")
     """The user cloud-init creates (with passwordless sudo)."""
 
-    ssh_keys: list[str] = []
+    ssh_keys: list[KeyLine] = Field(default=[], max_length=100)
     """Public keys authorised for the user; empty: the ~/.ssh/*.pub keys of whoever runs kvmlab."""
 
     agent: bool = True

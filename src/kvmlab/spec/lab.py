@@ -22,7 +22,7 @@ from kvmlab.spec.machine import Clock, Cpu, HyperV, Memory, Pinning
 from kvmlab.spec.migration import MigrationSpec
 from kvmlab.spec.network import NetworkSpec
 from kvmlab.spec.switch import SwitchSpec, TuningSpec
-from kvmlab.spec.units import NAME_PATTERN
+from kvmlab.spec.units import NAME_PATTERN, CommandLine
 
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 
@@ -107,7 +107,7 @@ class Guest(SpecModel):
     initrd: str | None = None
     """Initial ramdisk for `boot = "kernel"`."""
 
-    append: str | None = None
+    append: CommandLine | None = None
     """Kernel command line for `boot = "kernel"`, or extra parameters for `boot = "image"`
     (there `MODULE.PARAM=VALUE` reaches the modules its init loads, e.g. `kvm_amd.npt=0`)."""
 

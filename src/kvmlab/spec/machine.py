@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from kvmlab.spec.base import SpecModel
-from kvmlab.spec.units import CpuSet, Size
+from kvmlab.spec.units import CpuSet, MemorySize
 
 CPU_MODES = ("host-passthrough", "host-model")
 
@@ -63,7 +63,7 @@ class NumaCell(SpecModel):
     cpus: CpuSet
     """vCPUs of this node, e.g. `"0-1"`."""
 
-    memory: Size
+    memory: MemorySize
     """Memory of this node, e.g. `"1G"`."""
 
     mem_access: Literal["private", "shared"] = "private"
@@ -77,7 +77,7 @@ HUGEPAGE_BYTES = {"2M": 2 * 1024 * 1024, "1G": 1024 * 1024 * 1024}
 class Memory(SpecModel):
     """Guest RAM: size, backing and NUMA layout. `memory = "2G"` is short for `memory.size`."""
 
-    size: Size = 1024 * 1024 * 1024
+    size: MemorySize = 1024 * 1024 * 1024
     """RAM size: `"2G"`, `"512M"`, or an integer MiB count as in QEMU's `-m`."""
 
     backing: Literal["anonymous", "memfd", "hugepages"] = "anonymous"

@@ -17,10 +17,12 @@ from kvmlab.spec.lab import Guest, Lab
 from kvmlab.spec.units import (
     CpuSet,
     Mac,
+    MemorySize,
     Size,
     format_size,
     parse_cpuset,
     parse_mac,
+    parse_memory,
     parse_size,
 )
 
@@ -35,7 +37,9 @@ class KeyDoc:
     meaning: str
 
 
-_NAMED_TYPES: dict[Any, str] = {Size: "size", CpuSet: "cpu set", Mac: "MAC"}
+_NAMED_TYPES: dict[Any, str] = {
+    Size: "size", MemorySize: "size", CpuSet: "cpu set", Mac: "MAC"
+}
 _NIC_MEMBERS = (UserNic, TapNic, VhostUserNic)
 
 
@@ -64,7 +68,7 @@ def _type_name(tp: Any) -> str:
 
 
 _VALIDATOR_TYPES: dict[object, str] = {
-    parse_size: "size", parse_cpuset: "cpu set", parse_mac: "MAC"
+    parse_size: "size", parse_memory: "size", parse_cpuset: "cpu set", parse_mac: "MAC"
 }
 
 

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from kvmlab.spec.base import SpecModel
-from kvmlab.spec.units import MAX_CPU, NAME_PATTERN, CpuSet, Size
+from kvmlab.spec.units import MAX_CPU, NAME_PATTERN, CpuSet, MemorySize
 
 SwitchKind = Literal["testpmd", "ovs-dpdk"]
 
@@ -28,7 +28,7 @@ class SwitchSpec(SpecModel):
     main_core: int = Field(default=0, ge=0, le=MAX_CPU)
     """Host CPU of testpmd's main lcore / OVS's `dpdk-lcore-mask` (control, not forwarding)."""
 
-    memory: Size = 512 * 1024 * 1024
+    memory: MemorySize = 512 * 1024 * 1024
     """DPDK memory of the switch process (`-m` / `dpdk-socket-mem`)."""
 
     hugepages: bool = False

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, PlainSerializer
+from pydantic import AfterValidator, BeforeValidator, Field, PlainSerializer
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -13,30 +14,60 @@ GIB = 1024 * MIB
 TIB = 1024 * GIB
 
 _UNITS = {"": MIB, "k": KIB, "m": MIB, "g": GIB, "t": TIB, "b": 1}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtb]?)(?:i?b)?\s*$", re.IGNORECASE)
+_SIZE_RE = re.compile(
+    r"^\s*([0-9]{1,30})(?:\.([0-9]{1,12}))?\s*([kmgtb]?)(?:i?b)?\s*$", re.IGNORECASE
+)
+MAX_SIZE = 1 << 50
+"""The largest size a lab names (1 PiB): beyond it is a typo, not a disk."""
+MAX_MEMORY = 16 * TIB
+"""The largest RAM a guest, a NUMA node or the switch is given."""
 
 
 def parse_size(value: Any) -> int:
     """Bytes from ``"2G"``, ``"512M"``, ``"1GiB"`` (binary units) or an integer MiB count.
 
-    An integer is MiB, as in QEMU's ``-m``; ``"4096B"`` is bytes.
+    An integer is MiB, as in QEMU's ``-m``; ``"4096B"`` is bytes. The value is exact (a
+    fraction must come to whole bytes) and at most :data:`MAX_SIZE`.
     """
     if isinstance(value, bool):
         raise ValueError("expected a size such as '2G' or '512M'")
     if isinstance(value, int):
         if value <= 0:
             raise ValueError(f"size must be positive, got {value}")
-        return value * MIB
-    if not isinstance(value, str):
+        size = value * MIB
+        shown = str(value)
+    elif isinstance(value, str):
+        match = _SIZE_RE.match(value)
+        if not match:
+            shown = value if len(value) <= 40 else value[:37] + "..."
+            raise ValueError(f"{shown!r} is not a size; write it like '2G', '512M' or '1GiB'")
+        whole, fraction, unit = match.groups()
+        exact = Fraction(f"{whole}.{fraction or 0}") * _UNITS[unit.lower()]
+        if exact.denominator != 1 or exact <= 0:
+            raise ValueError(f"{value!r} is not a positive whole number of bytes")
+        size = int(exact)
+        shown = repr(value)
+    else:
         raise ValueError("expected a size such as '2G' or '512M'")
-    match = _SIZE_RE.match(value)
-    if not match:
-        raise ValueError(f"{value!r} is not a size; write it like '2G', '512M' or '1GiB'")
-    number, unit = match.groups()
-    size = float(number) * _UNITS[unit.lower()]
-    if size != int(size) or size <= 0:
-        raise ValueError(f"{value!r} is not a positive whole number of bytes")
-    return int(size)
+    if size > MAX_SIZE:
+        largest = format_size(MAX_SIZE)
+        raise ValueError(f"{shown} is larger than {largest}, the largest size a lab takes")
+    return size
+
+
+def parse_memory(value: Any) -> int:
+    """RAM: a size in whole MiB (QEMU's ``-m`` and DPDK's ``-m`` take MiB), at most
+    :data:`MAX_MEMORY`; another size is refused with the nearest ones that are."""
+    size = parse_size(value)
+    shown = repr(value) if isinstance(value, str) else format_size(size)
+    if size > MAX_MEMORY:
+        raise ValueError(f"{shown} is more RAM than {format_size(MAX_MEMORY)}")
+    if size % MIB:
+        below, above = size // MIB * MIB, (size // MIB + 1) * MIB
+        near = " or ".join(repr(format_size(s)) for s in (below, above) if s > 0)
+        raise ValueError(f"{shown} is not a whole number of MiB, which QEMU takes: "
+                         f"use {near}")  # fmt: skip
+    return size
 
 
 def format_size(size: int) -> str:
@@ -49,6 +80,11 @@ def format_size(size: int) -> str:
 
 Size = Annotated[int, BeforeValidator(parse_size), PlainSerializer(format_size, return_type=str)]
 """Bytes, written in a lab file as ``"2G"``, ``"512M"`` or an integer MiB count."""
+
+MemorySize = Annotated[
+    int, BeforeValidator(parse_memory), PlainSerializer(format_size, return_type=str)
+]
+"""RAM in bytes, a whole number of MiB, written like :data:`Size`."""
 
 
 MAX_CPU = 8191
@@ -117,6 +153,16 @@ CpuSet = Annotated[
 ]
 """A set of CPU numbers, written ``"0-3,6"``."""
 
+def one_line(value: str) -> str:
+    """``value`` when it is one line of printable text (no newline, NUL or escape): what a
+    kernel command line or an authorized_keys entry is."""
+    bad = next((i for i, c in enumerate(value) if not c.isprintable()), None)
+    if bad is not None:
+        raise ValueError(f"holds {value[bad]!r} at character {bad + 1}; write it as one line "
+                         "of printable text")  # fmt: skip
+    return value
+
+
 _MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
 
 
@@ -134,3 +180,9 @@ Mac = Annotated[str, BeforeValidator(parse_mac)]
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]{0,31}$"
 """Lab and guest names: lower case, digits and dashes, used in paths and addresses."""
+
+CommandLine = Annotated[str, Field(max_length=2048), AfterValidator(one_line)]
+"""A kernel command line: one printable line, at most the kernel's 2048 characters."""
+
+KeyLine = Annotated[str, Field(max_length=16384), AfterValidator(one_line)]
+"""One ``authorized_keys`` entry: one printable line."""
