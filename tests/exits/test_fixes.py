@@ -156,9 +156,10 @@ def test_write_variant_lab(tmp_path: Path) -> None:
     change = {"clock.timers.hpet.present": True}
     out = write_variant_lab(source, dest, "hpet-on", ("win10",), change, comment="rtc-port-storm")
     text = out.read_text()
-    assert text.startswith(source.read_text()) and "# rtc-port-storm\n[variants.baseline]\n" in text
+    assert text.startswith(source.read_text()) and "# rtc-port-storm\n[variants.hpet-on" in text
     variants = load_lab(out).variants()
-    assert variants["baseline"].lab.guests["win10"].clock.timers.hpet.present is False
+    assert list(variants) == ["default", "hpet-on"]  # the lab as written, then the fix
+    assert variants["default"].lab.guests["win10"].clock.timers.hpet.present is False
     assert variants["hpet-on"].lab.guests["win10"].clock.timers.hpet.present is True
     with pytest.raises(UsageError, match="exists"):
         write_variant_lab(source, dest, "other", ("win10",), change)

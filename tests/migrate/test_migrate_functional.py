@@ -156,3 +156,53 @@ def wait_for_destination(env: dict[str, str], source: int) -> int:
             return others[0]
         time.sleep(0.2)
     raise AssertionError("no destination QEMU appeared")
+
+
+POKED_PAGE, POKED_WORD = 1000, 7
+POKE = f"""pid=$(pidof kvmlab-dirty)
+while IFS=' -' read a b rest; do
+  [ $((0x$b - 0x$a)) -eq $((64 * 1048576)) ] && base=$a
+done < /proc/$pid/maps
+printf KVMLABXX | dd of=/proc/$pid/mem bs=1 conv=notrunc \\
+  seek=$((0x$base + {POKED_PAGE} * 4096 + {POKED_WORD} * 8)) 2>&1"""
+"""Another process in the guest changes one word of kvmlab-dirty's 64 MiB working set
+(busybox dd through /proc/PID/mem): a fault from outside the code under test."""
+
+
+def test_a_word_changed_after_the_resume_fails_the_verdict(lab: dict[str, str]) -> None:
+    """Right after the destination resumes (its agent answers only then), the word is
+    changed; ``kvmlab migrate`` as typed must say FAILED (exit 5) naming that page and
+    word. The same migration without the fault is VERIFIED (the first test)."""
+    from kvmlab.guest.agent import GuestAgent
+
+    known = set(leftovers(lab))
+    proc = subprocess.Popen([KVMLAB, "migrate", "migrate/vm", "--dirty", "20", "--dirty-mem",
+                             "64", "-o", "json"], env=lab, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 600
+        sock = None
+        while sock is None and time.monotonic() < deadline and proc.poll() is None:
+            fresh = [p / "qga.sock" for p in leftovers(lab) if p not in known]
+            sock = next((s for s in fresh if s.exists()), None)
+            time.sleep(0.02)
+        assert sock is not None, "no destination QEMU appeared"
+        agent = GuestAgent(sock)
+        try:
+            agent.wait_ready(timeout=600)  # the guest runs on the destination now
+            poked = agent.exec(["/bin/sh", "-c", POKE], timeout=60)
+        finally:
+            agent.close()
+        assert poked.returncode == 0, poked.stdout + poked.stderr
+        out, err = proc.communicate(timeout=900)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=300)
+    assert proc.returncode == 5, err[-3000:]
+    doc = json.loads(out)
+    assert doc["verdict"] == "FAILED" and doc["status"] == "completed"
+    memory = next(c for c in doc["checks"]["after"] if c["name"] == "memory pattern")
+    assert not memory["ok"]
+    assert f"first={POKED_PAGE} word={POKED_WORD}" in memory["evidence"], memory
+    assert "found=0x585842414c4d564b" in memory["evidence"]  # "KVMLABXX", little-endian

@@ -153,13 +153,55 @@ def test_passes_split_transfer_by_dirty_sync() -> None:
     assert [p["bytes"] for p in got] == [400, 50, 10]
 
 
-def test_heartbeat_gap_is_the_longest_pause() -> None:
+def test_heartbeat_gap_is_the_longest_pause_counted_whole() -> None:
+    """A 1.49 s pause that crosses the window's end is 1.49 s, not the 0.48 s before it."""
     watch = HeartbeatWatch([])
     watch.arrivals = [1.0, 1.01, 1.02, 1.5, 1.51, 3.0]
     gap = watch.longest_gap(1.0, 2.0)
-    assert gap is not None and abs(gap.seconds - 0.48) < 1e-9 and gap.start == 1.02
-    assert watch.longest_gap(2.0, 2.9) is None
+    assert gap is not None and abs(gap.seconds - 1.49) < 1e-9 and gap.start == 1.51
+    inside = watch.longest_gap(2.0, 2.9)  # no arrival inside: the pause spans the window
+    assert inside is not None and abs(inside.seconds - 1.49) < 1e-9
+    early = watch.longest_gap(1.2, 1.505)  # began before the window: counted from 1.02
+    assert early is not None and abs(early.seconds - 0.48) < 1e-9 and early.start == 1.02
     assert watch.beats(0, 10) == 6
+
+
+def test_a_pause_still_going_counts_up_to_the_window_end() -> None:
+    watch = HeartbeatWatch([])
+    watch.arrivals = [1.0, 1.01]
+    gap = watch.longest_gap(1.0, 4.0)
+    assert gap is not None and abs(gap.seconds - 2.99) < 1e-9
+    assert HeartbeatWatch([]).longest_gap(0.0, 1.0) is None
+
+
+def test_the_window_closes_only_once_heartbeats_are_steady() -> None:
+    """A stall that begins right after the resume keeps the window open past it."""
+    import threading
+    import time
+
+    from kvmlab.migrate.probe import STEADY_S
+
+    watch = HeartbeatWatch([])
+    t0 = time.monotonic()
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.is_set():
+            now = time.monotonic()
+            if not 0.2 <= now - t0 < 0.9:  # a 0.7 s stall, 0.2 s after the resume
+                watch.arrivals.append(now)
+            time.sleep(0.01)
+
+    beating = threading.Thread(target=beat)
+    beating.start()
+    try:
+        end = watch.wait_steady(t0, pause=0.1, ceiling=30)
+    finally:
+        stop.set()
+        beating.join()
+    assert end - t0 >= 0.9 + STEADY_S - 0.1 - 0.05  # steady: no pause over 0.1 s for 1 s
+    gap = watch.longest_gap(t0, end)
+    assert gap is not None and gap.seconds >= 0.65
 
 
 def test_heartbeat_watch_sees_two_files(tmp_path: Path) -> None:

@@ -325,7 +325,7 @@ def migrate(
     address: Annotated[str | None, typer.Argument(
         help="LAB/GUEST (a running, migratable guest).")] = None,
     lab: Annotated[Path | None, typer.Option(
-        "--lab", help="Run the lab file's [[migrations]] side by side instead.")] = None,
+        "--lab", help="Run the lab file's \\[\\[migrations]] side by side instead.")] = None,
     variant: Annotated[str | None, typer.Option(
         "--variant", help="--lab: the lab's variant to bring up.")] = None,
     reps: Annotated[int | None, typer.Option(
@@ -343,7 +343,9 @@ def migrate(
     bandwidth: Annotated[float | None, typer.Option(
         "--bandwidth", help="Max bandwidth, MiB/s (QEMU default 128).")] = None,
     dirty: Annotated[float, typer.Option(
-        "--dirty", help="Dirtying rate in the guest, MiB/s (0: as fast as it can).")] = 0.0,
+        "--dirty", help="Dirtying rate in the guest, MiB/s: 20 by default, which a "
+        "migration converges under even on a TCG host (0: as fast as it can, which "
+        "may never converge).")] = 20.0,
     dirty_mem: Annotated[int, typer.Option(
         "--dirty-mem", help="Working set the guest dirties, MiB.")] = 128,
     multifd_channels: Annotated[int | None, typer.Option(

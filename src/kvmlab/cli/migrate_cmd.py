@@ -71,7 +71,7 @@ def run_compare(
     from rich.console import Console
 
     from kvmlab.cli.hostinfo import host_accel
-    from kvmlab.cli.outfile import check_out
+    from kvmlab.cli.outfile import check_out, write_out
     from kvmlab.cli.run_cmds import image_factory
     from kvmlab.migrate.compare import run_migrations, table, to_json
     from kvmlab.report.grid import Col, print_grid
@@ -99,7 +99,7 @@ def run_compare(
         strategies = run_migrations(loaded, host, image_factory(), reps, progress)
     doc = to_json(strategies)
     if html is not None:
-        html.write_text(migration_html(doc, loaded.lab.name))
+        write_out(html, migration_html(doc, loaded.lab.name), "--html")
         progress(f"wrote {html}")
     if output == "json":
         print(json.dumps(doc, indent=2))

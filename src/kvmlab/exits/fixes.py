@@ -374,8 +374,8 @@ def write_variant_lab(
     comment: str = "",
 ) -> Path:
     """Write ``dest``: the lab file ``source`` as it is, then the fix as variant ``name``
-    (and an empty ``baseline`` variant first when the lab has none, so ``kvmlab run``
-    compares before and after). The result is validated first; an existing ``dest`` is
+    (``kvmlab run`` and ``exits --compare`` measure the lab as written beside it: before
+    and after). The result is validated first; an existing ``dest`` is
     never overwritten. Relative paths in the lab resolve against ``dest``'s folder."""
     data = read_lab_bytes(source)
     lab = parse_lab(data, str(source))  # also refuses text that is not UTF-8
@@ -384,10 +384,8 @@ def write_variant_lab(
         raise UsageError(f"{source} already has a variant {name!r}; choose another name")
     parts = [text if text.endswith("\n") else text + "\n", "\n"]
     parts += [f"# {line}\n" for line in comment.splitlines()]
-    if not lab.variants:
-        if name == "baseline":
-            raise UsageError("'baseline' names the lab as it is; choose another name")
-        parts.append("[variants.baseline]\n\n")
+    if name == "default":  # the lab as written is compared under that name already
+        raise UsageError("'default' names the lab as written; choose another name")
     parts.append(variant_toml(name, address, change))
     out = "".join(parts)
     parse_lab(out.encode(), str(dest))

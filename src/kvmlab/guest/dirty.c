@@ -10,9 +10,16 @@
  * is not exactly one of those two (a lost write, a stale or foreign page after a
  * migration) is found. This is the idea of QEMU's migration-test, applied to every word.
  *
+ * Every page is checked before it is rewritten: pass c first reads each word of a page
+ * against pass c - 1, so a page that changed behind the program's back (a page corrupted
+ * in a migration, a word poked by another process) is caught at its first touch, before
+ * the new pass hides it. The first such page is appended to STATEDIR/verify.log at once
+ * ("0 BAD touched ..."); the count is kept and reported by every check below.
+ *
  * SIGUSR1: check every page now (between two chunks) and append one line to
- * STATEDIR/verify.log: "N ok pages=P pass=C cursor=X" or "N BAD bad=K first=I
- * expected=E found=F word=W". STATEDIR/status is rewritten every second
+ * STATEDIR/verify.log: "N ok pages=P pass=C cursor=X" or "N BAD bad=K touchbad=T
+ * first=I word=W expected=E found=F pass=C seen=scan|touch" (the first bad page found by
+ * this scan, or else the first found at a touch). STATEDIR/status is rewritten every second
  * ("passes=.. pages=.. bytes=.. maxgap_us=.." with the longest gap the program saw
  * in its own progress, by the guest's clock). PROBE (a virtio-serial port) gets a line
  * with a sequence number every 10 ms of guest time: the host timestamps their arrival,
@@ -76,6 +83,40 @@ static void fill(uint64_t *p, uint64_t pass, uint64_t page)
 		p[j] = word(pass, page, j);
 }
 
+/* The first page found wrong at a touch, and how many were. */
+static struct {
+	uint64_t count, page, at, expected, found, pass;
+} touched;
+
+static void put_file(const char *dir, const char *name, const char *text, int append);
+
+/* Rewrite a page for pass `pass` after checking it still holds pass - 1, every word. */
+static void refill(const char *dir, uint64_t *p, uint64_t pass, uint64_t page)
+{
+	for (uint64_t j = 0; j < WORDS; j++) {
+		uint64_t want = word(pass - 1, page, j);
+		if (p[j] != want) {
+			if (!touched.count++) {
+				touched.page = page;
+				touched.at = j;
+				touched.expected = want;
+				touched.found = p[j];
+				touched.pass = pass - 1;
+				char line[512];
+				snprintf(line, sizeof line,
+					 "0 BAD touched first=%llu word=%llu expected=%#llx "
+					 "found=%#llx pass=%llu\n",
+					 (unsigned long long)page, (unsigned long long)j,
+					 (unsigned long long)want, (unsigned long long)p[j],
+					 (unsigned long long)(pass - 1));
+				put_file(dir, "verify.log", line, 1);
+			}
+			break;
+		}
+	}
+	fill(p, pass, page);
+}
+
 static void put_file(const char *dir, const char *name, const char *text, int append)
 {
 	char path[4096], tmp[4200];
@@ -123,10 +164,20 @@ static void verify(const char *dir, uint64_t *mem, uint64_t pages, uint64_t pass
 	char line[512];
 	if (bad)
 		snprintf(line, sizeof line,
-			 "%lu BAD bad=%llu first=%llu expected=%#llx found=%#llx word=%llu pass=%llu\n",
-			 checks, (unsigned long long)bad, (unsigned long long)first,
+			 "%lu BAD bad=%llu touchbad=%llu first=%llu word=%llu expected=%#llx "
+			 "found=%#llx pass=%llu seen=scan\n",
+			 checks, (unsigned long long)bad, (unsigned long long)touched.count,
+			 (unsigned long long)first, (unsigned long long)at,
 			 (unsigned long long)expected, (unsigned long long)found,
-			 (unsigned long long)at, (unsigned long long)pass);
+			 (unsigned long long)(first < cursor ? pass : pass - 1));
+	else if (touched.count)
+		snprintf(line, sizeof line,
+			 "%lu BAD bad=0 touchbad=%llu first=%llu word=%llu expected=%#llx "
+			 "found=%#llx pass=%llu seen=touch\n",
+			 checks, (unsigned long long)touched.count,
+			 (unsigned long long)touched.page, (unsigned long long)touched.at,
+			 (unsigned long long)touched.expected, (unsigned long long)touched.found,
+			 (unsigned long long)touched.pass);
 	else
 		snprintf(line, sizeof line, "%lu ok pages=%llu pass=%llu cursor=%llu\n", checks,
 			 (unsigned long long)pages, (unsigned long long)pass,
@@ -179,7 +230,7 @@ int main(int argc, char **argv)
 	put_file(dir, "verify.log", "", 0);
 	while (!want_stop) {
 		for (int k = 0; k < CHUNK && cursor < pages; k++, cursor++)
-			fill(mem + cursor * WORDS, pass, cursor);
+			refill(dir, mem + cursor * WORDS, pass, cursor);
 		written += (unsigned long long)CHUNK * PAGE;
 		if (cursor == pages) {
 			cursor = 0;

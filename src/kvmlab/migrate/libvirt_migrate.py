@@ -28,7 +28,7 @@ from kvmlab.guest.kernel import default_cache_dir
 from kvmlab.migrate import guestside
 from kvmlab.migrate.jobinfo import job_stats
 from kvmlab.migrate.modes import Settings, check_settings
-from kvmlab.migrate.probe import HeartbeatWatch, Where
+from kvmlab.migrate.probe import STEADY_CEILING_S, HeartbeatWatch, Where, measure_downtime
 from kvmlab.migrate.result import Outcome
 from kvmlab.migrate.session import (
     Workload,
@@ -68,6 +68,8 @@ def flags_for(settings: Settings, persistent: bool) -> int:
         raise UsageError(f"--mode {settings.mode}: through libvirt kvmlab offers "
                          f"{', '.join(FLAGS)}")  # fmt: skip
     flags = libvirt.VIR_MIGRATE_LIVE | FLAGS[settings.mode]
+    if settings.on_timeout == "postcopy":  # switched to postcopy at --max-time, as on qemu
+        flags |= libvirt.VIR_MIGRATE_POSTCOPY
     if persistent:
         flags |= libvirt.VIR_MIGRATE_PERSIST_DEST | libvirt.VIR_MIGRATE_UNDEFINE_SOURCE
     return int(flags)
@@ -239,10 +241,8 @@ def _job(source: LibvirtMachine, dconn: Any, to_uri: str, address: str, guest_di
         worker.start()
         _follow(dom, worker, outcome, settings, t0)
         t_end = time.monotonic()
-        if watch is not None and "dom" in done:
-            time.sleep(1.0)  # heartbeats from the destination after it resumed
-            gap = watch.longest_gap(t0, t_end + 1.0)
-            base = watch.longest_gap(t_base, t0)
+        if watch is not None and "dom" in done:  # until the destination's beats are steady
+            gap, base = measure_downtime(watch, t_base, t0, t_end, STEADY_CEILING_S)
             outcome.guest_downtime_ms = gap.seconds * 1000 if gap else None
             outcome.baseline_gap_ms = base.seconds * 1000 if base else None
     except BaseException:
@@ -280,7 +280,7 @@ def _job(source: LibvirtMachine, dconn: Any, to_uri: str, address: str, guest_di
         if source._conn is not None:
             unpublish_unused(source._conn)  # the source daemon's copies, unused now
     t_verify = time.monotonic()
-    outcome.checks_after = _verify(moved, dirtier, digest, klines, "destination")
+    outcome.checks_after.extend(_verify(moved, dirtier, digest, klines, "destination"))
     outcome.verify_seconds += time.monotonic() - t_verify
     with contextlib.suppress(KvmlabError):
         guestside.stop_dirtier(moved, dirtier)
@@ -335,11 +335,30 @@ def _follow(dom: Any, worker: threading.Thread, outcome: Outcome, settings: Sett
             with contextlib.suppress(libvirt.libvirtError):
                 dom.migrateStartPostCopy(0)
                 outcome.postcopy_started = t
-        if t > settings.max_seconds and outcome.cancelled is None:
-            outcome.cancelled = f"still running after {settings.max_seconds:g} s"
-            with contextlib.suppress(libvirt.libvirtError):
-                dom.abortJob()
+        if t > settings.max_seconds and outcome.cancelled is None and (
+                outcome.postcopy_started is None):  # fmt: skip
+            _on_timeout(dom, outcome, settings, t)
         worker.join(SAMPLE_S)
+
+
+def _on_timeout(dom: Any, outcome: Outcome, settings: Settings, t: float) -> None:
+    """Past ``--max-time``: switch to postcopy when asked (as kvmlab's own path does), else,
+    or when libvirt refuses the switch, abort the job."""
+    if settings.on_timeout == "postcopy":
+        try:
+            dom.migrateStartPostCopy(0)
+        except libvirt.libvirtError as exc:
+            outcome.cancelled = (f"not converged in {settings.max_seconds:g} s, and libvirt "
+                                 f"refused the switch to postcopy: {describe(exc)}")  # fmt: skip
+        else:
+            outcome.postcopy_started = t
+            outcome.choice = (f"not converged in {settings.max_seconds:g} s: switched to "
+                              "postcopy (--on-timeout postcopy)")  # fmt: skip
+            return
+    else:
+        outcome.cancelled = f"still running after {settings.max_seconds:g} s"
+    with contextlib.suppress(libvirt.libvirtError):
+        dom.abortJob()
 
 
 def _hint(error: str) -> str:

@@ -10,6 +10,7 @@ clock stops with it).
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -33,6 +34,15 @@ Where = Path | Callable[[], Path | None]
 """A file, or how to find it once it exists (a destination QEMU libvirt starts later)."""
 FIND_S = 0.02
 """How often a file not found yet is looked for."""
+STEADY_S = 1.0
+"""After a switch-over, the heartbeats must come this long without a pause over the
+steadiness bound before the downtime window closes."""
+STEADY_CEILING_S = 30.0
+"""How long after the resume the window may stay open for a guest that never settles
+(scaled by the level's measured slowness on the qemu path)."""
+STEADY_PAUSE_S = 0.1
+"""The smallest steadiness bound: a pause of heartbeats (every 10 ms) longer than this, or
+than twice the longest pause seen before the migration, is not steady."""
 
 
 class HeartbeatWatch:
@@ -86,13 +96,46 @@ class HeartbeatWatch:
             self._thread.join(2.0)
 
     def longest_gap(self, since: float, until: float) -> Gap | None:
-        """The longest gap between arrivals in [since, until]; None without two arrivals."""
-        times = [t for t in list(self.arrivals) if since <= t <= until]
+        """The longest pause in [since, until], counted whole: a pause that began before
+        the window or ends after it is measured from the arrival before to the arrival
+        after (one still going at ``until`` counts up to ``until``); None without an
+        arrival before ``until``."""
+        arrivals = sorted(self.arrivals)
+        before = [t for t in arrivals if t < since][-1:]
+        inside = [t for t in arrivals if since <= t <= until]
+        after = [t for t in arrivals if t > until][:1]
+        times = before + inside + (after or ([until] if before + inside else []))
         if len(times) < 2:
             return None
         best = max(range(1, len(times)), key=lambda i: times[i] - times[i - 1])
         return Gap(times[best] - times[best - 1], times[best - 1])
 
+    def wait_steady(self, since: float, pause: float, ceiling: float) -> float:
+        """Wait until heartbeats have come steadily for :data:`STEADY_S` after ``since``
+        (none of their pauses longer than ``pause``), and return when: the end of the
+        window a downtime is measured in. Gives up ``ceiling`` seconds after ``since``
+        (a guest that never settles: its pause is then still counted, up to that end)."""
+        while True:
+            now = time.monotonic()
+            start = max(since, now - STEADY_S)
+            times = [start, *(t for t in list(self.arrivals) if t >= start), now]
+            calm = all(b - a <= pause for a, b in itertools.pairwise(times))
+            if (now - since >= STEADY_S and calm) or now - since >= ceiling:
+                return now
+            time.sleep(0.05)
+
     def beats(self, since: float, until: float) -> int:
         """How many arrivals fell in [since, until]."""
         return sum(1 for t in list(self.arrivals) if since <= t <= until)
+
+
+def measure_downtime(watch: HeartbeatWatch, base_since: float, t0: float, resumed: float,
+                     ceiling: float) -> tuple[Gap | None, Gap | None]:  # fmt: skip
+    """The guest's downtime and the heartbeats' own noise, as both migration paths measure
+    them: the window opens at the migration's start ``t0`` and closes once heartbeats have
+    been steady for :data:`STEADY_S` after the guest ``resumed`` (at most ``ceiling`` s
+    later); the baseline is the longest pause in [``base_since``, ``t0``]."""
+    base = watch.longest_gap(base_since, t0)
+    pause = max(STEADY_PAUSE_S, 2 * base.seconds) if base else STEADY_PAUSE_S
+    end = watch.wait_steady(resumed, pause, ceiling)
+    return watch.longest_gap(t0, end), base

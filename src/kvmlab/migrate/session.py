@@ -21,7 +21,7 @@ from pathlib import Path
 from kvmlab.errors import KvmlabError, UsageError
 from kvmlab.migrate import guestside
 from kvmlab.migrate.modes import AUTO_PASSES, Plan, Settings, check_settings, plan
-from kvmlab.migrate.probe import HeartbeatWatch
+from kvmlab.migrate.probe import STEADY_CEILING_S, HeartbeatWatch, measure_downtime
 from kvmlab.migrate.result import Outcome
 from kvmlab.migrate.stats import FINISHED, parse
 from kvmlab.render.devices.control import PROBE_LOG, PROBE_PORT
@@ -249,9 +249,10 @@ def _attempt(
                 f"{the_plan.source_params['downtime-limit']} ms target"
             )
         t_run = _wait_running(dest, outcome)
-        time.sleep(1.0)  # heartbeats from the destination after it resumed
-        gap = watch.longest_gap(t0, t_run + 1.0)
-        base = watch.longest_gap(t_base, t0)
+        progress("the destination runs the guest: measuring its downtime until its "
+                 "heartbeats are steady")  # fmt: skip
+        ceiling = STEADY_CEILING_S * dest.level_factor()
+        gap, base = measure_downtime(watch, t_base, t0, t_run, ceiling)
         outcome.guest_downtime_ms = gap.seconds * 1000 if gap else None
         outcome.baseline_gap_ms = base.seconds * 1000 if base else None
         watch.stop()
