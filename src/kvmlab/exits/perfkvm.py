@@ -17,6 +17,7 @@ import subprocess
 from importlib import resources
 from pathlib import Path
 
+from kvmlab.bounded import read_at_most
 from kvmlab.errors import KvmlabError, ToolMissing, UsageError, printable
 from kvmlab.exits.model import MmioStat, PioStat, Profile, ReasonStat
 from kvmlab.exits.names import mmio_name, port_name, reason_kind, vendor_of
@@ -116,17 +117,9 @@ def _read_text(fd: int, shown: str, size: int) -> str:
     """The file's text, refused when over :data:`MAX_TEXT_BYTES` or binary."""
     if size > MAX_TEXT_BYTES:
         raise UsageError(_too_big(shown))
-    chunks: list[bytes] = []
-    got = 0
-    while got <= MAX_TEXT_BYTES:  # never more than one byte past the limit (a growing file)
-        chunk = os.read(fd, MAX_TEXT_BYTES + 1 - got)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        got += len(chunk)
-    if got > MAX_TEXT_BYTES:
+    data = read_at_most(fd, MAX_TEXT_BYTES)
+    if data is None:
         raise UsageError(_too_big(shown))
-    data = b"".join(chunks)
     if b"\0" in data:
         raise UsageError(f"{shown}: a binary file, neither a perf kvm stat report (text) "
                          "nor a perf.data file")  # fmt: skip

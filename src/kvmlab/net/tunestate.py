@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from kvmlab.bounded import read_at_most
 from kvmlab.errors import KvmlabError, printable
 
 STATE_ENV = "KVMLAB_TUNING_STATE"
@@ -169,17 +170,10 @@ class State:
                 raise TuningStateError(self.path, f"is not kvmlab's ({owner})")
             if st.st_size > MAX_STATE_BYTES:
                 raise TuningStateError(self.path, f"is larger than {MAX_STATE_BYTES >> 20} MiB")
-            chunks: list[bytes] = []
-            size = 0
-            while size <= MAX_STATE_BYTES:
-                chunk = os.read(fd, MAX_STATE_BYTES + 1 - size)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-            if size > MAX_STATE_BYTES:
+            data = read_at_most(fd, MAX_STATE_BYTES)
+            if data is None:
                 raise TuningStateError(self.path, f"is larger than {MAX_STATE_BYTES >> 20} MiB")
-            return b"".join(chunks)
+            return data
         except OSError as exc:
             raise TuningStateError(self.path, f"cannot be read ({exc.strerror})") from None
         finally:

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from kvmlab.bounded import read_at_most
 from kvmlab.errors import Problem, SpecError, UsageError
 from kvmlab.spec.devices import NIC_TYPES
 from kvmlab.spec.lab import Lab, deep_merge
@@ -107,17 +108,10 @@ def read_lab_bytes(path: Path) -> bytes:
             raise problem(_not_regular(st.st_mode))
         if st.st_size > MAX_LAB_BYTES:
             raise problem(_too_big(st.st_size))
-        chunks: list[bytes] = []
-        size = 0
-        while size <= MAX_LAB_BYTES:
-            chunk = os.read(fd, MAX_LAB_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > MAX_LAB_BYTES:
+        data = read_at_most(fd, MAX_LAB_BYTES)
+        if data is None:
             raise problem(_too_big(None))
-        return b"".join(chunks)
+        return data
     except OSError as exc:
         raise problem(exc.strerror or str(exc)) from None
     finally:
