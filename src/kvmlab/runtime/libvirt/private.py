@@ -244,8 +244,13 @@ def _tail(path: Path, lines: int = 5) -> list[str]:
 
 
 def stop(name: str) -> bool:
-    """Destroy the daemon's domains, stop it and remove its directory; False if none ran."""
+    """Destroy the daemon's domains, stop it and remove its directory; False if it was not
+    running. A name with no daemon on record (nothing to stop or remove) is refused."""
     daemon = PrivateDaemon.read(name)
+    if not os.path.lexists(daemon.root):
+        raise UsageError(
+            f"no private libvirtd named {name}; kvmlab libvirtd list shows the daemons on record"
+        )
     ran = daemon.running()
     if ran:
         _destroy_domains(daemon)
