@@ -80,7 +80,7 @@ def test_backend_options() -> None:
 
     loaded = load_lab(LABS / "basic.toml")
     assert choose_backend(loaded, None, None, None) is None
-    chosen = choose_backend(loaded, None, "qemu+tcp://127.0.0.1:16510/system", None)
+    chosen = choose_backend(loaded, "libvirt", "qemu+tcp://127.0.0.1:16510/system", None)
     assert chosen is not None and chosen.uri.startswith("qemu+tcp://")
     assert chosen.on_this_host(loaded.lab.guests["vm1"])  # loopback: a daemon on this host
     with pytest.raises(UsageError, match="need --backend libvirt"):

@@ -43,7 +43,12 @@ def choose_backend(loaded: LoadedLab, backend: str | None, connect: str | None,
             check_uri(connect)
         except ValueError as exc:
             raise UsageError(f"--connect: {exc}") from None
-    chosen = backend or ("libvirt" if connect else loaded.lab.backend)
+    chosen = backend or loaded.lab.backend
+    if chosen != "libvirt" and connect is not None and backend is None:
+        raise UsageError(
+            f"--connect: {loaded.path} runs on the qemu backend; add --backend libvirt "
+            '(or backend = "libvirt" in the lab)'
+        )
     if chosen != "libvirt":
         if connect is not None or persistent is not None or as_root is not None:
             raise UsageError("--connect, --persistent and --qemu-as-root need --backend libvirt")
