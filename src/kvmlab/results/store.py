@@ -24,6 +24,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from kvmlab.errors import KvmlabError, UsageError, printable
+from kvmlab.paths import unsafe_parent
 from kvmlab.results.model import Failure, Run, Sample
 
 SCHEMA_VERSION = 3
@@ -83,6 +84,7 @@ def prepare_database_file(path: Path, shown: str) -> None:
     directory; ``shown`` names it in errors (``KVMLAB_RESULTS=/x``)."""
     if not path.is_absolute():
         raise UsageError(f"{shown}: give an absolute path to the results database file")
+    check_place(path, shown)
     if path.is_symlink():
         raise UsageError(f"{shown} is a symlink; name the database file itself")
     if path.is_dir():
@@ -103,6 +105,15 @@ def prepare_database_file(path: Path, shown: str) -> None:
         _make_private(path)
     except OSError as exc:
         raise StoreError(f"cannot create the results database {path}: {exc.strerror}") from None
+
+
+def check_place(path: Path, shown: str) -> None:
+    """Refuse a database file below a directory another user could swap it in (writable by
+    others without the sticky bit, or theirs), as the run directory is refused."""
+    if why := unsafe_parent(path):
+        raise UsageError(
+            printable(f"{shown}: {why}; put the results database in a directory of your own")
+        )
 
 
 def _is_sqlite(path: Path) -> bool:
@@ -137,6 +148,7 @@ class ResultStore:
         else:  # kvmlab's own data directory: created, private
             path = default_results_path()
             shown = f"the results database {path}"
+            check_place(path, shown)
             try:
                 path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             except OSError as exc:
