@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Literal
 from rich.cells import cell_len
 from rich.text import Text
 
+from kvmlab.errors import printable
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -42,13 +44,30 @@ def print_grid(
     title: str | None = None,
     caption: str | None = None,
 ) -> None:
-    """Print a table whose values are never cut (see the module docstring)."""
-    cells = [[c if isinstance(c, Text) else Text(c) for c in row] for row in rows]
+    """Print a table whose values are never cut (see the module docstring); a control
+    character in a value (a string from the results database, an imported file) is printed
+    escaped (``\\x1b``), never sent to the terminal."""
+    cells = [[_safe_text(c) for c in row] for row in rows]
+    title = None if title is None else _safe(title)
+    caption = None if caption is None else _safe(caption)
     if console.is_terminal:
         _print_rich(console, columns, cells, title, caption)
         return
     for line in plain_lines(columns, cells, title, caption):
         console.print(line, soft_wrap=True, highlight=False)
+
+
+def _safe(text: str) -> str:
+    """``text`` with control characters escaped, line breaks kept (cells wrap on them)."""
+    return "\n".join(printable(line) for line in text.split("\n"))
+
+
+def _safe_text(cell: Cell) -> Text:
+    if not isinstance(cell, Text):
+        return Text(_safe(cell))
+    if _safe(cell.plain) == cell.plain:
+        return cell
+    return Text(_safe(cell.plain), style=cell.style)
 
 
 def plain_lines(
