@@ -22,6 +22,7 @@ test: deps
 
 lint: deps
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
 
 docs: deps

@@ -58,10 +58,12 @@ def collector_argv(mode: str, lab: str, window: float) -> list[str] | None:
         # of the Python kvmlab inside the TCG L1 (20-60 s of L1's one vCPU), which is the
         # price of profiling through a slow guest hypervisor, not of the provider.
         sock = f"/run/kvmlab/{lab}/l2/qmp.sock"
-        ask = ('printf \'%s\\n\' \'{"execute":"qmp_capabilities"}\' '
-               '\'{"execute":"query-stats","arguments":{"target":"vcpu"}}\' '
-               '\'{"execute":"query-stats","arguments":{"target":"vm"}}\' '
-               f"| socat -t 2 - UNIX-CONNECT:{sock} >/dev/null")
+        ask = (
+            "printf '%s\\n' '{\"execute\":\"qmp_capabilities\"}' "
+            '\'{"execute":"query-stats","arguments":{"target":"vcpu"}}\' '
+            '\'{"execute":"query-stats","arguments":{"target":"vm"}}\' '
+            f"| socat -t 2 - UNIX-CONNECT:{sock} >/dev/null"
+        )
         return ["sh", "-c", f"{ask}; sleep {window:g}; {ask}"]
     return None
 
@@ -80,7 +82,7 @@ def figure(name: str, out: str) -> float:
     if name == "cpu":
         line = next(x for x in out.splitlines() if "events per second" in x)
         return float(line.split(":")[1])
-    return float(json.loads(out[out.index("{"):])["jobs"][0]["read"]["iops"])
+    return float(json.loads(out[out.index("{") :])["jobs"][0]["read"]["iops"])
 
 
 def one(mode: str, name: str, lab: str, seconds: int, device: str) -> float:
@@ -131,7 +133,7 @@ def main() -> None:
     samples: dict[tuple[str, str], list[float]] = {}
     try:
         for rep in range(args.reps):
-            order = MODES[rep % len(MODES):] + MODES[:rep % len(MODES)]
+            order = MODES[rep % len(MODES) :] + MODES[: rep % len(MODES)]
             for name in ("cpu", "fio"):
                 for mode in order:
                     value = one(mode, name, lab, args.seconds, device)
@@ -146,8 +148,10 @@ def main() -> None:
         for mode in MODES:
             values = samples[(mode, name)]
             med = statistics.median(values)
-            print(f"{name:9} {mode:12} {med:9.1f} {min(values):9.1f} {max(values):9.1f}  "
-                  f"{100 * (base - med) / base:+.1f}% ({unit[name]}, n={len(values)})")
+            print(
+                f"{name:9} {mode:12} {med:9.1f} {min(values):9.1f} {max(values):9.1f}  "
+                f"{100 * (base - med) / base:+.1f}% ({unit[name]}, n={len(values)})"
+            )
 
 
 if __name__ == "__main__":

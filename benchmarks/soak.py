@@ -25,8 +25,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 KVMLAB = str(Path(sys.executable).with_name("kvmlab"))
-TROUBLE = re.compile(r"Oops|BUG:|Kernel panic|soft lockup|hard LOCKUP|rcu_sched detected stall|"
-                     r"rcu: INFO|self-detected stall|blocked for more than|general protection")
+TROUBLE = re.compile(
+    r"Oops|BUG:|Kernel panic|soft lockup|hard LOCKUP|rcu_sched detected stall|"
+    r"rcu: INFO|self-detected stall|blocked for more than|general protection"
+)
 
 
 def kvmlab(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
@@ -57,7 +59,7 @@ def stress_round(lab: str, device: str, seconds: int) -> tuple[float, float, str
         return 0.0, 0.0, f"stress command failed ({run.returncode}): {run.stderr.strip()[-300:]}"
     fio_text, _, iperf_text = run.stdout.partition("@@")
     try:
-        job = json.loads(fio_text[fio_text.index("{"):])["jobs"][0]
+        job = json.loads(fio_text[fio_text.index("{") :])["jobs"][0]
         iops = float(job["read"]["iops"]) + float(job["write"]["iops"])
         mbps = float(json.loads(iperf_text)["end"]["sum_received"]["bits_per_second"]) / 1e6
     except (ValueError, KeyError, IndexError) as exc:

@@ -39,8 +39,7 @@ def main() -> None:
             subprocess.run([KVMLAB, *argv], capture_output=True, check=True)
             samples.append((time.perf_counter() - start) * 1000)
         print(
-            f"{label:34} {statistics.median(samples):10.0f} {min(samples):8.0f} "
-            f"{max(samples):8.0f}"
+            f"{label:34} {statistics.median(samples):10.0f} {min(samples):8.0f} {max(samples):8.0f}"
         )
 
 

@@ -49,8 +49,12 @@ def test_startup_one_round() -> None:
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("command") and "(runs=1)" in lines[0]
     timed = {line[:34].strip(): line[34:].split() for line in lines[1:]}
-    assert set(timed) == {"kvmlab --help", "kvmlab check labs/nested.toml",
-                          "kvmlab render labs/nested.toml", "kvmlab render --format libvirt"}
+    assert set(timed) == {
+        "kvmlab --help",
+        "kvmlab check labs/nested.toml",
+        "kvmlab render labs/nested.toml",
+        "kvmlab render --format libvirt",
+    }
     for label, (median, low, high) in timed.items():
         assert 0 < float(low) <= float(median) <= float(high), label
 

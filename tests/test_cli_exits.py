@@ -80,13 +80,16 @@ def test_files_that_are_not_labs_are_refused_at_once(tmp_path: Path) -> None:
 def test_report_out_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KVMLAB_RESULTS", str(tmp_path / "r.sqlite"))
     assert in_process(2, "report", "--out", str(tmp_path)) == (
-        f"--out {tmp_path} is a directory; give a file name, e.g. {tmp_path}/report.html")
+        f"--out {tmp_path} is a directory; give a file name, e.g. {tmp_path}/report.html"
+    )
     missing = tmp_path / "missing" / "r.html"
     assert in_process(2, "report", "--out", str(missing)) == (
-        f"--out {missing}: directory {missing.parent} does not exist; create it first")
+        f"--out {missing}: directory {missing.parent} does not exist; create it first"
+    )
     assert not missing.parent.exists()
     assert in_process(2, "results", "export", "--out", "/missing/x.csv") == (
-        "--out /missing/x.csv: directory /missing does not exist; create it first")
+        "--out /missing/x.csv: directory /missing does not exist; create it first"
+    )
 
 
 def test_write_failure_is_exit_3(tmp_path: Path) -> None:
@@ -104,7 +107,8 @@ def test_kvmlab_results_is_the_database_file(
     monkeypatch.setenv("KVMLAB_RESULTS", str(tmp_path))
     assert in_process(2, "results", "ls") == (
         f"KVMLAB_RESULTS={tmp_path} is a directory; it names the results database file, "
-        f"e.g. {tmp_path}/results.sqlite")
+        f"e.g. {tmp_path}/results.sqlite"
+    )
     db = tmp_path / "r.sqlite"
     monkeypatch.setenv("KVMLAB_RESULTS", str(db))
     assert CliRunner().invoke(app, ["results", "ls"]).exit_code == 0

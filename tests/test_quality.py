@@ -1,5 +1,5 @@
-"""The linters are part of the tests: ruff on the tree, mypy --strict on the package and on
-the benchmarks (scripts the README names, which nothing else imports)."""
+"""The linters are part of the tests: ruff (lint and format) on the tree, mypy --strict on
+the package and on the benchmarks (scripts the README names, which nothing else imports)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,18 @@ def test_ruff_clean() -> None:
         [str(BIN / "ruff"), "check", "--output-format", "concise", "src", "tests", "benchmarks"],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_ruff_format_clean() -> None:
+    """One formatter decides layout (``ruff format``); a diff shows meaning, not spacing."""
+    proc = subprocess.run(
+        [str(BIN / "ruff"), "format", "--check", "src", "tests", "benchmarks"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

@@ -16,8 +16,16 @@ pytestmark = pytest.mark.functional
 
 KVMLAB = str(Path(sys.executable).with_name("kvmlab"))
 
-README_BENCH = ["bench", "labs/basic.toml", "--suite", "quick", "--levels", "L0,L1",
-                "--only", "cpu,disk"]
+README_BENCH = [
+    "bench",
+    "labs/basic.toml",
+    "--suite",
+    "quick",
+    "--levels",
+    "L0,L1",
+    "--only",
+    "cpu,disk",
+]
 """The README tour's bench example, as typed."""
 
 

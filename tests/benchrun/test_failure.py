@@ -106,7 +106,8 @@ def stand_in(
             events.append(f"teardown (report written: {html.exists()})")
             if teardown_fails:
                 raise RuntimeFailure(
-                    "could not stop deep/l1; its state is kept: 'kvmlab down deep'")
+                    "could not stop deep/l1; its state is kept: 'kvmlab down deep'"
+                )
 
     def start_nested(machine: StandIn, *args: Any) -> list[Any]:
         argv = nested.kvmlab_argv("up", "deep.toml", "--within", "l1", "--json")
@@ -136,8 +137,10 @@ def test_l2_failing_keeps_l0_and_l1_in_table_and_report(
 
     assert status == 3, "a component failed: the error's own exit status"
     assert events == ["teardown (report written: False)"], "torn down before the report"
-    failure = ("L2 l1/l2 failed while booting: deep/l1: starting its guests failed inside the "
-               "guest: deep/l1/l2: the guest's init failed")
+    failure = (
+        "L2 l1/l2 failed while booting: deep/l1: starting its guests failed inside the "
+        "guest: deep/l1/l2: the guest's init failed"
+    )
     title = "kvmlab run 1: lab deep, suite quick (INCOMPLETE: L2 l1/l2 failed while booting; "
     assert title in out
     header = next(line for line in out.splitlines() if line.startswith("workload"))
@@ -173,7 +176,11 @@ def test_l2_failing_keeps_l0_and_l1_in_table_and_report(
         assert not run.complete and run.ended is not None
         [stored] = run.failures
         assert (stored.level, stored.guest, stored.stage, stored.exit_code) == (
-            "L2", "l1/l2", "boot", 3)
+            "L2",
+            "l1/l2",
+            "boot",
+            3,
+        )
         assert {s.level for s in store.samples(1)} == {"L0", "L1"}
 
 
@@ -188,7 +195,8 @@ def test_json_carries_the_failure(
     [run] = report["runs"]
     assert run["complete"] is False
     assert [(f["level"], f["guest"], f["stage"]) for f in run["failures"]] == [
-        ("L2", "l1/l2", "boot")]
+        ("L2", "l1/l2", "boot")
+    ]
     assert {r["level"] for r in report["rows"]} == {"L0", "L1"}
 
 

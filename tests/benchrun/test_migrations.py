@@ -109,7 +109,8 @@ def test_migrations_are_workloads_of_the_run_with_their_time_series(
         assert got[("migrate post", "guest downtime", 0)].value == 10.0
         assert got[("migrate plain", "verified", 0)].unit == "% of 2 runs"
         assert got[("migrate plain", "total time", 0)].command.startswith(
-            "kvmlab migrate mv/vm --mode precopy --dirty 60 --dirty-mem 128")
+            "kvmlab migrate mv/vm --mode precopy --dirty 60 --dirty-mem 128"
+        )
         assert got[("migrate plain", "total time", 0)].level == "L1"
         [(variant, doc)] = store.documents(run.id, "migrations")
     assert variant == "default" and [s["name"] for s in doc["strategies"]] == ["plain", "post"]

@@ -109,7 +109,8 @@ def test_bad_arguments_are_one_line(
 def test_bad_arguments_through_the_installed_command(run_dir: Path) -> None:
     assert one_line(kvmlab("exits", "lab/vm1", "--provider", "bogus"), 2) == (
         "Invalid value for --provider: choose auto, tracepoints, counters or perf (got "
-        "'bogus') (see 'kvmlab exits --help')")
+        "'bogus') (see 'kvmlab exits --help')"
+    )
     assert "--seconds must be between" in one_line(kvmlab("diagnose", "x/y", "-s", "nan"), 2)
 
 

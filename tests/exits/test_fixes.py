@@ -64,7 +64,10 @@ def test_hpet_left_unset_is_added_to_the_clock() -> None:
     assert render.args_added == ["-machine q35,hpet=on"] and render.args_removed == ["-machine q35"]
     (xml,) = render.xml_changes
     assert (xml.parent, xml.before, xml.after) == (
-        "/domain/clock", None, '<timer name="hpet" present="yes" />')
+        "/domain/clock",
+        None,
+        '<timer name="hpet" present="yes" />',
+    )
 
 
 def test_enlightenments_added_to_a_guest_without_hyperv() -> None:

@@ -64,8 +64,10 @@ def test_cut_short_output_is_partial() -> None:
 
 
 def test_hist_dropped_entries_are_reported() -> None:
-    text = ("# event histogram\n#\n{ port:        608, rw:          0, size:          4 } "
-            "hitcount:         12\n\nTotals:\n    Hits: 14\n    Entries: 1\n    Dropped: 2\n")
+    text = (
+        "# event histogram\n#\n{ port:        608, rw:          0, size:          4 } "
+        "hitcount:         12\n\nTotals:\n    Hits: 14\n    Entries: 1\n    Dropped: 2\n"
+    )
     (hist,) = tracepoints.parse_hists(text)
     assert hist.rows == [({"port": 608, "rw": 0, "size": 4}, {"hitcount": 12})]
     assert hist.dropped == 2
@@ -122,7 +124,11 @@ def test_thread_times_and_window() -> None:
     end = ThreadTimes.parse("102.0 100", "10 150 40 120 CPU 0/KVM\n12 9 9 0 worker")
     window = cpu_window(start, end)
     assert (window.seconds, window.host_user, window.host_system, window.host_guest) == (
-        2.0, 1.0, 0.2, 0.9)
+        2.0,
+        1.0,
+        0.2,
+        0.9,
+    )
     assert window.threads == {"CPU 0/KVM (10)": 1.2}  # thread 11 ended, 12 began: left out
     assert window.host_percent == pytest.approx(60.0)
 
@@ -167,7 +173,9 @@ def test_perf_ioport_and_mmio_tables() -> None:
     text = "Analyze events for all VMs, all VCPUs:\n\n" + "\n\n".join(rows)
     profile = parse_report(text, "x", 2.0)
     assert [(p.port, p.write, p.name) for p in profile.pio] == [
-        (0x608, False, "ACPI PM timer"), (0x70, True, "RTC index (CMOS)")]
+        (0x608, False, "ACPI PM timer"),
+        (0x70, True, "RTC index (CMOS)"),
+    ]
     assert profile.mmio[0].gpa == 0xFED000F0 and "HPET" in profile.mmio[0].name
     assert profile.rate(profile.pio[0].count) == 1235.0
 
@@ -205,4 +213,6 @@ def test_json_rows_keep_their_own_figures_when_names_repeat() -> None:
                                ReasonStat("err", "other", 10, time_ns=500)])  # fmt: skip
     rows = profile.to_json()["reasons"]
     assert [(r["count"], r["rate"], r["share"], r["avg_ns"]) for r in rows] == [
-        (30, 15.0, 0.75, 10.0), (10, 5.0, 0.25, 50.0)]
+        (30, 15.0, 0.75, 10.0),
+        (10, 5.0, 0.25, 50.0),
+    ]

@@ -127,9 +127,13 @@ def scaled(ex: Example, cond: Condition, f: float, up: bool = False) -> Example:
     elif isinstance(cond, CounterCond):
         data["counters"] = {**ex.counters, cond.counter: rnd(ex.counters[cond.counter] * f)}
     elif isinstance(cond, PortCond | MsrCond | GpaCond):
+
         def keep(key: int, direction: str) -> bool:
-            inside = (cond.gpa[0] <= key <= cond.gpa[1] if isinstance(cond, GpaCond)
-                      else key in (cond.ports if isinstance(cond, PortCond) else cond.msrs))
+            inside = (
+                cond.gpa[0] <= key <= cond.gpa[1]
+                if isinstance(cond, GpaCond)
+                else key in (cond.ports if isinstance(cond, PortCond) else cond.msrs)
+            )
             return inside and cond.access in ("any", direction)
 
         fields: dict[type, str] = {PortCond: "pio", MsrCond: "msr", GpaCond: "mmio"}
@@ -277,7 +281,8 @@ def test_port_evidence_names_the_port_and_its_share() -> None:
     (rtc,) = [f for f in diagnose(profile, {"vcpus": 2}) if f.id == "rtc-port-storm"]
     assert "port 0x71 (RTC data (CMOS)) reads: 1984/s" in rtc.evidence
     assert rtc.evidence[2] == (
-        "exits at ports 0x70, 0x71 in all: 3968/s, 82% of exits [rule: >= 500/s]")
+        "exits at ports 0x70, 0x71 in all: 3968/s, 82% of exits [rule: >= 500/s]"
+    )
 
 
 def test_counters_only_profile() -> None:
@@ -330,8 +335,15 @@ def test_rtc_fix_is_what_the_lab_lacks() -> None:
     assert lookup(context, "clock.timers.hpet.present") is True
     plan = plan_fix(rule.fix.lab, rule.fix.add, rule.fix.host, rule.fix.guest, context)
     assert plan.lab == {}  # windows-hpet.toml has the fix already
-    no_hpet = guest.model_copy(update={"clock": guest.clock.model_copy(update={
-        "timers": guest.clock.timers.model_copy(update={"hpet": guest.clock.timers.rtc})})})
+    no_hpet = guest.model_copy(
+        update={
+            "clock": guest.clock.model_copy(
+                update={
+                    "timers": guest.clock.timers.model_copy(update={"hpet": guest.clock.timers.rtc})
+                }
+            )
+        }
+    )
     plan = plan_fix(rule.fix.lab, rule.fix.add, (), (), guest_context(no_hpet))
     assert plan.lab == {"clock.timers.hpet.present": True}
 
@@ -341,8 +353,11 @@ def test_added_items_keep_the_guests_own() -> None:
                          "append": "clocksource=kvm-clock"}, (), (),
                     {"hyperv": {"features": ["relaxed", "vapic"]}, "cpu.features": ["-x2apic"],
                      "append": "quiet clocksource=hpet"})  # fmt: skip
-    assert plan.lab == {"hyperv.features": ["relaxed", "vapic", "stimer"],
-                        "cpu.features": ["+x2apic"], "append": "quiet clocksource=kvm-clock"}
+    assert plan.lab == {
+        "hyperv.features": ["relaxed", "vapic", "stimer"],
+        "cpu.features": ["+x2apic"],
+        "append": "quiet clocksource=kvm-clock",
+    }
     disk = plan_fix({}, {"append": "clocksource=kvm-clock"}, (), ("g",), {"boot": "disk"})
     assert disk.lab == {} and disk.guest[0] == "g" and "GRUB_CMDLINE_LINUX" in disk.guest[1]
 

@@ -45,7 +45,6 @@ def test_preflight_printed_for_nested_labs_only() -> None:
     assert "=> L1 runs under KVM" in kvm
 
 
-
 def test_a_multi_vcpu_guest_hypervisor_under_tcg_is_explained_or_warned() -> None:
     tcg = AccelChoice("tcg", "no hardware KVM here", "kvm_pvm")
     two = NESTED.replace(b'memory = "2G"', b'memory = "2G"\nvcpus = 2')

@@ -88,8 +88,10 @@ def test_one_lab_over_two_daemons(libvirtd: Daemon, second: Daemon, tmp_path: Pa
 
     assert second.tcp_uri is not None
     lab = tmp_path / "spread.toml"
-    lab.write_text(f'name = "spread"\n[guests.here]\nmemory = "512M"\n'
-                   f'[guests.there]\nmemory = "512M"\nlibvirt_uri = "{second.tcp_uri}"\n')
+    lab.write_text(
+        f'name = "spread"\n[guests.here]\nmemory = "512M"\n'
+        f'[guests.there]\nmemory = "512M"\nlibvirt_uri = "{second.tcp_uri}"\n'
+    )
     env = libvirtd.env
     up = cli(env, "up", str(lab), "--backend", "libvirt", "--connect", libvirtd.uri,
              timeout=900)  # fmt: skip
@@ -102,7 +104,9 @@ def test_one_lab_over_two_daemons(libvirtd: Daemon, second: Daemon, tmp_path: Pa
             assert ran.returncode == 0 and ran.stdout.strip() == guest, ran.stderr
         rows = json.loads(cli(env, "ps", "-o", "json").stdout)
         assert sorted((r["address"], r["state"]) for r in rows) == [
-            ("spread/here", "running"), ("spread/there", "running")]
+            ("spread/here", "running"),
+            ("spread/there", "running"),
+        ]
     finally:
         down = cli(env, "down", "spread", timeout=300)
     assert down.returncode == 0, down.stderr

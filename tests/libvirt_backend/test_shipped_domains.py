@@ -188,7 +188,8 @@ def test_printed_domain_defines_and_starts(
     guest = loaded.lab.guests[name]
     if guest.boot == "image":
         latest_cached_image(share="none" if guest.migratable else "9p") or build_image(
-            "none" if guest.migratable else "9p")
+            "none" if guest.migratable else "9p"
+        )
     work = shared_dir / f"{loaded.lab.name}-{name}"
     work.mkdir(mode=0o755)
     lab_copy = work / lab_file.name

@@ -53,7 +53,7 @@ def test_dest_xml_moves_the_image_and_holds_forwards_on_one_host() -> None:
     assert "<kernel>/pool/x-kernel</kernel>" in xml and "/pool/x-initrd.img" in xml
     assert held == [("kvnet0", "tcp:127.0.0.1:2230-:22"), ("kvnet0", "udp::5000-:5000")]
     assert "hostfwd" not in xml and "user,id=kvnet0" in xml
-    assert "xmlns:qemu=\"http://libvirt.org/schemas/domain/qemu/1.0\"" in xml
+    assert 'xmlns:qemu="http://libvirt.org/schemas/domain/qemu/1.0"' in xml
     xml, held = dest_xml(XML, paths, same_host=False)  # another host: its ports are free
     assert held == [] and "hostfwd=tcp:127.0.0.1:2230-:22" in xml
 

@@ -65,7 +65,18 @@ def test_without_vhost_net_the_other_nics_keep_their_macs(shipped: LoadedLab) ->
 def test_commands_bind_to_the_path(shipped: LoadedLab) -> None:
     tap = plan_paths(shipped.lab)[1]
     assert iperf_argv(tap, 5201, 5, 30, True) == [
-        "iperf3", "-c", "10.77.0.11", "-p", "5201", "-t", "5", "--json", "-P", "30", "-R"]
+        "iperf3",
+        "-c",
+        "10.77.0.11",
+        "-p",
+        "5201",
+        "-t",
+        "5",
+        "--json",
+        "-P",
+        "30",
+        "-R",
+    ]
     udp = iperf_argv(tap, 5201, 2.5, 1, False, 64 - UDP_OVERHEAD)
     assert udp == ["iperf3", "-c", "10.77.0.11", "-p", "5201", "-t", "2.5", "--json",
                    "-u", "-b", "0", "-l", "18"]  # fmt: skip
@@ -146,7 +157,9 @@ def test_paths_follow_the_switch_pairs_other_guests_and_name_their_network() -> 
     two = SWITCHED.replace('{ type = "vhost-net", network = "lan" }',
                            '{ type = "tap", network = "lan" }')  # fmt: skip
     assert [p.name for p in plan_paths(parse_lab(two.encode(), "lab.toml"))][::2] == [
-        "tap via lan a-b", "tap via san a-b"]  # the same name twice: each says its network
+        "tap via lan a-b",
+        "tap via san a-b",
+    ]  # the same name twice: each says its network
     # ports in lab order x, z (a's), y (b's): the switch pairs x with z, one guest's two
     assert lab_ports(lab)[:3] == ["x", "z", "y"] and switch_pairs(lab) == []
     why = unpaired(lab)

@@ -46,7 +46,7 @@ def test_the_guest_is_told_its_address_and_channels_by_mac() -> None:
     (nic,) = lab_addresses(lab, ("a",), lab.guests["a"])
     script = address_script([nic])[2]
     assert f'= "{nic.mac}"' in script and "ip addr replace 10.77.0.11/24" in script
-    assert "ethtool -L \"$dev\" combined 2" in script
+    assert 'ethtool -L "$dev" combined 2' in script
     (plain,) = lab_addresses(lab, ("b",), lab.guests["b"])
     assert "ethtool" not in address_script([plain])[2]
 

@@ -130,8 +130,11 @@ def test_up_leaves_the_switch_running_and_down_stops_it(tmp_path: Path) -> None:
 def test_a_switch_killed_mid_run_is_a_clear_failure_and_leaves_nothing(tmp_path: Path) -> None:
     """The loopback's testpmd switch dies (SIGKILL) while the L0 windows run."""
     env = lab_env(tmp_path, "testpmd")
-    (tmp_path / "pvpt.toml").write_text(LAB.replace("KIND", "testpmd").replace(
-        "seconds = 1", "seconds = 3").replace("repetitions = 1", "repetitions = 20"))
+    (tmp_path / "pvpt.toml").write_text(
+        LAB.replace("KIND", "testpmd")
+        .replace("seconds = 1", "seconds = 3")
+        .replace("repetitions = 1", "repetitions = 20")
+    )
     proc = subprocess.Popen([KVMLAB, "run", str(tmp_path / "pvpt.toml"), "--levels", "L0"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             stdin=subprocess.DEVNULL, text=True)  # fmt: skip

@@ -218,8 +218,10 @@ def test_guest_ports_are_found_by_mac_not_by_position() -> None:
     assert port_macs(text) == {"52:54:00:19:ab:6b": 0, "52:54:00:b2:cd:8e": 1}
     assert sorted(parse_port_stats((data / "guest-port-stats.txt").read_text(), 0).ports) == [0, 1]
     hops = pvp_hops(PORTS, ("vm0", "vm1"), (1, 0))
-    assert [(h.name, h.port) for h in hops if h.process == "guest"] == [("guest in", 1),
-                                                                        ("guest out", 0)]
+    assert [(h.name, h.port) for h in hops if h.process == "guest"] == [
+        ("guest in", 1),
+        ("guest out", 0),
+    ]
 
 
 def test_the_generators_drops_count_although_start_resets_them(

@@ -30,29 +30,66 @@ def loaded(text: str) -> LoadedLab:
 
 CASES = [
     (f"[guests.vm]\n{SHARED}{TWO_PORTS}", "guests.vm.nics[0].port", "no [switch]"),
-    (f"{SWITCH}[guests.vm]\n{SHARED}nics = [{{ type = 'vhost-user' }}]\n", "guests.vm.nics[0]",
-     "give either socket"),
-    (f"{SWITCH}[guests.vm]\n{SHARED}nics = [{{ type = 'vhost-user', port = 'a', "
-     "socket = '/tmp/s' }]\n", "guests.vm.nics[0]", "give either socket"),
-    (f"{SWITCH}[guests.vm]\n{SHARED}nics = [{{ type = 'vhost-user', port = 'a' }}, "
-     "{ type = 'vhost-user', port = 'a' }]\n", "guests.vm.nics[1].port", "already used"),
-    (f"{SWITCH}[guests.vm]\n{SHARED}nics = [{{ type = 'vhost-user', port = 'kvmlab-gen' }}]\n",
-     "guests.vm.nics[0].port", "are kvmlab's"),
-    (f"{SWITCH}[guests.vm]\n{SHARED}vcpus = 2\nnics = [{{ type = 'vhost-user', port = 'a', "
-     "queues = 2 }]\n", "guests.vm.nics[0].queues", "switch.queues is 1"),
-    (f"{SWITCH}[guests.vm]\n{SHARED}nics = [{{ type = 'vhost-user', port = 'a', "
-     "mode = 'server' }]\n", "guests.vm.nics[0].mode", "needs QEMU as the socket client"),
-    ("[switch]\nkind = 'testpmd'\ncores = '0-1'\n[guests.vm]\n", "switch.main_core",
-     "also in switch.cores"),
-    ("[switch]\nkind = 'testpmd'\ndescriptors = 1000\n[guests.vm]\n", "switch.descriptors",
-     "power of two"),
-    (f"{SWITCH}[guests.vm]\n[bench.pvp]\nguest = 'vm'\n", "bench.pvp.guest",
-     "needs two vhost-user NICs"),
+    (
+        f"{SWITCH}[guests.vm]\n{SHARED}nics = [{{ type = 'vhost-user' }}]\n",
+        "guests.vm.nics[0]",
+        "give either socket",
+    ),
+    (
+        f"{SWITCH}[guests.vm]\n{SHARED}nics = [{{ type = 'vhost-user', port = 'a', "
+        "socket = '/tmp/s' }]\n",
+        "guests.vm.nics[0]",
+        "give either socket",
+    ),
+    (
+        f"{SWITCH}[guests.vm]\n{SHARED}nics = [{{ type = 'vhost-user', port = 'a' }}, "
+        "{ type = 'vhost-user', port = 'a' }]\n",
+        "guests.vm.nics[1].port",
+        "already used",
+    ),
+    (
+        f"{SWITCH}[guests.vm]\n{SHARED}nics = [{{ type = 'vhost-user', port = 'kvmlab-gen' }}]\n",
+        "guests.vm.nics[0].port",
+        "are kvmlab's",
+    ),
+    (
+        f"{SWITCH}[guests.vm]\n{SHARED}vcpus = 2\nnics = [{{ type = 'vhost-user', port = 'a', "
+        "queues = 2 }]\n",
+        "guests.vm.nics[0].queues",
+        "switch.queues is 1",
+    ),
+    (
+        f"{SWITCH}[guests.vm]\n{SHARED}nics = [{{ type = 'vhost-user', port = 'a', "
+        "mode = 'server' }]\n",
+        "guests.vm.nics[0].mode",
+        "needs QEMU as the socket client",
+    ),
+    (
+        "[switch]\nkind = 'testpmd'\ncores = '0-1'\n[guests.vm]\n",
+        "switch.main_core",
+        "also in switch.cores",
+    ),
+    (
+        "[switch]\nkind = 'testpmd'\ndescriptors = 1000\n[guests.vm]\n",
+        "switch.descriptors",
+        "power of two",
+    ),
+    (
+        f"{SWITCH}[guests.vm]\n[bench.pvp]\nguest = 'vm'\n",
+        "bench.pvp.guest",
+        "needs two vhost-user NICs",
+    ),
     (f"{SWITCH}[guests.vm]\n[bench.pvp]\nguest = 'nope'\n", "bench.pvp.guest", "no top-level"),
-    (f"[guests.vm]\n{SHARED}{TWO_PORTS}[bench.pvp]\nguest = 'vm'\n", "bench.pvp.guest",
-     "the lab has none"),
-    (f"{SWITCH}[guests.vm]\n[bench.pvp]\nframe_sizes = [32]\n", "bench.pvp.frame_sizes",
-     "64..9000"),
+    (
+        f"[guests.vm]\n{SHARED}{TWO_PORTS}[bench.pvp]\nguest = 'vm'\n",
+        "bench.pvp.guest",
+        "the lab has none",
+    ),
+    (
+        f"{SWITCH}[guests.vm]\n[bench.pvp]\nframe_sizes = [32]\n",
+        "bench.pvp.frame_sizes",
+        "64..9000",
+    ),
 ]
 
 
@@ -61,7 +98,8 @@ def test_switch_problems_name_key_and_reason(text: str, key: str, fragment: str)
     with pytest.raises(SpecError) as info:
         parse_lab(lab(text).encode(), "lab.toml")
     assert any(p.path == key and fragment in p.message for p in info.value.problems), (
-        info.value.problems)
+        info.value.problems
+    )
 
 
 def test_ports_in_the_order_testpmd_pairs_them() -> None:
@@ -74,8 +112,9 @@ def test_ports_in_the_order_testpmd_pairs_them() -> None:
     assert lab_ports(alone) == ["kvmlab-gen", "kvmlab-sink"]
 
 
-@pytest.mark.parametrize(("kind", "mode", "reconnect"), [("testpmd", "client", "1"),
-                                                         ("ovs-dpdk", "server", None)])
+@pytest.mark.parametrize(
+    ("kind", "mode", "reconnect"), [("testpmd", "client", "1"), ("ovs-dpdk", "server", None)]
+)
 def test_a_port_is_rendered_with_the_role_its_switch_needs(
     kind: str, mode: str, reconnect: str | None
 ) -> None:  # fmt: skip

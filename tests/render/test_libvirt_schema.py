@@ -16,9 +16,7 @@ pytestmark = pytest.mark.functional
 
 
 @pytest.mark.parametrize("accel", ["tcg", "kvm"])
-def test_xml_passes_virt_xml_validate(
-    shipped_lab: LoadedLab, accel: str, tmp_path: Path
-) -> None:
+def test_xml_passes_virt_xml_validate(shipped_lab: LoadedLab, accel: str, tmp_path: Path) -> None:
     assert shutil.which("virt-xml-validate"), "virt-xml-validate missing: make deps installs it"
     for path, guest in shipped_lab.lab.walk():
         xml = tmp_path / f"{'-'.join(path)}.xml"

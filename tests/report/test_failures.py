@@ -54,7 +54,8 @@ def test_a_guest_cut_short_after_measuring_keeps_its_column_marked() -> None:
     assert table.heading(table.columns[0]) == "L0 host (native)"
     teardown = replace(L1_CPU, stage="teardown", exit_code=3)
     assert level_table(below_l2(), [teardown]).heading(l1) == "L1 l1 (tcg)", (
-        "a failed teardown does not put the measurements in doubt")
+        "a failed teardown does not put the measurements in doubt"
+    )
 
 
 def test_text_and_markdown_name_the_failure() -> None:
@@ -67,7 +68,8 @@ def test_text_and_markdown_name_the_failure() -> None:
     assert "| L2 l1/l2 (failed) |" in md
     assert md.rstrip().splitlines()[-1] == (
         r"- L2 l1/l2 failed while booting: nested/l1: starting its guests failed \<inside\> "
-        "& so on")
+        "& so on"
+    )
 
 
 def test_json_lists_the_failures_of_each_run() -> None:

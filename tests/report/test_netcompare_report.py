@@ -24,8 +24,13 @@ SAMPLES = [
 
 
 def test_paths_table_has_a_row_per_path_and_a_column_per_test() -> None:
-    doc = {"multiqueue": {"tap a-b": {"spreads": {
-        "2q tcp P30 ->": ["rx 2 queues: 45/55 %", "rx irq 2 queues: 40/60 %"]}}}}
+    doc = {
+        "multiqueue": {
+            "tap a-b": {
+                "spreads": {"2q tcp P30 ->": ["rx 2 queues: 45/55 %", "rx irq 2 queues: 40/60 %"]}
+            }
+        }
+    }
     paths, queues = grids(summarize(SAMPLES), [("default", doc)])
     assert [c.header for c in paths.columns] == ["path", "tcp P1 ->\nGbit/s", "ping p99\nms",
                                                  "udp 64B -> loss\n%"]  # fmt: skip
@@ -41,8 +46,10 @@ def test_no_netcompare_no_tables_and_variants_get_their_own() -> None:
                  ) == []  # fmt: skip
     two = [*SAMPLES[:1], Sample("mq", "a", "L1", "tcg", "netcompare", "tap a-b: tcp P1 ->", 1.0,
                                 "Gbit/s", True, 0)]  # fmt: skip
-    assert [g.title.split(":")[0] for g in grids(summarize(two))] == ["netcompare (default)",
-                                                                      "netcompare (mq)"]
+    assert [g.title.split(":")[0] for g in grids(summarize(two))] == [
+        "netcompare (default)",
+        "netcompare (mq)",
+    ]
     assert cell(None) == "-"
 
 
@@ -54,5 +61,6 @@ def test_notes_name_left_out_nics_and_findings() -> None:
                              "fix": "vectors=6"}]}}}  # fmt: skip
     got = notes([("default", doc)])
     assert got[0] == "left out guests.vm1.nics[3]: no /dev/vhost-net on this host"
-    assert got[2] == ("vhost-user (ovs-dpdk) vm1-vm2: FINDING eth2: single interrupt: MSI-X "
-                      "off; fix: vectors=6")
+    assert got[2] == (
+        "vhost-user (ovs-dpdk) vm1-vm2: FINDING eth2: single interrupt: MSI-X off; fix: vectors=6"
+    )

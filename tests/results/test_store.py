@@ -46,8 +46,10 @@ def test_host_facts_learnt_during_a_run_are_added(tmp_path: Path) -> None:
     with ResultStore(tmp_path / DB_FILE) as store:
         run = store.start(new_run())
         store.add_host_facts(run, {"accelerator_reason l1/l2": "its hypervisor runs under TCG"})
-        assert store.run(run).host == {"x": 1,
-                                       "accelerator_reason l1/l2": "its hypervisor runs under TCG"}
+        assert store.run(run).host == {
+            "x": 1,
+            "accelerator_reason l1/l2": "its hypervisor runs under TCG",
+        }
 
 
 def test_unknown_run_is_a_usage_error(tmp_path: Path) -> None:
@@ -237,8 +239,11 @@ def test_schema_1_database_is_migrated_and_keeps_its_runs(tmp_path: Path) -> Non
         assert store.run(1).failures == [failure()]
         store.add_document(1, "default", "migrations", {"strategies": []})
         assert store.documents(1, "migrations") == [("default", {"strategies": []})]
-    schema = sqlite3.connect(tmp_path / DB_FILE).execute(
-        "SELECT value FROM meta WHERE key = 'schema'").fetchone()[0]
+    schema = (
+        sqlite3.connect(tmp_path / DB_FILE)
+        .execute("SELECT value FROM meta WHERE key = 'schema'")
+        .fetchone()[0]
+    )
     assert schema == "3"
 
 
@@ -262,11 +267,14 @@ def test_failures_are_kept_per_run_in_order(tmp_path: Path) -> None:
         store.finish(first, complete=False)
         assert store.run(first).failures == [failure(), teardown]
         assert store.run("last").failures == []
-        assert {r.id: r.failures for r in store.runs()} == {second: [], first: [failure(),
-                                                                                teardown]}
+        assert {r.id: r.failures for r in store.runs()} == {
+            second: [],
+            first: [failure(), teardown],
+        }
     with ResultStore(tmp_path / DB_FILE) as store:  # read back as another command would
         assert store.run(first).failures[1].headline == (
-            "L1 l1/l2 failed while tearing down: l1: starting its guests failed")
+            "L1 l1/l2 failed while tearing down: l1: starting its guests failed"
+        )
 
 
 def test_failure_headlines() -> None:

@@ -56,8 +56,9 @@ def write_lab(directory: Path, name: str, extra: str = "") -> Path:
 
 def kvmlab(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """Run the CLI with the test's environment (KVMLAB_RUN_DIR included)."""
-    return subprocess.run([KVMLAB, *args], capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)  # exec forwards stdin, as ssh does
+    return subprocess.run(
+        [KVMLAB, *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )  # exec forwards stdin, as ssh does
 
 
 def wait_for(path: Path, timeout: float) -> None:

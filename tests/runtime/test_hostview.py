@@ -57,7 +57,8 @@ def test_export_view_needs_exactly_one_share_of_root() -> None:
     with pytest.raises(RuntimeFailure, match="found 2"):
         hostview.export_view(["q", "-fsdev", FSDEV, "-fsdev", FSDEV], "/v")
     assert hostview.export_view(["q", "-fsdev", FSDEV], "/a,b")[2].startswith(
-        "local,id=hostfs,path=/a,,b,")
+        "local,id=hostfs,path=/a,,b,"
+    )
 
 
 def test_resolve_follows_symlinks_skips_missing_and_prunes(tmp_path: Path) -> None:
@@ -113,7 +114,8 @@ def test_lab_key_is_validated(table: str, key: str, fragment: str) -> None:
     with pytest.raises(SpecError) as info:
         parse_lab(f'name = "t"\n[guests.vm.host_view]\n{table}\n'.encode(), "t.toml")
     assert any(p.path == key and fragment in p.message for p in info.value.problems), (
-        info.value.lines())
+        info.value.lines()
+    )
 
 
 def test_lab_key_needs_the_default_image() -> None:
@@ -187,8 +189,9 @@ def test_a_user_without_user_namespaces_is_told_why(
     assert hostview.restricted(QEMU, tmp_path, show=["/"]) == QEMU
 
 
-HOST_MOUNTS = ("27 1 0:26 / / rw,relatime - ext4 /dev/vda1 rw\n"
-               "22 27 0:21 / /proc rw - proc proc rw\n")
+HOST_MOUNTS = (
+    "27 1 0:26 / / rw,relatime - ext4 /dev/vda1 rw\n22 27 0:21 / /proc rw - proc proc rw\n"
+)
 CHROOT_MOUNTS = "97 27 0:46 / /proc rw,relatime - proc proc rw\n"
 SHARED_INIT = "27 1 0:26 / / rw,relatime shared:1 - ext4 /dev/vda1 rw\n"
 

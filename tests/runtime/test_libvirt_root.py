@@ -108,9 +108,11 @@ def machine(dom: Dom, pid: int | None) -> LibvirtMachine:
     return m
 
 
-CHANNEL = ('<domain><devices><channel type="unix"><source mode="bind" path="/var/lib/libvirt/'
-           'qemu/channel/target/domain-1-n-l1/kvmlab.relay.l2"/><target type="virtio" '
-           'name="kvmlab.relay.l2"/></channel></devices></domain>')
+CHANNEL = (
+    '<domain><devices><channel type="unix"><source mode="bind" path="/var/lib/libvirt/'
+    'qemu/channel/target/domain-1-n-l1/kvmlab.relay.l2"/><target type="virtio" '
+    'name="kvmlab.relay.l2"/></channel></devices></domain>'
+)
 
 
 def test_the_relay_socket_is_libvirts_channel_seen_through_qemus_root() -> None:

@@ -21,7 +21,8 @@ kvmlab:   exit code: 1
 def test_inner_failure_keeps_the_inner_kvmlab_error_lines() -> None:
     failure = inner_failure(ExecResult(3, b"", STDERR), ["kvmlab", "up"], "nested/l1: failed")
     assert failure.what == (
-        "nested/l1: failed inside the guest: nested/l2: QEMU exited while booting")
+        "nested/l1: failed inside the guest: nested/l2: QEMU exited while booting"
+    )
     assert failure.returncode == 3
     assert failure.log_tail == ["kvmlab: nested/l2: QEMU exited while booting",
                                 "kvmlab:   exit code: 1"]  # fmt: skip

@@ -14,7 +14,12 @@ from kvmlab.runtime.errors import StateError
 def test_names_are_kvmlabs() -> None:
     assert netns.ns_name("lab", "switch") == "kvmlab-lab-switch"
     assert netns.exec_argv("kvmlab-a-b", ["x", "-y"]) == [
-        "nsenter", "--net=/run/netns/kvmlab-a-b", "--", "x", "-y"]
+        "nsenter",
+        "--net=/run/netns/kvmlab-a-b",
+        "--",
+        "x",
+        "-y",
+    ]
 
 
 @pytest.mark.parametrize("bad", ["eth0", "../../etc", "kvmlab-A", "kvmlab-a/b", "kvmlab-", ""])

@@ -45,7 +45,7 @@ def guests(depth: int) -> str:
         key += f".l{level}" if level == 1 else f".guests.l{level}"
         memory = f"{2 * (depth - level + 1)}G"
         nested = "nested = true\n" if level < depth else ""
-        text += f"[{key}]\n{nested}memory = \"{memory}\"\n"
+        text += f'[{key}]\n{nested}memory = "{memory}"\n'
     return text
 
 

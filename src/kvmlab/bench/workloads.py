@@ -45,6 +45,7 @@ class Step:
 
 def cpu(place: Place, s: Settings) -> list[Step]:
     """sysbench cpu on one thread and on every vCPU: events per second."""
+
     def step(name: str, threads: int) -> Step:
         argv = ["sysbench", "cpu", f"--threads={threads}", f"--time={s.duration:g}",
                 "--cpu-max-prime=10000", "run"]  # fmt: skip
@@ -55,6 +56,7 @@ def cpu(place: Place, s: Settings) -> list[Step]:
 
 def memory(place: Place, s: Settings) -> list[Step]:
     """sysbench memory: sequential 1 MiB-block bandwidth and random 4 KiB-block access rate."""
+
     def step(name: str, block: str, mode: str, keep: tuple[str, ...]) -> Step:
         argv = ["sysbench", "memory", "--threads=1", f"--memory-block-size={block}",
                 "--memory-total-size=100T", f"--memory-access-mode={mode}",

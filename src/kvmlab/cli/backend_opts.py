@@ -25,9 +25,11 @@ PersistentOpt = Annotated[
 ]
 BackendOpts = tuple[str | None, str | None, bool | None, bool | None]
 """``--backend``, ``--connect``, ``--persistent``, ``--qemu-as-root`` as given."""
-ROOT_HELP = ("libvirt: let a domain's QEMU run as root where kvmlab needs it (vhost-user on "
-             "the lab's switch, a nested guest hypervisor); such a guest reads the host root "
-             "unmasked.")
+ROOT_HELP = (
+    "libvirt: let a domain's QEMU run as root where kvmlab needs it (vhost-user on "
+    "the lab's switch, a nested guest hypervisor); such a guest reads the host root "
+    "unmasked."
+)
 RootOpt = Annotated[bool | None, typer.Option("--qemu-as-root/--no-qemu-as-root",
                                               help=ROOT_HELP)]  # fmt: skip
 
@@ -61,16 +63,20 @@ def choose_backend(loaded: LoadedLab, backend: str | None, connect: str | None,
     from kvmlab.runtime.libvirt.lab import LibvirtBackend
 
     spec = loaded.lab.libvirt
-    return LibvirtBackend(connect or spec.uri,
-                          spec.persistent if persistent is None else persistent,
-                          spec.qemu_as_root if as_root is None else as_root)
+    return LibvirtBackend(
+        connect or spec.uri,
+        spec.persistent if persistent is None else persistent,
+        spec.qemu_as_root if as_root is None else as_root,
+    )
 
 
 def qemu_only(loaded: LoadedLab, command: str) -> None:
     """Refuse a lab that asks for the libvirt backend in a command only the qemu one runs."""
     if loaded.lab.backend == "libvirt":
-        raise UsageError(f"{loaded.path}: backend = \"libvirt\": 'kvmlab {command}' runs only "
-                         "on the qemu backend so far (kvmlab up/ps/exec/down run on libvirt)")
+        raise UsageError(
+            f"{loaded.path}: backend = \"libvirt\": 'kvmlab {command}' runs only "
+            "on the qemu backend so far (kvmlab up/ps/exec/down run on libvirt)"
+        )
 
 
 def libvirt_levels(loaded: LoadedLab, wanted: set[str], asked: bool, local: bool) -> set[str]:

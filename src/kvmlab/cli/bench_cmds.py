@@ -180,7 +180,8 @@ def run_bench_cmd(
                 raise MigrationCorrupted(
                     "migrations QEMU completed left the guest failing verification ("
                     f"{'; '.join(extras.corrupted)}); 'kvmlab report {run_id} -o json' has "
-                    "every check with its evidence")
+                    "every check with its evidence"
+                )
             return
         try:
             _report_run(store, run_id, output, html, err)
@@ -296,9 +297,7 @@ def _render_one(store: ResultStore, ref: str, output: str) -> str:
     return text
 
 
-def _render(
-    store: ResultStore, runs: list[Run], output: str, to_file: bool = False
-) -> str | None:
+def _render(store: ResultStore, runs: list[Run], output: str, to_file: bool = False) -> str | None:
     """The report as a string; ``text`` is printed instead (None) unless ``to_file``."""
     compare = len(runs) > 1
     documents = [(r.id, variant, doc) for r in runs

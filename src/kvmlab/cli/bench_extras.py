@@ -117,8 +117,11 @@ def split_only(
             for n in g.nics):  # fmt: skip
         declared[NETCOMPARE] = False  # user NICs alone: only when asked for
     need = {MIGRATIONS: {"L1"}, PVP: {"L0", "L1"}, NETCOMPARE: {"L1"}}
-    whats = {MIGRATIONS: "[[migrations]]", PVP: "[switch]",
-             NETCOMPARE: "network path (user NIC, [networks], addressed switch port)"}
+    whats = {
+        MIGRATIONS: "[[migrations]]",
+        PVP: "[switch]",
+        NETCOMPARE: "network path (user NIC, [networks], addressed switch port)",
+    }
     for name in OWN:
         if picked is None or name not in picked:
             continue
@@ -136,5 +139,8 @@ def split_only(
     suite = None if names is None else [w for w in names if w not in OWN]
     suite_runs = suite != [] and (names is not None or not own
                                   or any(w not in OWN for w in own))  # fmt: skip
-    return suite or None, suite_runs, Extras(run[MIGRATIONS], run[PVP], set(levels),
-                                             run[NETCOMPARE])
+    return (
+        suite or None,
+        suite_runs,
+        Extras(run[MIGRATIONS], run[PVP], set(levels), run[NETCOMPARE]),
+    )

@@ -197,8 +197,14 @@ def apply_fix(loaded: LoadedLab, address: tuple[str, ...], finding: Finding,
     dest = out or Path(f"{loaded.lab.name}-fix-{finding.id}.toml")
     existed = os.path.lexists(dest)  # then write_variant_lab refuses it and never opens it
     try:
-        written = write_variant_lab(loaded.path, dest, f"fix-{finding.id}", address,
-                                    finding.fix.lab, comment=f"kvmlab diagnose: {finding.title}")
+        written = write_variant_lab(
+            loaded.path,
+            dest,
+            f"fix-{finding.id}",
+            address,
+            finding.fix.lab,
+            comment=f"kvmlab diagnose: {finding.title}",
+        )
     except OSError as exc:  # the write of the file it just created failed: none half-written
         if not existed:
             with contextlib.suppress(OSError):

@@ -19,9 +19,13 @@ def start(
     name: Annotated[str, typer.Argument(help="Name of the daemon (e.g. host2).")],
     tcp_port: Annotated[
         int | None,
-        typer.Option("--tcp-port", min=1024, max=65535,
-                     help="Also listen on 127.0.0.1:PORT without authentication (a stand-in "
-                     "for a remote host; any local user can then drive it, as root)."),
+        typer.Option(
+            "--tcp-port",
+            min=1024,
+            max=65535,
+            help="Also listen on 127.0.0.1:PORT without authentication (a stand-in "
+            "for a remote host; any local user can then drive it, as root).",
+        ),
     ] = None,
 ) -> None:
     """Start a private libvirtd in its own mount namespace; print its URIs."""
@@ -32,8 +36,11 @@ def start(
     if daemon.tcp_uri:
         print(daemon.tcp_uri)
     if daemon.kvm_hidden:
-        typer.echo(f"note: {daemon.kvm_hidden}; this daemon has a /dev/kvm of its own that it "
-                   "can open (for the system libvirtd: chgrp kvm /dev/kvm)", err=True)
+        typer.echo(
+            f"note: {daemon.kvm_hidden}; this daemon has a /dev/kvm of its own that it "
+            "can open (for the system libvirtd: chgrp kvm /dev/kvm)",
+            err=True,
+        )
 
 
 @libvirtd_app.command("stop")

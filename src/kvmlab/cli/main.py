@@ -189,8 +189,15 @@ def up(
 ) -> None:
     """Start a lab's guests, wait for their agents, print boot stages; they keep running."""
     from kvmlab.cli.run_cmds import run_up
-    run_up(lab, guest, within, as_json or _output(output, "text", "json") == "json", variant,
-           (backend, connect, persistent, qemu_as_root))
+
+    run_up(
+        lab,
+        guest,
+        within,
+        as_json or _output(output, "text", "json") == "json",
+        variant,
+        (backend, connect, persistent, qemu_as_root),
+    )
 
 
 @app.command()
@@ -210,8 +217,12 @@ def exits(
     ] = None,
     seconds: Annotated[
         float | None,
-        typer.Option("--seconds", "-s", help="Length of the window (default 10; with --import: "
-                     "the window perf measured, required)."),
+        typer.Option(
+            "--seconds",
+            "-s",
+            help="Length of the window (default 10; with --import: "
+            "the window perf measured, required).",
+        ),
     ] = None,
     provider: Annotated[
         str, typer.Option("--provider", help="auto, tracepoints, counters or perf.")
@@ -230,8 +241,11 @@ def exits(
     ] = None,
     import_: Annotated[
         Path | None,
-        typer.Option("--import", help="perf kvm stat report text or perf.data; --seconds: "
-                     "its window (perf kvm stat live: 1)."),
+        typer.Option(
+            "--import",
+            help="perf kvm stat report text or perf.data; --seconds: "
+            "its window (perf kvm stat live: 1).",
+        ),
     ] = None,
 ) -> None:
     """VM-exit profile of a running guest: exits by reason with handling times, per vCPU,
@@ -256,8 +270,14 @@ def exits(
     if compare is not None:
         from kvmlab.cli.diagnose_cmds import run_compare
 
-        refuse_with("--compare LAB_FILE", {"address (it boots the lab)": address is not None,
-                                           "--live": live, "--host-side-only": host_side_only})
+        refuse_with(
+            "--compare LAB_FILE",
+            {
+                "address (it boots the lab)": address is not None,
+                "--live": live,
+                "--host-side-only": host_side_only,
+            },
+        )
         if guest is None:
             raise UsageError("--compare LAB_FILE needs --guest PATH: the guest to profile in "
                              "each variant (e.g. l1/idle)")  # fmt: skip
@@ -280,16 +300,22 @@ def diagnose(
     address: Annotated[str | None, typer.Argument(help="LAB/GUEST at any level.")] = None,
     seconds: Annotated[
         float | None,
-        typer.Option("--seconds", "-s", help="Length of the window (default 10; with --import: "
-                     "the window perf measured, required)."),
+        typer.Option(
+            "--seconds",
+            "-s",
+            help="Length of the window (default 10; with --import: "
+            "the window perf measured, required).",
+        ),
     ] = None,
     provider: Annotated[
         str, typer.Option("--provider", help="auto, tracepoints, counters or perf.")
     ] = "auto",
     apply: Annotated[
         bool,
-        typer.Option("--apply", help="Write the lab with the fix of the first finding that has "
-                     "a lab-file fix."),
+        typer.Option(
+            "--apply",
+            help="Write the lab with the fix of the first finding that has a lab-file fix.",
+        ),
     ] = False,
     out: Annotated[
         Path | None, typer.Option("--out", help="With --apply: the new lab file (must not exist).")
@@ -297,8 +323,10 @@ def diagnose(
     output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
     import_: Annotated[
         Path | None,
-        typer.Option("--import", help="Diagnose a perf kvm stat report or perf.data instead; "
-                     "--seconds: its window."),
+        typer.Option(
+            "--import",
+            help="Diagnose a perf kvm stat report or perf.data instead; --seconds: its window.",
+        ),
     ] = None,
 ) -> None:
     """Turn a guest's exit profile into findings: the cause, the numbers that matched, the fix
@@ -322,44 +350,76 @@ def diagnose(
 
 @app.command()
 def migrate(
-    address: Annotated[str | None, typer.Argument(
-        help="LAB/GUEST (a running, migratable guest).")] = None,
-    lab: Annotated[Path | None, typer.Option(
-        "--lab", help="Run the lab file's \\[\\[migrations]] side by side instead.")] = None,
-    variant: Annotated[str | None, typer.Option(
-        "--variant", help="--lab: the lab's variant to bring up.")] = None,
-    reps: Annotated[int | None, typer.Option(
-        "--reps", help="--lab: repetitions of each migration (default: its own).")] = None,
-    html: Annotated[Path | None, typer.Option(
-        "--html", help="--lab: also write the comparison as an HTML page.")] = None,
-    mode: Annotated[str, typer.Option(
-        "--mode", help="precopy, postcopy, multifd, auto-converge, xbzrle or dirty-limit.")
+    address: Annotated[
+        str | None, typer.Argument(help="LAB/GUEST (a running, migratable guest).")
+    ] = None,
+    lab: Annotated[
+        Path | None,
+        typer.Option("--lab", help="Run the lab file's \\[\\[migrations]] side by side instead."),
+    ] = None,
+    variant: Annotated[
+        str | None, typer.Option("--variant", help="--lab: the lab's variant to bring up.")
+    ] = None,
+    reps: Annotated[
+        int | None,
+        typer.Option("--reps", help="--lab: repetitions of each migration (default: its own)."),
+    ] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option("--html", help="--lab: also write the comparison as an HTML page."),
+    ] = None,
+    mode: Annotated[
+        str,
+        typer.Option(
+            "--mode", help="precopy, postcopy, multifd, auto-converge, xbzrle or dirty-limit."
+        ),
     ] = "precopy",
-    auto: Annotated[bool, typer.Option(
-        "--auto", help="Same as --mode auto: precopy, then postcopy if it does not converge "
-        "within the bulk copy and one pass at --downtime-limit (default 50 ms).")] = False,
-    downtime_limit: Annotated[int | None, typer.Option(
-        "--downtime-limit", help="Max downtime QEMU aims for, ms (QEMU default 300).")] = None,
-    bandwidth: Annotated[float | None, typer.Option(
-        "--bandwidth", help="Max bandwidth, MiB/s (QEMU default 128).")] = None,
-    dirty: Annotated[float, typer.Option(
-        "--dirty", help="Dirtying rate in the guest, MiB/s: 20 by default, which a "
-        "migration converges under even on a TCG host (0: as fast as it can, which "
-        "may never converge).")] = 20.0,
-    dirty_mem: Annotated[int, typer.Option(
-        "--dirty-mem", help="Working set the guest dirties, MiB.")] = 128,
-    multifd_channels: Annotated[int | None, typer.Option(
-        "--multifd-channels", help="multifd: parallel channels (default 2).")] = None,
-    max_time: Annotated[float, typer.Option(
-        "--max-time", help="Give up after this many seconds (see --on-timeout).")] = 300.0,
-    on_timeout: Annotated[str, typer.Option(
-        "--on-timeout", help="cancel (the source keeps running) or postcopy.")] = "cancel",
-    postcopy_after: Annotated[int, typer.Option(
-        "--postcopy-after", help="postcopy: switch after this many passes.")] = 1,
-    qemu: Annotated[str | None, typer.Option(
-        "--qemu", help="Destination QEMU binary (migrate to another version).")] = None,
-    transport: Annotated[str, typer.Option(
-        "--transport", help="tcp (loopback) or unix.")] = "tcp",
+    auto: Annotated[
+        bool,
+        typer.Option(
+            "--auto",
+            help="Same as --mode auto: precopy, then postcopy if it does not converge "
+            "within the bulk copy and one pass at --downtime-limit (default 50 ms).",
+        ),
+    ] = False,
+    downtime_limit: Annotated[
+        int | None,
+        typer.Option("--downtime-limit", help="Max downtime QEMU aims for, ms (QEMU default 300)."),
+    ] = None,
+    bandwidth: Annotated[
+        float | None, typer.Option("--bandwidth", help="Max bandwidth, MiB/s (QEMU default 128).")
+    ] = None,
+    dirty: Annotated[
+        float,
+        typer.Option(
+            "--dirty",
+            help="Dirtying rate in the guest, MiB/s: 20 by default, which a "
+            "migration converges under even on a TCG host (0: as fast as it can, which "
+            "may never converge).",
+        ),
+    ] = 20.0,
+    dirty_mem: Annotated[
+        int, typer.Option("--dirty-mem", help="Working set the guest dirties, MiB.")
+    ] = 128,
+    multifd_channels: Annotated[
+        int | None,
+        typer.Option("--multifd-channels", help="multifd: parallel channels (default 2)."),
+    ] = None,
+    max_time: Annotated[
+        float,
+        typer.Option("--max-time", help="Give up after this many seconds (see --on-timeout)."),
+    ] = 300.0,
+    on_timeout: Annotated[
+        str, typer.Option("--on-timeout", help="cancel (the source keeps running) or postcopy.")
+    ] = "cancel",
+    postcopy_after: Annotated[
+        int, typer.Option("--postcopy-after", help="postcopy: switch after this many passes.")
+    ] = 1,
+    qemu: Annotated[
+        str | None,
+        typer.Option("--qemu", help="Destination QEMU binary (migrate to another version)."),
+    ] = None,
+    transport: Annotated[str, typer.Option("--transport", help="tcp (loopback) or unix.")] = "tcp",
     to: Annotated[str | None, typer.Option("--to", help=TO_HELP)] = None,
     output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
 ) -> int:

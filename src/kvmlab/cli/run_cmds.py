@@ -91,8 +91,12 @@ def run_up(
     rows = [[m.config.name, m.config.accel,
              *(f"{m.boot[s]:.2f}" if s in m.boot else "-" for s in shown)]
             for m in machines]  # fmt: skip
-    print_grid(Console(), columns, rows,
-               title=f"lab {loaded.lab.name} is up: boot stages in seconds (measured)")
+    print_grid(
+        Console(),
+        columns,
+        rows,
+        title=f"lab {loaded.lab.name} is up: boot stages in seconds (measured)",
+    )
 
 
 def find_guest(address: str) -> tuple[Path, GuestRecord]:

@@ -148,4 +148,3 @@ def restore_abandoned(tuning: bool = False) -> None:
         f"{len(outcome.done)} setting(s) restored{failed}",
         file=sys.stderr,
     )
-

@@ -105,7 +105,7 @@ def _hypervisor(record: GuestRecord, address: str) -> Machine:
 def _inner_address(record: GuestRecord) -> list[str]:
     """The guest's path as the kvmlab inside its hypervisor knows it."""
     assert record.via is not None
-    return record.address[len(record.via.split("/")):]
+    return record.address[len(record.via.split("/")) :]
 
 
 def _pid_arg(record: GuestRecord, guest: Machine) -> str:

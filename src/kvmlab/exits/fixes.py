@@ -43,7 +43,7 @@ def lookup(context: Mapping[str, object], key: str) -> object:
     for part in key.split("."):
         if not (isinstance(current, Mapping) and part in current):
             prefix = key + "."
-            below = {k[len(prefix):]: v for k, v in context.items() if k.startswith(prefix)}
+            below = {k[len(prefix) :]: v for k, v in context.items() if k.startswith(prefix)}
             return below or None
         current = current[part]
     return current

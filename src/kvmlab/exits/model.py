@@ -169,6 +169,9 @@ def from_json(data: dict[str, Any]) -> Profile:
     fields["mmio"] = [MmioStat(**m) for m in data["mmio"]]
     fields["vcpus"] = {int(k): v for k, v in data["vcpus"].items()}
     cpu = data.get("cpu")
-    fields["cpu"] = None if cpu is None else CpuWindow(
-        **{k: v for k, v in cpu.items() if k in CpuWindow.__dataclass_fields__})
+    fields["cpu"] = (
+        None
+        if cpu is None
+        else CpuWindow(**{k: v for k, v in cpu.items() if k in CpuWindow.__dataclass_fields__})
+    )
     return Profile(**fields)

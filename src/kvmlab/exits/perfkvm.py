@@ -127,8 +127,10 @@ def _read_text(fd: int, shown: str, size: int) -> str:
 
 
 def _too_big(shown: str) -> str:
-    return (f"{shown}: over {MAX_TEXT_BYTES >> 20} MiB, too large for a perf kvm stat report "
-            "text (import the perf.data file, or 'perf kvm stat report' of it)")
+    return (
+        f"{shown}: over {MAX_TEXT_BYTES >> 20} MiB, too large for a perf kvm stat report "
+        "text (import the perf.data file, or 'perf kvm stat report' of it)"
+    )
 
 
 def import_file(path: Path, address: str, seconds: float) -> Profile:

@@ -55,7 +55,6 @@ VERIFY_DROP = 0.5
 """A verified fix cuts what ``verify`` names by at least this fraction."""
 
 
-
 # Evaluation ---------------------------------------------------------------------------------
 
 NEEDS = {
@@ -189,9 +188,14 @@ def verify_fix(rule: Rule, before: Profile, after: Profile,
         if isinstance(sel, Measure):
             old, new = measure(sel, before, context), measure(sel, after, context)
             got = [m for m in (old, new) if isinstance(m, Measurement)]
-            checks.append(VerifyCheck(
-                _label(sel), old.value if isinstance(old, Measurement) else None,
-                new.value if isinstance(new, Measurement) else None, got[0].unit if got else ""))
+            checks.append(
+                VerifyCheck(
+                    _label(sel),
+                    old.value if isinstance(old, Measurement) else None,
+                    new.value if isinstance(new, Measurement) else None,
+                    got[0].unit if got else "",
+                )
+            )
     return checks
 
 
@@ -427,8 +431,11 @@ def _rows(of: str, profile: Profile, cond: Selector) -> list[tuple[str, int]] | 
     rows = []
     for what, key, write, count, given in sorted(stats, key=lambda s: (-s[3], s[1], s[2])):
         if isinstance(cond, PortCond | MsrCond | GpaCond):
-            inside = (cond.gpa[0] <= key <= cond.gpa[1] if isinstance(cond, GpaCond)
-                      else key in (cond.ports if isinstance(cond, PortCond) else cond.msrs))
+            inside = (
+                cond.gpa[0] <= key <= cond.gpa[1]
+                if isinstance(cond, GpaCond)
+                else key in (cond.ports if isinstance(cond, PortCond) else cond.msrs)
+            )
             if not (inside and _dir(cond.access, write)):
                 continue
         rows.append((f"{what} 0x{key:x}{_name(what, key, given)} "

@@ -56,8 +56,9 @@ def show(profile: Profile, console: Console) -> None:
         cols = [Col("KVM counter"), Col("kind"), Col("delta", "right"), Col("per s", "right")]
         _grid(console, cols, rows, "KVM statistics (query-stats), change over the window")
     if len(profile.vcpus) > 1 or (profile.vcpus and not profile.reasons):
-        rows = [[str(v), str(n), f"{profile.rate(n):.0f}"]
-                for v, n in sorted(profile.vcpus.items())]
+        rows = [
+            [str(v), str(n), f"{profile.rate(n):.0f}"] for v, n in sorted(profile.vcpus.items())
+        ]
         _grid(console, [Col("vCPU", "right"), Col("exits", "right"), Col("per s", "right")],
               rows, "exits per vCPU")  # fmt: skip
     _drilldowns(profile, console)

@@ -69,8 +69,11 @@ def checked_root(root: Path | None = None, create: bool = True) -> Path:
     if why := unsafe_own_dir(root):
         raise UsageError(f"cache directory {why}; set KVMLAB_CACHE to one")
     if not (root / MARKER).is_file():
-        strange = sorted(p.name for p in root.iterdir()
-                         if p.name not in _KNOWN and not p.name.startswith(".bench-boot-"))
+        strange = sorted(
+            p.name
+            for p in root.iterdir()
+            if p.name not in _KNOWN and not p.name.startswith(".bench-boot-")
+        )
         if strange:
             raise UsageError(
                 f"cache directory {root} holds files kvmlab did not create "

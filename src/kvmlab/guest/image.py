@@ -46,7 +46,10 @@ AGENT_PORT_NAME = "org.qemu.guest_agent.0"
 VIRTIOFSD = Path("/usr/lib/qemu/virtiofsd")
 # The generic kernel has 9p and virtio-fs; the cloud kernel (smaller) only virtio-fs.
 FLAVOUR_FOR_SHARE: Mapping[ShareKind, KernelFlavour] = {
-    "9p": "generic", "virtiofs": "cloud", "none": "generic"}
+    "9p": "generic",
+    "virtiofs": "cloud",
+    "none": "generic",
+}
 # panic=-1: a failed init reboots at once, which -no-reboot turns into QEMU exiting.
 BASE_APPEND = "console=ttyS0 quiet panic=-1"
 

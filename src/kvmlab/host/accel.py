@@ -26,7 +26,7 @@ OUTER_TCG_REASON = (
     "its guests' disk and network load (QEMU's emulated SVM loses interrupts between its "
     "vCPUs around #VMEXIT: L1 panics after VMRUN or soft-locks; 3 of 3 stress runs), so its "
     "guests run under TCG; give it one vCPU under TCG (when_tcg = {{ vcpus = 1 }}) for KVM, "
-    "or set accel = \"kvm\" on its guests to force it"
+    'or set accel = "kvm" on its guests to force it'
 )
 OUTER_TCG_ONE_VCPU_REASON = (
     "this guest hypervisor runs under TCG with one vCPU, where its KVM survives its guests' "

@@ -181,8 +181,10 @@ def check_libvirt(probe: HostProbe) -> Finding:
             f"libvirt {version_of(daemon, DOTTED)}, but no daemon answers on {SYSTEM_URI} "
             "(the libvirt backend needs one; kvmlab never starts the system daemon)",
             evidence,
-            ["systemctl start libvirtd (without systemd: virtlogd -d && libvirtd -d)",
-             "or a private daemon: kvmlab libvirtd start NAME (then --connect its URI)"],
+            [
+                "systemctl start libvirtd (without systemd: virtlogd -d && libvirtd -d)",
+                "or a private daemon: kvmlab libvirtd start NAME (then --connect its URI)",
+            ],
         )
     if virsh.found and not virsh.ok:
         return _broken("tools.libvirt", virsh, "libvirt-clients")

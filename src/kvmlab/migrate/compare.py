@@ -124,8 +124,12 @@ def run_migrations(
                 strategy.accel = accel.get(spec.guest, strategy.accel)
                 detail(f"{spec.name}: run {len(strategy.outcomes) + 1}")
                 try:
-                    outcome = migrate(address, strategy.settings(),
-                                      Workload(spec.dirty_mib, spec.dirty_rate_mibs), detail)
+                    outcome = migrate(
+                        address,
+                        strategy.settings(),
+                        Workload(spec.dirty_mib, spec.dirty_rate_mibs),
+                        detail,
+                    )
                 except KvmlabError as exc:  # one broken attempt does not end the comparison
                     outcome = Outcome(address, spec.mode, status="failed", error=str(exc))
                 strategy.outcomes.append(outcome)

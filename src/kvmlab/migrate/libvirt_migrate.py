@@ -313,7 +313,6 @@ def probe_files(source: LibvirtMachine, to_uri: str, xml: str) -> list[Where]:
     return [Path(f"/proc/{old}/root{path}"), destination]
 
 
-
 def _follow(dom: Any, worker: threading.Thread, outcome: Outcome, settings: Settings,
             t0: float) -> None:  # fmt: skip
     """Sample libvirt's job and QEMU's ``query-migrate`` until the job ends; switch to
@@ -368,9 +367,11 @@ def _hint(error: str) -> str:
             sysctl = Path("/proc/sys/vm/unprivileged_userfaultfd").read_text().strip()
         except OSError:
             sysctl = "?"
-        return (" (libvirt runs QEMU as its own user, which needs userfaultfd for postcopy: "
-                f"vm.unprivileged_userfaultfd is {sysctl} here; 'sysctl -w "
-                "vm.unprivileged_userfaultfd=1' allows it, or give that user /dev/userfaultfd)")
+        return (
+            " (libvirt runs QEMU as its own user, which needs userfaultfd for postcopy: "
+            f"vm.unprivileged_userfaultfd is {sysctl} here; 'sysctl -w "
+            "vm.unprivileged_userfaultfd=1' allows it, or give that user /dev/userfaultfd)"
+        )
     return ""
 
 
@@ -398,6 +399,9 @@ def _follow_record(source: LibvirtMachine, to_uri: str, guest_dir: Any) -> Libvi
     record = moved.record()
     record.save(guest_dir)
     if not moved.is_alive():
-        raise LibvirtFailure("the domain does not run on the destination after libvirt "
-                             "completed the migration", to_uri, record.name)
+        raise LibvirtFailure(
+            "the domain does not run on the destination after libvirt completed the migration",
+            to_uri,
+            record.name,
+        )
     return moved

@@ -122,8 +122,10 @@ def _migrate(
     check_fits(workload, record, address)
     run_state = source.qmp().execute("query-status")
     if not run_state.get("running"):
-        raise StateError(f"{address} is not running but {run_state.get('status')} (a failed "
-                         f"postcopy leaves its source so); 'kvmlab down {record.lab}' removes it")
+        raise StateError(
+            f"{address} is not running but {run_state.get('status')} (a failed "
+            f"postcopy leaves its source so); 'kvmlab down {record.lab}' removes it"
+        )
     dest_dir = handover.migration_dir(guest_dir, record)
     if dest_dir.exists():
         if find_marked(f"{dest_dir}/"):
@@ -145,8 +147,19 @@ def _migrate(
     dirtier = ref.dirtier
     dest = Machine(replace(source.config, argv=argv, run_dir=dest_dir))
     try:
-        return _attempt(source, dest, forwards, guest_dir, record, the_plan, outcome,
-                        ref, progress, transport, t_start)
+        return _attempt(
+            source,
+            dest,
+            forwards,
+            guest_dir,
+            record,
+            the_plan,
+            outcome,
+            ref,
+            progress,
+            transport,
+            t_start,
+        )
     except BaseException:  # what _attempt does not handle: nothing of it may run on
         _stop_anyway(guest_dir, dirtier)
         with deferred_signals(), contextlib.suppress(KvmlabError, OSError):
@@ -227,8 +240,10 @@ def _attempt(
             dest.launch_incoming()
         except KvmlabError as exc:
             lines = exc.lines()
-            raise RuntimeFailure(f"the destination QEMU did not start: {lines[0]}"
-                                 + "".join(f"; {x.strip()}" for x in lines[1:4])) from exc
+            raise RuntimeFailure(
+                f"the destination QEMU did not start: {lines[0]}"
+                + "".join(f"; {x.strip()}" for x in lines[1:4])
+            ) from exc
         _set(source, the_plan.source_caps, the_plan.source_params)
         _set(dest, the_plan.dest_caps, the_plan.dest_params)
         uri = (f"tcp:127.0.0.1:{_free_port()}" if transport == "tcp"
@@ -461,8 +476,13 @@ def restore_forwards(run_hmp: Callable[[str], str], forwards: list[tuple[str, st
             if _forwarded(table, host_port):
                 break
             if time.monotonic() > deadline:
-                failed.append(guestside.Check("port forward", False, f"{rule} could not be "
-                                              "set up on the destination (port in use?)"))
+                failed.append(
+                    guestside.Check(
+                        "port forward",
+                        False,
+                        f"{rule} could not be set up on the destination (port in use?)",
+                    )
+                )
                 break
             time.sleep(0.2)
     return failed

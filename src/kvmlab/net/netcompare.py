@@ -79,8 +79,11 @@ def _guest(lab: Lab, name: str, index: int, iface: IPv4Interface | str) -> Endpo
 
 def _label(*types: str) -> str:
     kinds = set(types)
-    return "tap+vhost-net" if kinds == {"vhost-net"} else ("tap" if kinds == {"tap"}
-                                                            else "tap/vhost-net")
+    return (
+        "tap+vhost-net"
+        if kinds == {"vhost-net"}
+        else ("tap" if kinds == {"tap"} else "tap/vhost-net")
+    )
 
 
 def plan_paths(lab: Lab, switch_kind: str | None = None) -> list[NetPath]:
@@ -117,8 +120,10 @@ def plan_paths(lab: Lab, switch_kind: str | None = None) -> list[NetPath]:
         out.append((NetPath(f"vhost-user ({switch_kind or 'switch'})", _guest(lab, g0, i0, a0),
                             _guest(lab, g1, i1, a1), q0), str(a0.network)))  # fmt: skip
     names = [p.name for p, _ in out]
-    return [replace(p, label=f"{p.label} via {via}") if names.count(p.name) > 1 and via else p
-            for p, via in out]
+    return [
+        replace(p, label=f"{p.label} via {via}") if names.count(p.name) > 1 and via else p
+        for p, via in out
+    ]
 
 
 Port = tuple[str, int, IPv4Interface]

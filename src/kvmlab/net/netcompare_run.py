@@ -221,9 +221,11 @@ def run_netcompare(loaded: LoadedLab, variant: str, reps: int, host: labrun.Host
     guests = ", ".join(dict.fromkeys(p.a.name for p in paths))
     at("L1", guests, WORKLOAD)
     progress(f"netcompare: {len(paths)} path(s): {', '.join(p.name for p in paths)}")
-    doc: dict[str, Any] = {"paths": [p.name for p in paths], "multiqueue": {},
-                           "left_out": [f"{k}: no {VHOST_NET} on this host" for k in dropped]
-                           + loose}
+    doc: dict[str, Any] = {
+        "paths": [p.name for p in paths],
+        "multiqueue": {},
+        "left_out": [f"{k}: no {VHOST_NET} on this host" for k in dropped] + loose,
+    }
     with labrun.started(loaded, host, image, progress=progress, children=False,
                         backend=backend) as machines:  # fmt: skip
         by_name = {m.config.address[0]: m for m in machines}

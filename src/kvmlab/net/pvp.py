@@ -103,8 +103,10 @@ def window(
     stopped = time.monotonic()  # "stop" takes effect first, then prints its statistics
     pause(gen)
     if not drain(next(c for c in counted if c.name == "sink")):
-        raise RuntimeFailure(f"pvp: the sink still received packets {DRAIN_LIMIT:g} s after "
-                             "the generator stopped: the trial's counts would not add up")
+        raise RuntimeFailure(
+            f"pvp: the sink still received packets {DRAIN_LIMIT:g} s after "
+            "the generator stopped: the trial's counts would not add up"
+        )
     after = {c.name: c.snapshot() for c in counted}
     return {name: rates(before[name], after[name], stopped - started) for name in before}
 
@@ -264,6 +266,8 @@ def describe(spec: SwitchSpec, pvp: PvpSpec, guest: str | None) -> str:
     switch = (f"{spec.kind} switch ({mode}, {len(spec.cores)} core(s), "
               f"{'huge pages' if spec.hugepages else 'no huge pages'})")  # fmt: skip
     middle = f" -> guest {guest} testpmd macswap -> {switch}" if guest else ""
-    return (f"testpmd txonly generator ({flows}) -> {switch}{middle} -> testpmd rxonly sink; "
-            f"trials of {pvp.seconds:g} s (counted with nothing in flight) after a "
-            f"{pvp.warmup:g} s warm-up trial")
+    return (
+        f"testpmd txonly generator ({flows}) -> {switch}{middle} -> testpmd rxonly sink; "
+        f"trials of {pvp.seconds:g} s (counted with nothing in flight) after a "
+        f"{pvp.warmup:g} s warm-up trial"
+    )

@@ -39,8 +39,14 @@ def pvp_guest(loaded: LoadedLab) -> str | None:
     lab = loaded.lab
     if lab.bench.pvp.guest is not None:
         return lab.bench.pvp.guest
-    return next((n for n, g in lab.guests.items()
-                 if len([1 for _, n in switch_ports(g) if n.address is None]) >= 2), None)
+    return next(
+        (
+            n
+            for n, g in lab.guests.items()
+            if len([1 for _, n in switch_ports(g) if n.address is None]) >= 2
+        ),
+        None,
+    )
 
 
 def run_pvp(

@@ -179,7 +179,8 @@ def verify(settings: Sequence[Setting], root: Path = Path("/")) -> Outcome:
             out.done.append((s.name, now, s.wanted))
         else:
             (out.skipped if s.optional else out.failed).append(
-                (s.name, f"is {now}, wanted {s.wanted}"))
+                (s.name, f"is {now}, wanted {s.wanted}")
+            )
     return out
 
 

@@ -73,7 +73,8 @@ def traffic_argv(
     or the sink (``rxonly``) on one ``net_virtio_user`` port; ``server``: it listens on the
     socket (an OVS ``dpdkvhostuserclient`` port connects to it)."""
     vdev = f"net_virtio_user0,path={socket},queues=1,queue_size={RING}" + (
-        ",server=1" if server else "")
+        ",server=1" if server else ""
+    )
     txonly = [f"--txpkts={frame - CRC_BYTES}"] + (["--txonly-multi-flow"] if multi_flow else [])
     # Big rings: where the generator or sink shares a CPU with another poller, the ring is
     # all that holds packets while it is scheduled out (a 256-entry ring capped the sink at

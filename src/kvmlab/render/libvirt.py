@@ -50,5 +50,8 @@ def render_libvirt(guest: Guest, target: Target) -> str:
     try:
         return d.tostring()
     except MalformedXml as exc:
-        raise RenderError(target.name, f"its domain XML would not be well-formed ({exc}): a "
-                          "value of the lab carries a character XML cannot hold") from None
+        raise RenderError(
+            target.name,
+            f"its domain XML would not be well-formed ({exc}): a "
+            "value of the lab carries a character XML cannot hold",
+        ) from None

@@ -93,8 +93,9 @@ def _queues(by: dict[str, dict[str, Summary]], shown: str,
             for path, n in order]  # fmt: skip
     columns = [Col("path"), Col("queues", "right"), *(Col(f"{h}\nGbit/s", "right") for h in heads),
                *(Col(f"{h}\nRX queues %", "right") for h in heads)]  # fmt: skip
-    return Grid(f"netcompare{shown}: multiqueue, channels set in the guests (ethtool -L)",
-                columns, rows)
+    return Grid(
+        f"netcompare{shown}: multiqueue, channels set in the guests (ethtool -L)", columns, rows
+    )
 
 
 def notes(documents: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
@@ -104,8 +105,10 @@ def notes(documents: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
         shown = "" if variant == "default" else f"{variant}: "
         out += [f"{shown}left out {why}" for why in doc.get("left_out", [])]
         for path, nic in doc.get("multiqueue", {}).items():
-            out.append(f"{shown}{path}: {nic.get('guest')} {nic.get('device')}: "
-                       f"{nic.get('in_use')} of {nic.get('asked')} queue pair(s) in use")
+            out.append(
+                f"{shown}{path}: {nic.get('guest')} {nic.get('device')}: "
+                f"{nic.get('in_use')} of {nic.get('asked')} queue pair(s) in use"
+            )
             out += [f"{shown}{path}: FINDING {f['what']}: {f['reason']}; fix: {f['fix']}"
                     for f in nic.get("findings", [])]  # fmt: skip
     return out

@@ -218,9 +218,7 @@ class ResultStore:
         for (variant, level, guest, workload), count in dropped.items():
             message = f"dropped {count} value(s) that are not finite numbers"
             self.add_failure(run_id, Failure(variant, level, guest, workload, message, None))
-        rows = [
-            (run_id, *(getattr(s, c) for c in SAMPLE_COLUMNS)) for s in kept
-        ]
+        rows = [(run_id, *(getattr(s, c) for c in SAMPLE_COLUMNS)) for s in kept]
         marks = ", ".join("?" * (len(SAMPLE_COLUMNS) + 1))
         with self._tx() as db:
             db.executemany(

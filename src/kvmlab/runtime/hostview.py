@@ -260,7 +260,8 @@ def _mountinfo(path: str) -> list[list[str]]:
 
 
 def root_propagation(
-    own: str = "/proc/self/mountinfo", init: str = "/proc/1/mountinfo",
+    own: str = "/proc/self/mountinfo",
+    init: str = "/proc/1/mountinfo",
     targets: Sequence[str] = ("/",),
 ) -> Literal["private", "unchanged"]:
     """How ``unshare`` must set mount propagation so no mask leaks back to the host.

@@ -261,8 +261,10 @@ class Machine:
         status = self._proc.poll() if self._proc is not None else None
         how = f"its QEMU exited ({describe_status(status)})" if status is not None else (
             "its QEMU exited")  # fmt: skip
-        logs = [*(f"qemu: {line}" for line in tail(Path(self._marker) / QEMU_LOG, 6)),
-                *(f"serial: {line}" for line in tail(Path(self._marker) / SERIAL_LOG, 12))]
+        logs = [
+            *(f"qemu: {line}" for line in tail(Path(self._marker) / QEMU_LOG, 6)),
+            *(f"serial: {line}" for line in tail(Path(self._marker) / SERIAL_LOG, 12)),
+        ]
         return RuntimeFailure("\n".join([f"{what}: {how}", *logs]))
 
     @classmethod
@@ -283,9 +285,7 @@ class Machine:
         machine.boot = dict(record.boot)
         machine._marker = record.marker or str(run_dir)
         machine._started = record.started
-        machine.state = (
-            MachineState.RUNNING if record.running(run_dir) else MachineState.STOPPED
-        )
+        machine.state = MachineState.RUNNING if record.running(run_dir) else MachineState.STOPPED
         return machine
 
     def detach(self) -> None:
@@ -474,8 +474,7 @@ class Machine:
     def _require(self, state: MachineState, action: str) -> None:
         if self.state is not state:
             raise StateError(
-                f"cannot {action} {self.config.name}: it is {self.state.value}, "
-                f"not {state.value}"
+                f"cannot {action} {self.config.name}: it is {self.state.value}, not {state.value}"
             )
 
     # -- context manager ----------------------------------------------------------------

@@ -41,7 +41,7 @@ def setup_script(net: UserNet) -> list[str]:
         f'[ "$(cat $d/address)" = "{net.mac}" ] && dev=${{d##*/}}; done; '
         '[ -n "$dev" ] || { echo "no NIC with MAC ' + net.mac + '" >&2; exit 1; }; '
         'ip link set "$dev" up && ip addr replace ' + SLIRP_GUEST + ' dev "$dev" && '
-        f"ip route replace default via {net.host} dev \"$dev\" && "
+        f'ip route replace default via {net.host} dev "$dev" && '
         "echo nameserver 10.0.2.3 > /etc/resolv.conf"
     )
     return ["sh", "-c", script]
@@ -80,7 +80,7 @@ def address_script(nics: list[LabAddress]) -> list[str]:
     for n in nics:
         lines.append(
             f'dev=; for d in /sys/class/net/*; do [ "$(cat $d/address)" = "{n.mac}" ] && '
-            'dev=${d##*/}; done; '
+            "dev=${d##*/}; done; "
             f'[ -n "$dev" ] || {{ echo "no NIC with MAC {n.mac}" >&2; exit 1; }}; '
             f'ip link set "$dev" up && ip addr replace {n.address} dev "$dev" || exit 1'
         )

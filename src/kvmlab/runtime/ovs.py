@@ -150,8 +150,14 @@ class Ovs:
         commands = config_commands(spec, ports, prefix)
         self.vsctl(*commands[0], wait=False)
         pidfile = self.dir / "ovs-vswitchd.pid"
-        argv = [VSWITCHD, self.db, f"--pidfile={pidfile}",
-                f"--log-file={self.dir / 'ovs-vswitchd.log'}", "--detach", "--no-chdir"]
+        argv = [
+            VSWITCHD,
+            self.db,
+            f"--pidfile={pidfile}",
+            f"--log-file={self.dir / 'ovs-vswitchd.log'}",
+            "--detach",
+            "--no-chdir",
+        ]
         if self.netns is not None:
             argv = netns.exec_argv(self.netns, argv)
         self._daemon(argv, pidfile, "ovs-vswitchd-dpdk")

@@ -51,12 +51,13 @@ class Limit:
                              f"seconds above 0 and at most {MAX_SECONDS:g}")  # fmt: skip
         return value
 
-
     def exceeded(self, subject: str, seconds: float, detail: str = "") -> Stalled:
         """The error for a wait bounded by this limit's ceiling that took ``seconds``."""
         more = f"; {detail}" if detail else ""
-        return Stalled(f"{subject}: not done after {seconds:g} s (limit {self.name!r}: "
-                       f"{self.what}{more}); raise it with {self.env('ceiling')}=SECONDS")
+        return Stalled(
+            f"{subject}: not done after {seconds:g} s (limit {self.name!r}: "
+            f"{self.what}{more}); raise it with {self.env('ceiling')}=SECONDS"
+        )
 
 
 LIMITS = {limit.name: limit for limit in (

@@ -252,8 +252,10 @@ class LabDir:
         try:
             fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         except OSError as exc:
-            raise StateError(f"cannot take the lock {self.root / '.lock'}: {exc.strerror} "
-                             "(kvmlab never follows a symlink there)") from None
+            raise StateError(
+                f"cannot take the lock {self.root / '.lock'}: {exc.strerror} "
+                "(kvmlab never follows a symlink there)"
+            ) from None
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -290,4 +292,3 @@ def running_labs() -> list[LabDir]:
         return []
     return [LabDir(p.name, p) for p in sorted(root.iterdir())
             if is_name(p.name) and p.is_dir() and not p.is_symlink()]  # fmt: skip
-

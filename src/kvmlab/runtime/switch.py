@@ -64,8 +64,10 @@ def lab_ports(lab: Lab) -> list[str]:
     go generator -> guest NIC 0 and guest NIC 1 -> sink. The PVP guest's two are ports
     without an address (an addressed one is for guest-to-guest traffic)."""
     guest_ports = [(name, [n.port for _, n in switch_ports(g)]) for name, g in lab.guests.items()]
-    dpdk = [(name, [n.port for _, n in switch_ports(g) if n.address is None])
-            for name, g in lab.guests.items()]  # an addressed port stays with the kernel
+    dpdk = [
+        (name, [n.port for _, n in switch_ports(g) if n.address is None])
+        for name, g in lab.guests.items()
+    ]  # an addressed port stays with the kernel
     chosen = lab.bench.pvp.guest or next((n for n, p in dpdk if len(p) >= 2), None)
     pvp = next((p[:2] for n, p in dpdk if n == chosen and len(p) >= 2), [])
     rest = [p for _, ports in guest_ports for p in ports if p not in pvp]
@@ -156,9 +158,13 @@ class Switch:
 
     def _record(self) -> None:
         res = self.reserved
-        record = SwitchRecord(self.kind, self.ports, self._processes(),
-                              (res.before, res.after) if res and res.changed else None,
-                              self.netns)
+        record = SwitchRecord(
+            self.kind,
+            self.ports,
+            self._processes(),
+            (res.before, res.after) if res and res.changed else None,
+            self.netns,
+        )
         write_private(self.dir / RECORD, json.dumps(asdict(record), indent=2))
 
     @classmethod
@@ -185,7 +191,8 @@ class Switch:
             raise RuntimeFailure(f"the {self.name} of lab {self.lab} is not running "
                                  f"(its log: {self.dir / (self.name + '.log')})")  # fmt: skip
         return self.process.command("show port stats all") + self.process.command(
-            "show fwd stats all")
+            "show fwd stats all"
+        )
 
     def stop(self) -> None:
         """Stop the processes, give back the huge pages, remove the directory (kept, with

@@ -40,8 +40,10 @@ def check_uri(value: str) -> str:
     for pair in filter(None, (match.group("query") or "").split("&")):
         key = pair.partition("=")[0]
         if key not in PARAMS:
-            raise ValueError(f"{value!r}: URI parameter {key!r} is not one kvmlab passes "
-                             f"(allowed: {', '.join(sorted(PARAMS))})")
+            raise ValueError(
+                f"{value!r}: URI parameter {key!r} is not one kvmlab passes "
+                f"(allowed: {', '.join(sorted(PARAMS))})"
+            )
     return value
 
 

@@ -247,9 +247,9 @@ class Lab(SpecModel):
     def walk(self) -> Iterator[tuple[tuple[str, ...], Guest]]:
         """Every guest with its path of names from the top (`("l1", "l2")`), parents first."""
 
-        def visit(prefix: tuple[str, ...], guests: dict[str, Guest]) -> Iterator[
-            tuple[tuple[str, ...], Guest]
-        ]:
+        def visit(
+            prefix: tuple[str, ...], guests: dict[str, Guest]
+        ) -> Iterator[tuple[tuple[str, ...], Guest]]:
             for name, guest in guests.items():
                 path = (*prefix, name)
                 yield path, guest

@@ -250,8 +250,10 @@ def _pydantic_problem(shown: str, err: ErrorDetails) -> Problem:
         message = "required key is missing"
     elif loc and loc[-1] == "[key]":
         message = f"{loc[-2]!r} is not a valid name: use lower case letters, digits and dashes"
-    elif kind in {"literal_error", "enum", "union_tag_invalid"} or kind.endswith("_type") or (
-        kind.endswith("_parsing")
+    elif (
+        kind in {"literal_error", "enum", "union_tag_invalid"}
+        or kind.endswith("_type")
+        or (kind.endswith("_parsing"))
     ):
         given = err.get("input")
         if isinstance(given, str | int | float | bool):

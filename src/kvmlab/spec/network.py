@@ -32,8 +32,10 @@ def unusable(net: IPv4Network) -> str | None:
         if bad:
             return f"{net} is a {what} range: use a private one, e.g. 10.77.0.0/24"
     if not net.is_private:
-        return f"{net} is not a private range (10/8, 172.16/12, 192.168/16): a lab's network " \
-               "must not shadow real addresses"
+        return (
+            f"{net} is not a private range (10/8, 172.16/12, 192.168/16): a lab's network "
+            "must not shadow real addresses"
+        )
     if net.overlaps(SLIRP_NET):
         return f"{net} overlaps user networking's {SLIRP_NET} in the guests"
     return None

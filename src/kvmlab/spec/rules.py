@@ -107,7 +107,7 @@ def _nics(key: str, g: Guest) -> Iterator[Finding]:
     for i, nic in enumerate(g.nics):
         nic_key = f"{key}.nics[{i}]"
         if nic.queues > 1 and nic.model != "virtio":
-            yield f"{nic_key}.queues", f"multiqueue needs model = \"virtio\", not {nic.model!r}"
+            yield f"{nic_key}.queues", f'multiqueue needs model = "virtio", not {nic.model!r}'
         if isinstance(nic, UserNic) and nic.queues > 1:
             yield f"{nic_key}.queues", "user networking has a single queue pair"
         if nic.queues > 2 * g.vcpus:
@@ -125,7 +125,7 @@ def _nics(key: str, g: Guest) -> Iterator[Finding]:
             )
         if isinstance(nic, VhostUserNic):
             if nic.model != "virtio":
-                yield f"{nic_key}.model", "vhost-user needs model = \"virtio\""
+                yield f"{nic_key}.model", 'vhost-user needs model = "virtio"'
             if not g.memory.shared_anywhere or g.memory.backing == "anonymous":
                 yield (
                     nic_key,
@@ -134,7 +134,7 @@ def _nics(key: str, g: Guest) -> Iterator[Finding]:
                     '(or numa cells with mem_access = "shared")',
                 )
             if nic.reconnect is not None and nic.mode == "server":
-                yield f"{nic_key}.reconnect", "reconnect applies to mode = \"client\" only"
+                yield f"{nic_key}.reconnect", 'reconnect applies to mode = "client" only'
 
 
 def _disks(key: str, g: Guest) -> Iterator[Finding]:
@@ -284,9 +284,15 @@ def check_lab(lab: Lab) -> list[Finding]:
         for rule in GUEST_RULES:
             found.extend(rule(key, guest))
     found.extend(_unique(lab))
-    found.extend((f"{guest_key(path)}.libvirt_uri", "a guest inside a guest hypervisor runs "
-                  "where its guest hypervisor runs: only top-level guests name a daemon")
-                 for path, guest in lab.walk() if len(path) > 1 and guest.libvirt_uri)
+    found.extend(
+        (
+            f"{guest_key(path)}.libvirt_uri",
+            "a guest inside a guest hypervisor runs "
+            "where its guest hypervisor runs: only top-level guests name a daemon",
+        )
+        for path, guest in lab.walk()
+        if len(path) > 1 and guest.libvirt_uri
+    )
     found.extend(_migrations(lab))
     found.extend(_switch(lab))
     found.extend(check_networks(lab))

@@ -153,6 +153,7 @@ CpuSet = Annotated[
 ]
 """A set of CPU numbers, written ``"0-3,6"``."""
 
+
 def one_line(value: str) -> str:
     """``value`` when it is one line of printable text (no newline, NUL or escape): what a
     kernel command line or an authorized_keys entry is."""

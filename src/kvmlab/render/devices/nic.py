@@ -60,9 +60,19 @@ class NicPart:
         # A slot of its own on the root bus, far above the ones libvirt hands out from the
         # bottom up (QEMU realizes these arguments before libvirt's own devices).
         bus = "pcie.0" if self.machine == "q35" else "pci.0"
-        d.commandline("-netdev", ",".join(["user", f"id={net}", *fwd]),
-                      "-device", opts(model, id=f"kvnic{self.index}", netdev=net, mac=self.mac,
-                                      bus=bus, addr=f"0x{0x10 + self.index:x}"))
+        d.commandline(
+            "-netdev",
+            ",".join(["user", f"id={net}", *fwd]),
+            "-device",
+            opts(
+                model,
+                id=f"kvnic{self.index}",
+                netdev=net,
+                mac=self.mac,
+                bus=bus,
+                addr=f"0x{0x10 + self.index:x}",
+            ),
+        )
         d.note(f"interface {self.index}: port forwards through QEMU's own slirp "
                "(qemu:commandline): this libvirt has no passt backend")  # fmt: skip
 

@@ -22,7 +22,7 @@ HV_QEMU = {
 TCG_LACKS_HV = ("vpindex",)
 TCG_VPINDEX_NOTE = (
     "hyperv vpindex dropped: QEMU under TCG cannot set the VP_INDEX MSR "
-    "(\"kernel doesn't allow setting HyperV VP_INDEX\")"
+    '("kernel doesn\'t allow setting HyperV VP_INDEX")'
 )
 
 

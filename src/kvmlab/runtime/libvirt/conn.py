@@ -93,6 +93,8 @@ def capabilities(conn: libvirt.virConnect, domain_type: str = "qemu") -> Libvirt
         return LibvirtCaps.from_xml(conn.getLibVersion(), conn.getVersion(), caps_xml, dom_xml)
     except libvirt.libvirtError as exc:
         uri = conn.getURI() if conn else "?"
-        raise LibvirtFailure(f"cannot read what this libvirt offers for x86_64 q35 guests "
-                             f"({describe(exc)})", uri,
-                             fix=["install QEMU for x86_64 there (qemu-system-x86)"]) from None
+        raise LibvirtFailure(
+            f"cannot read what this libvirt offers for x86_64 q35 guests ({describe(exc)})",
+            uri,
+            fix=["install QEMU for x86_64 there (qemu-system-x86)"],
+        ) from None

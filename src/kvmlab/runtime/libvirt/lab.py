@@ -50,10 +50,16 @@ def refusals(loaded: LoadedLab, only: str | None = None, children: bool = True,
         key = guest_key((name,))
         local = uri_of is None or is_local(uri_of(guest))
         if guest.nested and guest.guests and children and not local:
-            out.append(Problem(file, f"{key}.guests", "guests inside a guest hypervisor "
-                               "run on a libvirt daemon of this host only (kvmlab reaches "
-                               "their agents through a socket of the guest hypervisor's "
-                               "QEMU), or on the qemu backend"))
+            out.append(
+                Problem(
+                    file,
+                    f"{key}.guests",
+                    "guests inside a guest hypervisor "
+                    "run on a libvirt daemon of this host only (kvmlab reaches "
+                    "their agents through a socket of the guest hypervisor's "
+                    "QEMU), or on the qemu backend",
+                )
+            )
         for i, nic in enumerate(guest.nics):
             if isinstance(nic, TapNic) and nic.network is not None and not local:
                 out.append(Problem(file, f"{key}.nics[{i}]", "NICs on the lab's networks "
@@ -126,9 +132,14 @@ def _check_taps(guest: Guest, uri: str, name: str) -> None:
             mq = " multi_queue" if nic.queues > 1 else ""
             raise LibvirtFailure(
                 f"nics[{i}]: tap {nic.ifname} does not exist; on the libvirt backend a tap "
-                "the lab names is the user's, taken as it is", uri, name,
-                [f"create it first: ip tuntap add dev {nic.ifname} mode tap{mq}",
-                 "or put the NIC on one of the lab's [networks] (kvmlab names its taps)"])
+                "the lab names is the user's, taken as it is",
+                uri,
+                name,
+                [
+                    f"create it first: ip tuntap add dev {nic.ifname} mode tap{mq}",
+                    "or put the NIC on one of the lab's [networks] (kvmlab names its taps)",
+                ],
+            )
 
 
 @dataclass
@@ -217,9 +228,13 @@ class LibvirtBackend:
                 _check_disk(i, target.path(disk.path), disk.format, caps.qemu_user, uri,
                             config.name)  # fmt: skip
         if target.image is not None and target.image.share == "virtiofs":
-            raise LibvirtFailure("shares the host root by virtiofs, whose daemon libvirt runs "
-                                 "as root and kvmlab cannot mask: refused on this backend",
-                                 uri, config.name, ["use the 9p image (the default)"])
+            raise LibvirtFailure(
+                "shares the host root by virtiofs, whose daemon libvirt runs "
+                "as root and kvmlab cannot mask: refused on this backend",
+                uri,
+                config.name,
+                ["use the 9p image (the default)"],
+            )
         render_libvirt(guest, target)  # what libvirt cannot say is refused before uploading
         hold()  # until the domain exists (released by the machine): see publish.LOCK
         try:
@@ -258,11 +273,15 @@ class LibvirtBackend:
             return None
         sockets = [nic for nic in guest.nics if isinstance(nic, VhostUserNic)]
         if any(n.port for n in sockets):
-            return ("its vhost-user NICs connect to the lab switch's sockets in kvmlab's "
-                    "private run directory (0700)")
+            return (
+                "its vhost-user NICs connect to the lab switch's sockets in kvmlab's "
+                "private run directory (0700)"
+            )
         if sockets:
-            return ("its vhost-user NICs connect to the sockets of a switch kvmlab does not "
-                    "run, which libvirt does not relabel")
+            return (
+                "its vhost-user NICs connect to the sockets of a switch kvmlab does not "
+                "run, which libvirt does not relabel"
+            )
         if not (guest.nested and guest.guests and children) or guest.boot != "image":
             return None
         import kvmlab
@@ -277,8 +296,10 @@ class LibvirtBackend:
         ):  # fmt: skip
             why = _reachable(path / "any", *user)  # the directory and above
             if why:
-                return (f"kvmlab inside it reads {what} ({path}) through the host-root "
-                        f"share, and libvirt's QEMU user cannot: {why}")
+                return (
+                    f"kvmlab inside it reads {what} ({path}) through the host-root "
+                    f"share, and libvirt's QEMU user cannot: {why}"
+                )
         return None
 
     def _check_root(self, loaded: LoadedLab, only: str | None, children: bool) -> None:
@@ -290,12 +311,17 @@ class LibvirtBackend:
             if why:
                 raise LibvirtFailure(
                     f"{why}: libvirt would have to run its QEMU as root, which kvmlab does "
-                    "only when asked", self.uri_of(guest), f"{loaded.lab.name}/{name}",
-                    ["--qemu-as-root (or qemu_as_root = true in the lab's [libvirt]): that "
-                     "domain's QEMU runs as root, and a guest booting the default image then "
-                     "reads the host root through its share as root, without kvmlab's masked "
-                     "host view",
-                     "or run the lab on the qemu backend (QEMU in a masked view of the host)"])
+                    "only when asked",
+                    self.uri_of(guest),
+                    f"{loaded.lab.name}/{name}",
+                    [
+                        "--qemu-as-root (or qemu_as_root = true in the lab's [libvirt]): that "
+                        "domain's QEMU runs as root, and a guest booting the default image then "
+                        "reads the host root through its share as root, without kvmlab's masked "
+                        "host view",
+                        "or run the lab on the qemu backend (QEMU in a masked view of the host)",
+                    ],
+                )
 
 
 def target_uuid(target: Any) -> str:

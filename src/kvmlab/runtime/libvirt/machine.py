@@ -143,9 +143,12 @@ class LibvirtMachine(Machine):
                 self.record().save(self.run_dir)
         except libvirt.libvirtError as exc:
             message = describe(exc)
-            raise LibvirtFailure(f"libvirt could not {step} domain {self.domain_name}: "
-                                 f"{message}", self.uri, name,
-                                 start_fix(message, self.domain_name, self.uri)) from None
+            raise LibvirtFailure(
+                f"libvirt could not {step} domain {self.domain_name}: {message}",
+                self.uri,
+                name,
+                start_fix(message, self.domain_name, self.uri),
+            ) from None
 
     def _taken(self, dom: Any) -> NoReturn:
         """Refuse a name or UUID already in use, saying whose it is: another kvmlab guest
@@ -213,13 +216,19 @@ class LibvirtMachine(Machine):
         agent = self.agent()
         while True:
             if not self.is_alive():
-                raise LibvirtFailure("the domain stopped while booting (see its log in "
-                                     "libvirt's log directory)", self.uri, self.config.name)
+                raise LibvirtFailure(
+                    "the domain stopped while booting (see its log in libvirt's log directory)",
+                    self.uri,
+                    self.config.name,
+                )
             if markers is not None:
                 markers.poll()
                 if markers.failed:
-                    raise LibvirtFailure("the guest's init failed (see its serial log "
-                                         f"{self.serial_log})", self.uri, self.config.name)
+                    raise LibvirtFailure(
+                        f"the guest's init failed (see its serial log {self.serial_log})",
+                        self.uri,
+                        self.config.name,
+                    )
             try:
                 agent.wait_ready(timeout=1.0, attempt=1.0)
                 break
@@ -254,8 +263,11 @@ class LibvirtMachine(Machine):
             raise LibvirtFailure(f"domain {self.domain_name} is gone ({describe(exc)})",
                                  self.uri, self.config.name) from None  # fmt: skip
         if guest_mark(dom).get("token") != self.token:
-            raise LibvirtFailure(f"domain {self.domain_name} does not carry this run's token: "
-                                 "not kvmlab's to touch", self.uri, self.config.name)
+            raise LibvirtFailure(
+                f"domain {self.domain_name} does not carry this run's token: not kvmlab's to touch",
+                self.uri,
+                self.config.name,
+            )
         self._dom = dom
         return self._dom
 
@@ -303,8 +315,10 @@ class LibvirtMachine(Machine):
         live XML), seen through QEMU's own root (a private daemon's mount namespace)."""
         name = RELAY_PORT.format(child)
         if self.pid is None:
-            raise StateError(f"{self.config.name}: its QEMU's pid is unknown (a daemon on "
-                             f"another host?), so the socket of channel {name} is out of reach")
+            raise StateError(
+                f"{self.config.name}: its QEMU's pid is unknown (a daemon on "
+                f"another host?), so the socket of channel {name} is out of reach"
+            )
         root = ET.fromstring(self._domain().XMLDesc(0))
         for channel in root.iterfind("devices/channel"):
             target, source = channel.find("target"), channel.find("source")
@@ -312,8 +326,9 @@ class LibvirtMachine(Machine):
                 path = source.get("path")
                 if path:
                     return Path(f"/proc/{self.pid}/root{path}")
-        raise StateError(f"{self.config.name}: libvirt made no socket for channel {name} "
-                         "on this host")
+        raise StateError(
+            f"{self.config.name}: libvirt made no socket for channel {name} on this host"
+        )
 
     def qmp(self) -> QmpSession:
         raise StateError(f"{self.config.name} runs under libvirt, which owns its QMP monitor "
@@ -413,4 +428,3 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0
-

@@ -78,8 +78,13 @@ def findings(guest: Guest, target: Target, caps: LibvirtCaps, *, local: bool,
         out.append(Finding(False, f"{connect} is another host's daemon: the files the "
                            "domain names are not checked from here"))  # fmt: skip
     if guest.cloud_init is not None and target.seed_image is None:
-        out.append(Finding(True, "its cloud-init seed is written and uploaded by kvmlab up "
-                           f"or by --publish: {_publish_hint(connect, lab_file, name)}"))
+        out.append(
+            Finding(
+                True,
+                "its cloud-init seed is written and uploaded by kvmlab up "
+                f"or by --publish: {_publish_hint(connect, lab_file, name)}",
+            )
+        )
     return out
 
 
@@ -101,9 +106,14 @@ def _image(guest: Guest, target: Target, user: tuple[int, int] | None, local: bo
             for file in (image.kernel, image.initrd):
                 why = _reachable(file, *user)
                 if why:
-                    out.append(Finding(True, f"libvirt's QEMU user (uid {user[0]}) cannot "
-                                       f"read {file}: {why}; "
-                                       f"{_publish_hint(connect, lab_file, name)}"))
+                    out.append(
+                        Finding(
+                            True,
+                            f"libvirt's QEMU user (uid {user[0]}) cannot "
+                            f"read {file}: {why}; "
+                            f"{_publish_hint(connect, lab_file, name)}",
+                        )
+                    )
                     break
     if image.share != "none":
         who = ("root: it reads every file of the host" if user is not None and user[0] == 0

@@ -115,8 +115,11 @@ def kvm_blocked() -> str | None:
         return None
     uid, gid = user
     groups = set(os.getgrouplist(pwd.getpwuid(uid).pw_name, gid))
-    ok = (st.st_uid == uid and st.st_mode & 0o600 == 0o600) or (
-        st.st_gid in groups and st.st_mode & 0o060 == 0o060) or st.st_mode & 0o006 == 0o006
+    ok = (
+        (st.st_uid == uid and st.st_mode & 0o600 == 0o600)
+        or (st.st_gid in groups and st.st_mode & 0o060 == 0o060)
+        or st.st_mode & 0o006 == 0o006
+    )
     if ok:
         return None
     return (f"/dev/kvm (mode {st.st_mode & 0o777:o}, gid {st.st_gid}) is closed to libvirt's "
@@ -176,9 +179,11 @@ def start(name: str, tcp_port: int | None = None) -> PrivateDaemon:
     for target in () if whole_root else (*MOUNTS, "/dev/kvm", str(checked_run_root())):
         shared = _shared_parent(target)
         if shared is not None:
-            raise HostError(f"cannot give a private libvirtd its own {target} in this chroot: "
-                            f"the mount {shared} propagates to the host's namespace",
-                            ["run kvmlab libvirtd outside the chroot"])
+            raise HostError(
+                f"cannot give a private libvirtd its own {target} in this chroot: "
+                f"the mount {shared} propagates to the host's namespace",
+                ["run kvmlab libvirtd outside the chroot"],
+            )
     if daemon.root.exists():
         remove_owned(daemon.root)
     create_owned(daemon.root.parent, "private libvirtd daemons")
@@ -196,8 +201,10 @@ def start(name: str, tcp_port: int | None = None) -> PrivateDaemon:
     daemon.tcp_port = tcp_port
     daemon.kvm_hidden = kvm_blocked()
     Path("/run/libvirt").mkdir(parents=True, exist_ok=True)
-    binds = [f"mount --bind {shlex.quote(str(root / src))} {dst}"
-             for src, dst in zip(("etc", "run", "lib", "cache", "log"), MOUNTS, strict=True)]
+    binds = [
+        f"mount --bind {shlex.quote(str(root / src))} {dst}"
+        for src, dst in zip(("etc", "run", "lib", "cache", "log"), MOUNTS, strict=True)
+    ]
     if daemon.kvm_hidden and user is not None:
         # libvirt checks /dev/kvm as its QEMU user and re-probes QEMU at every define when
         # that differs from what QEMU found: give this daemon a /dev/kvm its user can open
@@ -205,9 +212,12 @@ def start(name: str, tcp_port: int | None = None) -> PrivateDaemon:
         rdev = Path("/dev/kvm").stat().st_rdev
         dev = root / "dev"
         dev.mkdir()
-        binds += [f"mount -t tmpfs -o mode=0755,size=64k kvmlab-dev {dev}",
-                  f"mknod -m 0660 {dev}/kvm c {os.major(rdev)} {os.minor(rdev)}",
-                  f"chgrp {user[1]} {dev}/kvm", f"mount --bind {dev}/kvm /dev/kvm"]
+        binds += [
+            f"mount -t tmpfs -o mode=0755,size=64k kvmlab-dev {dev}",
+            f"mknod -m 0660 {dev}/kvm c {os.major(rdev)} {os.minor(rdev)}",
+            f"chgrp {user[1]} {dev}/kvm",
+            f"mount --bind {dev}/kvm /dev/kvm",
+        ]
     listen = " -l" if tcp_port else ""  # its pid file in its own /run/libvirt
     daemon_argv = "exec libvirtd -f /etc/libvirt/libvirtd.conf -p /run/libvirt/libvirtd.pid"
     script = " && ".join([*binds, daemon_argv + listen])

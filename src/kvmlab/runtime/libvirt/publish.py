@@ -109,9 +109,12 @@ def pool(conn: libvirt.virConnect, uri: str) -> Any:
     """kvmlab's pool on this daemon, defined with its directory built when missing."""
     found = _ours(conn)
     if found is False:
-        raise LibvirtFailure(f"a storage pool named {POOL} exists and is not kvmlab's (its "
-                             f"UUID is not {POOL_UUID}); kvmlab leaves it alone", uri,
-                             fix=[f"rename that pool (virsh -c {uri} pool-dumpxml {POOL})"])
+        raise LibvirtFailure(
+            f"a storage pool named {POOL} exists and is not kvmlab's (its "
+            f"UUID is not {POOL_UUID}); kvmlab leaves it alone",
+            uri,
+            fix=[f"rename that pool (virsh -c {uri} pool-dumpxml {POOL})"],
+        )
     try:
         if found is not None:
             if not found.isActive():
