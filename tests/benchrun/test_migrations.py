@@ -165,3 +165,24 @@ def test_levels_without_l1_skip_the_migrations(
     status, _, err = kvmlab(monkeypatch, capsys, "bench", str(lab["path"]), "--levels", "L0")
     assert status == 0, err
     assert lab["migrations"] == 0
+
+
+def test_a_skip_found_only_while_running_leaves_the_run_incomplete_exit_3(
+    lab: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Were the skip not known from the spec (the pre-flight check passed), the workload
+    that could not run is stored on its row, everything else is still measured and
+    reported, the run is incomplete and the exit status is 3."""
+    monkeypatch.setattr(session, "check_measurable", lambda *a: None)
+    html = lab["dir"] / "r.html"
+    status, out, err = kvmlab(monkeypatch, capsys, "run", str(lab["path"]), "--out", str(html))
+    assert status == 3, err
+    assert "L1 mv/vm did not measure cpu: it is migratable" in err
+    assert "the run is incomplete" in err
+    assert "migrate plain" in out and html.exists()  # the migrations still ran and report
+    with ResultStore() as store:
+        run = store.run("last")
+        assert not run.complete
+        [failure] = run.failures
+        assert failure.skipped and (failure.level, failure.stage) == ("L1", "cpu")
+        assert {s.level for s in store.samples(run.id) if s.workload == "cpu"} == {"L0"}

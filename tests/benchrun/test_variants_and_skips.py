@@ -82,13 +82,14 @@ def test_bench_refuses_before_anything_starts(tmp_path: Path) -> None:
     assert "vartest/vm (L1) cannot run disk: no scratch disk" in proc.stderr
     assert "variant mig: vartest/vm (L1) cannot run cpu, disk" in proc.stderr
     assert "--variant NAME" in proc.stderr and "nothing was started" in proc.stderr
-    assert (
-        not (tmp_path / "results.sqlite").exists()
-        or "vartest"
-        not in subprocess.run(
-            [KVMLAB, "results", "ls"], capture_output=True, text=True, env=env
-        ).stdout
+    listed = subprocess.run(
+        [KVMLAB, "results", "ls", "-o", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
+    assert "vartest" not in listed.stdout, "nothing was stored"
     assert not (tmp_path / "run" / "vartest").exists()
 
 

@@ -149,13 +149,13 @@ def _prepare(loaded: LoadedLab, name: str, lab_file: Path, cloud: Path | None) -
     for i, disk in enumerate(guest.disks):
         file = lab_file.parent / disk.path
         file.parent.mkdir(parents=True, exist_ok=True)
-        if i == 0 and guest.boot == "disk" and cloud is not None:
+        if i == 0 and guest.boot == "disk" and cloud is not None:  # the OS disk: an overlay
             argv = ["qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", str(cloud)]
+            argv.append(str(file))
         else:
-            argv = ["qemu-img", "create", "-q", "-f", disk.format]
+            argv = ["qemu-img", "create", "-q", "-f", disk.format, str(file), "64M"]
         if not file.exists():
-            subprocess.run([*argv, str(file), *([] if cloud and i == 0 else ["64M"])],
-                           check=True)  # fmt: skip
+            subprocess.run(argv, check=True)
     taps = []
     for nic in guest.nics:  # a tap the lab names is the user's: rendered managed='no'
         if isinstance(nic, TapNic) and nic.ifname and nic.network is None:

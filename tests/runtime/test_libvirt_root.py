@@ -69,13 +69,13 @@ def test_a_guest_hypervisor_needs_root_only_when_its_guests_start_and_its_reads_
     def reachable(path: Path, uid: int, gid: int) -> str | None:
         return "closed for the test" if path.parent == cache else None
 
-    monkeypatch.setattr(lvlab, "_reachable", reachable)
+    monkeypatch.setattr(lvlab, "why_unreachable", reachable)
     loaded = lab(tmp_path, '[guests.l1]\nnested = true\nmemory = "4G"\n[guests.l1.guests.l2]\n')
     l1 = loaded.lab.guests["l1"]
     assert backend().root_reason(l1, children=False) is None  # L1 alone: no kvmlab inside
     why = backend().root_reason(l1, children=True)
     assert why is not None and f"the guest image cache ({cache})" in why
-    monkeypatch.setattr(lvlab, "_reachable", lambda *a: None)
+    monkeypatch.setattr(lvlab, "why_unreachable", lambda *a: None)
     assert backend().root_reason(l1, children=True) is None  # everything readable: no root
 
 

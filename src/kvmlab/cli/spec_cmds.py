@@ -151,25 +151,37 @@ def _published(target: Target, guest: Guest, connect: str, name: str) -> Target:
 
     The volumes stay while a domain of that daemon names them; kvmlab deletes them with
     its next libvirt clean-up once none does."""
+    import contextlib
     import secrets
     import tempfile
 
     from kvmlab.guest.cloudinit import write_seed
     from kvmlab.runtime.libvirt.conn import connected
-    from kvmlab.runtime.libvirt.publish import publish, publish_seed, publishing
+    from kvmlab.runtime.libvirt.publish import (
+        publish,
+        publish_seed,
+        publishing,
+        unpublish_unused,
+    )
 
     with connected(connect) as conn, publishing():
-        if target.image is not None and target.image.kernel.exists():
-            image = target.image
-            where = publish(conn, connect, [image.kernel, image.initrd])
-            image = replace(image, kernel=where[image.kernel], initrd=where[image.initrd])
-            target = replace(target, image=image)
-        if guest.cloud_init is not None:
-            with tempfile.TemporaryDirectory(prefix="kvmlab-seed-") as tmp:
-                seed = Path(tmp) / "cidata.img"
-                write_seed(seed, guest.cloud_init, hostname=name)
-                token = secrets.token_hex(12)
-                target = replace(target, seed_image=publish_seed(conn, connect, seed, token))
+        try:
+            if target.image is not None and target.image.kernel.exists():
+                image = target.image
+                where = publish(conn, connect, [image.kernel, image.initrd])
+                image = replace(image, kernel=where[image.kernel], initrd=where[image.initrd])
+                target = replace(target, image=image)
+            if guest.cloud_init is not None:
+                with tempfile.TemporaryDirectory(prefix="kvmlab-seed-") as tmp:
+                    seed = Path(tmp) / "cidata.img"
+                    write_seed(seed, guest.cloud_init, hostname=name)
+                    token = secrets.token_hex(12)
+                    seed_image = publish_seed(conn, connect, seed, token)
+                    target = replace(target, seed_image=seed_image)
+        except BaseException:  # Ctrl-C or a failed upload: no half-made volume stays
+            with contextlib.suppress(Exception):
+                unpublish_unused(conn)
+            raise
     return target
 
 

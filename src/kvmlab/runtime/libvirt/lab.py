@@ -72,7 +72,7 @@ def refusals(loaded: LoadedLab, only: str | None = None, children: bool = True,
     return out
 
 
-def _reachable(path: Path, uid: int, gid: int) -> str | None:
+def why_unreachable(path: Path, uid: int, gid: int) -> str | None:
     """Why user ``uid``/``gid`` cannot read and write ``path`` (None: it can, or libvirt
     makes it so: files are relabelled by libvirt's DAC driver, directories are not)."""
     for parent in reversed(path.parents):
@@ -109,7 +109,7 @@ def _check_disk(index: int, path: Path, fmt: str, user: tuple[int, int], uri: st
                 guest: str) -> None:  # fmt: skip
     """Refuse a disk (or a backing file of it) libvirt's QEMU user cannot reach."""
     for n, file in enumerate(backing_chain(path, fmt)):
-        why = _reachable(file, *user)
+        why = why_unreachable(file, *user)
         if why is None:
             continue
         what = f"disk {index} ({path})" + (f", backing file {file}" if n else "")
@@ -294,7 +294,7 @@ class LibvirtBackend:
             ("kvmlab's source", Path(kvmlab.__file__).resolve().parent),
             ("the guest image cache", default_root()),
         ):  # fmt: skip
-            why = _reachable(path / "any", *user)  # the directory and above
+            why = why_unreachable(path / "any", *user)  # the directory and above
             if why:
                 return (
                     f"kvmlab inside it reads {what} ({path}) through the host-root "

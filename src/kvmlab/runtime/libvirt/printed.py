@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kvmlab.render.libvirt_caps import IMAGE_POOL_DIR, LibvirtCaps
 from kvmlab.render.target import Target
-from kvmlab.runtime.libvirt.lab import _reachable, backing_chain
+from kvmlab.runtime.libvirt.lab import backing_chain, why_unreachable
 from kvmlab.spec import Guest, TapNic, VhostUserNic
 from kvmlab.spec.units import format_size
 
@@ -104,7 +104,7 @@ def _image(guest: Guest, target: Target, user: tuple[int, int] | None, local: bo
                                "builds it"))  # fmt: skip
         elif local and user is not None:
             for file in (image.kernel, image.initrd):
-                why = _reachable(file, *user)
+                why = why_unreachable(file, *user)
                 if why:
                     out.append(
                         Finding(
@@ -137,7 +137,7 @@ def _disks(guest: Guest, target: Target, user: tuple[int, int] | None) -> list[F
         if user is None:
             continue
         for n, file in enumerate(backing_chain(path, disk.format)):
-            why = _reachable(file, *user)
+            why = why_unreachable(file, *user)
             if why:
                 what = f"disks[{i}] {path}" + (f", backing file {file}" if n else "")
                 out.append(Finding(True, f"libvirt's QEMU user (uid {user[0]}) cannot reach "
