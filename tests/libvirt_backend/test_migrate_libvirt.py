@@ -4,14 +4,18 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import LABS, cli
+from tests.conftest import KVMLAB, LABS, cli
 from tests.libvirt_backend.conftest import Daemon, _start, _stop
+from tests.migrate.test_migrate_functional import POKE, POKED_PAGE, POKED_WORD
 
 pytestmark = pytest.mark.functional
 
@@ -62,15 +66,51 @@ def test_migrate_there_and_back(libvirtd: Daemon, second: Daemon) -> None:
         assert [(r["address"], r["state"]) for r in rows] == [("migrate/vm", "running")]
         ran = cli(env, "exec", "migrate/vm", "--", "cat", "/proc/sys/kernel/hostname")
         assert ran.returncode == 0 and ran.stdout.strip() == "vm", ran.stderr
-        back = cli(env, "migrate", "migrate/vm", "--to", libvirtd.uri, "--mode", "multifd",
-                   "--dirty", "20", timeout=600)  # fmt: skip
-        assert back.returncode == 0, back.stderr[-3000:] + back.stdout[-3000:]
-        assert "verdict: VERIFIED" in back.stdout and "Total downtime (ms)" in back.stdout
-        assert "guest downtime (heartbeats, host clock)" in back.stdout  # back: file reused
+        back = poked_migration(env, libvirtd.uri)
+        assert back.returncode == 5, back.stderr[-3000:] + back.stdout[-3000:]
+        doc = json.loads(back.stdout)
+        assert doc["verdict"] == "FAILED" and doc["status"] == "completed", doc["checks"]
+        memory = next(c for c in doc["checks"]["after"] if c["name"] == "memory pattern")
+        assert not memory["ok"]
+        assert f"first={POKED_PAGE} word={POKED_WORD}" in memory["evidence"], memory
+        assert doc["guest_downtime_ms"] > 0  # back: the heartbeat file is reused
+        assert _domains(libvirtd.uri) == ["migrate-vm"]
     finally:
         down = cli(env, "down", "migrate", timeout=300)
     assert down.returncode == 0, down.stderr
     assert _domains(libvirtd.uri) == [] and _domains(second.tcp_uri) == []
+
+
+def poked_migration(env: dict[str, str], uri: str) -> subprocess.CompletedProcess[str]:
+    """``kvmlab migrate --to URI --mode multifd -o json`` while, as soon as the guest runs
+    on the destination (its agent answers through that daemon only then), another process
+    in the guest changes one word of the dirtier's working set (the qemu path's fault)."""
+    import libvirt
+
+    from kvmlab.guest.agent_libvirt import LibvirtAgent
+
+    proc = subprocess.Popen([KVMLAB, "migrate", "migrate/vm", "--to", uri, "--mode", "multifd",
+                             "--dirty", "20", "--dirty-mem", "64", "-o", "json"], env=env,
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    conn = libvirt.open(uri)
+    try:
+        deadline = time.monotonic() + 600
+        dom = None
+        while dom is None and time.monotonic() < deadline and proc.poll() is None:
+            dom = next(iter(conn.listAllDomains(0)), None)
+            time.sleep(0.05)
+        assert dom is not None, "the domain never appeared on the destination"
+        agent = LibvirtAgent(dom, "vm")
+        agent.wait_ready(timeout=600, attempt=0.2)
+        poked = agent.exec(["/bin/sh", "-c", POKE], timeout=60)
+        assert poked.returncode == 0, poked.stdout + poked.stderr
+        out, err = proc.communicate(timeout=900)
+    finally:
+        conn.close()
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=300)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def test_to_refuses_a_qemu_backend_guest_and_bad_uris(tmp_path: Path) -> None:

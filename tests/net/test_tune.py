@@ -71,25 +71,97 @@ def test_what_is_right_already_is_not_touched_or_saved(host: Path, tmp_path: Pat
     assert "nmi_watchdog" not in names and "IRQ 24 affinity" in names
 
 
-def test_a_setting_that_cannot_be_written_is_reported_and_not_saved(
-    host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:  # fmt: skip
+def refusing(monkeypatch: pytest.MonkeyPatch, part: str) -> None:
+    """Writes to paths containing ``part`` fail with EIO, as the kernel refuses them."""
     real = Path.write_text
 
     def write_text(self: Path, data: str, *args: object, **kw: object) -> int:
-        if self.name == "run" and "ksm" in str(self):  # a knob the kernel refuses (EIO)
+        if part in str(self):
             raise OSError(5, "Input/output error")
         return real(self, data, *args, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Path, "write_text", write_text)
+
+
+def test_a_setting_that_cannot_be_written_fails_and_nothing_stays_changed(
+    host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # fmt: skip
+    refusing(monkeypatch, "ksm/run")
     state = State(tmp_path / "state.json")
     out = apply(cpu_partitioning([3], host), state, root=host)
-    assert out.failed == [("KSM", "Input/output error")]
-    saved = [c["name"] for c in json.loads(state.path.read_text())["changes"]]
-    assert "KSM" not in saved and "THP" in saved  # the others were applied and saved
     monkeypatch.undo()
+    assert out.failed == [("KSM", "Input/output error")] and out.undone
+    assert not state.path.exists()
+    for rel, text in FILES.items():  # every value this apply wrote was written back
+        now = (host / rel).read_text().strip()
+        assert now == (text.split("[")[1].split("]")[0] if "[" in text else text), rel
+
+
+def managed_irq(host: Path, irq: str, lands: str, read_only: bool = True) -> None:
+    """IRQ ``irq`` as the kernel shows one it manages: a handler's directory, where its
+    interrupts land, and (kernels since 4.x) a read-only affinity file."""
+    (host / f"proc/irq/{irq}/virtio1-req.0").mkdir()
+    (host / f"proc/irq/{irq}/effective_affinity_list").write_text(lands + "\n")
+    if read_only:
+        (host / f"proc/irq/{irq}/smp_affinity_list").chmod(0o444)
+
+
+def test_an_irq_the_kernel_will_not_move_off_an_isolated_cpu_fails_the_apply(
+    host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # fmt: skip
+    managed_irq(host, "24", "3")
+    state = State(tmp_path / "state.json")
+    out = apply(cpu_partitioning([3], host), state, root=host)
+    ((name, why),) = out.failed
+    assert name == "IRQ 24 affinity" and out.undone and not state.path.exists()
+    assert "IRQ 24 (virtio1-req.0) lands on isolated CPU 3" in why
+    assert "isolcpus=managed_irq,domain,3" in why
+    assert (host / "proc/sys/kernel/nmi_watchdog").read_text().strip() == "1"
+
+
+def test_an_unmovable_irq_accepted_is_named_and_verify_knows_it(
+    host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # fmt: skip
+    managed_irq(host, "24", "3")
+    state = State(tmp_path / "state.json")
+    settings = cpu_partitioning([3], host)
+    out = apply(settings, state, root=host, accept_unmovable=True)
+    assert not out.failed and [n for n, _ in out.unmovable] == ["IRQ 24 affinity"]
+    assert "accepted" in out.unmovable[0][1]
+    assert not verify(settings, host, accept_unmovable=True).failed
+    refused = verify(settings, host)
+    assert [n for n, _ in refused.failed] == ["IRQ 24 affinity"]
+
+
+def test_an_irq_whose_move_is_refused_on_a_host_cpu_passes_once_apply_found_it(
+    host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # fmt: skip
+    managed_irq(host, "24", "1", read_only=False)  # an older kernel: the write fails
+    refusing(monkeypatch, "irq/24/smp_affinity_list")
+    state = State(tmp_path / "state.json")
+    settings = cpu_partitioning([3], host)
+    out = apply(settings, state, root=host)
+    monkeypatch.undo()
+    assert not out.failed and "lands on 1, a host CPU" in out.unmovable[0][1]
+    saved = state.read()
+    assert saved is not None
+    assert not verify(settings, host, saved.unmovable).failed
+    unknown = verify(settings, host)  # no record: it may run on CPU 3
+    assert unknown.failed == [
+        ("IRQ 24 affinity",
+         "IRQ 24 (virtio1-req.0) may run on CPUs 0-3 (wanted 0-2); its interrupts land on 1 now")
+    ]  # fmt: skip
     rollback(state, host)
-    assert (host / "sys/kernel/mm/ksm/run").read_text().strip() == "1"
+    assert not state.path.exists()
+
+
+def test_an_irq_moved_back_by_someone_else_fails_verify(host: Path, tmp_path: Path) -> None:
+    state = State(tmp_path / "state.json")
+    settings = cpu_partitioning([3], host)
+    apply(settings, state, root=host)
+    (host / "proc/irq/31/smp_affinity_list").write_text("3\n")  # irqbalance, or a user
+    failed = verify(settings, host).failed
+    assert [n for n, _ in failed] == ["IRQ 31 affinity"] and "may run on CPUs 3" in failed[0][1]
 
 
 def test_applying_twice_is_refused(host: Path, tmp_path: Path) -> None:

@@ -19,6 +19,10 @@ Isolate = Annotated[str | None, typer.Option(
     "--isolate", help="CPUs to keep the host's work off, e.g. 1 or 2-5 (default: the lab's "
     "[tuning] isolated, else its switch's forwarding cores).")]  # fmt: skip
 Output = Annotated[str, typer.Option("--output", "-o", help="text or json.")]
+Unmovable = Annotated[str | None, typer.Option(
+    "--unmovable-irqs", help="An IRQ the kernel will not move that lands on an isolated CPU: "
+    "refuse (tuning fails, naming it) or accept (named, not failed); default: the lab's "
+    "[tuning] unmovable_irqs, else refuse.")]  # fmt: skip
 
 
 def isolated_cpus(lab: Path | None, isolate: str | None) -> tuple[int, ...]:
@@ -58,12 +62,15 @@ def _print(what: str, outcome: object, output: str, extra: list[dict[str, str]])
     if output == "json":
         print(json.dumps(data, indent=2))
         return
+    label = "undone" if data["undone"] else what  # a failed apply wrote each one back
     for name, before, after in data["done"]:
-        print(f"  {what:8} {name}: {before} -> {after}")
+        print(f"  {label:8} {name}: {before} -> {after}")
     for name, why in data["failed"]:
         print(f"  FAILED   {name}: {why}")
-    for name, why in data["skipped"]:
-        print(f"  skipped  {name}: {why} (kernel-managed: isolcpus=managed_irq,CPUS at boot)")
+    for name, why in data["unmovable"]:
+        print(f"  unmovable {name}: {why}")
+    if data["undone"]:
+        print("  nothing changed: every value this apply had written was written back")
     for b in extra:
         print(f"  boot     {b['missing']}\n           fix: {b['fix']}")
 
@@ -75,29 +82,53 @@ def _boot(cpus: tuple[int, ...]) -> list[dict[str, str]]:
     return [{"missing": m, "fix": f} for m, f in boot_findings(cpus, cmdline)]
 
 
+def accept_unmovable(lab: Path | None, option: str | None) -> bool:
+    """``--unmovable-irqs``, else the lab's ``[tuning] unmovable_irqs``, else refuse."""
+    if option is not None:
+        if option not in ("refuse", "accept"):
+            raise UsageError(f"--unmovable-irqs: refuse or accept, not {printable(option)!r}")
+        return option == "accept"
+    if lab is None:
+        return False
+    from kvmlab.spec import load_lab
+
+    spec = load_lab(lab).lab
+    return spec.tuning is not None and spec.tuning.unmovable_irqs == "accept"
+
+
 @tune_app.command("apply")
-def apply_cmd(lab: Lab = None, isolate: Isolate = None, output: Output = "text") -> None:
-    """Apply the run-time half of cpu-partitioning; print the boot-time half as fixes."""
+def apply_cmd(lab: Lab = None, isolate: Isolate = None, output: Output = "text",
+              unmovable: Unmovable = None) -> None:  # fmt: skip
+    """Apply the run-time half of cpu-partitioning; print the boot-time half as fixes.
+    All or nothing: a setting that does not take fails the apply (exit 3), naming it, and
+    every value changed is written back."""
     from kvmlab.net.tune import State, apply, cpu_partitioning
 
     cpus = isolated_cpus(lab, isolate)
+    accept = accept_unmovable(lab, unmovable)
     state = State()
-    outcome = apply(cpu_partitioning(cpus), state)
+    outcome = apply(cpu_partitioning(cpus), state, accept_unmovable=accept)
     _print("applied", outcome, output, _boot(cpus))
+    if outcome.failed:
+        raise typer.Exit(3)
     if output == "text":
         print(f"tuned for isolated CPUs {','.join(map(str, cpus))}; originals saved in "
               f"{state.path}; 'kvmlab tune rollback' restores them")  # fmt: skip
-    if outcome.failed:
-        raise typer.Exit(3)
 
 
 @tune_app.command("verify")
-def verify_cmd(lab: Lab = None, isolate: Isolate = None, output: Output = "text") -> None:
-    """Check every setting against what tuning wants (exit 1 when any differs)."""
-    from kvmlab.net.tune import cpu_partitioning, verify
+def verify_cmd(lab: Lab = None, isolate: Isolate = None, output: Output = "text",
+               unmovable: Unmovable = None) -> None:  # fmt: skip
+    """Check every setting against what tuning wants (exit 1 when any differs, naming
+    it). An IRQ the kernel will not move passes only when 'kvmlab tune apply' found so and
+    its interrupts land on host CPUs (or unmovable IRQs are accepted)."""
+    from kvmlab.net.tune import State, cpu_partitioning, verify
 
     cpus = isolated_cpus(lab, isolate)
-    outcome = verify(cpu_partitioning(cpus))
+    accept = accept_unmovable(lab, unmovable)
+    saved = State().read()
+    known = saved.unmovable if saved is not None else []
+    outcome = verify(cpu_partitioning(cpus), unmovable=known, accept_unmovable=accept)
     _print("ok", outcome, output, _boot(cpus))
     if outcome.failed:
         raise typer.Exit(1)

@@ -71,7 +71,8 @@ def run_pvp(
     tuning = None
     if pvp.compare_tuning and lab.tuning is not None:
         isolated = lab.tuning.isolated or spec.cores
-        tuning = Toggle(cpu_partitioning(isolated))
+        accept = lab.tuning.unmovable_irqs == "accept"
+        tuning = Toggle(cpu_partitioning(isolated), accept_unmovable=accept, report=progress)
         progress(f"pvp: windows alternate untuned and tuned ({lab.tuning.profile}, CPUs "
                  f"{','.join(map(str, isolated))} isolated)")  # fmt: skip
     if "L0" in levels and pvp.loopback:

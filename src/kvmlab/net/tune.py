@@ -12,12 +12,14 @@ the exact fix, as the doctor does.
 
 from __future__ import annotations
 
+import errno
 import os
-from collections.abc import Sequence
+import stat
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kvmlab.errors import HostError, KvmlabError
+from kvmlab.errors import HostError, KvmlabError, printable
 from kvmlab.net.tunestate import (
     STATE_ENV,
     SavedChange,
@@ -50,9 +52,10 @@ class Setting:
     """Relative to the host's root (``proc/sys/kernel/nmi_watchdog``)."""
     wanted: str
     why: str
-    optional: bool = False
-    """The kernel may refuse it (a managed IRQ's affinity is the kernel's to set; the
-    boot-time ``isolcpus=managed_irq`` moves those): refused, it is skipped, not failed."""
+    irq: int | None = None
+    """The IRQ whose affinity this is. The kernel refuses to move an IRQ it manages (a
+    device queue's): such an IRQ is judged by the CPUs its interrupts land on (its
+    effective affinity), see :func:`apply`."""
 
 
 def cpu_mask(cpus: Sequence[int]) -> str:
@@ -92,7 +95,7 @@ def cpu_partitioning(isolated: Sequence[int], root: Path = Path("/")) -> list[Se
         if irq.name.isdigit() and (irq / "smp_affinity_list").exists():
             out.append(Setting(f"IRQ {irq.name} affinity", f"proc/irq/{irq.name}/smp_affinity_list",
                                keep, "its interrupts stay off the isolated CPUs",
-                               optional=True))  # fmt: skip
+                               irq=int(irq.name)))  # fmt: skip
     for gov in sorted((root / "sys/devices/system/cpu").glob("cpu[0-9]*/cpufreq/scaling_governor")):
         out.append(Setting(f"{gov.parent.parent.name} governor", str(gov.relative_to(root)),
                            "performance", "no frequency ramp-up on bursts"))  # fmt: skip
@@ -120,8 +123,11 @@ class Outcome:
     """(name, before, after)."""
     failed: list[tuple[str, str]]
     """(name, why)."""
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-    """(name, why): optional settings the kernel refused (managed IRQs)."""
+    unmovable: list[tuple[str, str]] = field(default_factory=list)
+    """(name, why): IRQs the kernel manages and would not move, whose interrupts land on
+    host CPUs only, or that the lab accepts (``[tuning] unmovable_irqs = "accept"``)."""
+    undone: bool = False
+    """A setting failed, so everything this apply changed was written back."""
 
 
 Owner = tuple[int, int | None]
@@ -129,26 +135,41 @@ Owner = tuple[int, int | None]
 
 
 def apply(settings: Sequence[Setting], state: State, owner: Owner | None = None,
-          root: Path = Path("/")) -> Outcome:  # fmt: skip
+          root: Path = Path("/"), accept_unmovable: bool = False) -> Outcome:  # fmt: skip
     """Change each setting that differs, saving its original first. ``owner``: (pid, start
     time) of a kvmlab run that rolls back itself, or the next kvmlab if it dies (None: an
-    explicit ``kvmlab tune apply``, undone by ``kvmlab tune rollback``)."""
+    explicit ``kvmlab tune apply``, undone by ``kvmlab tune rollback``).
+
+    All or nothing: when a setting fails (an IRQ the kernel will not move whose interrupts
+    land on an isolated CPU included, unless ``accept_unmovable``), every value this call
+    changed is written back and ``undone`` is set. IRQs the kernel would not move are
+    recorded in the state file, so :func:`verify` knows them."""
     if state.read() is not None:
         raise TuningError(f"tuning is applied already ({state.path}); 'kvmlab tune rollback' "
                           "first")  # fmt: skip
     changes: list[SavedChange] = []
+    unmovable: list[str] = []
     out = Outcome([], [])
 
     def save() -> None:
-        state.write(SavedState(owner=owner, root=str(root), changes=changes))
+        state.write(SavedState(owner=owner, root=str(root), changes=changes, unmovable=unmovable))
 
     for s in settings:
         try:
             before = _current(root, s)
-        except OSError as exc:  # an IRQ gone since the list was made
-            (out.skipped if s.optional else out.failed).append((s.name, exc.strerror or ""))
+        except FileNotFoundError:
+            if s.irq is not None:  # an IRQ gone since the list was made: nothing to move
+                continue
+            out.failed.append((s.name, "is gone"))
+            continue
+        except OSError as exc:
+            out.failed.append((s.name, f"cannot be read ({exc.strerror or exc})"))
             continue
         if _same(s.path, before, s.wanted):
+            continue
+        if s.irq is not None and not _movable(root, s):
+            ok, why = _unmovable(root, s, accept_unmovable)
+            (out.unmovable if ok else out.failed).append((s.name, why))
             continue
         try:
             change = SavedChange(name=s.name, path=s.path, original=before, wanted=s.wanted)
@@ -161,27 +182,104 @@ def apply(settings: Sequence[Setting], state: State, owner: Owner | None = None,
             (root / s.path).write_text(s.wanted + "\n")
         except OSError as exc:
             changes.pop()
+            if s.irq is not None and exc.errno in (errno.EIO, errno.EPERM):  # kernel-managed
+                ok, why = _unmovable(root, s, accept_unmovable)
+                (out.unmovable if ok else out.failed).append((s.name, why))
+                if ok:
+                    unmovable.append(s.path)
+            else:
+                out.failed.append((s.name, exc.strerror or str(exc)))
             save()
-            (out.skipped if s.optional else out.failed).append((s.name, exc.strerror or str(exc)))
             continue
         out.done.append((s.name, before, _current(root, s)))
-    if not changes:
+    if out.failed and changes:
+        rollback(state, root)
+        out.undone = True
+    elif out.failed or not (changes or unmovable):
         state.remove()
     return out
 
 
-def verify(settings: Sequence[Setting], root: Path = Path("/")) -> Outcome:
-    """Each setting as it is now against what kvmlab wants there."""
+def verify(settings: Sequence[Setting], root: Path = Path("/"),
+           unmovable: Collection[str] = (), accept_unmovable: bool = False) -> Outcome:  # fmt: skip
+    """Each setting as it is now against what kvmlab wants there. An IRQ the kernel will
+    not move (its affinity file is read-only, or ``unmovable``: the paths an apply found
+    refused, the state file's record) passes when its interrupts land on host CPUs only (or
+    ``accept_unmovable``); any other IRQ only when it may run on host CPUs only."""
     out = Outcome([], [])
     for s in settings:
-        now = _current(root, s)
+        try:
+            now = _current(root, s)
+        except FileNotFoundError:
+            if s.irq is not None:  # gone since the list was made
+                continue
+            raise
         if _same(s.path, now, s.wanted):
             out.done.append((s.name, now, s.wanted))
+        elif s.irq is not None and (s.path in unmovable or not _movable(root, s)):
+            ok, why = _unmovable(root, s, accept_unmovable)
+            (out.unmovable if ok else out.failed).append((s.name, why))
+        elif s.irq is not None:
+            lands = format_cpuset(_lands_on(root, s.irq))
+            why = f"{_irq_label(root, s.irq)} may run on CPUs {now} (wanted {s.wanted})"
+            out.failed.append((s.name, f"{why}; its interrupts land on {lands} now"))
         else:
-            (out.skipped if s.optional else out.failed).append(
-                (s.name, f"is {now}, wanted {s.wanted}")
-            )
+            out.failed.append((s.name, f"is {now}, wanted {s.wanted}"))
     return out
+
+
+def _movable(root: Path, s: Setting) -> bool:
+    """Whether the kernel lets anyone move this IRQ: it makes the affinity file of an IRQ
+    it manages read-only (older kernels refuse the write instead, with EIO)."""
+    try:
+        return bool((root / s.path).stat().st_mode & stat.S_IWUSR)
+    except OSError:
+        return True
+
+
+def _lands_on(root: Path, irq: int) -> tuple[int, ...]:
+    """The CPUs an IRQ's interrupts are delivered to (its effective affinity, where the
+    kernel shows it; else the CPUs it may run on)."""
+    base = root / "proc/irq" / str(irq)
+    path = base / "effective_affinity_list"
+    text = (path if path.exists() else base / "smp_affinity_list").read_text().strip()
+    return parse_cpuset(text) if text else ()
+
+
+def _irq_label(root: Path, irq: int) -> str:
+    """``IRQ 36 (virtio1-req.0)``: the number and the handlers' names /proc/irq shows."""
+    try:
+        names = sorted(p.name for p in (root / "proc/irq" / str(irq)).iterdir() if p.is_dir())
+    except OSError:
+        names = []
+    shown = printable(",".join(names))
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    return f"IRQ {irq} ({shown})" if shown else f"IRQ {irq}"
+
+
+def _unmovable(root: Path, s: Setting, accept: bool) -> tuple[bool, str]:
+    """Whether an IRQ the kernel will not move is acceptable, and why, in words."""
+    assert s.irq is not None
+    label = _irq_label(root, s.irq)
+    lands = _lands_on(root, s.irq)
+    host = set(parse_cpuset(s.wanted))
+    on_isolated = tuple(c for c in lands if c not in host)
+    if not on_isolated:
+        where = format_cpuset(lands)
+        return (
+            True,
+            f"{label}: the kernel manages it and will not move it; it lands on {where}, a host CPU",
+        )
+    cpus = format_cpuset(on_isolated)
+    if accept:
+        return True, (f"{label}: the kernel manages it and will not move it; it lands on "
+                      f"isolated CPU {cpus} (accepted: [tuning] unmovable_irqs)")  # fmt: skip
+    return False, (
+        f"{label} lands on isolated CPU {cpus} and the kernel will not move it (it manages "
+        f"this IRQ); fix: add isolcpus=managed_irq,domain,{cpus} to the kernel command line "
+        "and reboot, isolate other CPUs, or accept it (--unmovable-irqs accept, or [tuning] "
+        'unmovable_irqs = "accept")'
+    )
 
 
 def rollback(state: State, root: Path | None = None) -> Outcome:
@@ -236,8 +334,9 @@ def boot_findings(isolated: Sequence[int], cmdline: str) -> list[tuple[str, str]
         except ValueError:
             covered = False
         if not covered:
+            value = f"managed_irq,domain,{want}" if p == "isolcpus" else want  # as tuned does
             found.append((f"{p}={have or '(unset)'} does not cover CPUs {want}",
-                          f"add {p}={want} to GRUB_CMDLINE_LINUX in /etc/default/grub, "
+                          f"add {p}={value} to GRUB_CMDLINE_LINUX in /etc/default/grub, "
                           "then update-grub and reboot"))  # fmt: skip
     if "hugepagesz=1G" not in cmdline and "hugepagesz=1g" not in cmdline:
         found.append(("no 1G huge pages reserved at boot (seed 002's guest memory)",
@@ -250,9 +349,15 @@ class Toggle:
     """Tuning switched on and off between PVP windows, owned by this kvmlab (a crash leaves
     the state file for the next kvmlab, which rolls it back)."""
 
-    def __init__(self, settings: Sequence[Setting], state: State | None = None) -> None:
+    def __init__(self, settings: Sequence[Setting], state: State | None = None,
+                 accept_unmovable: bool = False,
+                 report: Callable[[str], None] | None = None) -> None:  # fmt: skip
         self.settings = list(settings)
         self.state = state or State()
+        self.accept_unmovable = accept_unmovable
+        self.report = report
+        """Told once of each IRQ the kernel would not move (the tuned windows' caveat)."""
+        self.reported = False
         self.on = False
         if self.state.read() is not None:
             raise TuningError(f"tuning is applied already ({self.state.path}): comparing "
@@ -267,7 +372,12 @@ class Toggle:
             if self.on:
                 return
             self.on = True  # first: an apply cut short still counts as applied
-            got = apply(self.settings, self.state, owner=(os.getpid(), start_time(os.getpid())))
+            got = apply(self.settings, self.state, owner=(os.getpid(), start_time(os.getpid())),
+                        accept_unmovable=self.accept_unmovable)  # fmt: skip
+            if self.report is not None and not self.reported and not got.failed:
+                self.reported = True
+                for _name, why in got.unmovable:
+                    self.report(f"tuned windows: {why}")
         else:
             if self.state.read() is None:
                 self.on = False

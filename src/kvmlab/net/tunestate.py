@@ -104,6 +104,17 @@ def _known(path: str) -> str:
 Text = Annotated[str, Field(max_length=64)]
 
 
+def _irq_path(path: str) -> str:
+    if not _IRQ_AFFINITY.fullmatch(path):
+        shown = path if len(path) <= 80 else path[:77] + "..."
+        raise ValueError(f"names {shown!r}, which is not an IRQ's affinity")
+    return path
+
+
+_IRQ_AFFINITY = re.compile(r"proc/irq/[0-9]{1,7}/smp_affinity_list")
+IrqPath = Annotated[str, Field(max_length=64), AfterValidator(_irq_path)]
+
+
 class SavedChange(BaseModel):
     """A setting kvmlab changed: the value it found there, which a rollback writes back."""
 
@@ -133,6 +144,8 @@ class SavedState(BaseModel):
     """(pid, start time) of the run that rolls back itself; None: ``kvmlab tune rollback``."""
     root: Annotated[str, Field(max_length=4096)]
     changes: Annotated[list[SavedChange], Field(max_length=100_000)]
+    unmovable: Annotated[list[IrqPath], Field(max_length=100_000)] = []
+    """IRQs the apply found the kernel would not move (nothing to write back)."""
 
 
 class State:

@@ -100,3 +100,9 @@ class TuningSpec(SpecModel):
 
     isolated: CpuSet | None = None
     """CPUs to keep the host's own work off (default: the switch's forwarding cores)."""
+
+    unmovable_irqs: Literal["refuse", "accept"] = "refuse"
+    """An IRQ the kernel manages (a device queue's) cannot be moved at run time. Whose
+    interrupts land on a host CPU is fine either way; one landing on an isolated CPU makes
+    tuning fail (``refuse``, naming it and the boot-time fix ``isolcpus=managed_irq``), or
+    is accepted and named in every tuned result (``accept``)."""
