@@ -1,5 +1,5 @@
 # kvmlab: the two commands a user runs (see README.md).
-#   make demo   installs what is missing, then runs the main job on the embedded default lab
+#   make demo   installs what is missing, then runs the main job on labs/nested.toml
 #   make test   installs what is missing, then runs the whole test suite
 # Both are idempotent: a second run installs and downloads nothing.
 
@@ -36,7 +36,8 @@ golden: deps
 deps: $(APT_STAMP) $(PIP_STAMP)
 
 # QEMU 10.0 from bookworm-backports, unpacked under /opt/kvmlab-qemu10 beside Debian's 7.2
-# (never installed over it): labs/migrate.toml's variant qemu10, benchmarks/migrate_versions.py.
+# (never installed over it): labs/migrate.toml's variant qemu10, as in
+# kvmlab migrate --lab labs/migrate.toml --variant qemu10 (the README's strategy table).
 qemu10:
 	bash deps/qemu10.sh
 
