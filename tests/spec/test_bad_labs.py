@@ -14,7 +14,7 @@ HEAD = 'name = "t"\n[guests.vm]\n'
 CASES = [
     # (lab text after HEAD, expected key path, fragment of the message)
     ("vcpus = 'two'\n", "guests.vm.vcpus", "valid integer"),
-    ("vcpus = 0\n", "guests.vm.vcpus", "greater than or equal to 1"),
+    ("vcpus = 0\n", "guests.vm.vcpus", "0 is out of range: give a whole number from 1 to 288"),
     ("vcpu = 2\n", "guests.vm.vcpu", "did you mean 'vcpus'"),
     ("machine = 'q36'\n", "guests.vm.machine", "got 'q36'"),
     ("memory = '2X'\n", "guests.vm.memory.size", "not a size"),
@@ -152,8 +152,8 @@ def test_every_problem_is_reported_at_once() -> None:
         (b"name = \n", "TOML syntax"),
         (b"\xff\xfe", "not UTF-8"),
         (b'name = "t"\n', "guests: required key is missing"),
-        (b'name = "t"\nguests = {}\n', "at least 1 item"),
-        (b'name = "Bad Name"\n[guests.vm]\n', "name: String should match pattern"),
+        (b'name = "t"\nguests = {}\n', "guests: has 0 entries; it takes at least 1"),
+        (b'name = "Bad Name"\n[guests.vm]\n', "name: 'Bad Name' is not allowed here: names are"),
         (b'name = "t"\n[guests.Vm]\n', "guests.Vm: 'Vm' is not a valid name"),
     ],
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from kvmlab.errors import Problem, SpecError, UsageError, printable
@@ -18,27 +18,81 @@ CHECK_SCHEMA = "kvmlab.check/1"
 KEYS_SCHEMA = "kvmlab.keys/1"
 
 
-def _summary(loaded: LoadedLab) -> list[str]:
-    lines = []
+@dataclass(frozen=True)
+class _Here:
+    """A guest as it runs on this host."""
+
+    path: tuple[str, ...]
+    written: Guest
+    accel: str
+
+    @property
+    def tcg_applied(self) -> bool:
+        """Whether its ``when_tcg`` applies here."""
+        return self.accel == "tcg" and bool(self.written.when_tcg)
+
+    @property
+    def guest(self) -> Guest:
+        """The guest with its ``when_tcg`` applied under TCG."""
+        return self.written.under(self.accel)
+
+
+def _here(loaded: LoadedLab) -> list[_Here]:
+    """Each guest with the accelerator ``kvmlab render`` gives it on this host: the host's
+    for a top-level guest, KVM inside a guest hypervisor (which exposes it), or the lab's
+    ``accel``."""
+    from kvmlab.cli.hostinfo import host_accel
+
+    top: str | None = None
+    out = []
     for path, guest in loaded.lab.walk():
-        level = f"L{len(path)}"
+        if guest.accel != "auto":
+            accel: str = guest.accel
+        elif len(path) > 1:
+            accel = "kvm"
+        else:
+            top = top or host_accel()[0].accel
+            accel = top
+        out.append(_Here(path, guest, accel))
+    return out
+
+
+def _when_tcg_keys(overrides: dict[str, object], prefix: str = "") -> list[str]:
+    """The keys ``when_tcg`` sets (``vcpus``, ``memory.size``), tables followed."""
+    keys = []
+    for key, value in overrides.items():
+        if isinstance(value, dict) and value:
+            keys += _when_tcg_keys(value, f"{prefix}{key}.")
+        else:
+            keys.append(f"{prefix}{key}")
+    return keys
+
+
+def _summary(here: list[_Here]) -> list[str]:
+    lines = []
+    for h in here:
+        guest = h.guest
         nics = ",".join(n.type for n in guest.nics) or "no NIC"
         role = " guest hypervisor" if guest.nested else ""
+        tcg = ""
+        if h.tcg_applied:
+            keys = ", ".join(_when_tcg_keys(h.written.when_tcg))
+            tcg = f"; under TCG here, with its when_tcg ({keys})"
         lines.append(
-            f"  {level} {'/'.join(path)}:{role} {guest.vcpus} vCPU, "
+            f"  L{len(h.path)} {'/'.join(h.path)}:{role} {guest.vcpus} vCPU, "
             f"{format_size(guest.memory.size)} {guest.memory.backing} RAM, "
-            f"{len(guest.disks)} disk(s), NICs: {nics}, cpu {guest.cpu.model}"
+            f"{len(guest.disks)} disk(s), NICs: {nics}, cpu {guest.cpu.model}{tcg}"
         )
     return lines
 
 
-def _guests_json(loaded: LoadedLab) -> list[dict[str, object]]:
+def _guests_json(here: list[_Here]) -> list[dict[str, object]]:
     return [
-        {"address": "/".join(path), "level": f"L{len(path)}", "hypervisor": guest.nested,
-         "vcpus": guest.vcpus, "memory_bytes": guest.memory.size,
-         "memory_backing": guest.memory.backing, "disks": len(guest.disks),
-         "nics": [n.type for n in guest.nics], "cpu": guest.cpu.model}
-        for path, guest in loaded.lab.walk()
+        {"address": "/".join(h.path), "level": f"L{len(h.path)}", "hypervisor": g.nested,
+         "vcpus": g.vcpus, "memory_bytes": g.memory.size, "memory_backing": g.memory.backing,
+         "disks": len(g.disks), "nics": [n.type for n in g.nics], "cpu": g.cpu.model,
+         "accel": h.accel, "when_tcg_applied": h.tcg_applied}
+        for h in here for g in (h.guest,)
     ]  # fmt: skip
 
 
@@ -75,12 +129,13 @@ def run_check(labs: list[Path], output: str = "text") -> None:
                            "problems": [asdict(p) for p in exc.problems]})  # fmt: skip
             continue
         warnings = _host_warnings(loaded)
+        here = _here(loaded)
         report.append({"file": str(path), "ok": True, "lab": loaded.lab.name,
-                       "guests": _guests_json(loaded), "problems": [],
+                       "guests": _guests_json(here), "problems": [],
                        "host_warnings": warnings})  # fmt: skip
         if output == "text":
             print(f"{path}: ok (lab {loaded.lab.name})")
-            print("\n".join(_summary(loaded)))
+            print("\n".join(_summary(here)))
             for warning in warnings:
                 print(printable(f"  warning: {warning}"))
     if output == "json":

@@ -28,7 +28,7 @@ from kvmlab.runtime.machine import Machine, MachineConfig
 from kvmlab.runtime.network import address_script, lab_addresses, setup_script, user_net
 from kvmlab.runtime.patience import LIMITS, check_environment
 from kvmlab.runtime.procs import terminate
-from kvmlab.runtime.rundir import GuestEntry, GuestRecord, LabDir
+from kvmlab.runtime.rundir import GuestEntry, GuestRecord, LabDir, check_socket_paths
 from kvmlab.runtime.signals import deferred_signals
 from kvmlab.runtime.switch import (
     SWITCH_DIR,
@@ -257,6 +257,12 @@ def started(
     if not chosen:
         known = ", ".join(loaded.lab.guests)
         raise StateError(f"lab {loaded.lab.name} has no top-level guest {only!r} ({known})")
+    # every unix socket path fits, before anything starts (libvirt makes its own)
+    ours = [((n,), list(g.guests)) for n, g in chosen if backend is None]
+    sw_ports = [] if within or loaded.lab.switch is None else lab_ports(loaded.lab)
+    sw_dir = lab_dir.root / SWITCH_DIR
+    check_socket_paths(lab_dir, ours, [(f"switch port {p}", sw_dir / f"{p}.sock")
+                                       for p in sw_ports])  # fmt: skip
     if backend is not None:
         backend.check(loaded, only, children)  # before anything is created
     machines: list[Machine] = []

@@ -21,13 +21,15 @@ import json
 import os
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from kvmlab.paths import run_root
+from kvmlab.render.devices.control import AGENT_SOCKET, CONSOLE_SOCKET, QMP_SOCKET, RELAY_SOCKET
+from kvmlab.render.target import UNIX_PATH_MAX
 from kvmlab.runtime.errors import StateError
 from kvmlab.runtime.owned import (
     MARKER,
@@ -38,6 +40,7 @@ from kvmlab.runtime.owned import (
 )
 from kvmlab.runtime.procs import alive, find_marked
 from kvmlab.spec.names import is_name, lab_name
+from kvmlab.spec.units import quoted
 
 GUEST_FILE = "guest.json"
 LAB_FILE = "lab.json"
@@ -283,6 +286,52 @@ class LabDir:
     def remove(self) -> None:
         """Delete the lab's run directory (only if kvmlab created it)."""
         remove_owned(self.root)
+
+
+def guest_sockets(
+    lab_dir: LabDir, address: tuple[str, ...], children: Iterable[str] = ()
+) -> list[tuple[str, Path]]:
+    """The unix sockets under a top-level guest's run directory, each with what it is:
+    QMP, guest agent and console of its QEMU; for a guest hypervisor, a relay per guest
+    inside it and that guest's agent socket (a link to the relay, in its own directory)."""
+    run_dir, name = lab_dir.guest_dir(address), "/".join((lab_dir.lab, *address))
+    own = (("QMP", QMP_SOCKET), ("guest agent", AGENT_SOCKET), ("console", CONSOLE_SOCKET))
+    found = [(f"{what} socket of guest {name}", run_dir / sock) for what, sock in own]
+    for child in children:
+        found += [(f"relay socket of guest {name} (to {child})",
+                   run_dir / RELAY_SOCKET.format(child)),
+                  (f"guest agent socket of guest {name}/{child}",
+                   run_dir / child / AGENT_SOCKET)]  # fmt: skip
+    return found
+
+
+def check_socket_paths(
+    lab_dir: LabDir,
+    guests: Iterable[tuple[tuple[str, ...], Iterable[str]]],
+    others: Iterable[tuple[str, Path]] = (),
+) -> None:
+    """Refuse (:class:`StateError`), before anything starts, a run root so long that a
+    guest's QMP, agent or other socket path would pass the unix socket limit
+    (:data:`UNIX_PATH_MAX` bytes), where QEMU would fail to bind it. ``guests``: each
+    top-level guest's address and the names of the guests inside it; ``others``: more
+    sockets under the lab's directory (the switch's ports), each with what it is."""
+    found = [sock for address, children in guests
+             for sock in guest_sockets(lab_dir, address, children)]  # fmt: skip
+    found += [(f"{what} socket of lab {lab_dir.lab}", path) for what, path in others]
+    size, what = max(((len(os.fsencode(p)), what) for what, p in found), default=(0, ""))
+    if size <= UNIX_PATH_MAX:
+        return
+    root = str(run_root())
+    fits = len(os.fsencode(root)) - (size - UNIX_PATH_MAX)
+    sock = (f"the {what} would be {size} bytes long, and a unix socket path takes at most "
+            f"{UNIX_PATH_MAX}")  # fmt: skip
+    if fits < 2:  # not even /x would do: the names make the path too long
+        raise StateError(f"{sock}, whatever the run directory; give the lab or its guests "
+                         "shorter names")  # fmt: skip
+    where = ("KVMLAB_RUN_DIR" if os.environ.get("KVMLAB_RUN_DIR")
+             else "the run directory (KVMLAB_RUN_DIR unset)")  # fmt: skip
+    raise StateError(f"{where} {quoted(root)} is too long: {sock}; set KVMLAB_RUN_DIR to a "
+                     f"directory of at most {fits} bytes")  # fmt: skip
 
 
 def running_labs() -> list[LabDir]:

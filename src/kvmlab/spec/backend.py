@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import field_validator
 
 from kvmlab.spec.base import SpecModel
+from kvmlab.spec.units import quoted
 
 Backend = Literal["qemu", "libvirt"]
 
@@ -20,28 +21,37 @@ URI_PATTERN = re.compile(
 PARAMS = {"socket", "keyfile", "known_hosts", "no_tty", "sshauth", "mode", "pkipath"}
 """The URI parameters a lab may set (not ``no_verify``, ``command`` or ``netcat``)."""
 DEFAULT_URI = "qemu:///system"
+MAX_URI = 1024
+"""The longest libvirt URI a lab or --connect gives (a host name and a few parameters)."""
 
 
 def check_uri(value: str) -> str:
     """A libvirt QEMU driver URI (``qemu:///system``, ``qemu+ssh://host/system``, ...)."""
+    shown = quoted(value)
+    if len(value) > MAX_URI:
+        raise ValueError(f"{shown} is too long: a libvirt URI here takes at most {MAX_URI} "
+                         "characters")  # fmt: skip
     match = URI_PATTERN.match(value)
     if not match:
         raise ValueError(
-            f"{value!r} is not a libvirt URI of the QEMU driver's system instance (for "
+            f"{shown} is not a libvirt URI of the QEMU driver's system instance (for "
             "example qemu:///system, qemu+ssh://user@host/system, "
             "qemu+tcp://127.0.0.1:16509/system)"
         )
     host = (match.group("host") or "").rpartition("@")[2]
     if host.startswith("-"):
-        raise ValueError(f"{value!r}: a host name cannot start with '-'")
+        raise ValueError(f"{shown}: a host name cannot start with '-'")
+    if len(host) > 253:
+        raise ValueError(f"{shown}: its host name has {len(host)} characters; a host name has "
+                         "at most 253")  # fmt: skip
     port = match.group("port")
     if port is not None and not 0 < int(port) < 65536:
-        raise ValueError(f"{value!r}: port {port} is not 1-65535")
+        raise ValueError(f"{shown}: port {port} is not 1-65535")
     for pair in filter(None, (match.group("query") or "").split("&")):
         key = pair.partition("=")[0]
         if key not in PARAMS:
             raise ValueError(
-                f"{value!r}: URI parameter {key!r} is not one kvmlab passes "
+                f"{shown}: URI parameter {quoted(key)} is not one kvmlab passes "
                 f"(allowed: {', '.join(sorted(PARAMS))})"
             )
     return value

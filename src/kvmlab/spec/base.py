@@ -9,10 +9,12 @@ class SpecModel(BaseModel):
     """A table of a lab file: unknown keys are errors; field docstrings are the reference.
 
     Defaults are not re-validated: a size default is already bytes, not a lab-file MiB count.
+    TOML's ``nan`` and ``inf`` are refused wherever a number goes.
     """
 
     model_config = ConfigDict(
         extra="forbid",
+        allow_inf_nan=False,
         frozen=True,
         use_attribute_docstrings=True,
     )

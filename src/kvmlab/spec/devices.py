@@ -8,13 +8,13 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from kvmlab.spec.base import SpecModel
-from kvmlab.spec.units import NAME_PATTERN, KeyLine, Mac, Size
+from kvmlab.spec.units import NAME_PATTERN, KeyLine, Mac, PathText, Size
 
 
 class Disk(SpecModel):
     """A disk backed by an image file on the host."""
 
-    path: str
+    path: PathText
     """Image file; a relative path is relative to the lab file."""
 
     format: Literal["qcow2", "raw"] = "qcow2"
@@ -137,7 +137,7 @@ class VhostUserNic(NicBase):
     type: Literal["vhost-user"]
     """`vhost-user`"""
 
-    socket: str | None = None
+    socket: PathText | None = None
     """Unix socket path of a switch kvmlab does not run; a relative path is relative to the
     lab file. Give this or `port`."""
 

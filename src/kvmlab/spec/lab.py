@@ -13,26 +13,28 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from kvmlab.spec.backend import Backend, LibvirtSpec, check_uri
 from kvmlab.spec.base import SpecModel
 from kvmlab.spec.bench import BenchSpec
-from kvmlab.spec.devices import CloudInit, Disk, Nic
+from kvmlab.spec.devices import CloudInit, Disk, Nic, UserNic
 from kvmlab.spec.machine import Clock, Cpu, HyperV, Memory, Pinning
 from kvmlab.spec.migration import MigrationSpec
 from kvmlab.spec.network import NetworkSpec
 from kvmlab.spec.switch import SwitchSpec, TuningSpec
-from kvmlab.spec.units import NAME_PATTERN, CommandLine
+from kvmlab.spec.units import NAME_PATTERN, CommandLine, PathText, path_text, quoted
 
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 
 
 def _host_path(value: str) -> str:
-    parts = value.split("/")
-    if not value.startswith("/") or any(c in value for c in "\0\n"):
-        raise ValueError(f"{value!r} is not an absolute path")
+    parts = path_text(value).split("/")
+    if not value.startswith("/"):
+        raise ValueError(f"{quoted(value)} is not an absolute path")
     if value != "/" and any(p in ("", ".", "..") for p in parts[1:]):
-        raise ValueError(f"{value!r} is not a normalised path (no '.', '..', '//' or trailing /)")
+        raise ValueError(f"{quoted(value)} is not a normalised path (no '.', '..', '//' or "
+                         "trailing /)")  # fmt: skip
     return value
 
 
@@ -101,10 +103,10 @@ class Guest(SpecModel):
     guest agent: the host's tools, no disk image); `kernel`, the `kernel`/`initrd`/`append`
     given here (the default when `kernel` is set); `disk`, the first disk."""
 
-    kernel: str | None = None
+    kernel: PathText | None = None
     """Kernel image for `boot = "kernel"`; a relative path is relative to the lab file."""
 
-    initrd: str | None = None
+    initrd: PathText | None = None
     """Initial ramdisk for `boot = "kernel"`."""
 
     append: CommandLine | None = None
@@ -164,14 +166,16 @@ class Guest(SpecModel):
         if bad:
             raise ValueError(f"when_tcg cannot change {', '.join(bad)}")
         if self.when_tcg:
+            from kvmlab.spec.messages import explain
+
             base = self.model_dump(exclude={"when_tcg", "guests"}, exclude_unset=True,
                                    by_alias=True)  # fmt: skip
             try:
-                Guest.model_validate(deep_merge(base, self.when_tcg))
+                merged = Guest.model_validate(deep_merge(base, self.when_tcg))
             except ValidationError as exc:
-                err = exc.errors()[0]
-                where = ".".join(str(part) for part in err["loc"])
-                raise ValueError(f"when_tcg.{where}: {err['msg']}") from None
+                raise _when_tcg_error(*explain(exc.errors()[0], Guest)) from None
+            for where, message in _more_exposed(self, merged):
+                raise _when_tcg_error(where, message)
         return self
 
     @field_validator("libvirt_uri")
@@ -185,6 +189,52 @@ class Guest(SpecModel):
         if isinstance(data, dict) and "kernel" in data and "boot" not in data:
             return {**data, "boot": "kernel"}
         return data
+
+
+def _when_tcg_error(where: str, message: str) -> PydanticCustomError:
+    """A problem at ``when_tcg.WHERE``: the loader names that key (kvmlab.spec.messages)."""
+    return PydanticCustomError("when_tcg", "when_tcg.{where}: {message}",
+                               {"where": where, "message": message})  # fmt: skip
+
+
+_SEES = "when_tcg may not widen what a guest sees of the host"
+
+
+def _more_exposed(written: Guest, merged: Guest) -> Iterator[tuple[str, str]]:
+    """Where ``merged`` (the guest with its ``when_tcg``) exposes more of the host than the
+    guest as ``written``: a share of the host root, paths its host view shows or no longer
+    hides, forwards listening beyond loopback. Keys relative to the guest."""
+
+    def shares(g: Guest) -> bool:
+        return g.boot == "image" and not g.migratable
+
+    if shares(merged) and not shares(written):
+        key = "boot" if merged.boot != written.boot else "migratable"
+        yield key, (f"shares the host's root with the guest, which the guest as written does "
+                    f"not; {_SEES}: set {key} on the guest itself")  # fmt: skip
+    shown = written.host_view.show
+    for path in merged.host_view.show:
+        if not any(path == s or s == "/" or path.startswith(s + "/") for s in shown):
+            yield "host_view.show", (f"{quoted(path)} shows the guest more of the host than "
+                                     f"as written; {_SEES}: set host_view on the guest "
+                                     "itself")  # fmt: skip
+    for path in written.host_view.hide:
+        if path not in merged.host_view.hide:
+            yield "host_view.hide", (f"drops {quoted(path)}, which the guest as written "
+                                     f"hides; {_SEES}: keep it in the list")  # fmt: skip
+    listening = {fwd for nic in written.nics if isinstance(nic, UserNic)
+                 for fwd in nic.forwards if not fwd.host_addr.is_loopback}  # fmt: skip
+    for i, nic in enumerate(merged.nics):
+        for j, fwd in enumerate(nic.forwards if isinstance(nic, UserNic) else ()):
+            if not fwd.host_addr.is_loopback and fwd not in listening:
+                yield (
+                    f"nics[{i}].forwards[{j}].host_addr",
+                    (
+                        f"{fwd.host_addr} (port {fwd.host_port}/{fwd.proto}) listens beyond "
+                        "loopback, which the guest as written does not; when_tcg may not open "
+                        "ports to other hosts: forward it on the guest itself"
+                    ),
+                )
 
 
 class Lab(SpecModel):

@@ -2,26 +2,24 @@
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import os
 import re
 import stat
 import tomllib
-import types
-import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from kvmlab.bounded import read_at_most
 from kvmlab.errors import Problem, SpecError, UsageError
-from kvmlab.spec.devices import NIC_TYPES
 from kvmlab.spec.lab import Lab, deep_merge
+from kvmlab.spec.messages import explain
+from kvmlab.spec.messages import format_loc as format_loc  # exits.fixes names keys with it
 from kvmlab.spec.rules import check_lab
 
 AS_WRITTEN = "default"
@@ -145,6 +143,8 @@ def parse_lab(data: bytes, shown: str) -> Lab:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SpecError([Problem(shown, "", f"not UTF-8 text (byte {exc.start})")]) from None
+    # A UTF-8 byte-order mark (Notepad writes one) says nothing about the content: skipped.
+    text = text.removeprefix(BOM)
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -185,6 +185,9 @@ def _variant_problems(
     return [Problem(shown, f"{prefix}.{key}", msg) for key, msg in check_lab(lab)]
 
 
+BOM = "\ufeff"
+"""The byte-order mark some editors put at the start of a UTF-8 file."""
+
 MAX_DEPTH = 32
 """Tables and arrays of a lab file nest at most this deep (guests in guests included)."""
 
@@ -220,94 +223,6 @@ def _toml_problem(shown: str, exc: tomllib.TOMLDecodeError) -> Problem:
     return Problem(shown, "", f"TOML syntax: {exc}")
 
 
-def format_loc(loc: Sequence[int | str]) -> str:
-    """``("guests", "vm1", "nics", 0, "user", "mac")`` -> ``guests.vm1.nics[0].mac``.
-
-    The discriminator tag pydantic inserts for NIC types and its ``[key]`` marker
-    are dropped: they are not keys a user wrote.
-    """
-    out = ""
-    previous: int | str | None = None
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part == "[key]" or (isinstance(previous, int) and part in NIC_TYPES):
-            pass
-        else:
-            out += f".{part}" if out else part
-        previous = part
-    return out
-
-
 def _pydantic_problem(shown: str, err: ErrorDetails) -> Problem:
-    loc = err["loc"]
-    key = format_loc(loc)
-    kind = err["type"]
-    message = err["msg"].removeprefix("Value error, ")
-    if kind == "extra_forbidden":
-        message = "unknown key" + _suggestion(loc)
-    elif kind == "missing":
-        message = "required key is missing"
-    elif loc and loc[-1] == "[key]":
-        message = f"{loc[-2]!r} is not a valid name: use lower case letters, digits and dashes"
-    elif (
-        kind in {"literal_error", "enum", "union_tag_invalid"}
-        or kind.endswith("_type")
-        or (kind.endswith("_parsing"))
-    ):
-        given = err.get("input")
-        if isinstance(given, str | int | float | bool):
-            message = f"{message} (got {given!r})"
+    key, message = explain(err, Lab)
     return Problem(shown, key, message)
-
-
-def _suggestion(loc: Sequence[int | str]) -> str:
-    """``"; did you mean 'vcpus'?"`` for a misspelt key, from the model's own fields."""
-    parent = _model_at(loc[:-1])
-    if parent is None:
-        return ""
-    close = difflib.get_close_matches(str(loc[-1]), list(parent.model_fields), n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
-def _model_at(loc: Sequence[int | str]) -> type[BaseModel] | None:
-    """The model class whose table sits at ``loc`` (best effort, for suggestions)."""
-    current: Any = Lab
-    for part in loc:
-        current = _strip_optional(current)
-        if isinstance(current, type) and issubclass(current, BaseModel):
-            if not isinstance(part, str) or part not in current.model_fields:
-                return None
-            current = current.model_fields[part].annotation
-            continue
-        origin, args = typing.get_origin(current), typing.get_args(current)
-        if origin is list and isinstance(part, int):
-            current = args[0]
-        elif origin is dict and isinstance(part, str):
-            current = args[1]
-        elif origin is typing.Annotated:
-            current = _strip_optional(args[0])
-            if typing.get_origin(current) in (typing.Union, types.UnionType):
-                current = _union_member(current, part)
-        else:
-            return None
-    current = _strip_optional(current)
-    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
-
-
-def _strip_optional(tp: Any) -> Any:
-    if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        members = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(members) == 1:
-            return members[0]
-    if typing.get_origin(tp) is typing.Annotated and not typing.get_args(tp)[1:]:
-        return typing.get_args(tp)[0]
-    return tp
-
-
-def _union_member(union: Any, tag: int | str) -> Any:
-    for member in typing.get_args(union):
-        field = getattr(member, "model_fields", {}).get("type")
-        if field is not None and tag in typing.get_args(field.annotation):
-            return member
-    return None

@@ -39,8 +39,8 @@ def parse_size(value: Any) -> int:
     elif isinstance(value, str):
         match = _SIZE_RE.match(value)
         if not match:
-            shown = value if len(value) <= 40 else value[:37] + "..."
-            raise ValueError(f"{shown!r} is not a size; write it like '2G', '512M' or '1GiB'")
+            raise ValueError(f"{quoted(value, 40)} is not a size; write it like '2G', '512M' or "
+                             "'1GiB'")  # fmt: skip
         whole, fraction, unit = match.groups()
         exact = Fraction(f"{whole}.{fraction or 0}") * _UNITS[unit.lower()]
         if exact.denominator != 1 or exact <= 0:
@@ -129,7 +129,7 @@ def parse_cpuset(value: Any) -> tuple[int, ...]:
 
 def _shown(value: str) -> str:
     """A CPU set as an error message quotes it: at most 40 characters of it."""
-    return repr(value) if len(value) <= 40 else repr(value[:37]) + "..."
+    return quoted(value, 40)
 
 
 def format_cpuset(cpus: tuple[int, ...]) -> str:
@@ -154,6 +154,38 @@ CpuSet = Annotated[
 """A set of CPU numbers, written ``"0-3,6"``."""
 
 
+def quoted(text: str, limit: int = 60) -> str:
+    """``text`` quoted for a message; past ``limit`` characters, its start, an ellipsis and
+    its length (a 3000-character value is never echoed whole)."""
+    if len(text) <= limit:
+        return repr(text)
+    start = repr(text[:limit])
+    return f"{start[:-1]}...{start[-1]} ({len(text)} characters)"
+
+
+PATH_MAX = 4095
+"""The longest path Linux takes, in bytes (``PATH_MAX`` less its NUL)."""
+
+
+def path_text(value: str) -> str:
+    """``value`` when it can name a file: not empty, at most :data:`PATH_MAX` bytes, no
+    NUL, newline or other control character (a NUL would cut it short in QEMU's argv)."""
+    if not value:
+        raise ValueError("is empty; give a path")
+    bad = next((i for i, c in enumerate(value) if not c.isprintable()), None)
+    if bad is not None:
+        raise ValueError(f"holds {value[bad]!r} at character {bad + 1}; a path is printable "
+                         "text, without NUL, newline or other control characters")  # fmt: skip
+    if len(value.encode()) > PATH_MAX:
+        raise ValueError(f"{quoted(value)} is longer than {PATH_MAX} bytes, the longest path "
+                         "Linux takes")  # fmt: skip
+    return value
+
+
+PathText = Annotated[str, AfterValidator(path_text)]
+"""A file path as a lab file gives it (relative or absolute): see :func:`path_text`."""
+
+
 def one_line(value: str) -> str:
     """``value`` when it is one line of printable text (no newline, NUL or escape): what a
     kernel command line or an authorized_keys entry is."""
@@ -170,7 +202,8 @@ _MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
 def parse_mac(value: Any) -> str:
     """A unicast MAC address, normalised to lower case."""
     if not isinstance(value, str) or not _MAC_RE.match(value.lower()):
-        raise ValueError(f"{value!r} is not a MAC address like '52:54:00:12:34:56'")
+        shown = quoted(value) if isinstance(value, str) else repr(value)
+        raise ValueError(f"{shown} is not a MAC address like '52:54:00:12:34:56'")
     mac = value.lower()
     if int(mac[:2], 16) & 1:
         raise ValueError(f"{value} is a multicast address; a NIC needs a unicast MAC")
