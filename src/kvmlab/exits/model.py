@@ -65,6 +65,27 @@ class MmioStat:
 
 
 @dataclass
+class Folded:
+    """Rows of an imported table beyond the most frequent ones it keeps: how many, and
+    their exits (exit reasons are summed into one row per kind, ports and addresses left
+    out)."""
+
+    rows: int
+    count: int
+
+
+@dataclass
+class Skipped:
+    """Rows of an imported report left out as impossible (a negative count, one over
+    2**63-1): how many, and the first of them (line, name, why)."""
+
+    rows: int
+    line: int
+    name: str
+    why: str
+
+
+@dataclass
 class CpuWindow:
     """The seed's two ``top``s for the same window, in seconds of CPU time.
 
@@ -119,6 +140,8 @@ class Profile:
     partial: str | None = None
     dropped: int = 0
     notes: list[str] = field(default_factory=list)
+    folded: dict[str, Folded] = field(default_factory=dict)  # "reasons", "pio", "mmio"
+    skipped: Skipped | None = None
 
     @property
     def total(self) -> int:
@@ -168,6 +191,9 @@ def from_json(data: dict[str, Any]) -> Profile:
     fields["msr"] = [MsrStat(**m) for m in data["msr"]]
     fields["mmio"] = [MmioStat(**m) for m in data["mmio"]]
     fields["vcpus"] = {int(k): v for k, v in data["vcpus"].items()}
+    fields["folded"] = {k: Folded(**v) for k, v in (data.get("folded") or {}).items()}
+    skipped = data.get("skipped")
+    fields["skipped"] = None if skipped is None else Skipped(**skipped)
     cpu = data.get("cpu")
     fields["cpu"] = (
         None

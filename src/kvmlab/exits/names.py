@@ -227,6 +227,11 @@ _BY_NAME: dict[str, tuple[str, str]] = {
     **{name: ("vmx", kind) for _, name, kind in _VMX},
     **{name: ("vmx", kind) for name, kind in _OLD_VMX_NAMES.items()},
 }
+_BY_CUT_NAME: dict[str, set[tuple[str, str]]] = {}
+"""Names longer than older perf shows them, by the head it shows: one dict lookup a row."""
+for _name, _hit in _BY_NAME.items():
+    if len(_name) > _PERF_TRUNCATED:
+        _BY_CUT_NAME.setdefault(_name[:_PERF_TRUNCATED], set()).add(_hit)
 
 
 def exit_reason(vendor: str, code: int) -> tuple[str, str]:
@@ -262,11 +267,14 @@ def _lookup(name: str) -> tuple[str, str] | None:
     head = name.split(" ", 1)[0]  # "HLT FAILED_VMENTRY"
     if (hit := _BY_NAME.get(head)) and hit[0] == "vmx":
         return hit
-    if len(name) == _PERF_TRUNCATED:
-        matches = {v for k, v in _BY_NAME.items() if len(k) > len(name) and k.startswith(name)}
-        if len(matches) == 1:
-            return matches.pop()
-    return None
+    matches = _BY_CUT_NAME.get(name, set())
+    return next(iter(matches)) if len(matches) == 1 else None
+
+
+def reason_info(name: str) -> tuple[str, str]:
+    """``(vendor, kind)`` of an exit reason name: :func:`vendor_of` and :func:`reason_kind`
+    in one look-up."""
+    return _lookup(name) or ("", "other")
 
 
 def reason_kind(name: str) -> str:
