@@ -13,7 +13,7 @@ HEAD = 'name = "t"\n[guests.vm]\n'
 
 CASES = [
     # (lab text after HEAD, expected key path, fragment of the message)
-    ("vcpus = 'two'\n", "guests.vm.vcpus", "valid integer"),
+    ("vcpus = 'two'\n", "guests.vm.vcpus", "'two' is not a whole number: give"),
     ("vcpus = 0\n", "guests.vm.vcpus", "0 is out of range: give a whole number from 1 to 288"),
     ("vcpu = 2\n", "guests.vm.vcpu", "did you mean 'vcpus'"),
     ("machine = 'q36'\n", "guests.vm.machine", "got 'q36'"),

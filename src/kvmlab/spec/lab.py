@@ -150,7 +150,10 @@ class Guest(SpecModel):
     when_tcg: dict[str, Any] = {}
     """Overrides of this guest's keys applied when it runs under TCG (no usable hardware
     KVM), e.g. `when_tcg = { vcpus = 1 }`: a guest hypervisor under TCG keeps its own guests
-    alive under KVM only with one vCPU. Not `guests`, `accel` or `when_tcg` itself."""
+    alive under KVM only with one vCPU. Not `guests`, `accel` or `when_tcg` itself, and
+    nothing that widens what the guest sees of the host (`host_view`, `boot`, `migratable`)
+    or opens a forward beyond loopback: those are set on the guest itself. `kvmlab check`
+    shows the guest as it runs on this host."""
 
     def under(self, accel: str) -> Guest:
         """This guest as it runs under ``accel`` (its ``when_tcg`` applied under TCG)."""

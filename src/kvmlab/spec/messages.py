@@ -92,12 +92,40 @@ def explain(err: ErrorDetails, root: type[BaseModel]) -> tuple[str, str]:
         most, least = ctx.get("max_length"), ctx.get("min_length")
         limit = f"at most {most}" if kind == "too_long" else f"at least {least}"
         message = f"has {ctx.get('actual_length')} entries; it takes {limit}"
+    elif kind in _TYPE_WORDS and isinstance(given, str | int | float | bool | list | dict):
+        shown = quoted(given) if isinstance(given, str) else _shown_value(given)
+        allowed = _allowed(root, loc, ctx) if kind.startswith(("int", "float")) else ""
+        message = f"{shown} is not {_TYPE_WORDS[kind]}" + (f": give {allowed}" if allowed else "")
     elif _echoes_input(kind) and isinstance(given, str | int | float | bool):
         shown = quoted(given) if isinstance(given, str) else repr(given)
         message = f"{message} (got {shown})"
     if isinstance(given, str) and len(given) > 60:  # a validator that echoed it whole
         message = message.replace(repr(given), quoted(given))
     return key, message
+
+
+_TYPE_WORDS = {
+    "int_type": "a whole number",
+    "int_parsing": "a whole number",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "string_type": "text (a quoted string)",
+    "list_type": "a list",
+    "dict_type": "a table",
+    "model_type": "a table",
+}
+"""pydantic's type errors, as what the key takes."""
+
+
+def _shown_value(value: object) -> str:
+    """A non-string value as a message shows it: a list or table by its kind only."""
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a table"
+    return "true" if value is True else "false" if value is False else _number(value)
 
 
 def _echoes_input(kind: str) -> bool:
