@@ -47,6 +47,42 @@ def interrupted_after(
     return proc.returncode, out, err
 
 
+def interrupted_once(
+    env: dict[str, str], marker: str, times: int, *args: str, timeout: float = 600
+) -> tuple[int, str, str]:  # fmt: skip
+    """Run kvmlab, send Ctrl-C (SIGINT) as soon as ``marker`` has appeared ``times`` times
+    on its stdout (it must still be running then); its exit status, stdout and stderr.
+    Waits on progress, not a fixed time: ``timeout`` only bounds a run that never prints."""
+    import signal
+    import threading
+
+    pipe = subprocess.PIPE
+    proc = subprocess.Popen([KVMLAB, *args], env=env, stdout=pipe, stderr=pipe,
+                            stdin=subprocess.DEVNULL, text=True)  # fmt: skip
+    err: list[str] = []
+    reader = threading.Thread(target=lambda: err.append(proc.stderr.read()))  # type: ignore[union-attr]
+    reader.start()
+    out: list[str] = []
+    seen = 0
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    try:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            out.append(line)
+            seen += marker in line
+            if seen >= times:
+                assert proc.poll() is None, "kvmlab ended before it was interrupted"
+                proc.send_signal(signal.SIGINT)
+                break
+        out.append(proc.stdout.read())  # type: ignore[union-attr]
+        proc.wait(timeout=300)
+    finally:
+        timer.cancel()
+        reader.join(timeout=300)
+    assert seen >= times, f"{marker!r} appeared {seen} times: {''.join(out)[-2000:]}"
+    return proc.returncode, "".join(out), "".join(err)
+
+
 @contextmanager
 def lab_up(tmp: Path, lab_file: str, lab: str, *up_args: str,
            force_down: bool = False) -> Iterator[dict[str, str]]:  # fmt: skip

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import cli, interrupted_after, lab_up
+from tests.conftest import cli, interrupted_after, interrupted_once, lab_up
 
 pytestmark = pytest.mark.functional
 
@@ -58,10 +58,10 @@ def test_tcg_guest_has_no_exits(storm: dict[str, str]) -> None:
 
 def test_interrupted_profile_leaves_tracefs_clean(storm: dict[str, str]) -> None:
     """Ctrl-C inside a 120 s window. L1's agent runs one command at a time and the tracer
-    holds it, so the test cannot watch the set-up happen: it interrupts after 30 s (the
+    holds it, so the test cannot watch the set-up happen: it interrupts after 12 s (the
     set-up takes a few seconds here), and whatever stage that hits, nothing may be left."""
     before = tracing_state(storm)
-    status, _, err = interrupted_after(storm, 30, "exits", "timer-storm/l1/idle", "--seconds",
+    status, _, err = interrupted_after(storm, 12, "exits", "timer-storm/l1/idle", "--seconds",
                                        "120")  # fmt: skip
     assert status == 130, err
     assert "interrupted while profiling" in err
@@ -72,8 +72,8 @@ def test_live_refreshes_until_interrupted(storm: dict[str, str]) -> None:
     """--live takes window after window (in a pipe each is printed after the last) until
     Ctrl-C; the storm is in every one of them, and tracefs is clean afterwards."""
     before = tracing_state(storm)
-    status, out, err = interrupted_after(storm, 60, "exits", "timer-storm/l1/idle", "--seconds",
-                                         "2", "--live")  # fmt: skip
+    live = ("exits", "timer-storm/l1/idle", "--seconds", "2", "--live")
+    status, out, err = interrupted_once(storm, "VM exits by reason", 2, *live)
     assert status == 130, err
     windows = out.count("VM exits by reason")
     assert windows >= 2, out[-2000:]
