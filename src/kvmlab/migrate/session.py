@@ -12,19 +12,27 @@ that fails is reported FAILED with the evidence.
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from kvmlab.errors import KvmlabError, UsageError
+from kvmlab.errors import KvmlabError, UsageError, printable
 from kvmlab.migrate import guestside
 from kvmlab.migrate.modes import AUTO_PASSES, Plan, Settings, check_settings, plan
 from kvmlab.migrate.probe import STEADY_CEILING_S, HeartbeatWatch, measure_downtime
 from kvmlab.migrate.result import Outcome
 from kvmlab.migrate.stats import FINISHED, parse
-from kvmlab.render.devices.control import PROBE_LOG, PROBE_PORT
+from kvmlab.render.devices.control import (
+    AGENT_SOCKET,
+    CONSOLE_SOCKET,
+    PROBE_LOG,
+    PROBE_PORT,
+    QMP_SOCKET,
+)
+from kvmlab.render.target import UNIX_PATH_MAX
 from kvmlab.runtime import handover
 from kvmlab.runtime.errors import QmpFailure, RuntimeFailure, StateError
 from kvmlab.runtime.machine import Machine, qemu_command
@@ -46,6 +54,22 @@ class Workload:
     rate_mibs: float = 0.0
     """MiB/s; 0: as fast as the guest can."""
     warmup_s: float = 3.0
+
+
+def check_destination_sockets(address: str, dest_dir: Path) -> None:
+    """Refuse, before anything starts, a destination directory so deep that its QMP,
+    agent, console or migration socket would pass the unix socket limit (QEMU would fail to
+    bind it half-way through the set-up)."""
+    sockets = (QMP_SOCKET, AGENT_SOCKET, CONSOLE_SOCKET, "migrate.sock")
+    longest = max((dest_dir / name for name in sockets), key=lambda p: len(os.fsencode(p)))
+    size = len(os.fsencode(longest))
+    if size > UNIX_PATH_MAX:
+        over = size - UNIX_PATH_MAX
+        raise StateError(
+            f"cannot migrate {address}: its destination's socket {printable(str(longest))} "
+            f"would be {size} bytes long, and a unix socket path takes at most "
+            f"{UNIX_PATH_MAX}; bring the lab up under a KVMLAB_RUN_DIR {over} bytes shorter"
+        )
 
 
 def _source(address: str) -> tuple[LabDir, Path, GuestRecord]:
@@ -127,6 +151,7 @@ def _migrate(
             f"postcopy leaves its source so); 'kvmlab down {record.lab}' removes it"
         )
     dest_dir = handover.migration_dir(guest_dir, record)
+    check_destination_sockets(address, dest_dir)
     if dest_dir.exists():
         if find_marked(f"{dest_dir}/"):
             raise StateError(f"a QEMU of an earlier migration of {address} still runs from "
