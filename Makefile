@@ -17,8 +17,13 @@ demo: deps
 	$(BIN)/kvmlab doctor || true
 	$(BIN)/kvmlab run labs/nested.toml --suite quick --out kvmlab-report.html
 
+# Unit tests on both CPUs (pytest-xdist), then the functional tests one at a time: they
+# boot guests, and two TCG guests booting at once on a 2-core host only slow each other.
 test: deps
-	$(BIN)/pytest -q --durations=25
+	@$(BIN)/pytest -q -n 2 -m "not functional" --durations=10; unit=$$?; \
+	$(BIN)/pytest -q -m functional --durations=30; functional=$$?; \
+	echo "make test: unit tests exit $$unit, functional tests exit $$functional"; \
+	[ $$unit -eq 0 ] && [ $$functional -eq 0 ]
 
 lint: deps
 	$(BIN)/ruff check src tests benchmarks

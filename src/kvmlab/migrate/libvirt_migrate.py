@@ -400,8 +400,30 @@ def _follow_record(source: LibvirtMachine, to_uri: str, guest_dir: Any) -> Libvi
     record.save(guest_dir)
     if not moved.is_alive():
         raise LibvirtFailure(
-            "the domain does not run on the destination after libvirt completed the migration",
+            "the domain does not run on the destination after libvirt completed the "
+            f"migration (libvirt says: {_state_words(moved)})",
             to_uri,
             record.name,
         )
     return moved
+
+
+_STATES = {
+    libvirt.VIR_DOMAIN_NOSTATE: "no state",
+    libvirt.VIR_DOMAIN_RUNNING: "running",
+    libvirt.VIR_DOMAIN_BLOCKED: "blocked",
+    libvirt.VIR_DOMAIN_PAUSED: "paused",
+    libvirt.VIR_DOMAIN_SHUTDOWN: "shutting down",
+    libvirt.VIR_DOMAIN_SHUTOFF: "shut off",
+    libvirt.VIR_DOMAIN_CRASHED: "crashed",
+    libvirt.VIR_DOMAIN_PMSUSPENDED: "suspended",
+}
+
+
+def _state_words(machine: LibvirtMachine) -> str:
+    """The domain's state and libvirt's reason code, as evidence for a failure."""
+    try:
+        state, reason = machine._domain().state()
+    except (libvirt.libvirtError, LibvirtFailure) as exc:
+        return f"cannot tell ({exc})"
+    return f"{_STATES.get(state, str(state))}, reason code {reason}"
