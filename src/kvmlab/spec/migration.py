@@ -44,8 +44,10 @@ class MigrationSpec(SpecModel):
     dirty_mib: int = Field(default=128, ge=1, le=1 << 20)
     """Working set the guest's dirtier writes, MiB."""
 
-    dirty_rate_mibs: float = Field(default=0.0, ge=0, le=1e6)
-    """The dirtier's rate, MiB/s (0: as fast as the guest can)."""
+    dirty_rate_mibs: float = Field(default=20.0, ge=0, le=1e6)
+    """The dirtier's rate, MiB/s: 20 by default, as `kvmlab migrate --dirty`, which a
+    migration converges under even on a TCG host (0: as fast as the guest can, which may
+    never converge)."""
 
     max_seconds: float = Field(default=300.0, ge=1, le=86400)
     """Give up after this long (see `on_timeout`)."""
