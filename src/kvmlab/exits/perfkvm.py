@@ -386,16 +386,23 @@ def import_file(path: Path, address: str, seconds: float) -> Profile:
     a text is read up to :data:`MAX_TEXT_BYTES` (``/dev/zero`` is refused at once).
     """
     shown = printable(str(path))
-    try:
+
+    def refuse(mode: int) -> UsageError:
+        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+        return UsageError(f"cannot import {shown}: {kind}; give a saved perf kvm stat "
+                          "report (text) or perf.data file")  # fmt: skip
+
+    try:  # a device is never opened: opening one can act (a watchdog arms, a tape rewinds)
+        first = Path(path).stat()
+        if not stat.S_ISREG(first.st_mode):
+            raise refuse(first.st_mode)
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as exc:
         raise UsageError(f"cannot read {shown}: {exc.strerror or exc}") from None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
-            raise UsageError(f"cannot import {shown}: {kind}; give a saved perf kvm stat "
-                             "report (text) or perf.data file")  # fmt: skip
+        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (first.st_dev, first.st_ino):
+            raise refuse(st.st_mode)
         if os.pread(fd, len(PERF_MAGIC), 0) == PERF_MAGIC:
             profile = parse_report(report_text(path), address, seconds, shown)
         else:

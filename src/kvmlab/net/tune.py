@@ -154,6 +154,37 @@ def apply(settings: Sequence[Setting], state: State, owner: Owner | None = None,
     def save() -> None:
         state.write(SavedState(owner=owner, root=str(root), changes=changes, unmovable=unmovable))
 
+    try:
+        _apply_each(settings, state, root, accept_unmovable, out, changes, unmovable, save)
+    except BaseException:  # Ctrl-C, SIGTERM (as KeyboardInterrupt), a state write refused
+        if changes:  # all or nothing: what this call wrote goes back before it ends
+            from kvmlab.runtime.signals import deferred_signals
+
+            with deferred_signals():
+                back = rollback(state, root)
+            if back.failed:
+                names = ", ".join(f"{n} ({why})" for n, why in back.failed)
+                raise TuningError(f"apply cut short; could not write back {names}: "
+                                  f"{state.path} keeps them, 'kvmlab tune rollback' "
+                                  "retries") from None  # fmt: skip
+        raise
+    if out.failed and changes:
+        back = rollback(state, root)
+        out.undone = not back.failed
+        if back.failed:  # still applied: say so, never "nothing changed"
+            left = {n for n, _ in back.failed}
+            out.done = [d for d in out.done if d[0] in left]
+            out.failed += [(n, f"could not be written back ({why}); {state.path} keeps it "
+                               "for 'kvmlab tune rollback'") for n, why in back.failed]  # fmt: skip
+    elif out.failed or not (changes or unmovable):
+        state.remove()
+    return out
+
+
+def _apply_each(settings: Sequence[Setting], state: State, root: Path, accept_unmovable: bool,
+                out: Outcome, changes: list[SavedChange], unmovable: list[str],
+                save: Callable[[], None]) -> None:  # fmt: skip
+    """:func:`apply`'s loop: each setting that differs saved, then written."""
     for s in settings:
         try:
             before = _current(root, s)
@@ -192,12 +223,6 @@ def apply(settings: Sequence[Setting], state: State, owner: Owner | None = None,
             save()
             continue
         out.done.append((s.name, before, _current(root, s)))
-    if out.failed and changes:
-        rollback(state, root)
-        out.undone = True
-    elif out.failed or not (changes or unmovable):
-        state.remove()
-    return out
 
 
 def verify(settings: Sequence[Setting], root: Path = Path("/"),

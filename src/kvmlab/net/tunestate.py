@@ -167,6 +167,16 @@ class State:
 
     def _bytes(self) -> bytes | None:
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+        try:  # a device is never opened: opening one can act (a watchdog arms)
+            first = os.lstat(self.path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise TuningStateError(self.path, f"cannot be read ({exc.strerror})") from None
+        if stat.S_ISLNK(first.st_mode):
+            raise TuningStateError(self.path, "cannot be read (a symbolic link)")
+        if not stat.S_ISREG(first.st_mode):
+            raise TuningStateError(self.path, "is not a regular file")
         try:
             fd = os.open(self.path, flags)
         except FileNotFoundError:
@@ -176,7 +186,10 @@ class State:
             raise TuningStateError(self.path, f"cannot be read ({why})") from None
         try:
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
+            if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (
+                first.st_dev,
+                first.st_ino,
+            ):
                 raise TuningStateError(self.path, "is not a regular file")
             if st.st_uid != os.geteuid() or st.st_mode & 0o022:
                 owner = f"owner {st.st_uid}, mode {st.st_mode & 0o777:o}"

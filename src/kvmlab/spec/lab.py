@@ -225,6 +225,28 @@ def _more_exposed(written: Guest, merged: Guest) -> Iterator[tuple[str, str]]:
         if path not in merged.host_view.hide:
             yield "host_view.hide", (f"drops {quoted(path)}, which the guest as written "
                                      f"hides; {_SEES}: keep it in the list")  # fmt: skip
+    for key in ("kernel", "initrd", "qemu"):  # host files read into the guest, or run
+        if getattr(merged, key) != getattr(written, key):
+            yield key, (f"changes the host file the guest as written uses ("
+                        f"{quoted(str(getattr(merged, key)))}); {_SEES}: set {key} on the "
+                        "guest itself")  # fmt: skip
+    disks = {d.path: d for d in written.disks}
+    for i, disk in enumerate(merged.disks):
+        same = disks.get(disk.path)
+        if same is None:
+            yield f"disks[{i}].path", (f"{quoted(disk.path)} gives the guest a host file the "
+                                       f"guest as written does not have; {_SEES}: add the disk "
+                                       "on the guest itself")  # fmt: skip
+        elif same.readonly and not disk.readonly:
+            yield f"disks[{i}].readonly", (f"makes {quoted(disk.path)} writable, which the "
+                                           f"guest as written reads only; {_SEES}: keep "
+                                           "readonly = true")  # fmt: skip
+    attached = [_attachment(n) for n in written.nics if not isinstance(n, UserNic)]
+    for i, nic in enumerate(merged.nics):
+        if not isinstance(nic, UserNic) and _attachment(nic) not in attached:
+            yield f"nics[{i}]", (f"attaches the guest to the host ({nic.type} NIC) where the "
+                                 f"guest as written is not; {_SEES}: add the NIC on the "
+                                 "guest itself")  # fmt: skip
     listening = {fwd for nic in written.nics if isinstance(nic, UserNic)
                  for fwd in nic.forwards if not fwd.host_addr.is_loopback}  # fmt: skip
     for i, nic in enumerate(merged.nics):
@@ -238,6 +260,11 @@ def _more_exposed(written: Guest, merged: Guest) -> Iterator[tuple[str, str]]:
                         "ports to other hosts: forward it on the guest itself"
                     ),
                 )
+
+
+def _attachment(nic: Any) -> tuple[Any, ...]:
+    """What of the host a NIC other than a user one attaches the guest to."""
+    return tuple(getattr(nic, k, None) for k in ("type", "ifname", "network", "socket", "port"))
 
 
 class Lab(SpecModel):
