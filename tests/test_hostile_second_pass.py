@@ -16,7 +16,7 @@ from kvmlab.exits.perfkvm import import_file
 from kvmlab.net import tune
 from kvmlab.net.tune import State, TuningStateError, apply, cpu_partitioning
 from tests.net.test_tune import FILES, host, managed_irq
-from tests.spec.test_hostile_lab_messages import HEAD, refused
+from tests.spec.test_hostile_lab_messages import FWD, HEAD, refused
 
 __all__ = ["host"]  # the stand-in host root fixture
 
@@ -132,3 +132,23 @@ def test_when_tcg_may_retune_what_the_guest_already_has(tmp_path: Path) -> None:
         'ifname = "t0", queues = 2 }] }\n'
     )
     assert load_lab(lab).lab.guests["vm"].under("tcg").nics[0].queues == 2
+
+
+@pytest.mark.parametrize("addr", ["localhost", "0.0.0.0/0", "127.1x"])
+def test_a_host_addr_that_is_not_an_address_is_said_in_kvmlabs_words(
+    tmp_path: Path, addr: str
+) -> None:  # fmt: skip
+    nic = FWD.format(addr=f', host_addr = "{addr}"')
+    _, line = refused(tmp_path, f"{HEAD}nics = [{nic}]\n")
+    assert line.endswith(f"host_addr: {addr!r} is not an IPv4 address (like 127.0.0.1)"), line
+
+
+def test_tune_options_are_checked_and_never_echoed_whole() -> None:
+    from tests.conftest import cli
+
+    env = {**os.environ, "KVMLAB_TUNING_STATE": "/nonexistent/kvmlab-test/state.json"}
+    yaml = cli(env, "tune", "verify", "--isolate", "0", "-o", "yaml")
+    assert yaml.returncode == 2 and "choose text or json (got 'yaml')" in yaml.stderr
+    long = cli(env, "tune", "apply", "--isolate", "0", "--unmovable-irqs", "a" * 5000)
+    assert long.returncode == 2 and "(5000 characters)" in long.stderr
+    assert len(long.stderr) < 300, long.stderr

@@ -18,6 +18,7 @@ from typer.core import TyperGroup
 from kvmlab import __version__
 from kvmlab.cli.backend_opts import TO_HELP, BackendOpt, ConnectOpt, PersistentOpt, RootOpt
 from kvmlab.cli.libvirtd_cmd import libvirtd_app
+from kvmlab.cli.options import output_choice
 from kvmlab.cli.tune_cmd import tune_app
 from kvmlab.errors import KvmlabError, UsageError
 from kvmlab.runtime.signals import interrupting
@@ -40,10 +41,7 @@ class _Group(TyperGroup):
 
 def _output(value: str, *choices: str) -> str:
     """The ``-o/--output`` value, checked against what the command can print."""
-    if value not in choices:
-        listed = f"{', '.join(choices[:-1])} or {choices[-1]}"
-        raise typer.BadParameter(f"choose {listed} (got {value!r})", param_hint="--output")
-    return value
+    return output_choice(value, *choices)
 
 
 app = typer.Typer(

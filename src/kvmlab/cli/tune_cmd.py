@@ -9,7 +9,9 @@ from typing import Annotated
 
 import typer
 
+from kvmlab.cli.options import output_choice
 from kvmlab.errors import UsageError, printable
+from kvmlab.spec.units import quoted
 
 tune_app = typer.Typer(help="Host tuning for the packet path: apply, verify, roll back.",
                        no_args_is_help=True)  # fmt: skip
@@ -86,7 +88,7 @@ def accept_unmovable(lab: Path | None, option: str | None) -> bool:
     """``--unmovable-irqs``, else the lab's ``[tuning] unmovable_irqs``, else refuse."""
     if option is not None:
         if option not in ("refuse", "accept"):
-            raise UsageError(f"--unmovable-irqs: refuse or accept, not {printable(option)!r}")
+            raise UsageError(f"--unmovable-irqs: refuse or accept, not {quoted(option)}")
         return option == "accept"
     if lab is None:
         return False
@@ -104,6 +106,7 @@ def apply_cmd(lab: Lab = None, isolate: Isolate = None, output: Output = "text",
     every value changed is written back."""
     from kvmlab.net.tune import State, apply, cpu_partitioning
 
+    output = output_choice(output, "text", "json")
     cpus = isolated_cpus(lab, isolate)
     accept = accept_unmovable(lab, unmovable)
     state = State()
@@ -124,6 +127,7 @@ def verify_cmd(lab: Lab = None, isolate: Isolate = None, output: Output = "text"
     its interrupts land on host CPUs (or unmovable IRQs are accepted)."""
     from kvmlab.net.tune import State, cpu_partitioning, verify
 
+    output = output_choice(output, "text", "json")
     cpus = isolated_cpus(lab, isolate)
     accept = accept_unmovable(lab, unmovable)
     saved = State().read()
@@ -139,6 +143,7 @@ def rollback_cmd(output: Output = "text") -> None:
     """Write back every value tuning changed, exactly as it was."""
     from kvmlab.net.tune import Outcome, State, rollback
 
+    output = output_choice(output, "text", "json")
     state = State()
     if state.read() is None:
         print("nothing to roll back: no tuning applied", file=sys.stderr)

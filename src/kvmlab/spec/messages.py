@@ -115,6 +115,10 @@ _TYPE_WORDS = {
     "list_type": "a list",
     "dict_type": "a table",
     "model_type": "a table",
+    "ip_v4_address": "an IPv4 address (like 127.0.0.1)",
+    "ip_v4_network": "an IPv4 network (like 10.0.0.0/24)",
+    "ip_v4_interface": "an IPv4 address with its prefix (like 10.0.0.1/24)",
+    "ip_any_address": "an IP address",
 }
 """pydantic's type errors, as what the key takes."""
 

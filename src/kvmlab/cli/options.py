@@ -1,0 +1,16 @@
+"""Option values every command checks alike."""
+
+from __future__ import annotations
+
+import typer
+
+from kvmlab.spec.units import quoted
+
+
+def output_choice(value: str, *choices: str) -> str:
+    """The ``-o/--output`` value, checked against what the command can print (a long or
+    unprintable value is shown shortened and escaped)."""
+    if value not in choices:
+        listed = f"{', '.join(choices[:-1])} or {choices[-1]}"
+        raise typer.BadParameter(f"choose {listed} (got {quoted(value)})", param_hint="--output")
+    return value
