@@ -1,8 +1,10 @@
 """The benchmarks the README names still run: each one's ``--help``, and one short round.
 
 Nothing else imports ``benchmarks/``, so a change in the package can break them unseen (one
-did: ``boot.py`` imported a function a tidy-up removed). Every script must have a smoke
-run here; the boot benchmark boots a guest, so its run is functional.
+did: ``boot.py`` imported a function a tidy-up removed). Every script's ``--help`` runs here
+(it imports everything the script uses); the boot benchmark's short round too, functional
+as it boots a guest. ``soak.py``'s round boots the nested lab and loads L2 for minutes: the
+main-job test puts the same disk and network load on L2, so only its ``--help`` runs.
 """
 
 from __future__ import annotations
@@ -86,15 +88,3 @@ def test_boot_one_round(tmp_path: Path) -> None:
     assert "launch total" in proc.stdout and "exec true" in proc.stdout
     assert not qemu_pids(str(tmp_path)), "boot.py stops its guest"
     assert not list(tmp_path.iterdir()), "and removes its temp directories"
-
-
-@pytest.mark.functional
-def test_soak_one_round(tmp_path: Path) -> None:
-    """The nested lab up, one short round of fio + iperf3 in L2, both kernels clean, down."""
-    env = {**os.environ, "KVMLAB_RUN_DIR": str(tmp_path / "run")}
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "soak.py"), "--smoke"],
-                          capture_output=True, text=True, timeout=1200, env=env)  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-    assert "1 of 1 round(s) survived" in proc.stdout
-    assert "down: exit 0" in proc.stdout
-    assert not qemu_pids(str(tmp_path / "run"))

@@ -45,9 +45,11 @@ def test_exits_profile_finds_the_storm_and_diagnose_names_it(storm: dict[str, st
 
     diag = kvmlab(storm, "diagnose", "timer-storm/l1/idle", "--seconds", "4", "-o", "json")
     assert diag.returncode == 0, diag.stderr[-3000:]
-    findings = json.loads(diag.stdout)["findings"]
-    assert findings[0]["rule"] == "acpi-pm-timer-reads"
-    assert findings[0]["fix"]["lab"]["clock.timers.kvmclock.present"] is True
+    findings = {f["rule"]: f for f in json.loads(diag.stdout)["findings"]}
+    # the cause is found whatever else a loaded host adds (busy-host-idle-guest ranked first
+    # once, with other tests running beside this one)
+    assert "acpi-pm-timer-reads" in findings, list(findings)
+    assert findings["acpi-pm-timer-reads"]["fix"]["lab"]["clock.timers.kvmclock.present"] is True
 
 
 def test_tcg_guest_has_no_exits(storm: dict[str, str]) -> None:
@@ -73,9 +75,9 @@ def test_live_refreshes_until_interrupted(storm: dict[str, str]) -> None:
     Ctrl-C; the storm is in every one of them, and tracefs is clean afterwards."""
     before = tracing_state(storm)
     live = ("exits", "timer-storm/l1/idle", "--seconds", "2", "--live")
-    status, out, err = interrupted_once(storm, "VM exits by reason", 2, *live)
+    status, out, err = interrupted_once(storm, "VM exits by reason", 3, *live)
     assert status == 130, err
-    windows = out.count("VM exits by reason")
-    assert windows >= 2, out[-2000:]
-    assert out.count("ACPI PM timer") >= windows
+    whole = out.count("VM exits by reason") - 1  # the last may be cut short by the Ctrl-C
+    assert whole >= 2, out[-2000:]
+    assert out.count("ACPI PM timer") >= whole
     assert tracing_state(storm) == before

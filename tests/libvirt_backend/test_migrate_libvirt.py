@@ -88,6 +88,7 @@ def poked_migration(env: dict[str, str], uri: str) -> subprocess.CompletedProces
     import libvirt
 
     from kvmlab.guest.agent_libvirt import LibvirtAgent
+    from kvmlab.guest.errors import AgentError
 
     proc = subprocess.Popen([KVMLAB, "migrate", "migrate/vm", "--to", uri, "--mode", "multifd",
                              "--dirty", "20", "--dirty-mem", "64", "-o", "json"], env=env,
@@ -101,7 +102,15 @@ def poked_migration(env: dict[str, str], uri: str) -> subprocess.CompletedProces
             time.sleep(0.05)
         assert dom is not None, "the domain never appeared on the destination"
         agent = LibvirtAgent(dom, "vm")
-        agent.wait_ready(timeout=600, attempt=0.2)
+        while True:  # the domain is there from the incoming side on; it runs after the switch
+            assert time.monotonic() < deadline and proc.poll() is None, "never ran there"
+            if dom.state()[0] == libvirt.VIR_DOMAIN_RUNNING:
+                try:
+                    agent.wait_ready(timeout=60, attempt=0.2)
+                    break
+                except AgentError:  # it stopped again (a failed attempt) or is not up yet
+                    pass
+            time.sleep(0.05)
         poked = agent.exec(["/bin/sh", "-c", POKE], timeout=60)
         assert poked.returncode == 0, poked.stdout + poked.stderr
         out, err = proc.communicate(timeout=900)

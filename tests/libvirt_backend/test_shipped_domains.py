@@ -1,6 +1,6 @@
 """Every shipped lab's domains, printed by ``kvmlab render --format libvirt`` for a real
 libvirtd (a private one, TCG), are defined by ``virsh define`` from that output, started by
-``virsh start``, and (booting the default image) answer their agent through libvirt; what
+``virsh start``, and (one guest per way of booting) answer their agent through libvirt; what
 libvirt keeps after define (its normalisation is the ground truth) still holds every
 element and attribute kvmlab rendered."""
 
@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 import tomllib
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -104,6 +105,15 @@ BLOCKERS_HERE = (
 """What this host may lack for a shipped domain, each named by render on stderr."""
 
 NIC_BLOCKERS = ("vhost-user socket", "/dev/vhost-net")
+
+BOOTED_TO_THE_AGENT = {"basic-vm1", "migrate-vm"}
+"""Domains booted until their agent answers: the default image over 9p and the
+self-contained image (a cloud image with its seed boots through libvirt, to cloud-init's
+end, in test_cloud_init_libvirt.py); the agent channel is rendered alike for all. The others
+are started and must still run a few seconds later: QEMU and libvirt have accepted every
+device by then (a device either fails at start)."""
+
+STILL_RUNNING_AFTER_S = 3.0
 
 
 def _toml(value: object) -> str:
@@ -235,7 +245,10 @@ def test_printed_domain_defines_and_starts(
         started = _virsh(libvirtd, "start", domain)
         assert started.returncode == 0, started.stderr
         dom = conn.lookupByName(domain)
-        LibvirtAgent(dom, name).wait_ready(timeout=300)
+        if domain in BOOTED_TO_THE_AGENT:
+            LibvirtAgent(dom, name).wait_ready(timeout=300)
+        else:
+            time.sleep(STILL_RUNNING_AFTER_S)
         assert dom.isActive()
     finally:
         with contextlib.suppress(libvirt.libvirtError):

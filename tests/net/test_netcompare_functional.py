@@ -31,10 +31,18 @@ workloads = ["netcompare"]
 [bench.netcompare]
 seconds = 1
 streams = [4]
-pings = 20
+pings = 10
 repetitions = 1
 queues = [1, 2]
 """
+
+
+WITH_USER = LAB.replace(
+    'nics = [{ type = "tap", network = "lan", address = "10.91.0.20" }]',
+    'nics = [{ type = "tap", network = "lan", address = "10.91.0.20" }, { type = "user" }]',
+)
+"""The README table's user (slirp) row too: guest b's second NIC, to the host."""
+assert WITH_USER != LAB
 
 
 def host_links() -> set[str]:
@@ -48,7 +56,7 @@ def namespaces() -> set[str]:
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    (tmp_path / "nct.toml").write_text(LAB)
+    (tmp_path / "nct.toml").write_text(WITH_USER)
     return {**os.environ, "KVMLAB_RUN_DIR": str(tmp_path / "run"),
             "KVMLAB_RESULTS": str(tmp_path / "results.sqlite")}  # fmt: skip
 
@@ -67,7 +75,7 @@ def test_two_guests_on_a_lab_network_measured_and_nothing_left(
     assert "network namespace kvmlab-nct-net" in err
     rows = json.loads(cli(env, "report", "last", "-o", "json").stdout)["rows"]
     got = {r["metric"]: r for r in rows if r["workload"] == "netcompare"}
-    for path in ("tap a-b", "tap a-lan-host"):
+    for path in ("tap a-b", "tap a-lan-host", "user (slirp) b-host"):
         for metric in ("tcp P4 ->", "tcp P4 <-", "udp 64B ->", "ping p99"):
             assert got[f"{path}: {metric}"]["value"] > 0, (path, metric)
     assert got["tap a-b: 1q tcp P4 ->"]["value"] > 0 and got["tap a-b: 2q tcp P4 ->"]["value"] > 0
