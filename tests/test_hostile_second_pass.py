@@ -152,3 +152,27 @@ def test_tune_options_are_checked_and_never_echoed_whole() -> None:
     long = cli(env, "tune", "apply", "--isolate", "0", "--unmovable-irqs", "a" * 5000)
     assert long.returncode == 2 and "(5000 characters)" in long.stderr
     assert len(long.stderr) < 300, long.stderr
+
+
+def test_a_rollback_of_unmovable_irqs_only_says_so(tmp_path: Path) -> None:
+    from tests.conftest import cli
+
+    private = tmp_path / "state"
+    private.mkdir(mode=0o700)
+    state = private / "st.json"
+    state.write_text('{"owner": null, "root": "/", "changes": [], '
+                     '"unmovable": ["proc/irq/9999999/smp_affinity_list"]}')  # fmt: skip
+    state.chmod(0o600)
+    env = {**os.environ, "KVMLAB_TUNING_STATE": str(state)}
+    back = cli(env, "tune", "rollback")
+    assert (
+        back.returncode == 0 and "nothing to roll back: the tuning changed no value" in back.stdout
+    )
+    assert not state.exists()
+
+
+def test_an_empty_import_path_is_refused_in_one_line() -> None:
+    from tests.conftest import cli
+
+    got = cli(dict(os.environ), "exits", "--import", "")
+    assert got.returncode == 2 and "--import: give the file of a" in got.stderr

@@ -86,6 +86,9 @@ def run_import(path: Path, address: str | None, seconds: float | None, output: s
     from rich.console import Console
 
     from kvmlab.exits.perfkvm import import_file
+
+    if not str(path) or str(path) == ".":  # typer turns "" into "."
+        raise UsageError("--import: give the file of a 'perf kvm stat report' or a perf.data")
     from kvmlab.exits.text import show
 
     window = import_seconds(seconds)

@@ -152,6 +152,9 @@ def rollback_cmd(output: Output = "text") -> None:
         return
     outcome = rollback(state)
     _print("restored", outcome, output, [])
+    if output == "text" and not outcome.done and not outcome.failed:
+        print("nothing to roll back: the tuning changed no value (the IRQs it lists are ones "
+              "the kernel manages, never changed); its state is removed")  # fmt: skip
     if outcome.failed:
         raise typer.Exit(3)
 
