@@ -9,7 +9,6 @@ import io
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 import tracemalloc
@@ -23,22 +22,14 @@ from kvmlab.exits import perfkvm
 from kvmlab.exits.model import Profile, from_json
 from kvmlab.exits.perfkvm import MAX_ROWS, import_file, parse_report
 from kvmlab.exits.text import show
+from tests.exits.test_cli_inputs import cli
 
 HEAD = "VM-EXIT    Samples  Samples%     Time%    Min Time    Max Time         Avg time\n"
 ESC = "\x1b]0;pwned\x07\x1b[2JEVIL"  # sets the window title, clears the screen
 
 
-def kvmlab(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
-    """The command line through ``main`` in this process, its exit status and output."""
-    from kvmlab.cli.main import main
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sys, "argv", ["kvmlab", *args])
-        with pytest.raises(SystemExit) as ended:
-            main()
-    out, err = capsys.readouterr()
-    code = ended.value.code
-    return subprocess.CompletedProcess(args, code if isinstance(code, int) else 1, out, err)
+kvmlab = cli
+"""The command line through ``main`` in this process (test_cli_inputs.py's)."""
 
 
 def row(name: str, count: int | str, times: str = "1.00us 9.00us 4.00us") -> str:
