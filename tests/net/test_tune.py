@@ -200,3 +200,11 @@ def test_boot_time_settings_become_exact_fixes() -> None:
     assert not any(w.startswith(("isolcpus", "rcu_nocbs")) for w in whats)
     assert any("1G huge pages" in w for w in whats)
     assert "add nohz_full=2-3 to GRUB_CMDLINE_LINUX" in dict(missing)[whats[0]]
+
+
+def test_an_irq_gone_while_judged_lands_nowhere(host: Path) -> None:
+    managed_irq(host, "24", "3")
+    (host / "proc/irq/24/effective_affinity_list").unlink()
+    (host / "proc/irq/24/smp_affinity_list").chmod(0o644)
+    (host / "proc/irq/24/smp_affinity_list").unlink()
+    assert tune._lands_on(host, 24) == ()

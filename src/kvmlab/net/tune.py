@@ -267,7 +267,10 @@ def _lands_on(root: Path, irq: int) -> tuple[int, ...]:
     kernel shows it; else the CPUs it may run on)."""
     base = root / "proc/irq" / str(irq)
     path = base / "effective_affinity_list"
-    text = (path if path.exists() else base / "smp_affinity_list").read_text().strip()
+    try:
+        text = (path if path.exists() else base / "smp_affinity_list").read_text().strip()
+    except FileNotFoundError:  # the IRQ went away meanwhile: it delivers nothing
+        return ()
     return parse_cpuset(text) if text else ()
 
 
