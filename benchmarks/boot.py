@@ -435,7 +435,7 @@ def main() -> int:
     if args.runs < 1 or args.warmup < 0:
         parser.error("--runs must be >= 1 and --warmup >= 0")
 
-    work = Path(tempfile.mkdtemp(prefix="kvmlab-bench-boot-"))
+    work = Path(tempfile.mkdtemp(prefix="kvmlab-boot-"))  # short: sockets live below
     default_cache_dir().mkdir(parents=True, exist_ok=True)
     view_parent = Path(tempfile.mkdtemp(prefix=".bench-boot-", dir=default_cache_dir()))
     os.environ["KVMLAB_RUN_DIR"] = str(work / "run")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -158,3 +159,18 @@ def shipped_lab(request: pytest.FixtureRequest) -> LoadedLab:
     """Each lab in labs/, loaded."""
     path: Path = request.param
     return load_lab(path)
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A private directory with a short path (``/tmp/kt-XXXXXXXX``), removed afterwards.
+
+    For a test whose program names its own run directory below ``TMPDIR``: pytest's
+    ``tmp_path`` grows with the run's number and the test's name, and a unix socket path
+    takes at most 107 bytes (CI once ran as pytest-102 and the console socket came to 108).
+    """
+    path = Path(tempfile.mkdtemp(prefix="kt-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

@@ -74,8 +74,9 @@ def test_l2_tcg_variants_are_valid_labs() -> None:
 
 
 @pytest.mark.functional
-def test_boot_one_round(tmp_path: Path) -> None:
+def test_boot_one_round(short_tmp: Path) -> None:
     """One kvmlab boot to a usable command (no virtme-ng), and nothing left running."""
+    tmp_path = short_tmp
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "boot.py"), *SMOKE["boot.py"]],
