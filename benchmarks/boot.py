@@ -134,9 +134,13 @@ def run(argv: Sequence[str], what: str, timeout: float, env: dict[str, str] | No
     """Run a set-up command; its stdout, or BenchError with the output's tail."""
     try:
         proc = subprocess.run(
-            list(argv), capture_output=True, text=True, timeout=timeout, env=env,
+            list(argv),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
             stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise BenchError(f"{what}: {exc}") from exc
     if proc.returncode != 0:
@@ -270,10 +274,18 @@ def ensure_vng(venv: Path, version: str) -> None:
         run([sys.executable, "-m", "venv", str(venv)], "creating the virtme-ng venv", 300)
     print(f"installing {VNG_PACKAGE}=={version} into {venv}", file=sys.stderr)
     run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
-         "--disable-pip-version-check", f"{VNG_PACKAGE}=={version}"],
-        f"installing {VNG_PACKAGE}", 900,
-    )  # fmt: skip
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            f"{VNG_PACKAGE}=={version}",
+        ],
+        f"installing {VNG_PACKAGE}",
+        900,
+    )
     if (found := vng_version(venv)) != version:
         raise BenchError(f"{venv}: vng --version says {found}, not {version}")
 
@@ -318,9 +330,19 @@ def modules_view(kernel: Kernel, parent: Path) -> Path:
 
 def vng_argv(venv: Path, vmlinuz: Path) -> list[str]:
     return [
-        str(venv / "bin" / "vng"), "--run", str(vmlinuz), "--disable-kvm", "--disable-microvm",
-        "--force-9p", "--cpus", str(VCPUS), "--memory", MEMORY, "--exec", "true",
-    ]  # fmt: skip
+        str(venv / "bin" / "vng"),
+        "--run",
+        str(vmlinuz),
+        "--disable-kvm",
+        "--disable-microvm",
+        "--force-9p",
+        "--cpus",
+        str(VCPUS),
+        "--memory",
+        MEMORY,
+        "--exec",
+        "true",
+    ]
 
 
 def vng_run(argv: list[str], env: dict[str, str], cwd: Path, timeout: float) -> dict[str, float]:
@@ -329,9 +351,14 @@ def vng_run(argv: list[str], env: dict[str, str], cwd: Path, timeout: float) -> 
     with log.open("wb") as out:
         start = time.monotonic()
         proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
-            cwd=cwd, start_new_session=True,
-        )  # fmt: skip
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
         try:
             returncode = proc.wait(timeout)
             wall = time.monotonic() - start
@@ -379,9 +406,11 @@ def cpu_seconds() -> tuple[float, float]:
     busy = sum(fields[:3]) + sum(fields[5:8])  # user nice system, irq softirq steal
     own = sum(
         r.ru_utime + r.ru_stime
-        for r in (resource.getrusage(resource.RUSAGE_SELF),
-                  resource.getrusage(resource.RUSAGE_CHILDREN))
-    )  # fmt: skip
+        for r in (
+            resource.getrusage(resource.RUSAGE_SELF),
+            resource.getrusage(resource.RUSAGE_CHILDREN),
+        )
+    )
     return busy / os.sysconf("SC_CLK_TCK"), own
 
 
@@ -423,14 +452,17 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the numbers to this file")
     parser.add_argument("--timeout", type=float, default=300.0, help="per vng boot, s (300)")
     parser.add_argument(
-        "--quiet", type=float, default=0.1,
+        "--quiet",
+        type=float,
+        default=0.1,
         help="a run is quiet when other processes took less than this share of the CPU (0.1)",
-    )  # fmt: skip
+    )
     parser.add_argument("--vng-version", default=VNG_VERSION, help=f"({VNG_VERSION})")
     parser.add_argument(
-        "--smoke", action="store_true",
+        "--smoke",
+        action="store_true",
         help="one kvmlab boot and nothing else (no virtme-ng): checks that this still runs",
-    )  # fmt: skip
+    )
     args = parser.parse_args()
     if args.runs < 1 or args.warmup < 0:
         parser.error("--runs must be >= 1 and --warmup >= 0")
@@ -480,8 +512,10 @@ def smoke(work: Path) -> int:
     series = kvmlab_series(lab)
     result = kvmlab_run(lab)
     series.add({**result, "others_cpu_share": 0.0})
-    print(f"boot to a usable command, 1 kvmlab run (smoke: no virtme-ng), seconds; "
-          f"{qemu_of(lab.config.argv)}")  # fmt: skip
+    print(
+        f"boot to a usable command, 1 kvmlab run (smoke: no virtme-ng), seconds; "
+        f"{qemu_of(lab.config.argv)}"
+    )
     print("\n".join(table(series, None, 1)))
     return 0
 
@@ -507,8 +541,10 @@ def measure(args: argparse.Namespace, work: Path, view_parent: Path) -> int:
     vng = Series("vng", shlex.join(["vng", *shown[1:]]), vng_argv(venv, vmlinuz))
     load_before, others_before = loadavg(), other_qemus()
     if others_before:
-        print(f"warning: {others_before} other QEMU processes run; times will be noisy",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"warning: {others_before} other QEMU processes run; times will be noisy",
+            file=sys.stderr,
+        )
     contention: list[dict[str, object]] = []  # what else ran as each recorded run started
     others_seen = [others_before]
     total = args.warmup + args.runs
@@ -520,9 +556,13 @@ def measure(args: argparse.Namespace, work: Path, view_parent: Path) -> int:
             if recorded:
                 others_seen.append(other_qemus())
                 contention.append(
-                    {"round": i - args.warmup + 1, "tool": tool, "loadavg": loadavg(),
-                     "other_qemus": others_seen[-1]}
-                )  # fmt: skip
+                    {
+                        "round": i - args.warmup + 1,
+                        "tool": tool,
+                        "loadavg": loadavg(),
+                        "other_qemus": others_seen[-1],
+                    }
+                )
             busy0, own0 = cpu_seconds()
             start = time.monotonic()
             if tool == "kvmlab":
@@ -549,17 +589,25 @@ def measure(args: argparse.Namespace, work: Path, view_parent: Path) -> int:
         statistics.median(quiet_k) / statistics.median(quiet_v) if quiet_k and quiet_v else None
     )
     configuration = {
-        "kernel_release": image.kernel_release, "kernel_package": image.kernel_package,
+        "kernel_release": image.kernel_release,
+        "kernel_package": image.kernel_package,
         "accelerator": "tcg (multi-threaded TCG, -cpu max, q35; kvmlab passes "
         "-accel tcg,thread=multi, vng --disable-kvm gets QEMU's default, also MTTCG)",
-        "vcpus": VCPUS, "memory": MEMORY, "qemu": qemu_version(qemu),
-        "kvmlab": f"{kvmlab_version} ({kvmlab_revision()})", "virtme_ng": args.vng_version,
+        "vcpus": VCPUS,
+        "memory": MEMORY,
+        "qemu": qemu_version(qemu),
+        "kvmlab": f"{kvmlab_version} ({kvmlab_revision()})",
+        "virtme_ng": args.vng_version,
         "kvmlab_image": f"{image.key} ({'vmlinux via PVH' if image.pvh else 'bzImage'})",
-        "vng_kernel": str(kernel.vmlinuz), "runs": args.runs, "warmup_rounds": args.warmup,
+        "vng_kernel": str(kernel.vmlinuz),
+        "runs": args.runs,
+        "warmup_rounds": args.warmup,
         "order": "interleaved, alternating which tool goes first",
-        "loadavg_before": load_before, "loadavg_after": loadavg(),
-        "other_qemus_before": others_before, "other_qemus_max": max(others_seen),
-    }  # fmt: skip
+        "loadavg_before": load_before,
+        "loadavg_after": loadavg(),
+        "other_qemus_before": others_before,
+        "other_qemus_max": max(others_seen),
+    }
     print()
     print(f"boot to a usable command, {args.runs} runs each (+{args.warmup} warm-up), seconds")
     for key, value in configuration.items():
@@ -585,13 +633,26 @@ def measure(args: argparse.Namespace, work: Path, view_parent: Path) -> int:
         )
     if args.json:
         data = {
-            "configuration": configuration, "unit": "s", "contention_at_each_start": contention,
+            "configuration": configuration,
+            "unit": "s",
+            "contention_at_each_start": contention,
             "ratio_kvmlab_median_over_vng_median": ratio,
-            "quiet_runs": {"others_cpu_share_below": args.quiet, "kvmlab_ready": quiet_k,
-                           "vng_wall": quiet_v, "ratio_of_medians": quiet_ratio},
-            "tools": {s.tool: {"command": s.command, "argv": s.argv, "summary": s.summary(),
-                               "runs": s.samples} for s in (kvmlab, vng)},
-        }  # fmt: skip
+            "quiet_runs": {
+                "others_cpu_share_below": args.quiet,
+                "kvmlab_ready": quiet_k,
+                "vng_wall": quiet_v,
+                "ratio_of_medians": quiet_ratio,
+            },
+            "tools": {
+                s.tool: {
+                    "command": s.command,
+                    "argv": s.argv,
+                    "summary": s.summary(),
+                    "runs": s.samples,
+                }
+                for s in (kvmlab, vng)
+            },
+        }
         args.json.write_text(json.dumps(data, indent=2) + "\n")
     return 0
 

@@ -39,8 +39,9 @@ LEAD_S = 6.0
 
 def kvmlab(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
     """Run the CLI (stdin closed: exec forwards stdin)."""
-    return subprocess.run([KVMLAB, *args], capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)  # fmt: skip
+    return subprocess.run(
+        [KVMLAB, *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )
 
 
 def collector_argv(mode: str, lab: str, window: float) -> list[str] | None:
@@ -72,9 +73,19 @@ def workload_argv(name: str, seconds: int, device: str) -> list[str]:
     """The workload in L2 and how its figure is read."""
     if name == "cpu":
         return ["sysbench", "cpu", "--threads=1", f"--time={seconds}", "run"]
-    return ["fio", "--name=o", f"--filename={device}", "--direct=1", "--rw=randread",
-            "--bs=4k", "--iodepth=16", "--ioengine=libaio", "--time_based",
-            f"--runtime={seconds}", "--output-format=json"]  # fmt: skip
+    return [
+        "fio",
+        "--name=o",
+        f"--filename={device}",
+        "--direct=1",
+        "--rw=randread",
+        "--bs=4k",
+        "--iodepth=16",
+        "--ioengine=libaio",
+        "--time_based",
+        f"--runtime={seconds}",
+        "--output-format=json",
+    ]
 
 
 def figure(name: str, out: str) -> float:
@@ -99,9 +110,16 @@ def one(mode: str, name: str, lab: str, seconds: int, device: str) -> float:
     if run.returncode != 0:
         raise SystemExit(f"{name} failed in L2 ({mode}): {run.stderr[-500:]}")
     if argv is not None:  # let the collector finish before the next run
-        kvmlab("exec", f"{lab}/l1", "--", "sh", "-c",
-               "while pgrep -f '[t]race.sh|[p]erf.sh|[p]erf kvm|[q]uery-stats' >/dev/null; do "
-               "sleep 1; done", timeout=600)  # fmt: skip
+        kvmlab(
+            "exec",
+            f"{lab}/l1",
+            "--",
+            "sh",
+            "-c",
+            "while pgrep -f '[t]race.sh|[p]erf.sh|[p]erf kvm|[q]uery-stats' >/dev/null; do "
+            "sleep 1; done",
+            timeout=600,
+        )
     return figure(name, run.stdout)
 
 

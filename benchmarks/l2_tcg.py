@@ -58,8 +58,14 @@ def kvmlab(
     env: dict[str, str], *args: str, timeout: float = 3600
 ) -> subprocess.CompletedProcess[str]:
     """Run the CLI with stdin closed."""
-    return subprocess.run([KVMLAB, *args], capture_output=True, text=True, env=env,
-                          timeout=timeout, stdin=subprocess.DEVNULL)  # fmt: skip
+    return subprocess.run(
+        [KVMLAB, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def one_run(variant: str, workdir: Path) -> dict[str, float]:
@@ -101,8 +107,11 @@ def main() -> None:
         if args.smoke:
             for name in variants:
                 (workdir / f"{name}.toml").write_text(BASE.format(**VARIANTS[name]))
-                subprocess.run([KVMLAB, "check", str(workdir / f"{name}.toml")], check=True,
-                               capture_output=True)  # fmt: skip
+                subprocess.run(
+                    [KVMLAB, "check", str(workdir / f"{name}.toml")],
+                    check=True,
+                    capture_output=True,
+                )
             print(f"{len(variants)} variant lab(s) valid")
             return
         samples: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
@@ -111,14 +120,19 @@ def main() -> None:
             for name in order:
                 figures = one_run(name, workdir)
                 samples[name].append(figures)
-                print(f"run {run + 1} {name}: " + ", ".join(f"{k} {v:.1f}"
-                      for k, v in sorted(figures.items())), flush=True)  # fmt: skip
+                print(
+                    f"run {run + 1} {name}: "
+                    + ", ".join(f"{k} {v:.1f}" for k, v in sorted(figures.items())),
+                    flush=True,
+                )
     print(f"\n{'variant':10} {'figure':18} {'median s':>9} {'min s':>7} {'max s':>7}  runs")
     for name, runs in samples.items():
         for key in sorted({k for r in runs for k in r}):
             values = [r[key] for r in runs if key in r]
-            print(f"{name:10} {key:18} {statistics.median(values):9.1f} {min(values):7.1f} "
-                  f"{max(values):7.1f}  {len(values)}")  # fmt: skip
+            print(
+                f"{name:10} {key:18} {statistics.median(values):9.1f} {min(values):7.1f} "
+                f"{max(values):7.1f}  {len(values)}"
+            )
 
 
 if __name__ == "__main__":

@@ -33,8 +33,9 @@ TROUBLE = re.compile(
 
 def kvmlab(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
     """Run the CLI (stdin closed: exec forwards stdin)."""
-    return subprocess.run([KVMLAB, *args], capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)  # fmt: skip
+    return subprocess.run(
+        [KVMLAB, *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )
 
 
 def troubles(address: str) -> list[str]:
@@ -53,8 +54,17 @@ def stress_round(lab: str, device: str, seconds: int) -> tuple[float, float, str
         f"> /tmp/fio.json 2>&1 & iperf3 -c 10.0.2.2 -t {seconds} -J > /tmp/iperf.json 2>&1; "
         "wait; cat /tmp/fio.json; echo @@; cat /tmp/iperf.json"
     )
-    run = kvmlab("exec", f"{lab}/l1/l2", "--timeout", str(seconds * 20 + 300), "--",
-                 "sh", "-c", script, timeout=seconds * 20 + 400)  # fmt: skip
+    run = kvmlab(
+        "exec",
+        f"{lab}/l1/l2",
+        "--timeout",
+        str(seconds * 20 + 300),
+        "--",
+        "sh",
+        "-c",
+        script,
+        timeout=seconds * 20 + 400,
+    )
     if run.returncode != 0:
         return 0.0, 0.0, f"stress command failed ({run.returncode}): {run.stderr.strip()[-300:]}"
     fio_text, _, iperf_text = run.stdout.partition("@@")
@@ -91,8 +101,10 @@ def main() -> None:
     if up.returncode != 0:
         sys.exit(f"kvmlab up failed:\n{up.stderr[-3000:]}")
     accel = re.search(r"l1/l2 is up inside \S+ \((\w+),", up.stderr)
-    print(f"lab {lab} up in {time.monotonic() - start:.0f} s; L2 under "
-          f"{accel.group(1) if accel else '?'}; {rounds} round(s) of {seconds} s")  # fmt: skip
+    print(
+        f"lab {lab} up in {time.monotonic() - start:.0f} s; L2 under "
+        f"{accel.group(1) if accel else '?'}; {rounds} round(s) of {seconds} s"
+    )
     survived = 0
     try:
         kvmlab("exec", f"{lab}/l1", "--", "iperf3", "-s", "-D")
@@ -104,8 +116,10 @@ def main() -> None:
             found += troubles(f"{lab}/l1") + troubles(f"{lab}/l1/l2")
             survived += not found
             verdict = "ok" if not found else "FAILED: " + "; ".join(found)[:500]
-            print(f"{n:>5} {iops:>10.0f} {mbps:>14.1f} {time.monotonic() - t0:>7.0f}  {verdict}",
-                  flush=True)  # fmt: skip
+            print(
+                f"{n:>5} {iops:>10.0f} {mbps:>14.1f} {time.monotonic() - t0:>7.0f}  {verdict}",
+                flush=True,
+            )
             if found:
                 break
     finally:

@@ -20,9 +20,12 @@ COMMANDS = {
     "kvmlab check labs/nested.toml": ["check", str(ROOT / "labs" / "nested.toml")],
     "kvmlab render labs/nested.toml": ["render", str(ROOT / "labs" / "nested.toml")],
     "kvmlab render --format libvirt": [
-        "render", str(ROOT / "labs" / "nested.toml"), "--format", "libvirt",
+        "render",
+        str(ROOT / "labs" / "nested.toml"),
+        "--format",
+        "libvirt",
     ],
-}  # fmt: skip
+}
 
 
 def main() -> None:

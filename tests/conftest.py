@@ -26,21 +26,26 @@ os.environ["KVMLAB_TUNING_STATE"] = str(Path(tempfile.mkdtemp(prefix="kvmlab-tun
 
 def cli(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """The kvmlab command with ``env`` (stdin closed: exec forwards stdin, as ssh does)."""
-    return subprocess.run([KVMLAB, *args], capture_output=True, text=True, env=env,
-                          timeout=timeout, stdin=subprocess.DEVNULL)  # fmt: skip
+    return subprocess.run(
+        [KVMLAB, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
-def interrupted_after(
-    env: dict[str, str], seconds: float, *args: str
-) -> tuple[int, str, str]:  # fmt: skip
+def interrupted_after(env: dict[str, str], seconds: float, *args: str) -> tuple[int, str, str]:
     """Run kvmlab, send Ctrl-C (SIGINT) after ``seconds`` (it must still be running then);
     its exit status, stdout and stderr."""
     import signal
     import time
 
     pipe = subprocess.PIPE
-    proc = subprocess.Popen([KVMLAB, *args], env=env, stdout=pipe, stderr=pipe,
-                            stdin=subprocess.DEVNULL, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [KVMLAB, *args], env=env, stdout=pipe, stderr=pipe, stdin=subprocess.DEVNULL, text=True
+    )
     time.sleep(seconds)
     assert proc.poll() is None, proc.communicate()
     proc.send_signal(signal.SIGINT)
@@ -50,7 +55,7 @@ def interrupted_after(
 
 def interrupted_once(
     env: dict[str, str], marker: str, times: int, *args: str, timeout: float = 600
-) -> tuple[int, str, str]:  # fmt: skip
+) -> tuple[int, str, str]:
     """Run kvmlab, send Ctrl-C (SIGINT) as soon as ``marker`` has appeared ``times`` times
     on its stdout (it must still be running then); its exit status, stdout and stderr.
     Waits on progress, not a fixed time: ``timeout`` only bounds a run that never prints."""
@@ -58,8 +63,9 @@ def interrupted_once(
     import threading
 
     pipe = subprocess.PIPE
-    proc = subprocess.Popen([KVMLAB, *args], env=env, stdout=pipe, stderr=pipe,
-                            stdin=subprocess.DEVNULL, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [KVMLAB, *args], env=env, stdout=pipe, stderr=pipe, stdin=subprocess.DEVNULL, text=True
+    )
     err: list[str] = []
     reader = threading.Thread(target=lambda: err.append(proc.stderr.read()))  # type: ignore[union-attr]
     reader.start()
@@ -85,8 +91,9 @@ def interrupted_once(
 
 
 @contextmanager
-def lab_up(tmp: Path, lab_file: str, lab: str, *up_args: str,
-           force_down: bool = False) -> Iterator[dict[str, str]]:  # fmt: skip
+def lab_up(
+    tmp: Path, lab_file: str, lab: str, *up_args: str, force_down: bool = False
+) -> Iterator[dict[str, str]]:
     """A lab up in a private run root for the ``with`` block (its environment); afterwards
     it is down (``force_down``: killed, for a fixture whose graceful nested stop is tested
     elsewhere) and none of its QEMUs is left."""
@@ -138,8 +145,10 @@ def target_for(
         image = FAKE_STANDALONE
     switch = loaded.lab.switch
     if switch is not None and len(path) == 1:
-        extra = {"switch_dir": Path("/run/kvmlab", loaded.lab.name, ".switch"),
-                 "switch_kind": switch.kind}  # fmt: skip
+        extra = {
+            "switch_dir": Path("/run/kvmlab", loaded.lab.name, ".switch"),
+            "switch_kind": switch.kind,
+        }
     else:
         extra = {}
     return Target(

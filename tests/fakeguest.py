@@ -21,8 +21,9 @@ def running_guest(lab: str, address: tuple[str, ...] = ("vm1",)) -> Iterator[Pat
         run_dir = lab_dir.create_guest_dir(address)
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", str(run_dir)])
     try:
-        GuestRecord(lab, list(address), sleeper.pid, ["qemu"], "tcg", "test", 2, 1 << 30,
-                    time.time()).save(run_dir)  # fmt: skip
+        GuestRecord(
+            lab, list(address), sleeper.pid, ["qemu"], "tcg", "test", 2, 1 << 30, time.time()
+        ).save(run_dir)
         yield run_dir
     finally:
         sleeper.kill()

@@ -20,14 +20,23 @@ from tests.conftest import ROOT
 from tests.runtime.conftest import qemu_pids
 
 SCRIPTS = sorted((ROOT / "benchmarks").glob("*.py"))
-SMOKE = {"startup.py": ["--runs", "1"], "boot.py": ["--smoke"], "soak.py": ["--smoke"],
-         "l2_tcg.py": ["--smoke"], "exits_overhead.py": ["--smoke"]}  # fmt: skip
+SMOKE = {
+    "startup.py": ["--runs", "1"],
+    "boot.py": ["--smoke"],
+    "soak.py": ["--smoke"],
+    "l2_tcg.py": ["--smoke"],
+    "exits_overhead.py": ["--smoke"],
+}
 """Each benchmark's quickest run."""
 
 
 def bench(script: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args],
-                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_every_benchmark_has_a_smoke_run() -> None:
@@ -80,8 +89,11 @@ def test_boot_one_round(short_tmp: Path) -> None:
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "boot.py"), *SMOKE["boot.py"]],
-        capture_output=True, text=True, timeout=120, env=env,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     ready = next(line for line in proc.stdout.splitlines() if "ready (up + exec)" in line)
     runs, low, median, high = ready.split()[5:9]

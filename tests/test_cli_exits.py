@@ -24,8 +24,13 @@ INTEL = str(ROOT / "tests" / "host" / "fixtures" / "intel-nested-off")
 
 def kvmlab(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """Run the console script with stdout and stderr piped (not terminals)."""
-    return subprocess.run([KVMLAB, *args], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "COLUMNS": "60", **env})  # fmt: skip
+    return subprocess.run(
+        [KVMLAB, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "60", **env},
+    )
 
 
 def in_process(status: int, *args: str) -> str:
@@ -55,11 +60,16 @@ def test_closed_pipe_ends_quietly_with_141(args: list[str]) -> None:
     assert err == b""
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    (["ps", "-o", "yaml"],
-     "Invalid value for --output: choose text or json (got 'yaml') (see 'kvmlab ps --help')"),
-    (["report", "--bogus"], "No such option: --bogus"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["ps", "-o", "yaml"],
+            "Invalid value for --output: choose text or json (got 'yaml') (see 'kvmlab ps --help')",
+        ),
+        (["report", "--bogus"], "No such option: --bogus"),
+    ],
+)
 def test_usage_errors_are_one_line_when_piped(args: list[str], expected: str) -> None:
     assert expected in one_line(kvmlab(*args), 2)
 

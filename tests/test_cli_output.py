@@ -51,13 +51,29 @@ def results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     places = (("host", "L0", "native"), ("l1", "L1", "tcg"), ("l1/l2", "L2", "tcg"))
     with ResultStore() as store:
         for base in (100.0, 200.0):
-            run = store.start(Run(0, LONG_LAB, "/labs/x.toml", "ab" * 32, "quick", "0.1.0",
-                                  time.time() - 100))  # fmt: skip
-            store.add(run, [
-                Sample("default", guest, level, accel, "disk", METRIC, base + rep, "MiB/s",
-                       True, rep, "fio --filename=/var/tmp/kvmlab-fio-x/f")
-                for guest, level, accel in places for rep in range(3)
-            ])  # fmt: skip
+            run = store.start(
+                Run(0, LONG_LAB, "/labs/x.toml", "ab" * 32, "quick", "0.1.0", time.time() - 100)
+            )
+            store.add(
+                run,
+                [
+                    Sample(
+                        "default",
+                        guest,
+                        level,
+                        accel,
+                        "disk",
+                        METRIC,
+                        base + rep,
+                        "MiB/s",
+                        True,
+                        rep,
+                        "fio --filename=/var/tmp/kvmlab-fio-x/f",
+                    )
+                    for guest, level, accel in places
+                    for rep in range(3)
+                ],
+            )
             store.finish(run)
     yield db
 
@@ -76,7 +92,9 @@ def test_results_ls_prints_whole_values(results: Path) -> None:
 def test_results_ls_json_counts_samples(results: Path) -> None:
     out, _, _ = invoke("results", "ls", "-o", "json")
     assert [(r["id"], r["samples"], r["complete"]) for r in json.loads(out)] == [
-        (2, 9, True), (1, 9, True)]  # fmt: skip
+        (2, 9, True),
+        (1, 9, True),
+    ]
 
 
 def test_report_and_results_show_print_whole_values(results: Path) -> None:
@@ -126,8 +144,9 @@ def test_check_explain_prints_each_key_on_one_whole_line() -> None:
     assert_pipe_friendly(out)
     lines = out.splitlines()
     for doc in lab_reference():
-        assert any(x.startswith(f"{doc.key} ") and x.endswith(f"  {doc.meaning}")
-                   for x in lines), doc.key  # fmt: skip
+        assert any(x.startswith(f"{doc.key} ") and x.endswith(f"  {doc.meaning}") for x in lines), (
+            doc.key
+        )
     assert "[tap | vhost-net] `tap`" in out, "meanings are not read as markup"
 
 
@@ -151,8 +170,13 @@ def test_check_json_lists_labs_with_problems(tmp_path: Path) -> None:
     assert good["ok"] and good["lab"] == "nested" and good["problems"] == []
     assert [g["address"] for g in good["guests"]] == ["l1", "l1/l2"]
     assert good["guests"][0]["hypervisor"] is True
-    assert wrong["problems"] == [{"file": str(bad), "path": "guests.vm.vcpu",
-                                  "message": "unknown key; did you mean 'vcpus'?"}]  # fmt: skip
+    assert wrong["problems"] == [
+        {
+            "file": str(bad),
+            "path": "guests.vm.vcpu",
+            "message": "unknown key; did you mean 'vcpus'?",
+        }
+    ]
 
 
 def test_doctor_in_a_pipe_keeps_every_fix_and_path_on_one_line() -> None:

@@ -31,7 +31,7 @@ def untouched(root: Path) -> None:
 
 def test_an_apply_interrupted_part_way_writes_back_what_it_changed(
     host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:  # fmt: skip
+) -> None:
     real = Path.write_text
 
     def write_text(self: Path, data: str, *args: object, **kw: object) -> int:
@@ -50,7 +50,7 @@ def test_an_apply_interrupted_part_way_writes_back_what_it_changed(
 
 def test_an_apply_whose_write_back_fails_does_not_say_nothing_changed(
     host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:  # fmt: skip
+) -> None:
     managed_irq(host, "24", "3")  # fails the apply: everything goes back, but ...
     real = tune._write_back
 
@@ -64,8 +64,11 @@ def test_an_apply_whose_write_back_fails_does_not_say_nothing_changed(
     out = apply(cpu_partitioning([3], host), state, root=host)
     assert not out.undone and state.path.exists()
     assert [d[0] for d in out.done] == ["vmstat interval"]
-    assert ("vmstat interval", "could not be written back (Operation not permitted); "
-            f"{state.path} keeps it for 'kvmlab tune rollback'") in out.failed  # fmt: skip
+    assert (
+        "vmstat interval",
+        "could not be written back (Operation not permitted); "
+        f"{state.path} keeps it for 'kvmlab tune rollback'",
+    ) in out.failed
 
 
 def test_a_tuning_state_at_a_device_is_refused_without_opening_it(
@@ -93,27 +96,45 @@ def test_an_exits_import_of_a_device_is_refused_without_opening_it(
 @pytest.mark.parametrize(
     ("text", "key", "message"),
     [
-        ('when_tcg = { disks = [{ path = "/dev/sda", format = "raw" }] }\n', "disks[0].path",
-         f"'/dev/sda' gives the guest a host file the guest as written does not have; {SEES}: "
-         "add the disk on the guest itself"),
-        ('disks = [{ path = "/d.qcow2", readonly = true }]\n'
-         'when_tcg = { disks = [{ path = "/d.qcow2" }] }\n', "disks[0].readonly",
-         f"makes '/d.qcow2' writable, which the guest as written reads only; {SEES}: keep "
-         "readonly = true"),
-        ('boot = "kernel"\nkernel = "/boot/vmlinuz"\nwhen_tcg = { initrd = "/etc/shadow" }\n',
-         "initrd", "changes the host file the guest as written uses ('/etc/shadow'); "
-         f"{SEES}: set initrd on the guest itself"),
-        ('when_tcg = { qemu = "/tmp/evil" }\n', "qemu",
-         f"changes the host file the guest as written uses ('/tmp/evil'); {SEES}: set qemu "
-         "on the guest itself"),
-        ('when_tcg = { nics = [{ type = "tap", ifname = "eth0" }] }\n', "nics[0]",
-         f"attaches the guest to the host (tap NIC) where the guest as written is not; {SEES}: "
-         "add the NIC on the guest itself"),
-        ('when_tcg = { nics = [{ type = "vhost-user", socket = "/run/x.sock" }] }\n', "nics[0]",
-         "attaches the guest to the host (vhost-user NIC) where the guest as written is not; "
-         f"{SEES}: add the NIC on the guest itself"),
+        (
+            'when_tcg = { disks = [{ path = "/dev/sda", format = "raw" }] }\n',
+            "disks[0].path",
+            f"'/dev/sda' gives the guest a host file the guest as written does not have; {SEES}: "
+            "add the disk on the guest itself",
+        ),
+        (
+            'disks = [{ path = "/d.qcow2", readonly = true }]\n'
+            'when_tcg = { disks = [{ path = "/d.qcow2" }] }\n',
+            "disks[0].readonly",
+            f"makes '/d.qcow2' writable, which the guest as written reads only; {SEES}: keep "
+            "readonly = true",
+        ),
+        (
+            'boot = "kernel"\nkernel = "/boot/vmlinuz"\nwhen_tcg = { initrd = "/etc/shadow" }\n',
+            "initrd",
+            "changes the host file the guest as written uses ('/etc/shadow'); "
+            f"{SEES}: set initrd on the guest itself",
+        ),
+        (
+            'when_tcg = { qemu = "/tmp/evil" }\n',
+            "qemu",
+            f"changes the host file the guest as written uses ('/tmp/evil'); {SEES}: set qemu "
+            "on the guest itself",
+        ),
+        (
+            'when_tcg = { nics = [{ type = "tap", ifname = "eth0" }] }\n',
+            "nics[0]",
+            f"attaches the guest to the host (tap NIC) where the guest as written is not; {SEES}: "
+            "add the NIC on the guest itself",
+        ),
+        (
+            'when_tcg = { nics = [{ type = "vhost-user", socket = "/run/x.sock" }] }\n',
+            "nics[0]",
+            "attaches the guest to the host (vhost-user NIC) where the guest as written is not; "
+            f"{SEES}: add the NIC on the guest itself",
+        ),
     ],
-)  # fmt: skip
+)
 def test_when_tcg_may_not_give_the_guest_more_of_the_host(
     tmp_path: Path, text: str, key: str, message: str
 ) -> None:
@@ -137,7 +158,7 @@ def test_when_tcg_may_retune_what_the_guest_already_has(tmp_path: Path) -> None:
 @pytest.mark.parametrize("addr", ["localhost", "0.0.0.0/0", "127.1x"])
 def test_a_host_addr_that_is_not_an_address_is_said_in_kvmlabs_words(
     tmp_path: Path, addr: str
-) -> None:  # fmt: skip
+) -> None:
     nic = FWD.format(addr=f', host_addr = "{addr}"')
     _, line = refused(tmp_path, f"{HEAD}nics = [{nic}]\n")
     assert line.endswith(f"host_addr: {addr!r} is not an IPv4 address (like 127.0.0.1)"), line
@@ -160,8 +181,10 @@ def test_a_rollback_of_unmovable_irqs_only_says_so(tmp_path: Path) -> None:
     private = tmp_path / "state"
     private.mkdir(mode=0o700)
     state = private / "st.json"
-    state.write_text('{"owner": null, "root": "/", "changes": [], '
-                     '"unmovable": ["proc/irq/9999999/smp_affinity_list"]}')  # fmt: skip
+    state.write_text(
+        '{"owner": null, "root": "/", "changes": [], '
+        '"unmovable": ["proc/irq/9999999/smp_affinity_list"]}'
+    )
     state.chmod(0o600)
     env = {**os.environ, "KVMLAB_TUNING_STATE": str(state)}
     back = cli(env, "tune", "rollback")

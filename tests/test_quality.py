@@ -16,8 +16,11 @@ BIN = Path(sys.executable).parent
 def test_ruff_clean() -> None:
     proc = subprocess.run(
         [str(BIN / "ruff"), "check", "--output-format", "concise", "src", "tests", "benchmarks"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -35,9 +38,23 @@ def test_ruff_format_clean() -> None:
 
 def test_mypy_strict_clean() -> None:
     """Bare ``mypy``: the files pyproject names, the package and the benchmarks."""
-    proc = subprocess.run([str(BIN / "mypy")], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [str(BIN / "mypy")], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     checked = int(re.search(r"in (\d+) source files", proc.stdout).group(1))  # type: ignore[union-attr]
     expected = [*(ROOT / "src").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py")]
     assert checked == len(expected), "mypy checks the package and the benchmarks"
+
+
+def test_no_hand_packed_lines() -> None:
+    """Layout is the formatter's: no ``fmt: skip``/``fmt: off`` protecting hand-packed code."""
+    marker = re.compile(r"#\s*fmt:\s*(skip|off)\b")
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for top in ("src", "tests", "benchmarks")
+        for path in sorted((ROOT / top).rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if marker.search(line) and path != Path(__file__)
+    ]
+    assert not found, f"{len(found)} formatter escapes: {found[:10]}"

@@ -42,6 +42,8 @@ def unsafe_own_dir(path: Path) -> str | None:
     info = path.lstat()
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
         mode = stat.S_IMODE(info.st_mode)
-        return (f"{path} must be a directory of yours (not a symlink) that nobody else can "
-                f"write (it is uid {info.st_uid}, mode {mode:o})")  # fmt: skip
+        return (
+            f"{path} must be a directory of yours (not a symlink) that nobody else can "
+            f"write (it is uid {info.st_uid}, mode {mode:o})"
+        )
     return None

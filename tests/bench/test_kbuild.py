@@ -150,11 +150,15 @@ def apt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{root / 'bin'}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_APT_DIR", str(root))
-    serve(root, {
-        f"{SOURCE_PACKAGE}_5.4.4-1.dsc": b"Format: 3.0 (quilt)\n",
-        f"{SOURCE_PACKAGE}_5.4.4.orig.tar.gz": tarball({"lua-5.4.4/Makefile": b"all:\n",
-                                                       "lua-5.4.4/src/lua.c": b"int x;\n"}),
-    })  # fmt: skip
+    serve(
+        root,
+        {
+            f"{SOURCE_PACKAGE}_5.4.4-1.dsc": b"Format: 3.0 (quilt)\n",
+            f"{SOURCE_PACKAGE}_5.4.4.orig.tar.gz": tarball(
+                {"lua-5.4.4/Makefile": b"all:\n", "lua-5.4.4/src/lua.c": b"int x;\n"}
+            ),
+        },
+    )
     return root
 
 
@@ -180,8 +184,10 @@ def serve(root: Path, files: dict[str, bytes], lie: bool = False) -> None:
 
 def test_source_files_are_read_from_print_uris(apt: Path) -> None:
     files = source_files(SOURCE_PACKAGE)
-    assert [f.name for f in files] == [f"{SOURCE_PACKAGE}_5.4.4-1.dsc",
-                                       f"{SOURCE_PACKAGE}_5.4.4.orig.tar.gz"]  # fmt: skip
+    assert [f.name for f in files] == [
+        f"{SOURCE_PACKAGE}_5.4.4-1.dsc",
+        f"{SOURCE_PACKAGE}_5.4.4.orig.tar.gz",
+    ]
     assert all(len(f.sha256) == 64 and f.size > 0 for f in files)
 
 
@@ -198,9 +204,14 @@ def test_prepare_fetches_verifies_and_unpacks_once(apt: Path, tmp_path: Path) ->
 
 
 def test_a_wrong_checksum_is_refused(apt: Path, tmp_path: Path) -> None:
-    serve(apt, {f"{SOURCE_PACKAGE}_5.4.4-1.dsc": b"x\n",
-                f"{SOURCE_PACKAGE}_5.4.4.orig.tar.gz": b"not what the index says"},
-          lie=True)  # fmt: skip
+    serve(
+        apt,
+        {
+            f"{SOURCE_PACKAGE}_5.4.4-1.dsc": b"x\n",
+            f"{SOURCE_PACKAGE}_5.4.4.orig.tar.gz": b"not what the index says",
+        },
+        lie=True,
+    )
     with pytest.raises(ProcessFailure, match="Debian's index says"):
         prepare_source(tmp_path / "cache")
     assert list((tmp_path / "cache" / "kbuild").iterdir()) == []  # no partial tree left
@@ -208,8 +219,9 @@ def test_a_wrong_checksum_is_refused(apt: Path, tmp_path: Path) -> None:
 
 def test_unsafe_tarball_is_refused(apt: Path, tmp_path: Path) -> None:
     evil = tarball({"lua/../../evil": b""})
-    serve(apt, {f"{SOURCE_PACKAGE}_5.4.4-1.dsc": b"x\n",
-                f"{SOURCE_PACKAGE}_5.4.4.orig.tar.gz": evil})  # fmt: skip
+    serve(
+        apt, {f"{SOURCE_PACKAGE}_5.4.4-1.dsc": b"x\n", f"{SOURCE_PACKAGE}_5.4.4.orig.tar.gz": evil}
+    )
     with pytest.raises(ProcessFailure, match="unsafe member"):
         prepare_source(tmp_path / "cache")
 
@@ -237,11 +249,14 @@ def test_build_lua_at_l0() -> None:
     try:
         source = prepare_source()
     except (HostError, ProcessFailure) as exc:
-        pytest.skip(f"Debian's {SOURCE_PACKAGE} source cannot be fetched here "
-                    f"(cache {default_cache_dir() / 'kbuild'}): {exc}")  # fmt: skip
+        pytest.skip(
+            f"Debian's {SOURCE_PACKAGE} source cannot be fetched here "
+            f"(cache {default_cache_dir() / 'kbuild'}): {exc}"
+        )
     (step,) = kbuild_steps(place(os.cpu_count() or 1), SUITES["full"], source)
-    proc = subprocess.run(step.argv, capture_output=True, text=True, timeout=step.timeout,
-                          check=False)  # fmt: skip
+    proc = subprocess.run(
+        step.argv, capture_output=True, text=True, timeout=step.timeout, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     elapsed = {m.name: m.value for m in step.parse(proc.stdout)}["elapsed_s"]
     assert 0 < elapsed < step.timeout

@@ -36,8 +36,16 @@ def no_image() -> GuestImage:
 def bench(loaded: LoadedLab, levels: set[str], db: Path) -> ResultStore:
     store = ResultStore(db)
     settings = settings_for("quick", loaded.lab.bench, ["cpu"])
-    run_bench(loaded, settings, levels, store, HostAccel("tcg", "test", None), {}, no_image,
-              lambda _: None)  # fmt: skip
+    run_bench(
+        loaded,
+        settings,
+        levels,
+        store,
+        HostAccel("tcg", "test", None),
+        {},
+        no_image,
+        lambda _: None,
+    )
     return store
 
 

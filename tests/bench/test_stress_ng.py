@@ -38,8 +38,9 @@ def test_unsuccessful_run() -> None:
 
 def test_no_metrics_requested() -> None:
     text = "\n".join(
-        line for line in recorded("stress-ng-cpu2-metrics-brief.txt").splitlines()
+        line
+        for line in recorded("stress-ng-cpu2-metrics-brief.txt").splitlines()
         if "metrc:" not in line
-    )  # fmt: skip
+    )
     with pytest.raises(ParseError, match="no stressor metrics"):
         parse_stress_ng(text)

@@ -47,8 +47,11 @@ def test_readme_bench_example_measures_l0_and_l1(tmp_path: Path) -> None:
     assert "kvmlab " + " ".join(README_BENCH) in readme, "the README still shows this command"
     (tmp_path / "labs").mkdir()
     (tmp_path / "labs" / "basic.toml").write_text((LABS / "basic.toml").read_text())
-    env = {**os.environ, "KVMLAB_RUN_DIR": str(tmp_path / "run"),
-           "KVMLAB_RESULTS": str(tmp_path / "results.sqlite")}  # fmt: skip
+    env = {
+        **os.environ,
+        "KVMLAB_RUN_DIR": str(tmp_path / "run"),
+        "KVMLAB_RESULTS": str(tmp_path / "results.sqlite"),
+    }
     bench = run(env, *README_BENCH, cwd=tmp_path)
     assert bench.returncode == 0, bench.stderr[-3000:]
     assert not qemu_pids(str(tmp_path / "run")), "bench tears its guests down"

@@ -98,8 +98,18 @@ def stand_in(
     @contextmanager
     def started(loaded: Any, host: Any, image: Any, **kw: Any) -> Iterator[list[StandIn]]:
         kw["progress"]("starting deep/l1 (tcg: test host)")
-        config = MachineConfig("deep", ("l1",), ["qemu"], Path("/nowhere"), "tcg", "test host",
-                               1, 2 << 30, boots_image=False, children=True)  # fmt: skip
+        config = MachineConfig(
+            "deep",
+            ("l1",),
+            ["qemu"],
+            Path("/nowhere"),
+            "tcg",
+            "test host",
+            1,
+            2 << 30,
+            boots_image=False,
+            children=True,
+        )
         try:
             yield [StandIn(config, interrupt_at)]
         finally:
@@ -118,8 +128,9 @@ def stand_in(
     monkeypatch.setattr(session.labrun, "start_nested", start_nested)
 
 
-def kvmlab(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-           *args: str) -> tuple[int, str, str]:  # fmt: skip
+def kvmlab(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str, str]:
     """Exit status, stdout and stderr of ``kvmlab ARGS`` through the real entry point."""
     monkeypatch.setattr(sys, "argv", ["kvmlab", *args])
     with pytest.raises(SystemExit) as info:
@@ -153,8 +164,10 @@ def test_l2_failing_keeps_l0_and_l1_in_table_and_report(
 
     lines = [re.sub(r"^\[ *\d+ s\] ", "[t] ", line) for line in err.splitlines()]
     stages = [line for line in lines if line.startswith("[t] ")]
-    assert stages[:2] == ["[t] L0 host cpu done (0.0 s; 1thread_events_per_s 3041 events/s)",
-                          "[t] starting deep/l1 (tcg: test host)"]  # fmt: skip
+    assert stages[:2] == [
+        "[t] L0 host cpu done (0.0 s; 1thread_events_per_s 3041 events/s)",
+        "[t] starting deep/l1 (tcg: test host)",
+    ]
     assert stages[2:] == [
         "[t] L1 deep/l1 booted (tcg, 4.0 s to its agent)",
         "[t] L1 deep/l1 cpu done (0.0 s; 1thread_events_per_s 3041 events/s)",
@@ -188,8 +201,9 @@ def test_json_carries_the_failure(
     lab: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     stand_in(monkeypatch, [], tmp_path / "r.html")
-    status, out, _ = kvmlab(monkeypatch, capsys, "run", str(lab), "--out",
-                            str(tmp_path / "r.html"), "-o", "json")  # fmt: skip
+    status, out, _ = kvmlab(
+        monkeypatch, capsys, "run", str(lab), "--out", str(tmp_path / "r.html"), "-o", "json"
+    )
     assert status == 3
     report = json.loads(out)
     [run] = report["runs"]

@@ -30,12 +30,18 @@ def test_nested_lab_measured_at_every_level(tmp_path: Path) -> None:
     lab = tmp_path / "nested.toml"
     lab.write_text((LABS / "nested.toml").read_text() + SHORT)
     report = tmp_path / "report.html"
-    env = {**os.environ, "KVMLAB_RUN_DIR": str(tmp_path / "run"),
-           "KVMLAB_RESULTS": str(tmp_path / "results.sqlite")}  # fmt: skip
+    env = {
+        **os.environ,
+        "KVMLAB_RUN_DIR": str(tmp_path / "run"),
+        "KVMLAB_RESULTS": str(tmp_path / "results.sqlite"),
+    }
     run = subprocess.run(
         [KVMLAB, "run", str(lab), "--suite", "quick", "--out", str(report)],
-        capture_output=True, text=True, env=env, timeout=1500,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1500,
+    )
     assert run.returncode == 0, run.stderr[-4000:]
     assert not qemu_pids(str(tmp_path / "run")), "the run tears every level down"
     assert not (tmp_path / "run" / "nested").exists()
@@ -47,8 +53,13 @@ def test_nested_lab_measured_at_every_level(tmp_path: Path) -> None:
 
     page = report.read_text()
     assert "L2" in page and "<svg" in page
-    dump = subprocess.run([KVMLAB, "report", "--last", "-o", "json"], capture_output=True,
-                          text=True, env=env, timeout=60)  # fmt: skip
+    dump = subprocess.run(
+        [KVMLAB, "report", "--last", "-o", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     document = json.loads(dump.stdout)
     assert document["runs"][0]["complete"] is True
     rows = {(r["level"], r["workload"], r["metric"]): r for r in document["rows"]}

@@ -46,13 +46,31 @@ repetitions = 2
 
 
 def outcome(verified: bool, downtime: float) -> Outcome:
-    samples = [parse({"status": "active", "ram": {"remaining": 400 << 20, "mbps": 900.0}}, 0.5),
-               parse({"status": "completed", "downtime": downtime, "total-time": 2000,
-                      "ram": {"transferred": 300 << 20, "dirty-sync-count": 5,
-                              "remaining": 0, "mbps": 1000.0}}, 2.0)]  # fmt: skip
-    return Outcome("mv/vm", "precopy", status="completed", samples=samples,
-                   guest_downtime_ms=downtime * 2,
-                   checks_after=[Check("memory pattern", verified, "3 of 3")])  # fmt: skip
+    samples = [
+        parse({"status": "active", "ram": {"remaining": 400 << 20, "mbps": 900.0}}, 0.5),
+        parse(
+            {
+                "status": "completed",
+                "downtime": downtime,
+                "total-time": 2000,
+                "ram": {
+                    "transferred": 300 << 20,
+                    "dirty-sync-count": 5,
+                    "remaining": 0,
+                    "mbps": 1000.0,
+                },
+            },
+            2.0,
+        ),
+    ]
+    return Outcome(
+        "mv/vm",
+        "precopy",
+        status="completed",
+        samples=samples,
+        guest_downtime_ms=downtime * 2,
+        checks_after=[Check("memory pattern", verified, "3 of 3")],
+    )
 
 
 @pytest.fixture
@@ -66,12 +84,29 @@ def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     @contextmanager
     def started(loaded: Any, host: Any, image: Any, **kw: Any) -> Iterator[list[StandIn]]:
         seen["booted"] += 1
-        config = MachineConfig("mv", ("vm",), ["qemu"], Path("/nowhere"), "tcg", "test host",
-                               1, 512 << 20, boots_image=False, children=False)  # fmt: skip
+        config = MachineConfig(
+            "mv",
+            ("vm",),
+            ["qemu"],
+            Path("/nowhere"),
+            "tcg",
+            "test host",
+            1,
+            512 << 20,
+            boots_image=False,
+            children=False,
+        )
         yield [StandIn(config, None)]
 
-    def run_migrations(loaded: Any, host: Any, image: Any, reps: Any, progress: Any,
-                       strategies: list[Strategy], detail: Any) -> list[Strategy]:  # fmt: skip
+    def run_migrations(
+        loaded: Any,
+        host: Any,
+        image: Any,
+        reps: Any,
+        progress: Any,
+        strategies: list[Strategy],
+        detail: Any,
+    ) -> list[Strategy]:
         seen["migrations"] += 1
         strategies[:] = [Strategy(m, accel="tcg") for m in loaded.lab.migrations]
         strategies[0].outcomes = [outcome(True, 30), outcome(True, 50)]
@@ -95,8 +130,9 @@ def test_migrations_are_workloads_of_the_run_with_their_time_series(
     assert status == 2, err  # the suite's cpu cannot run in a migratable guest: refused
     assert "mv/vm (L1) cannot run cpu: it is migratable" in err and "nothing was started" in err
     assert (lab["booted"], lab["migrations"]) == (0, 0)
-    status, out, err = kvmlab(monkeypatch, capsys, "run", str(lab["path"]), "--only",
-                              "migrations", "--out", str(html))  # fmt: skip
+    status, out, err = kvmlab(
+        monkeypatch, capsys, "run", str(lab["path"]), "--only", "migrations", "--out", str(html)
+    )
     assert status == 0, err
     assert (lab["booted"], lab["migrations"]) == (0, 1)
     assert "the lab's 2 [[migrations]] after the suite" in err and "mv/vm post run 2" in err
@@ -126,8 +162,16 @@ def test_a_corrupted_guest_makes_the_run_exit_5_after_the_report(
     lab: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     lab["corrupt"] = True
-    status, out, err = kvmlab(monkeypatch, capsys, "run", str(lab["path"]), "--only",
-                              "migrations", "--out", str(lab["dir"] / "r.html"))  # fmt: skip
+    status, out, err = kvmlab(
+        monkeypatch,
+        capsys,
+        "run",
+        str(lab["path"]),
+        "--only",
+        "migrations",
+        "--out",
+        str(lab["dir"] / "r.html"),
+    )
     assert status == 5, err
     assert "post: 1 of 2" in err and "kvmlab report 1 -o json" in err
     assert lab["booted"] == 0  # --only migrations: no suite, no boot for it
@@ -137,14 +181,20 @@ def test_a_corrupted_guest_makes_the_run_exit_5_after_the_report(
     assert workloads == {"migrate plain", "migrate post"}
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--only", "migrations", "--levels", "L0"], "needs level L1 in --levels"),
-    (["--only", "cpu,migrations,bogus"], "unknown workload(s) bogus"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--only", "migrations", "--levels", "L0"], "needs level L1 in --levels"),
+        (["--only", "cpu,migrations,bogus"], "unknown workload(s) bogus"),
+    ],
+)
 def test_only_migrations_is_checked_before_anything_runs(
-    lab: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-    args: list[str], message: str,
-) -> None:  # fmt: skip
+    lab: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    message: str,
+) -> None:
     status, _, err = kvmlab(monkeypatch, capsys, "run", str(lab["path"]), *args)
     assert status == 2 and message in err
     assert (lab["booted"], lab["migrations"]) == (0, 0)

@@ -74,10 +74,18 @@ def test_bench_refuses_before_anything_starts(tmp_path: Path) -> None:
     """A guest without a disk asked for ``disk``, a migratable variant asked for ``cpu``:
     exit 2, one line naming each, nothing stored or started."""
     lab = _lab(tmp_path, LAB.replace('disks = [{ path = "scratch.qcow2", size = "64M" }]\n', ""))
-    env = {**os.environ, "KVMLAB_RUN_DIR": str(tmp_path / "run"),
-           "KVMLAB_RESULTS": str(tmp_path / "results.sqlite")}  # fmt: skip
-    proc = subprocess.run([KVMLAB, "bench", str(lab), "--levels", "L0,L1", "--only", "cpu,disk"],
-                          capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    env = {
+        **os.environ,
+        "KVMLAB_RUN_DIR": str(tmp_path / "run"),
+        "KVMLAB_RESULTS": str(tmp_path / "results.sqlite"),
+    }
+    proc = subprocess.run(
+        [KVMLAB, "bench", str(lab), "--levels", "L0,L1", "--only", "cpu,disk"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr
     assert "vartest/vm (L1) cannot run disk: no scratch disk" in proc.stderr
     assert "variant mig: vartest/vm (L1) cannot run cpu, disk" in proc.stderr
@@ -96,8 +104,9 @@ def test_bench_refuses_before_anything_starts(tmp_path: Path) -> None:
 def test_a_skip_found_while_running_leaves_the_run_incomplete(tmp_path: Path) -> None:
     with ResultStore(tmp_path / "r.sqlite") as store:
         run_id = store.start(Run(0, "vartest", "lab.toml", "x", "quick", "0", 0.0))
-        runner = LevelRunner(store, run_id, "default", SUITES["quick"], lambda _: None, {},
-                             lambda _: None, "vartest")  # fmt: skip
+        runner = LevelRunner(
+            store, run_id, "default", SUITES["quick"], lambda _: None, {}, lambda _: None, "vartest"
+        )
         place = Place("vm", "L1", "tcg", 1, "/dev/vdb", "10.0.2.2", tools=False)
         samples = runner.workloads(_NoRun(place), _NoRun(place))  # type: ignore[arg-type]
         assert samples == []

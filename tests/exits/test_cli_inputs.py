@@ -42,9 +42,14 @@ def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 def kvmlab(*args: str, timeout: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
     """The installed command, stdout and stderr piped, stdin closed."""
-    return subprocess.run([KVMLAB, *args], capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL,
-                          env={**os.environ, "COLUMNS": "60", **env})  # fmt: skip
+    return subprocess.run(
+        [KVMLAB, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "COLUMNS": "60", **env},
+    )
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -74,32 +79,41 @@ def one_line(proc: subprocess.CompletedProcess[str], status: int) -> str:
 # -- kvmlab exits / diagnose: arguments ---------------------------------------------------
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    (["exits"], "give the guest's address"),
-    (["exits", "../x"], "is not a guest address"),
-    (["exits", "a/b/../c"], "is not a guest address"),
-    (["exits", "a" * 300], "(300 characters) is not a guest address"),
-    (["exits", "lab/vm1"], "no running guest lab/vm1 (lab lab is not up)"),
-    (["exits", "lab/vm1", "--seconds", "nan"], "--seconds must be between 0.1 and 3600"),
-    (["exits", "lab/vm1", "--seconds", "0"], "--seconds must be between"),
-    (["exits", "lab/vm1", "--seconds", "-1"], "--seconds must be between"),
-    (["exits", "lab/vm1", "--seconds", "inf"], "--seconds must be between"),
-    (["exits", "lab/vm1", "--seconds", "1e9"], "--seconds must be between"),
-    (["exits", "lab/vm1", "--provider", "bogus"],
-     "Invalid value for --provider: choose auto, tracepoints, counters or perf (got 'bogus')"),
-    (["exits", "lab/vm1", "-o", "yaml"], "Invalid value for --output"),
-    (["exits", "lab/vm1", "--live", "-o", "json"], "--live prints tables"),
-    (["exits", "lab/vm1", "--guest", "vm1"], "--guest and --settle go with --compare LAB_FILE"),
-    (["exits", "lab/vm1", "--settle", "1"], "--guest and --settle go with --compare"),
-    (["diagnose"], "give the guest's address (LAB/GUEST) or --import FILE"),
-    (["diagnose", "lab/vm1", "--import", str(LIVE)], "give the guest's address"),
-    (["diagnose", "../x"], "is not a guest address"),
-    (["diagnose", "lab/vm1", "--seconds", "nan"], "--seconds must be between 0.1 and 3600"),
-    (["diagnose", "lab/vm1", "--provider", "bogus"], "Invalid value for --provider"),
-    (["diagnose", "lab/vm1", "--out", "x.toml"], "--out names the lab file --apply writes"),
-    (["diagnose", "--import", str(LIVE), "--seconds", "1", "--apply"], "--import takes no --apply"),
-    (["diagnose", "--import", str(LIVE), "-s", "1", "--out", "x"], "--import takes no --out"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["exits"], "give the guest's address"),
+        (["exits", "../x"], "is not a guest address"),
+        (["exits", "a/b/../c"], "is not a guest address"),
+        (["exits", "a" * 300], "(300 characters) is not a guest address"),
+        (["exits", "lab/vm1"], "no running guest lab/vm1 (lab lab is not up)"),
+        (["exits", "lab/vm1", "--seconds", "nan"], "--seconds must be between 0.1 and 3600"),
+        (["exits", "lab/vm1", "--seconds", "0"], "--seconds must be between"),
+        (["exits", "lab/vm1", "--seconds", "-1"], "--seconds must be between"),
+        (["exits", "lab/vm1", "--seconds", "inf"], "--seconds must be between"),
+        (["exits", "lab/vm1", "--seconds", "1e9"], "--seconds must be between"),
+        (
+            ["exits", "lab/vm1", "--provider", "bogus"],
+            "Invalid value for --provider: choose auto, tracepoints, counters or perf "
+            "(got 'bogus')",
+        ),
+        (["exits", "lab/vm1", "-o", "yaml"], "Invalid value for --output"),
+        (["exits", "lab/vm1", "--live", "-o", "json"], "--live prints tables"),
+        (["exits", "lab/vm1", "--guest", "vm1"], "--guest and --settle go with --compare LAB_FILE"),
+        (["exits", "lab/vm1", "--settle", "1"], "--guest and --settle go with --compare"),
+        (["diagnose"], "give the guest's address (LAB/GUEST) or --import FILE"),
+        (["diagnose", "lab/vm1", "--import", str(LIVE)], "give the guest's address"),
+        (["diagnose", "../x"], "is not a guest address"),
+        (["diagnose", "lab/vm1", "--seconds", "nan"], "--seconds must be between 0.1 and 3600"),
+        (["diagnose", "lab/vm1", "--provider", "bogus"], "Invalid value for --provider"),
+        (["diagnose", "lab/vm1", "--out", "x.toml"], "--out names the lab file --apply writes"),
+        (
+            ["diagnose", "--import", str(LIVE), "--seconds", "1", "--apply"],
+            "--import takes no --apply",
+        ),
+        (["diagnose", "--import", str(LIVE), "-s", "1", "--out", "x"], "--import takes no --out"),
+    ],
+)
 def test_bad_arguments_are_one_line(
     run_dir: Path, capsys: pytest.CaptureFixture[str], args: list[str], expected: str
 ) -> None:
@@ -115,12 +129,15 @@ def test_bad_arguments_through_the_installed_command(run_dir: Path) -> None:
 
 
 @pytest.mark.parametrize("command", ["exits", "diagnose"])
-@pytest.mark.parametrize(("extra", "expected"), [
-    ([], "--import needs --seconds"),
-    (["--seconds", "nan"], "--seconds must be between 0.001 and 1e+06, not nan"),
-    (["--seconds", "0"], "--seconds must be between"),
-    (["--seconds", "1", "--provider", "perf"], "--import takes no --provider"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ([], "--import needs --seconds"),
+        (["--seconds", "nan"], "--seconds must be between 0.001 and 1e+06, not nan"),
+        (["--seconds", "0"], "--seconds must be between"),
+        (["--seconds", "1", "--provider", "perf"], "--import takes no --provider"),
+    ],
+)
 def test_import_window_is_given_and_sane(
     capsys: pytest.CaptureFixture[str], command: str, extra: list[str], expected: str
 ) -> None:
@@ -176,8 +193,9 @@ def test_perf_data_perf_cannot_read_is_one_line(tmp_path: Path) -> None:
     data = tmp_path / "perf.data"
     data.write_bytes(b"PERFILE2" + bytes(200))
     line = one_line(kvmlab("exits", "--import", str(data), "--seconds", "1"), 2)
-    assert line.startswith(f"{data}: starts like a perf.data file, but this host's perf "
-                           "cannot read it")  # fmt: skip
+    assert line.startswith(
+        f"{data}: starts like a perf.data file, but this host's perf cannot read it"
+    )
     assert "rerun with -v" not in line  # perf's own advice, not kvmlab's
 
 
@@ -188,8 +206,11 @@ def test_piped_import_prints_every_value_whole() -> None:
     proc = kvmlab("exits", "--import", str(LIVE), "--seconds", "1", COLUMNS="40")
     assert proc.returncode == 0 and proc.stderr == ""
     assert f"{LIVE}: 70746 VM exits in 1.0 s (70746/s), VMX" in proc.stdout
-    for reason, count in (("IO_INSTRUCTION", 55654), ("TPR_BELOW_THRESHOLD", 82),
-                          ("PAUSE_INSTRUCTION", 5)):  # fmt: skip
+    for reason, count in (
+        ("IO_INSTRUCTION", 55654),
+        ("TPR_BELOW_THRESHOLD", 82),
+        ("PAUSE_INSTRUCTION", 5),
+    ):
         row = next(line for line in proc.stdout.splitlines() if line.startswith(reason + " "))
         assert str(count) in row.split()
     assert "15227.8" in proc.stdout  # HLT's max handling time in us, not cut
@@ -263,9 +284,11 @@ def test_compare_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         (["--compare", lab, "--guest", "vm1", "basic/vm1"], "--compare LAB_FILE takes no address"),
         (["--compare", lab, "--guest", "vm1", "--live"], "--compare LAB_FILE takes no --live"),
         (["--compare", lab, "--guest", "vm1", "--seconds", "nan"], "--seconds must be between"),
-        (["--compare", lab, "--guest", "vm1", "--settle", "-1"],
-         "--settle must be between 0 and 3600, not -1"),
-    ]  # fmt: skip
+        (
+            ["--compare", lab, "--guest", "vm1", "--settle", "-1"],
+            "--settle must be between 0 and 3600, not -1",
+        ),
+    ]
     for args, expected in cases:
         assert expected in one_line(cli(capsys, "exits", *args), 2), args
 
@@ -273,12 +296,23 @@ def test_compare_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 # -- what reaches the tracer's shell ----------------------------------------------------------
 
 
-@pytest.mark.parametrize(("name", "seconds", "pid"), [
-    ("../x", 1.0, "1"), ("kvmlab_", 1.0, "1"), ("kvmlab_a b", 1.0, "1"), ("x_lat", 1.0, "1"),
-    ("kvmlab_" + "a" * 49, 1.0, "1"), ("kvmlab_a", float("nan"), "1"), ("kvmlab_a", 0.0, "1"),
-    ("kvmlab_a", 1e9, "1"), ("kvmlab_a", 1.0, "1;rm"), ("kvmlab_a", 1.0, "@rel/pid"),
-    ("kvmlab_a", 1.0, "@/run/x\n1"), ("kvmlab_a", 1.0, ""),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "seconds", "pid"),
+    [
+        ("../x", 1.0, "1"),
+        ("kvmlab_", 1.0, "1"),
+        ("kvmlab_a b", 1.0, "1"),
+        ("x_lat", 1.0, "1"),
+        ("kvmlab_" + "a" * 49, 1.0, "1"),
+        ("kvmlab_a", float("nan"), "1"),
+        ("kvmlab_a", 0.0, "1"),
+        ("kvmlab_a", 1e9, "1"),
+        ("kvmlab_a", 1.0, "1;rm"),
+        ("kvmlab_a", 1.0, "@rel/pid"),
+        ("kvmlab_a", 1.0, "@/run/x\n1"),
+        ("kvmlab_a", 1.0, ""),
+    ],
+)
 def test_tracer_arguments_are_checked(name: str, seconds: float, pid: str) -> None:
     from kvmlab.exits.perfkvm import record_argv
 
@@ -301,35 +335,65 @@ SHELLS = [s for s in ("dash", "bash", "busybox") if shutil.which(s)]
 @pytest.mark.parametrize("shell", SHELLS)
 def test_scripts_parse(script: str, shell: str) -> None:
     argv = [shell, "sh", "-n"] if shell == "busybox" else [shell, "-n"]
-    proc = subprocess.run([*argv, str(EXITS / script)], capture_output=True, text=True,
-                          timeout=30, check=False)  # fmt: skip
+    proc = subprocess.run(
+        [*argv, str(EXITS / script)], capture_output=True, text=True, timeout=30, check=False
+    )
     assert proc.returncode == 0, proc.stderr
 
 
-@pytest.mark.parametrize(("args", "status"), [
-    ([], 2), (["run"], 2), (["run", "../x", "1", "1"], 2), (["clean", "../x"], 2),
-    (["clean", ""], 2), (["clean", "other_tool"], 2), (["clean", "kvmlab_a/../b"], 2),
-    (["run", "kvmlab_a", "1"], 2), (["run", "kvmlab_a", "nan", "1"], 2),
-    (["run", "kvmlab_a", "1e9", "1"], 2), (["run", "kvmlab_a", "1", "1;x"], 3),
-    (["run", "kvmlab_a", "1", "@relative"], 3), (["bogus", "kvmlab_a"], 2),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "status"),
+    [
+        ([], 2),
+        (["run"], 2),
+        (["run", "../x", "1", "1"], 2),
+        (["clean", "../x"], 2),
+        (["clean", ""], 2),
+        (["clean", "other_tool"], 2),
+        (["clean", "kvmlab_a/../b"], 2),
+        (["run", "kvmlab_a", "1"], 2),
+        (["run", "kvmlab_a", "nan", "1"], 2),
+        (["run", "kvmlab_a", "1e9", "1"], 2),
+        (["run", "kvmlab_a", "1", "1;x"], 3),
+        (["run", "kvmlab_a", "1", "@relative"], 3),
+        (["bogus", "kvmlab_a"], 2),
+    ],
+)
 def test_trace_sh_refuses_before_touching_tracefs(args: list[str], status: int) -> None:
     """Every case ends before the script reads or writes tracefs."""
     script = (EXITS / "trace.sh").read_text()
-    proc = subprocess.run(["sh", "-c", script, "trace.sh", *args], capture_output=True,
-                          text=True, timeout=30, check=False)  # fmt: skip
+    proc = subprocess.run(
+        ["sh", "-c", script, "trace.sh", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert proc.returncode == status, proc.stderr
     assert proc.stdout == ""
 
 
-@pytest.mark.parametrize("args", [
-    [], ["1", "1"], ["1", "1", "../x"], ["1", "1", "kvmlab_a;b"], ["1", "nan", "kvmlab_a"],
-    ["1;x", "1", "kvmlab_a"], ["@relative", "1", "kvmlab_a"],
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["1", "1"],
+        ["1", "1", "../x"],
+        ["1", "1", "kvmlab_a;b"],
+        ["1", "nan", "kvmlab_a"],
+        ["1;x", "1", "kvmlab_a"],
+        ["@relative", "1", "kvmlab_a"],
+    ],
+)
 def test_perf_sh_refuses_bad_arguments(args: list[str]) -> None:
     script = (EXITS / "perf.sh").read_text()
-    proc = subprocess.run(["sh", "-c", script, "perf.sh", *args], capture_output=True,
-                          text=True, timeout=30, check=False)  # fmt: skip
+    proc = subprocess.run(
+        ["sh", "-c", script, "perf.sh", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert proc.returncode in (2, 3), proc.stderr
     assert proc.stdout == ""
 
@@ -339,10 +403,12 @@ def test_perf_sh_refuses_bad_arguments(args: list[str]) -> None:
 
 def test_perf_live_log_keeps_the_last_screen_of_every_table() -> None:
     def screen(port: str, count: int) -> str:
-        return ("VM-EXIT Samples Samples% Time% Min Time Max Time Avg time\n"
-                f"IO_INSTRUCTION {count} 100.00% 100.00% 1.00us 2.00us 1.50us ( +- 1% )\n"
-                "IO Port Access Samples Samples% Time% Min Time Max Time Avg time\n"
-                f"{port}:PIN {count} 100.00% 100.00% 1.00us 2.00us 1.50us ( +- 1% )\n")  # fmt: skip
+        return (
+            "VM-EXIT Samples Samples% Time% Min Time Max Time Avg time\n"
+            f"IO_INSTRUCTION {count} 100.00% 100.00% 1.00us 2.00us 1.50us ( +- 1% )\n"
+            "IO Port Access Samples Samples% Time% Min Time Max Time Avg time\n"
+            f"{port}:PIN {count} 100.00% 100.00% 1.00us 2.00us 1.50us ( +- 1% )\n"
+        )
 
     profile = parse_report(screen("0x70", 5) + screen("0x608", 7), "x", 1.0)
     assert [(p.port, p.count) for p in profile.pio] == [(0x608, 7)]
@@ -350,28 +416,41 @@ def test_perf_live_log_keeps_the_last_screen_of_every_table() -> None:
 
 
 def test_perf_text_with_odd_numbers_is_skipped_not_a_crash() -> None:
-    text = ("VM-EXIT Samples Samples% Time% Min Time Max Time Avg time\n"
-            "HLT 5 1.2.3% 1% 1.0us 2.0us 1.5us\n"
-            "HLT 5 .% 1% .us .us .us\n"
-            "MSR_READ 3 10.00% 1.00% 1.00us 2.00us 1.50us ( +- 1% )\n")  # fmt: skip
+    text = (
+        "VM-EXIT Samples Samples% Time% Min Time Max Time Avg time\n"
+        "HLT 5 1.2.3% 1% 1.0us 2.0us 1.5us\n"
+        "HLT 5 .% 1% .us .us .us\n"
+        "MSR_READ 3 10.00% 1.00% 1.00us 2.00us 1.50us ( +- 1% )\n"
+    )
     profile = parse_report(text, "x", 1.0)
     assert [r.reason for r in profile.reasons] == ["MSR_READ"]
 
 
 def test_trace_output_with_cut_rows_and_garbage_is_parsed() -> None:
-    text = "\n".join([
-        "=== cpu-start not-a-number", "1 2 3 4 CPU 0/KVM",
-        "=== cpu-end 10.0 0", "1 2 3 4 CPU 0/KVM",
-        "=== hist kvm_exit", "# event histogram",
-        "{ isa: 2, exit_reason: 120, vcpu_id: 0 } hitcount: 7",
-        "{ isa: 2, exit_reason: 120 } hitcount: 9",  # cut short: no vcpu_id
-        "{ isa: 2, exit_reason: 120, vcpu_id: 1 }",  # no hitcount
-        "Dropped: lots",
-        "=== hist kvm_pio", "# event histogram",
-        "{ port: 1544, rw: 0, size: 4 } hitcount: 5", "{ rw: 1 } hitcount: 2",
-        "=== hist kvm_msr", "# event histogram", "{ ecx: 2059 } hitcount: 3",
-        "=== hist kvm_mmio", "# event histogram", "{ gpa: 4275044592 } hitcount: 1",
-    ])  # fmt: skip
+    text = "\n".join(
+        [
+            "=== cpu-start not-a-number",
+            "1 2 3 4 CPU 0/KVM",
+            "=== cpu-end 10.0 0",
+            "1 2 3 4 CPU 0/KVM",
+            "=== hist kvm_exit",
+            "# event histogram",
+            "{ isa: 2, exit_reason: 120, vcpu_id: 0 } hitcount: 7",
+            "{ isa: 2, exit_reason: 120 } hitcount: 9",  # cut short: no vcpu_id
+            "{ isa: 2, exit_reason: 120, vcpu_id: 1 }",  # no hitcount
+            "Dropped: lots",
+            "=== hist kvm_pio",
+            "# event histogram",
+            "{ port: 1544, rw: 0, size: 4 } hitcount: 5",
+            "{ rw: 1 } hitcount: 2",
+            "=== hist kvm_msr",
+            "# event histogram",
+            "{ ecx: 2059 } hitcount: 3",
+            "=== hist kvm_mmio",
+            "# event histogram",
+            "{ gpa: 4275044592 } hitcount: 1",
+        ]
+    )
     profile = tracepoints.parse_output(text, "x", 5.0)
     assert profile.total == 7 and profile.vcpus == {0: 7}
     assert [(p.port, p.count) for p in profile.pio] == [(0x608, 5)]
@@ -382,12 +461,19 @@ def test_query_stats_of_odd_shapes() -> None:
     reply = [
         {"provider": "kvm"},  # no stats
         {"provider": "kvm", "stats": None},
-        {"provider": "kvm", "stats": [{"value": 3}, {"name": "exits"}, "x",
-                                      {"name": "halt_exits", "value": [1, 2]},
-                                      {"name": "exits", "value": 4}]},
+        {
+            "provider": "kvm",
+            "stats": [
+                {"value": 3},
+                {"name": "exits"},
+                "x",
+                {"name": "halt_exits", "value": [1, 2]},
+                {"name": "exits", "value": 4},
+            ],
+        },
         {"provider": "kvm", "qom-path": "/machine/unattached/device[0]"},
         "not an entry",
-    ]  # fmt: skip
+    ]
     totals, per_vcpu = qstats.sample(reply)  # type: ignore[arg-type]
     assert totals == {"exits": 4} and per_vcpu == {0: 0}
 
@@ -404,22 +490,41 @@ def test_query_stats_missing_is_a_host_limit() -> None:
 
 
 def test_iomem_and_query_pci_of_odd_shapes() -> None:
-    iomem = "\n".join([
-        "00000000-00000000 : PCI Bus 0000:00",  # as read without root: every address zero
-        "  00000000-00000000 : 0000:00:01.0",
-        "zzzz-0001 : junk", "0001-0002-0003 : junk", "00002000-00001000 : backwards",
-        "no separator", "fe000000-fe003fff : 0000:00:02.0",
-        "  fe000000-fe003fff : virtio-pci-modern",
-    ])  # fmt: skip
+    iomem = "\n".join(
+        [
+            "00000000-00000000 : PCI Bus 0000:00",  # as read without root: every address zero
+            "  00000000-00000000 : 0000:00:01.0",
+            "zzzz-0001 : junk",
+            "0001-0002-0003 : junk",
+            "00002000-00001000 : backwards",
+            "no separator",
+            "fe000000-fe003fff : 0000:00:02.0",
+            "  fe000000-fe003fff : virtio-pci-modern",
+        ]
+    )
     assert iomem_regions(iomem) == [
         (0xFE000000, 0x4000, "0000:00:02.0"),
         (0xFE000000, 0x4000, "0000:00:02.0 virtio-pci-modern"),
     ]
-    odd = [{"devices": [{"bus": "x", "class_info": None, "id": {"vendor": "1af4"},
-                         "regions": [{"type": "memory", "address": 1 << 32, "size": 4096},
-                                     {"type": "memory"}, "x"],
-                         "pci_bridge": {"devices": None}}]},
-           {"devices": "x"}, "x"]  # fmt: skip
+    odd = [
+        {
+            "devices": [
+                {
+                    "bus": "x",
+                    "class_info": None,
+                    "id": {"vendor": "1af4"},
+                    "regions": [
+                        {"type": "memory", "address": 1 << 32, "size": 4096},
+                        {"type": "memory"},
+                        "x",
+                    ],
+                    "pci_bridge": {"devices": None},
+                }
+            ]
+        },
+        {"devices": "x"},
+        "x",
+    ]
     regions = pci_regions(odd)  # type: ignore[arg-type]
     assert regions == [(1 << 32, 4096, "class 0x0000 (00:00.0) BAR?")]
 
@@ -453,8 +558,11 @@ def test_apply_leaves_no_half_written_lab(tmp_path: Path, monkeypatch: pytest.Mo
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(fixes, "write_variant_lab", full_disk)
-    monkeypatch.setattr(fixes, "fix_renders", lambda *a: SimpleNamespace(
-        args_removed=[], args_added=[], xml_changes=[]))  # fmt: skip
+    monkeypatch.setattr(
+        fixes,
+        "fix_renders",
+        lambda *a: SimpleNamespace(args_removed=[], args_added=[], xml_changes=[]),
+    )
     monkeypatch.setattr(hostinfo, "host_accel", lambda: (None, None))
     monkeypatch.setattr(labrun, "make_target", lambda *a: None)
     monkeypatch.setattr(diagnose_cmds, "image_factory", lambda: lambda: None)

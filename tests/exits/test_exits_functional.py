@@ -13,8 +13,10 @@ from tests.conftest import cli, interrupted_after, interrupted_once, lab_up
 
 pytestmark = pytest.mark.functional
 
-TRACING_STATE = ("ls /sys/kernel/tracing/instances; cat /sys/kernel/tracing/synthetic_events; "
-                 "grep -v '^#' /sys/kernel/tracing/events/kvm/*/trigger || true")  # fmt: skip
+TRACING_STATE = (
+    "ls /sys/kernel/tracing/instances; cat /sys/kernel/tracing/synthetic_events; "
+    "grep -v '^#' /sys/kernel/tracing/events/kvm/*/trigger || true"
+)
 
 
 kvmlab = cli
@@ -63,8 +65,9 @@ def test_interrupted_profile_leaves_tracefs_clean(storm: dict[str, str]) -> None
     holds it, so the test cannot watch the set-up happen: it interrupts after 12 s (the
     set-up takes a few seconds here), and whatever stage that hits, nothing may be left."""
     before = tracing_state(storm)
-    status, _, err = interrupted_after(storm, 12, "exits", "timer-storm/l1/idle", "--seconds",
-                                       "120")  # fmt: skip
+    status, _, err = interrupted_after(
+        storm, 12, "exits", "timer-storm/l1/idle", "--seconds", "120"
+    )
     assert status == 130, err
     assert "interrupted while profiling" in err
     assert tracing_state(storm) == before, "no instance, trigger or synthetic event is left"

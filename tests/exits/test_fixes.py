@@ -85,13 +85,19 @@ def test_enlightenments_added_to_a_guest_without_hyperv() -> None:
     assert hyperv is not None and ET.fromstring(hyperv).find("stimer") is not None
 
 
-@pytest.mark.parametrize(("change", "key", "says"), [
-    ({"clock.timers.hpet.present": "maybe"}, "guests.win10.clock.timers.hpet.present", "bool"),
-    ({"clock.timers.hpet.presnt": True}, "guests.win10.clock.timers.hpet.presnt", "Extra"),
-    ({"clock.timers.hypervclock.present": False}, "guests.win10.hyperv.features",
-     "'stimer' needs clock.timers.hypervclock.present = true"),
-    ({"memory.size.x": 1}, "guests.win10.memory.size.x", "is a value, not a table"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("change", "key", "says"),
+    [
+        ({"clock.timers.hpet.present": "maybe"}, "guests.win10.clock.timers.hpet.present", "bool"),
+        ({"clock.timers.hpet.presnt": True}, "guests.win10.clock.timers.hpet.presnt", "Extra"),
+        (
+            {"clock.timers.hypervclock.present": False},
+            "guests.win10.hyperv.features",
+            "'stimer' needs clock.timers.hypervclock.present = true",
+        ),
+        ({"memory.size.x": 1}, "guests.win10.memory.size.x", "is a value, not a table"),
+    ],
+)
 def test_a_change_that_breaks_the_lab_names_the_key(
     change: dict[str, object], key: str, says: str
 ) -> None:
@@ -99,7 +105,8 @@ def test_a_change_that_breaks_the_lab_names_the_key(
     with pytest.raises(SpecError) as caught:
         fix_renders(loaded.lab, ("win10",), change, target_for(loaded, ("win10",), "kvm"))
     assert any(p.path == key and says in p.message for p in caught.value.problems), [
-        str(p) for p in caught.value.problems]  # fmt: skip
+        str(p) for p in caught.value.problems
+    ]
 
 
 def test_unknown_guest_is_a_usage_error() -> None:
@@ -112,25 +119,46 @@ def test_xml_diff_finds_the_smallest_changed_elements() -> None:
     before = ET.fromstring('<domain><a x="1"><b name="p"/><b name="q">t</b></a><c/></domain>')
     after = ET.fromstring('<domain><a x="1"><b name="p"/><b name="q">u</b></a><d/></domain>')
     changes = [(c.parent, c.before, c.after) for c in xml_diff(before, after)]
-    assert changes == [("/domain/a", '<b name="q">t</b>', '<b name="q">u</b>'),
-                       ("/domain", "<c />", None), ("/domain", None, "<d />")]  # fmt: skip
+    assert changes == [
+        ("/domain/a", '<b name="q">t</b>', '<b name="q">u</b>'),
+        ("/domain", "<c />", None),
+        ("/domain", None, "<d />"),
+    ]
 
 
 # --- variants --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("value", [
-    True, False, 0, -7, 1.5, float("inf"), "plain", 'q"uote\\back\nline\ttab\x01\x7f é',
-    ["relaxed", "vapic"], [], {"0": "2", "1": "3"}, {}, {"a.b": [1, {"c": False}]},
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "value",
+    [
+        True,
+        False,
+        0,
+        -7,
+        1.5,
+        float("inf"),
+        "plain",
+        'q"uote\\back\nline\ttab\x01\x7f é',
+        ["relaxed", "vapic"],
+        [],
+        {"0": "2", "1": "3"},
+        {},
+        {"a.b": [1, {"c": False}]},
+    ],
+)
 def test_toml_values_round_trip(value: object) -> None:
     assert tomllib.loads(f"k = {toml_value(value)}")["k"] == value
 
 
 def test_variant_toml_round_trips_through_parse_lab() -> None:
-    change = {"clock.timers.hpet.present": True, "vcpus": 2,
-              "hyperv.features": ["relaxed", "vapic", "vpindex", "synic", "stimer"],
-              "clock.timers.hypervclock.present": True, "pinning.vcpus": {"0": "2"}}  # fmt: skip
+    change = {
+        "clock.timers.hpet.present": True,
+        "vcpus": 2,
+        "hyperv.features": ["relaxed", "vapic", "vpindex", "synic", "stimer"],
+        "clock.timers.hypervclock.present": True,
+        "pinning.vcpus": {"0": "2"},
+    }
     snippet = variant_toml("hpet-on", ("win10",), change)
     assert snippet.startswith("[variants.hpet-on.guests.win10]\nvcpus = 2\n")
     assert "[variants.hpet-on.guests.win10.clock.timers.hpet]\npresent = true\n" in snippet
@@ -174,7 +202,8 @@ def test_write_variant_lab(tmp_path: Path) -> None:
 def test_write_variant_lab_refuses_an_invalid_result(tmp_path: Path) -> None:
     dest = tmp_path / "broken.toml"
     with pytest.raises(SpecError) as caught:
-        write_variant_lab(WINDOWS, dest, "off", ("win10",),
-                          {"clock.timers.hypervclock.present": False})  # fmt: skip
+        write_variant_lab(
+            WINDOWS, dest, "off", ("win10",), {"clock.timers.hypervclock.present": False}
+        )
     assert any(p.path.startswith("variants.off.guests.win10") for p in caught.value.problems)
     assert not dest.exists()

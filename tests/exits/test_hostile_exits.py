@@ -14,8 +14,14 @@ KVMLAB = str(Path(sys.executable).with_name("kvmlab"))
 
 def kvmlab(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "200"}
-    return subprocess.run([KVMLAB, *args], capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL, env=env)  # fmt: skip
+    return subprocess.run(
+        [KVMLAB, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
 
 
 def test_diagnose_import_text_prints_the_fix_with_a_placeholder_guest() -> None:

@@ -23,8 +23,9 @@ def recorded(name: str) -> str:
 @pytest.fixture(scope="module")
 def storm() -> Profile:
     regions = iomem_regions(recorded("iomem-l2-q35.txt"))
-    return tracepoints.parse_output(recorded("trace-timer-storm-l2.txt"), "ts/l1/idle", 5.0,
-                                    regions)  # fmt: skip
+    return tracepoints.parse_output(
+        recorded("trace-timer-storm-l2.txt"), "ts/l1/idle", 5.0, regions
+    )
 
 
 def test_storm_profile_names_the_pm_timer_port(storm: Profile) -> None:
@@ -88,8 +89,7 @@ def test_proc_stat_busy_leaves_steal_out() -> None:
     busy0, total0 = proc_stat_busy(before)
     busy1, total1 = proc_stat_busy(after)
     assert 0 <= busy1 - busy0 < total1 - total0
-    steal = [int(line.split()[8]) for line in (before, after)
-             for line in [line.splitlines()[0]]]  # fmt: skip
+    steal = [int(line.split()[8]) for line in (before, after) for line in [line.splitlines()[0]]]
     assert busy1 - busy0 < (total1 - total0) - (steal[1] - steal[0]) / 100 + 0.01
     window = CpuWindow(seconds=5.0, host_user=1.0, host_system=0.5, host_guest=0.2)
     add_guest_side(window, before, after, wall=5.0)
@@ -208,9 +208,16 @@ def test_json_rows_keep_their_own_figures_when_names_repeat() -> None:
     keeps its own count, rate and share."""
     from kvmlab.exits.model import ReasonStat
 
-    profile = Profile(address="x", provider="p", provider_note="", seconds=2.0,
-                      reasons=[ReasonStat("err", "other", 30, time_ns=300),
-                               ReasonStat("err", "other", 10, time_ns=500)])  # fmt: skip
+    profile = Profile(
+        address="x",
+        provider="p",
+        provider_note="",
+        seconds=2.0,
+        reasons=[
+            ReasonStat("err", "other", 30, time_ns=300),
+            ReasonStat("err", "other", 10, time_ns=500),
+        ],
+    )
     rows = profile.to_json()["reasons"]
     assert [(r["count"], r["rate"], r["share"], r["avg_ns"]) for r in rows] == [
         (30, 15.0, 0.75, 10.0),

@@ -50,20 +50,26 @@ def example_profile(ex: Example) -> Profile:
     if ex.cpu:
         guest = ex.cpu.get("guest")
         cpu = CpuWindow(
-            seconds=ex.seconds, host_user=ex.cpu["host"] / 100 * ex.seconds, host_system=0.0,
-            host_guest=0.0, guest_busy=None if guest is None else guest / 100 * ex.seconds,
+            seconds=ex.seconds,
+            host_user=ex.cpu["host"] / 100 * ex.seconds,
+            host_system=0.0,
+            host_guest=0.0,
+            guest_busy=None if guest is None else guest / 100 * ex.seconds,
             guest_total=None if guest is None else ex.vcpus * ex.seconds,
-        )  # fmt: skip
+        )
     return Profile(
-        address="example/guest", provider="example", provider_note="a rule's example",
+        address="example/guest",
+        provider="example",
+        provider_note="a rule's example",
         seconds=ex.seconds,
         reasons=[ReasonStat(reason=k.upper(), kind=k, count=n) for k, n in ex.kinds.items()],
         vcpus={i: total // ex.vcpus for i in range(ex.vcpus)} if total else {},
         pio=[PioStat(port=p, write=d == "write", count=n) for p, d, n in ex.pio],
         msr=[MsrStat(index=i, write=d == "write", count=n) for i, d, n in ex.msr],
         mmio=[MmioStat(gpa=g, write=d == "write", count=n) for g, d, n in ex.mmio],
-        counters=dict(ex.counters), cpu=cpu,
-    )  # fmt: skip
+        counters=dict(ex.counters),
+        cpu=cpu,
+    )
 
 
 def example_context(ex: Example) -> dict[str, object]:
@@ -81,11 +87,23 @@ def fired(rule: Rule, ex: Example, context: dict[str, object] | None = None) -> 
 def test_shipped_rules_cover_the_brief() -> None:
     ids = {r.id for r in RULES}
     assert len(RULES) >= 12 and len(ids) == len(RULES)
-    assert {"rtc-port-storm", "acpi-pm-timer-reads", "hpet-mmio-reads", "pit-port-storm",
-            "tsc-deadline-writes", "x2apic-ipi-storm", "halt-polling-burn",
-            "pause-exits-unpinned", "external-interrupt-exits", "npf-no-hugepages",
-            "msr-unhandled-reads", "windows-no-enlightenments", "interrupt-window-exits",
-            "insn-emulation", "busy-host-idle-guest"} <= ids  # fmt: skip
+    assert {
+        "rtc-port-storm",
+        "acpi-pm-timer-reads",
+        "hpet-mmio-reads",
+        "pit-port-storm",
+        "tsc-deadline-writes",
+        "x2apic-ipi-storm",
+        "halt-polling-burn",
+        "pause-exits-unpinned",
+        "external-interrupt-exits",
+        "npf-no-hugepages",
+        "msr-unhandled-reads",
+        "windows-no-enlightenments",
+        "interrupt-window-exits",
+        "insn-emulation",
+        "busy-host-idle-guest",
+    } <= ids
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.id)
@@ -122,8 +140,9 @@ def scaled(ex: Example, cond: Condition, f: float, up: bool = False) -> Example:
     rnd = math.ceil if up else math.floor
     data = ex.model_dump()
     if isinstance(cond, KindCond):
-        data["kinds"] = {k: rnd(n * f) if cond.kind in ("all", k) else n
-                         for k, n in ex.kinds.items()}  # fmt: skip
+        data["kinds"] = {
+            k: rnd(n * f) if cond.kind in ("all", k) else n for k, n in ex.kinds.items()
+        }
     elif isinstance(cond, CounterCond):
         data["counters"] = {**ex.counters, cond.counter: rnd(ex.counters[cond.counter] * f)}
     elif isinstance(cond, PortCond | MsrCond | GpaCond):
@@ -216,10 +235,15 @@ def test_just_under_a_threshold_does_not_fire(rule: Rule, index: int, which: str
     assert fired(rule, pushed) is None, f"{rule.id} still fires just past when[{index}]"
 
 
-@pytest.mark.parametrize(("rule", "index", "which"), [
-    c for c in _threshold_cases() if c.values[2] in ("min_rate", "min")
-    and len(thresholds(c.values[0].when[c.values[1]])) == 1
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("rule", "index", "which"),
+    [
+        c
+        for c in _threshold_cases()
+        if c.values[2] in ("min_rate", "min")
+        and len(thresholds(c.values[0].when[c.values[1]])) == 1
+    ],
+)
 def test_just_over_a_threshold_fires(rule: Rule, index: int, which: str) -> None:
     ex, cond = rule.example, rule.when[index]
     assert ex is not None
@@ -231,13 +255,15 @@ def test_just_over_a_threshold_fires(rule: Rule, index: int, which: str) -> None
 
 
 def reads_lab(cond: Condition) -> bool:
-    members = cond.any if isinstance(cond, AnyCond) else (
-        cond.all if isinstance(cond, AllCond) else [])  # fmt: skip
+    members = (
+        cond.any if isinstance(cond, AnyCond) else (cond.all if isinstance(cond, AllCond) else [])
+    )
     return isinstance(cond, LabCond) or any(reads_lab(c) for c in members)
 
 
-@pytest.mark.parametrize("rule", [r for r in RULES if any(map(reads_lab, r.when))],
-                         ids=lambda r: r.id)  # fmt: skip
+@pytest.mark.parametrize(
+    "rule", [r for r in RULES if any(map(reads_lab, r.when))], ids=lambda r: r.id
+)
 def test_without_a_lab_rules_assume_or_wait(rule: Rule) -> None:
     assert rule.example is not None
     result = evaluate(example_profile(rule.example), None, [rule])
@@ -246,19 +272,34 @@ def test_without_a_lab_rules_assume_or_wait(rule: Rule) -> None:
     assert (found and found[0].assumed) or (waiting and "the lab file" in str(waiting[0]))
 
 
-SEED_BEFORE = {"IO_INSTRUCTION": ("io", 55654), "MSR_READ": ("msr_read", 7114),
-               "MSR_WRITE": ("msr_write", 3781), "HLT": ("hlt", 2933),
-               "EXTERNAL_INTERRUPT": ("external_interrupt", 731),
-               "PENDING_INTERRUPT": ("interrupt_window", 413)}  # fmt: skip
-SEED_AFTER = {"MSR_READ": ("msr_read", 1501), "MSR_WRITE": ("msr_write", 192),
-              "HLT": ("hlt", 174), "IO_INSTRUCTION": ("io", 50)}  # fmt: skip
+SEED_BEFORE = {
+    "IO_INSTRUCTION": ("io", 55654),
+    "MSR_READ": ("msr_read", 7114),
+    "MSR_WRITE": ("msr_write", 3781),
+    "HLT": ("hlt", 2933),
+    "EXTERNAL_INTERRUPT": ("external_interrupt", 731),
+    "PENDING_INTERRUPT": ("interrupt_window", 413),
+}
+SEED_AFTER = {
+    "MSR_READ": ("msr_read", 1501),
+    "MSR_WRITE": ("msr_write", 192),
+    "HLT": ("hlt", 174),
+    "IO_INSTRUCTION": ("io", 50),
+}
 
 
 def perf_profile(rows: dict[str, tuple[str, int]], **extra: Any) -> Profile:
     """A ``perf kvm stat live`` window of one second, as seed 001 shows it."""
     reasons = [ReasonStat(reason=r, kind=k, count=n) for r, (k, n) in rows.items()]
-    return Profile(address="seed/win10", provider="perf", provider_note="", seconds=1.0,
-                   vendor="vmx", reasons=reasons, **extra)  # fmt: skip
+    return Profile(
+        address="seed/win10",
+        provider="perf",
+        provider_note="",
+        seconds=1.0,
+        vendor="vmx",
+        reasons=reasons,
+        **extra,
+    )
 
 
 def test_seed_001_from_perf_alone() -> None:
@@ -274,8 +315,11 @@ def test_seed_001_from_perf_alone() -> None:
 
 
 def test_port_evidence_names_the_port_and_its_share() -> None:
-    pio = [PioStat(port=0x71, write=False, count=19840), PioStat(port=0x70, write=True,
-           count=19840), PioStat(port=0x608, write=False, count=400)]  # fmt: skip
+    pio = [
+        PioStat(port=0x71, write=False, count=19840),
+        PioStat(port=0x70, write=True, count=19840),
+        PioStat(port=0x608, write=False, count=400),
+    ]
     profile = perf_profile({"IO_INSTRUCTION": ("io", 40080), "HLT": ("hlt", 8320)}, pio=pio)
     profile.seconds = 10.0
     (rtc,) = [f for f in diagnose(profile, {"vcpus": 2}) if f.id == "rtc-port-storm"]
@@ -286,9 +330,19 @@ def test_port_evidence_names_the_port_and_its_share() -> None:
 
 
 def test_counters_only_profile() -> None:
-    profile = Profile(address="a/b", provider="qmp", provider_note="", seconds=2.0,
-                      vcpus={0: 0, 1: 0}, counters={"exits": 120000, "io_exits": 100000,
-                      "halt_poll_fail_ns": 600_000_000, "halt_exits": 4000})  # fmt: skip
+    profile = Profile(
+        address="a/b",
+        provider="qmp",
+        provider_note="",
+        seconds=2.0,
+        vcpus={0: 0, 1: 0},
+        counters={
+            "exits": 120000,
+            "io_exits": 100000,
+            "halt_poll_fail_ns": 600_000_000,
+            "halt_exits": 4000,
+        },
+    )
     result = evaluate(profile, None)
     ids = [f.id for f in result.findings]
     assert "io-exit-storm" in ids and "halt-polling-burn" in ids
@@ -303,12 +357,20 @@ def test_counters_only_profile() -> None:
 
 def test_svm_msr_direction_comes_from_msr_rows() -> None:
     rule = BY_ID["msr-read-storm-named-model"]
-    svm = Profile(address="a/b", provider="t", provider_note="", seconds=1.0, vendor="svm",
-                  reasons=[ReasonStat(reason="msr", kind="msr", count=10000)])  # fmt: skip
+    svm = Profile(
+        address="a/b",
+        provider="t",
+        provider_note="",
+        seconds=1.0,
+        vendor="svm",
+        reasons=[ReasonStat(reason="msr", kind="msr", count=10000)],
+    )
     ctx = {"vcpus": 2, "cpu.model": "qemu64"}
     assert [u.rule for u in evaluate(svm, ctx, [rule]).unchecked] == [rule.id]
-    svm.msr = [MsrStat(index=0x10, write=False, count=9000), MsrStat(index=0x6e0, write=True,
-               count=1000)]  # fmt: skip
+    svm.msr = [
+        MsrStat(index=0x10, write=False, count=9000),
+        MsrStat(index=0x6E0, write=True, count=1000),
+    ]
     (finding,) = diagnose(svm, ctx, [rule])
     assert finding.evidence[0].startswith("msr_read exits (per-MSR rows): 4500/s per vCPU")
 
@@ -349,10 +411,21 @@ def test_rtc_fix_is_what_the_lab_lacks() -> None:
 
 
 def test_added_items_keep_the_guests_own() -> None:
-    plan = plan_fix({}, {"hyperv.features": ["vapic", "stimer"], "cpu.features": ["+x2apic"],
-                         "append": "clocksource=kvm-clock"}, (), (),
-                    {"hyperv": {"features": ["relaxed", "vapic"]}, "cpu.features": ["-x2apic"],
-                     "append": "quiet clocksource=hpet"})  # fmt: skip
+    plan = plan_fix(
+        {},
+        {
+            "hyperv.features": ["vapic", "stimer"],
+            "cpu.features": ["+x2apic"],
+            "append": "clocksource=kvm-clock",
+        },
+        (),
+        (),
+        {
+            "hyperv": {"features": ["relaxed", "vapic"]},
+            "cpu.features": ["-x2apic"],
+            "append": "quiet clocksource=hpet",
+        },
+    )
     assert plan.lab == {
         "hyperv.features": ["relaxed", "vapic", "stimer"],
         "cpu.features": ["+x2apic"],
@@ -387,23 +460,38 @@ host = ["h"]
 """
 
 
-@pytest.mark.parametrize(("change", "where", "says"), [
-    (('min_rate = 5', 'min_rate = 5\nmin_rat = 2'), "rr.when[0].min_rat", "unknown key"),
-    (('kind = "io"\nmin', 'kind = "iox"\nmin'), "rr.when[0].kind", "unknown exit kind 'iox'"),
-    (('kind = "io"\nmin', 'kind = "io"\nports = [1]\nmin'), "rr.when[0]", "exactly one of"),
-    (('min_rate = 5', 'min_rate = -1'), "rr.when[0].min_rate", "greater than 0"),
-    (('min_rate = 5', 'lab = "x"'), "rr.when[0]", "exactly one of"),
-    (('[rule.fix]', '[[rule.when]]\nlab = "clock.timers.hpet.presnt"\nunset = true\n'
-      '[rule.fix]'), "rr.when[1].lab", "no 'presnt'"),
-    (('verify = [{ kind = "io" }]', 'verify = [{ kind = "io", min_rate = 1 }]'), "rr",
-     "verify[0]: names numbers to quote"),
-    (('host = ["h"]', 'lab = { "clock.timers.hpet.present" = "maybe" }'), "rr.fix",
-     "clock.timers.hpet.present"),
-    (('host = ["h"]', 'lab = { clock = { offset = "utc" } }'), "rr.fix", "is a table"),
-    (('title = "t"', 'title = "t {oops}"'), "rr.title", "unknown placeholder {oops}"),
-    (('schema = 1', 'schema = 2'), "schema", "must be 1"),
-    (('cause = "c"', 'cause = "one\\n\\ntwo"'), "rr.cause", "one paragraph"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("change", "where", "says"),
+    [
+        (("min_rate = 5", "min_rate = 5\nmin_rat = 2"), "rr.when[0].min_rat", "unknown key"),
+        (('kind = "io"\nmin', 'kind = "iox"\nmin'), "rr.when[0].kind", "unknown exit kind 'iox'"),
+        (('kind = "io"\nmin', 'kind = "io"\nports = [1]\nmin'), "rr.when[0]", "exactly one of"),
+        (("min_rate = 5", "min_rate = -1"), "rr.when[0].min_rate", "greater than 0"),
+        (("min_rate = 5", 'lab = "x"'), "rr.when[0]", "exactly one of"),
+        (
+            (
+                "[rule.fix]",
+                '[[rule.when]]\nlab = "clock.timers.hpet.presnt"\nunset = true\n[rule.fix]',
+            ),
+            "rr.when[1].lab",
+            "no 'presnt'",
+        ),
+        (
+            ('verify = [{ kind = "io" }]', 'verify = [{ kind = "io", min_rate = 1 }]'),
+            "rr",
+            "verify[0]: names numbers to quote",
+        ),
+        (
+            ('host = ["h"]', 'lab = { "clock.timers.hpet.present" = "maybe" }'),
+            "rr.fix",
+            "clock.timers.hpet.present",
+        ),
+        (('host = ["h"]', 'lab = { clock = { offset = "utc" } }'), "rr.fix", "is a table"),
+        (('title = "t"', 'title = "t {oops}"'), "rr.title", "unknown placeholder {oops}"),
+        (("schema = 1", "schema = 2"), "schema", "must be 1"),
+        (('cause = "c"', 'cause = "one\\n\\ntwo"'), "rr.cause", "one paragraph"),
+    ],
+)
 def test_bad_rules_name_the_rule_and_field(change: tuple[str, str], where: str, says: str) -> None:
     text = GOOD.replace(*change, 1)
     assert text != GOOD

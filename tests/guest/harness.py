@@ -60,25 +60,56 @@ def qemu_argv(
     if shared_memory is None:
         shared_memory = image.needs_shared_memory
     argv = [
-        "qemu-system-x86_64", "-accel", "tcg,thread=multi", "-cpu", "max",
-        "-m", memory, "-smp", str(smp), "-nodefaults", "-display", "none", "-no-reboot",
-        "-serial", f"file:{workdir / 'serial.log'}",
-        "-qmp", f"unix:{workdir / 'qmp.sock'},server=on,wait=off",
-        "-kernel", str(image.kernel), "-initrd", str(image.initrd),
-        "-append", image.cmdline(hostname=hostname),
-        "-device", "virtio-serial",
-        "-chardev", f"socket,path={workdir / 'qga.sock'},server=on,wait=off,id=qga0",
-        "-device", f"virtserialport,chardev=qga0,name={image.agent_port_name}",
-    ]  # fmt: skip
+        "qemu-system-x86_64",
+        "-accel",
+        "tcg,thread=multi",
+        "-cpu",
+        "max",
+        "-m",
+        memory,
+        "-smp",
+        str(smp),
+        "-nodefaults",
+        "-display",
+        "none",
+        "-no-reboot",
+        "-serial",
+        f"file:{workdir / 'serial.log'}",
+        "-qmp",
+        f"unix:{workdir / 'qmp.sock'},server=on,wait=off",
+        "-kernel",
+        str(image.kernel),
+        "-initrd",
+        str(image.initrd),
+        "-append",
+        image.cmdline(hostname=hostname),
+        "-device",
+        "virtio-serial",
+        "-chardev",
+        f"socket,path={workdir / 'qga.sock'},server=on,wait=off,id=qga0",
+        "-device",
+        f"virtserialport,chardev=qga0,name={image.agent_port_name}",
+    ]
     if shared_memory:
-        argv += ["-object", f"memory-backend-memfd,id=mem,size={memory},share=on",
-                 "-machine", "memory-backend=mem"]  # fmt: skip
+        argv += [
+            "-object",
+            f"memory-backend-memfd,id=mem,size={memory},share=on",
+            "-machine",
+            "memory-backend=mem",
+        ]
     if image.share == "9p":
-        argv += ["-virtfs", f"local,path=/,mount_tag={image.share_tag},security_model=passthrough,"
-                 "readonly=on,multidevs=remap"]  # fmt: skip
+        argv += [
+            "-virtfs",
+            f"local,path=/,mount_tag={image.share_tag},security_model=passthrough,"
+            "readonly=on,multidevs=remap",
+        ]
     else:
-        argv += ["-chardev", f"socket,id=vfs,path={workdir / 'virtiofs.sock'}",
-                 "-device", f"vhost-user-fs-pci,chardev=vfs,tag={image.share_tag}"]  # fmt: skip
+        argv += [
+            "-chardev",
+            f"socket,id=vfs,path={workdir / 'virtiofs.sock'}",
+            "-device",
+            f"vhost-user-fs-pci,chardev=vfs,tag={image.share_tag}",
+        ]
     return argv
 
 
@@ -119,8 +150,16 @@ class Guest:
     def _start_virtiofsd(self, binary: Path) -> None:
         sock = self.workdir / "virtiofs.sock"
         log = (self.workdir / "virtiofsd.log").open("wb")
-        argv = [str(binary), f"--socket-path={sock}", "-o", "source=/", "-o", "cache=always",
-                "-o", "sandbox=chroot"]  # fmt: skip
+        argv = [
+            str(binary),
+            f"--socket-path={sock}",
+            "-o",
+            "source=/",
+            "-o",
+            "cache=always",
+            "-o",
+            "sandbox=chroot",
+        ]
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         self.procs.append(proc)
         deadline = time.monotonic() + 10

@@ -11,8 +11,17 @@ from pathlib import Path
 
 def start_host_agent(sock: Path, state: Path) -> subprocess.Popen[bytes]:
     """Start ``qemu-ga -m unix-listen`` on ``sock``, its state (pid file) in ``state``."""
-    argv = ["qemu-ga", "-m", "unix-listen", "-p", str(sock), "-t", str(state),
-            "-f", str(state / "qga.pid")]  # fmt: skip
+    argv = [
+        "qemu-ga",
+        "-m",
+        "unix-listen",
+        "-p",
+        str(sock),
+        "-t",
+        str(state),
+        "-f",
+        str(state / "qga.pid"),
+    ]
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 

@@ -28,19 +28,35 @@ VARIANTS: list[tuple[str, ShareKind, KernelFlavour, bool]] = [
 ]
 WORKLOADS = {
     # memory: a cache-resident loop, then 512 MiB blocks of fresh guest RAM, then tmpfs.
-    "sysbench-mem": ["sysbench", "memory", "--memory-block-size=1M", "--memory-total-size=8G",
-                     "--threads=1", "run"],
-    "sysbench-mem-512M": ["sysbench", "memory", "--memory-block-size=512M",
-                          "--memory-total-size=2G", "--threads=1", "run"],
+    "sysbench-mem": [
+        "sysbench",
+        "memory",
+        "--memory-block-size=1M",
+        "--memory-total-size=8G",
+        "--threads=1",
+        "run",
+    ],
+    "sysbench-mem-512M": [
+        "sysbench",
+        "memory",
+        "--memory-block-size=512M",
+        "--memory-total-size=2G",
+        "--threads=1",
+        "run",
+    ],
     "dd-shm": ["dd", "if=/dev/zero", "of=/dev/shm/fill", "bs=1M", "count=400"],
     # file reads through the share: many small files, one big file.
-    "py-imports": ["python3", "-c", "import asyncio, email.mime.multipart, http.server, json, "
-                   "unittest, xml.dom.minidom, argparse, decimal"],
+    "py-imports": [
+        "python3",
+        "-c",
+        "import asyncio, email.mime.multipart, http.server, json, "
+        "unittest, xml.dom.minidom, argparse, decimal",
+    ],
     "read-qemu": ["sh", "-c", "cat /usr/bin/qemu-system-x86_64 /usr/bin/fio > /dev/null"],
     # control: CPU only.
     "sysbench-cpu": ["sysbench", "cpu", "--cpu-max-prime=2000", "--events=2000", "run"],
     "exec-true": ["true"],
-}  # fmt: skip
+}
 
 
 def main(runs: int) -> None:

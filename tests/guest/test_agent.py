@@ -225,7 +225,10 @@ def test_ctrl_c_before_guest_exec_answered_kills_what_it_started(fake: FakeAgent
             agent.exec(["sleep", "60"], timeout=30)
         assert (info.value.pid, info.value.killed) == (1000, True)
     assert fake.requests[-2]["arguments"] == {
-        "path": "sh", "arg": kill_argv(1000)[1:], "capture-output": False}  # fmt: skip
+        "path": "sh",
+        "arg": kill_argv(1000)[1:],
+        "capture-output": False,
+    }
 
 
 def test_ctrl_c_while_the_request_is_sent_starts_nothing(fake: FakeAgent) -> None:

@@ -14,8 +14,9 @@ from kvmlab.guest.image import cache_key, ensure_entry, placeholder_image
 from kvmlab.guest.kernel import KernelPackage, fetch_kernel, verify_kernel
 
 KEY = cache_key({"k": "v"})
-PACKAGE = KernelPackage("generic", "linux-image-amd64", "linux-image-6.1.0-56-amd64",
-                        "6.1.192-2", "6.1.0-56-amd64")  # fmt: skip
+PACKAGE = KernelPackage(
+    "generic", "linux-image-amd64", "linux-image-6.1.0-56-amd64", "6.1.192-2", "6.1.0-56-amd64"
+)
 
 
 @pytest.fixture

@@ -44,8 +44,9 @@ def parse_user_data(text: str) -> dict[str, Any]:
 
 
 def isoinfo(*args: str) -> str:
-    proc = subprocess.run(["isoinfo", *args], capture_output=True, text=True, timeout=30,
-                          check=True)  # fmt: skip
+    proc = subprocess.run(
+        ["isoinfo", *args], capture_output=True, text=True, timeout=30, check=True
+    )
     return proc.stdout
 
 

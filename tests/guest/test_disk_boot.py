@@ -41,8 +41,11 @@ def test_mbr_has_boot_code_signature_and_partitions() -> None:
     assert sector[510:] == b"\x55\xaa"
     entries = [struct.unpack_from("<B3sB3sII", sector, 446 + 16 * i) for i in range(4)]
     assert [(e[0], e[2], e[4], e[5]) for e in entries] == [
-        (0x80, 0x0C, 2048, 131072), (0x00, 0x83, 133120, 6291456), (0, 0, 0, 0), (0, 0, 0, 0),
-    ]  # fmt: skip
+        (0x80, 0x0C, 2048, 131072),
+        (0x00, 0x83, 133120, 6291456),
+        (0, 0, 0, 0),
+        (0, 0, 0, 0),
+    ]
 
 
 def test_mbr_refuses_what_does_not_fit() -> None:
@@ -88,19 +91,24 @@ type = "user"
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "id_ed25519.pub").write_text(PUBKEY + "\n")
     env = {k: v for k, v in os.environ.items() if k != "SUDO_USER"}
-    env |= {"KVMLAB_RUN_DIR": str(run_root), "HOME": str(home),
-            "KVMLAB_CACHE": str(default_cache_dir())}  # fmt: skip
+    env |= {
+        "KVMLAB_RUN_DIR": str(run_root),
+        "HOME": str(home),
+        "KVMLAB_CACHE": str(default_cache_dir()),
+    }
 
     def kvmlab(*args: str, timeout: float = 120, check: bool = True) -> str:
-        proc = subprocess.run([str(KVMLAB), *args], env=env, capture_output=True, text=True,
-                              timeout=timeout)  # fmt: skip
+        proc = subprocess.run(
+            [str(KVMLAB), *args], env=env, capture_output=True, text=True, timeout=timeout
+        )
         if check:
             assert proc.returncode == 0, f"kvmlab {' '.join(args)}:\n{proc.stdout}{proc.stderr}"
         return proc.stdout
 
     def guest(*argv: str, timeout: float = 120) -> str:
-        return kvmlab("exec", f"{LAB}/vm", "--timeout", str(timeout), "--", *argv,
-                      timeout=timeout + 30)  # fmt: skip
+        return kvmlab(
+            "exec", f"{LAB}/vm", "--timeout", str(timeout), "--", *argv, timeout=timeout + 30
+        )
 
     up = False
     try:
@@ -130,8 +138,10 @@ type = "user"
             kvmlab("down", "--force", LAB, check=False)
     assert pids_mentioning(str(run_root)) == []
     assert not (run_root / LAB).exists()
-    print(f"disk boot: image {built:.1f} s, up to agent {booted:.1f} s, "
-          f"cloud-init done {settled:.1f} s, down {stopped:.1f} s")  # fmt: skip
+    print(
+        f"disk boot: image {built:.1f} s, up to agent {booted:.1f} s, "
+        f"cloud-init done {settled:.1f} s, down {stopped:.1f} s"
+    )
 
 
 def test_building_needs_root_or_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

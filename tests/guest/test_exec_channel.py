@@ -53,17 +53,26 @@ def guest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     try:
         wait_for(run_dir / AGENT_SOCKET, 10)
         GuestRecord(
-            lab="hostga", address=["vm"], pid=proc.pid, argv=["qemu-ga"], accel="tcg",
-            accel_reason="the host's qemu-ga stands in", vcpus=1, memory=0,
-            started=time.time(), marker=str(run_dir), pid_start=start_time(proc.pid),
-        ).save(run_dir)  # fmt: skip
+            lab="hostga",
+            address=["vm"],
+            pid=proc.pid,
+            argv=["qemu-ga"],
+            accel="tcg",
+            accel_reason="the host's qemu-ga stands in",
+            vcpus=1,
+            memory=0,
+            started=time.time(),
+            marker=str(run_dir),
+            pid_start=start_time(proc.pid),
+        ).save(run_dir)
         yield run_dir
     finally:
         stop(proc)
 
 
-def kvmlab(*args: str, stdin: object = subprocess.DEVNULL, timeout: float = 60) -> (
-        subprocess.CompletedProcess[bytes]):  # fmt: skip
+def kvmlab(
+    *args: str, stdin: object = subprocess.DEVNULL, timeout: float = 60
+) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([KVMLAB, *args], stdin=stdin, capture_output=True, timeout=timeout)
 
 
@@ -103,8 +112,9 @@ def gone(marker: str, within: float = 5.0) -> bool:
 
 
 def test_stdin_from_a_pipe_or_a_file_is_forwarded(guest: Path, tmp_path: Path) -> None:
-    piped = subprocess.run([KVMLAB, "exec", ADDRESS, "--", "cat"], input=b"data\n",
-                           capture_output=True, timeout=60)  # fmt: skip
+    piped = subprocess.run(
+        [KVMLAB, "exec", ADDRESS, "--", "cat"], input=b"data\n", capture_output=True, timeout=60
+    )
     assert (piped.returncode, piped.stdout, piped.stderr) == (0, b"data\n", b"")
     content = bytes(range(256)) * 1000
     (tmp_path / "in.bin").write_bytes(content)
@@ -152,8 +162,10 @@ def test_output_past_16_mib_is_printed_then_an_error(guest: Path) -> None:
     assert cut.returncode == 3
     assert len(cut.stdout) == MAX_OUTPUT
     lines = cut.stderr.decode().splitlines()
-    assert lines[0].startswith("kvmlab: guest command ['head', '-c', '20000000', '/dev/zero'] "
-                               "wrote more than 16 MiB to stdout")  # fmt: skip
+    assert lines[0].startswith(
+        "kvmlab: guest command ['head', '-c', '20000000', '/dev/zero'] "
+        "wrote more than 16 MiB to stdout"
+    )
     assert lines[0].endswith("the command exited with 0")
     assert lines[1].startswith("kvmlab:   fix: write it to a file in the guest")
     err = kvmlab("exec", ADDRESS, "--", "sh", "-c", "head -c 17000000 /dev/zero >&2; exit 5")
@@ -164,24 +176,33 @@ def test_output_past_16_mib_is_printed_then_an_error(guest: Path) -> None:
 
 
 def test_a_reader_that_leaves_is_not_a_traceback(guest: Path) -> None:
-    proc = subprocess.run(f"{KVMLAB} exec {ADDRESS} -- seq 100000 | head -1", shell=True,
-                          capture_output=True, timeout=60, stdin=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.run(
+        f"{KVMLAB} exec {ADDRESS} -- seq 100000 | head -1",
+        shell=True,
+        capture_output=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"1\n", b"")
 
 
 # -- interrupts and timeouts ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP],
-                         ids=["ctrl-c", "sigterm", "sighup"])  # fmt: skip
+@pytest.mark.parametrize(
+    "sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["ctrl-c", "sigterm", "sighup"]
+)
 def test_an_interrupt_kills_the_guest_command_and_its_children(
     guest: Path, sig: signal.Signals
 ) -> None:
     marker = f"6{sig.value}.{os.getpid()}"
     script = f"sleep {marker}1 & sleep {marker}2; true"
-    proc = subprocess.Popen([KVMLAB, "exec", ADDRESS, "--", "sh", "-c", script],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        [KVMLAB, "exec", ADDRESS, "--", "sh", "-c", script],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     wait_sleeping(marker, 2)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=30)
@@ -193,9 +214,12 @@ def test_an_interrupt_kills_the_guest_command_and_its_children(
 
 def test_more_ctrl_c_during_the_kill_leave_no_traceback(guest: Path) -> None:
     marker = f"71.{os.getpid()}"
-    proc = subprocess.Popen([KVMLAB, "exec", ADDRESS, "--", "sleep", marker],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        [KVMLAB, "exec", ADDRESS, "--", "sleep", marker],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     wait_sleeping(marker)
     for _ in range(5):
         proc.send_signal(signal.SIGINT)
@@ -219,8 +243,16 @@ def test_bad_timeouts_are_refused_before_anything_runs(guest: Path, tmp_path: Pa
 
 def test_timeout_kills_the_command_and_its_children(guest: Path) -> None:
     marker = f"72.{os.getpid()}"
-    proc = kvmlab("exec", ADDRESS, "--timeout", "1", "--", "sh", "-c",
-                  f"sleep {marker}1 & sleep {marker}2; true")  # fmt: skip
+    proc = kvmlab(
+        "exec",
+        ADDRESS,
+        "--timeout",
+        "1",
+        "--",
+        "sh",
+        "-c",
+        f"sleep {marker}1 & sleep {marker}2; true",
+    )
     assert proc.returncode == 3
     assert b"still running after 1s" in proc.stderr
     assert gone(marker)
@@ -269,8 +301,9 @@ def test_console_with_stdin_from_a_file_or_a_pipe(
     console: Console, tmp_path: Path, source: str
 ) -> None:
     if source == "pipe":
-        proc = subprocess.run([KVMLAB, "console", ADDRESS], input=b"root\n",
-                              capture_output=True, timeout=30)  # fmt: skip
+        proc = subprocess.run(
+            [KVMLAB, "console", ADDRESS], input=b"root\n", capture_output=True, timeout=30
+        )
     else:
         (tmp_path / "keys").write_bytes(b"root\n")
         with (tmp_path / "keys").open("rb") as f:

@@ -267,8 +267,14 @@ def test_extract_vmlinux_declines_what_it_cannot_boot() -> None:
 
 
 def test_open_image_reads_the_manifest_alone(images: Path) -> None:
-    meta = {"append": "console=ttyS0", "share": "9p", "share_tag": "hostfs", "pvh": "yes",
-            "kernel_release": "6.1.0-56-amd64", "kernel_package": "p=1"}  # fmt: skip
+    meta = {
+        "append": "console=ttyS0",
+        "share": "9p",
+        "share_tag": "hostfs",
+        "pvh": "yes",
+        "kernel_release": "6.1.0-56-amd64",
+        "kernel_package": "p=1",
+    }
     key = cache_key(INPUTS)
 
     def build(dest: Path) -> Mapping[str, str]:

@@ -39,8 +39,16 @@ def test_a_disk_libvirt_cannot_reach_is_refused_first(libvirtd: Daemon, tmp_path
     closed = tmp_path / "closed"
     closed.mkdir(mode=0o700)
     shutil.copy(LABS / "basic.toml", closed / "basic.toml")
-    up = cli(libvirtd.env, "up", str(closed / "basic.toml"), "--backend", "libvirt",
-             "--connect", libvirtd.uri, timeout=300)  # fmt: skip
+    up = cli(
+        libvirtd.env,
+        "up",
+        str(closed / "basic.toml"),
+        "--backend",
+        "libvirt",
+        "--connect",
+        libvirtd.uri,
+        timeout=300,
+    )
     assert up.returncode == 3, up.stderr
     assert "libvirt's QEMU user cannot reach it" in up.stderr and "fix:" in up.stderr
     conn = libvirt.open(libvirtd.uri)
@@ -54,8 +62,9 @@ def test_basic_lab_up_exec_ps_down(libvirtd: Daemon, open_lab: Path) -> None:
     import libvirt
 
     env = libvirtd.env
-    up = cli(env, "up", str(open_lab), "--backend", "libvirt", "--connect",
-             libvirtd.uri, timeout=900)  # fmt: skip
+    up = cli(
+        env, "up", str(open_lab), "--backend", "libvirt", "--connect", libvirtd.uri, timeout=900
+    )
     try:
         assert up.returncode == 0, up.stderr[-3000:]
         ran = cli(env, "exec", "basic/vm1", "--", "cat", "/proc/sys/kernel/hostname")
@@ -63,9 +72,13 @@ def test_basic_lab_up_exec_ps_down(libvirtd: Daemon, open_lab: Path) -> None:
         rows = json.loads(cli(env, "ps", "-o", "json").stdout)
         assert [(r["address"], r["state"]) for r in rows] == [("basic/vm1", "running")]
         assert rows[0]["pid"]  # the local daemon's QEMU, found by the domain's UUID
-        console = subprocess.Popen([KVMLAB, "console", "basic/vm1"], env=env,
-                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE)  # fmt: skip
+        console = subprocess.Popen(
+            [KVMLAB, "console", "basic/vm1"],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         time.sleep(2)  # attached (libvirt's console stream)
         second = cli(env, "console", "basic/vm1")  # never takes the console over
         assert second.returncode == 3 and "cannot open the serial console" in second.stderr
@@ -73,8 +86,7 @@ def test_basic_lab_up_exec_ps_down(libvirtd: Daemon, open_lab: Path) -> None:
         assert said.returncode == 0, said.stderr
         out, err = console.communicate(timeout=60)  # stdin closed: detaches when quiet
         assert console.returncode == 0 and b"hello-console" in out, err
-        again = cli(env, "up", str(open_lab), "--backend", "libvirt", "--connect",
-                    libvirtd.uri)  # fmt: skip
+        again = cli(env, "up", str(open_lab), "--backend", "libvirt", "--connect", libvirtd.uri)
         assert again.returncode != 0  # the lab is up: refused, the running domain untouched
     finally:
         down = cli(env, "down", "basic", timeout=300)
@@ -102,11 +114,27 @@ def test_bench_measures_a_libvirt_guest(libvirtd: Daemon, tmp_path: Path) -> Non
     import libvirt
 
     lab = tmp_path / "lvb.toml"
-    lab.write_text('name = "lvb"\n[guests.vm1]\nvcpus = 1\nmemory = "512M"\n'
-                   '[[guests.vm1.nics]]\ntype = "user"\n')  # fmt: skip
+    lab.write_text(
+        'name = "lvb"\n[guests.vm1]\nvcpus = 1\nmemory = "512M"\n'
+        '[[guests.vm1.nics]]\ntype = "user"\n'
+    )
     env = {**libvirtd.env, "KVMLAB_RESULTS": str(tmp_path / "results.sqlite")}
-    ran = cli(env, "bench", str(lab), "--backend", "libvirt", "--connect", libvirtd.uri,
-              "--levels", "L1", "--only", "cpu,boot", "-o", "json", timeout=900)  # fmt: skip
+    ran = cli(
+        env,
+        "bench",
+        str(lab),
+        "--backend",
+        "libvirt",
+        "--connect",
+        libvirtd.uri,
+        "--levels",
+        "L1",
+        "--only",
+        "cpu,boot",
+        "-o",
+        "json",
+        timeout=900,
+    )
     assert ran.returncode == 0, ran.stderr[-3000:]
     report = json.loads(ran.stdout)
     host = report["runs"][0]["host"]
@@ -140,7 +168,7 @@ duration = 1
 
 def test_bench_of_a_nested_lab_reaches_l2_through_the_libvirt_guest_hypervisor(
     libvirtd: Daemon, open_lab: Path
-) -> None:  # fmt: skip
+) -> None:
     """L1 is a libvirt domain (its QEMU as root when kvmlab's install or image is closed to
     libvirt's QEMU user), kvmlab inside it starts L2, L0 reaches L2's agent through the
     channel socket libvirt made; everything is stopped and undefined afterwards."""
@@ -149,9 +177,23 @@ def test_bench_of_a_nested_lab_reaches_l2_through_the_libvirt_guest_hypervisor(
     lab = open_lab.with_name("lvn.toml")
     lab.write_text(NESTED)
     env = {**libvirtd.env, "KVMLAB_RESULTS": str(open_lab.parent / "results.sqlite")}
-    ran = cli(env, "bench", str(lab), "--backend", "libvirt", "--connect", libvirtd.uri,
-              "--qemu-as-root", "--levels", "L2", "--only", "cpu", "-o", "json",
-              timeout=1200)  # fmt: skip
+    ran = cli(
+        env,
+        "bench",
+        str(lab),
+        "--backend",
+        "libvirt",
+        "--connect",
+        libvirtd.uri,
+        "--qemu-as-root",
+        "--levels",
+        "L2",
+        "--only",
+        "cpu",
+        "-o",
+        "json",
+        timeout=1200,
+    )
     assert ran.returncode == 0, ran.stderr[-3000:]
     rows = {(r["level"], r["workload"]) for r in json.loads(ran.stdout)["rows"]}
     assert rows == {("L2", "cpu")}, rows  # L2 measured, through L1 (a libvirt domain)
@@ -166,8 +208,17 @@ def test_bench_of_a_nested_lab_reaches_l2_through_the_libvirt_guest_hypervisor(
 
 def test_bench_refuses_what_libvirt_does_not_run_yet(tmp_path: Path) -> None:
     env = {**os.environ, "KVMLAB_RUN_DIR": str(tmp_path / "run")}
-    ran = cli(env, "run", str(LABS / "nested.toml"), "--backend", "libvirt", "--connect",
-              "qemu+tcp://far.example/system", "--levels", "L2")  # fmt: skip
+    ran = cli(
+        env,
+        "run",
+        str(LABS / "nested.toml"),
+        "--backend",
+        "libvirt",
+        "--connect",
+        "qemu+tcp://far.example/system",
+        "--levels",
+        "L2",
+    )
     assert ran.returncode == 2, ran.stderr
     assert "--levels L2 on a remote libvirt" in ran.stderr
     ran = cli(env, "run", str(LABS / "migrate.toml"), "--backend", "libvirt")
@@ -178,9 +229,7 @@ PVP = LAB.replace('name = "pvpt"', 'name = "lvp"').replace("KIND", "testpmd")
 """The packet-path functional tests' lab (a testpmd switch, a guest with two ports)."""
 
 
-def test_pvp_through_a_libvirt_domain_on_the_labs_switch(
-    libvirtd: Daemon, tmp_path: Path
-) -> None:  # fmt: skip
+def test_pvp_through_a_libvirt_domain_on_the_labs_switch(libvirtd: Daemon, tmp_path: Path) -> None:
     """Seed 002 through libvirt: the lab's testpmd switch on this host, the guest a libvirt
     domain whose vhost-user NICs are its ports; packets counted at every hop."""
     import libvirt
@@ -194,12 +243,26 @@ def test_pvp_through_a_libvirt_domain_on_the_labs_switch(
     assert refused.returncode == 3, refused.stderr  # QEMU as root only when asked
     assert "which kvmlab does only when asked" in refused.stderr
     assert "--qemu-as-root" in refused.stderr and not (libvirtd.root / "lvp").exists()
-    ran = cli(env, "bench", str(lab), "--backend", "libvirt", "--connect", libvirtd.uri,
-              "--qemu-as-root", "--levels", "L1", "-o", "json", timeout=900)  # fmt: skip
+    ran = cli(
+        env,
+        "bench",
+        str(lab),
+        "--backend",
+        "libvirt",
+        "--connect",
+        libvirtd.uri,
+        "--qemu-as-root",
+        "--levels",
+        "L1",
+        "-o",
+        "json",
+        timeout=900,
+    )
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert "libvirt runs its QEMU as root: its vhost-user NICs" in ran.stderr
-    rows = {r["metric"]: r["value"] for r in json.loads(ran.stdout)["rows"]
-            if r["workload"] == "pvp"}  # fmt: skip
+    rows = {
+        r["metric"]: r["value"] for r in json.loads(ran.stdout)["rows"] if r["workload"] == "pvp"
+    }
     assert rows["64B guest out"] > 0 and 0 < rows["64B received"] <= rows["64B guest out"]
     conn = libvirt.open(libvirtd.uri)
     try:

@@ -60,8 +60,9 @@ def _no_leftovers(uri: str) -> None:
         conn.close()
 
 
-def test_cloud_image_boots_with_its_seed_through_libvirt(libvirtd: Daemon, open_dir: Path,
-                                                         tmp_path: Path) -> None:  # fmt: skip
+def test_cloud_image_boots_with_its_seed_through_libvirt(
+    libvirtd: Daemon, open_dir: Path, tmp_path: Path
+) -> None:
     if os.geteuid() != 0:
         pytest.skip("building the test disk image needs root")
     overlay = build_test_disk_image(open_dir / "overlay.qcow2")  # backing file in root's cache
@@ -80,8 +81,11 @@ def test_cloud_image_boots_with_its_seed_through_libvirt(libvirtd: Daemon, open_
     _no_leftovers(libvirtd.uri)
 
     standalone = open_dir / "disk.qcow2"
-    subprocess.run(["qemu-img", "convert", "-O", "qcow2", str(overlay), str(standalone)],
-                   check=True, timeout=300)  # fmt: skip
+    subprocess.run(
+        ["qemu-img", "convert", "-O", "qcow2", str(overlay), str(standalone)],
+        check=True,
+        timeout=300,
+    )
     lab.write_text(LAB.replace("DISK", standalone.name))
     started = cli(env, *up, timeout=900)
     try:

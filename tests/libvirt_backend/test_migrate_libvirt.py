@@ -45,14 +45,34 @@ def _domains(uri: str) -> list[str]:
 def test_migrate_there_and_back(libvirtd: Daemon, second: Daemon) -> None:
     env = libvirtd.env
     assert second.tcp_uri is not None
-    up = cli(env, "up", str(LABS / "migrate.toml"), "--variant", "one-vcpu", "--backend",
-             "libvirt", "--connect", libvirtd.uri, timeout=900)  # fmt: skip
+    up = cli(
+        env,
+        "up",
+        str(LABS / "migrate.toml"),
+        "--variant",
+        "one-vcpu",
+        "--backend",
+        "libvirt",
+        "--connect",
+        libvirtd.uri,
+        timeout=900,
+    )
     try:
         assert up.returncode == 0, up.stderr[-3000:]
         same = cli(env, "migrate", "migrate/vm", "--to", libvirtd.uri)
         assert same.returncode == 2 and "runs there already" in same.stderr
-        there = cli(env, "migrate", "migrate/vm", "--to", second.tcp_uri, "--dirty", "20",
-                    "-o", "json", timeout=600)  # fmt: skip
+        there = cli(
+            env,
+            "migrate",
+            "migrate/vm",
+            "--to",
+            second.tcp_uri,
+            "--dirty",
+            "20",
+            "-o",
+            "json",
+            timeout=600,
+        )
         assert there.returncode == 0, there.stderr[-3000:] + there.stdout[-3000:]
         doc = json.loads(there.stdout)
         assert doc["verdict"] == "VERIFIED", doc["checks"]
@@ -90,9 +110,27 @@ def poked_migration(env: dict[str, str], uri: str) -> subprocess.CompletedProces
     from kvmlab.guest.agent_libvirt import LibvirtAgent
     from kvmlab.guest.errors import AgentError
 
-    proc = subprocess.Popen([KVMLAB, "migrate", "migrate/vm", "--to", uri, "--mode", "multifd",
-                             "--dirty", "20", "--dirty-mem", "64", "-o", "json"], env=env,
-                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        [
+            KVMLAB,
+            "migrate",
+            "migrate/vm",
+            "--to",
+            uri,
+            "--mode",
+            "multifd",
+            "--dirty",
+            "20",
+            "--dirty-mem",
+            "64",
+            "-o",
+            "json",
+        ],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     conn = libvirt.open(uri)
     try:
         deadline = time.monotonic() + 600
@@ -142,8 +180,7 @@ def test_one_lab_over_two_daemons(libvirtd: Daemon, second: Daemon, tmp_path: Pa
         f'[guests.there]\nmemory = "512M"\nlibvirt_uri = "{second.tcp_uri}"\n'
     )
     env = libvirtd.env
-    up = cli(env, "up", str(lab), "--backend", "libvirt", "--connect", libvirtd.uri,
-             timeout=900)  # fmt: skip
+    up = cli(env, "up", str(lab), "--backend", "libvirt", "--connect", libvirtd.uri, timeout=900)
     try:
         assert up.returncode == 0, up.stderr[-3000:]
         assert _domains(libvirtd.uri) == ["spread-here"]

@@ -18,16 +18,25 @@ from tests.runtime.conftest import pids_mentioning
 pytestmark = pytest.mark.functional
 
 
-def test_netcompare_over_a_lab_network_of_libvirt_domains(libvirtd: Daemon,
-                                                          tmp_path: Path) -> None:  # fmt: skip
+def test_netcompare_over_a_lab_network_of_libvirt_domains(libvirtd: Daemon, tmp_path: Path) -> None:
     import libvirt
 
     lab = tmp_path / "lvnet.toml"
     lab.write_text(LAB.replace('name = "nct"', 'name = "lvnet"'))
     env = {**libvirtd.env, "KVMLAB_RESULTS": str(tmp_path / "results.sqlite")}
     links, spaces = host_links(), namespaces()
-    run = cli(env, "run", str(lab), "--backend", "libvirt", "--connect", libvirtd.uri,
-              "--levels", "L1", timeout=1500)  # fmt: skip
+    run = cli(
+        env,
+        "run",
+        str(lab),
+        "--backend",
+        "libvirt",
+        "--connect",
+        libvirtd.uri,
+        "--levels",
+        "L1",
+        timeout=1500,
+    )
     assert run.returncode == 0, run.stderr[-4000:]
     assert "network namespace kvmlab-lvnet-net" in run.stderr
     stored = json.loads(cli(env, "report", "last", "-o", "json").stdout)
@@ -49,7 +58,7 @@ def test_netcompare_over_a_lab_network_of_libvirt_domains(libvirtd: Daemon,
 
 def test_ctrl_c_while_measuring_leaves_nothing_in_libvirt_or_the_host(
     libvirtd: Daemon, tmp_path: Path
-) -> None:  # fmt: skip
+) -> None:
     """Ctrl-C in the middle of a libvirt run: the domains are destroyed, the namespace and
     its taps deleted, the uploads removed, the run directory gone, exit status 130."""
     import libvirt
@@ -58,8 +67,18 @@ def test_ctrl_c_while_measuring_leaves_nothing_in_libvirt_or_the_host(
     lab.write_text(LAB.replace('name = "nct"', 'name = "lvint"'))
     env = {**libvirtd.env, "KVMLAB_RESULTS": str(tmp_path / "results.sqlite")}
     links, spaces = host_links(), namespaces()
-    status, _, err = interrupted_after(env, 25, "run", str(lab), "--backend", "libvirt",
-                                       "--connect", libvirtd.uri, "--levels", "L1")  # fmt: skip
+    status, _, err = interrupted_after(
+        env,
+        25,
+        "run",
+        str(lab),
+        "--backend",
+        "libvirt",
+        "--connect",
+        libvirtd.uri,
+        "--levels",
+        "L1",
+    )
     assert status == 130, err[-3000:]
     assert "starting lvint/b" in err  # it was interrupted with both domains up
     assert host_links() == links and namespaces() == spaces

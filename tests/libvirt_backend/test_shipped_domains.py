@@ -90,8 +90,9 @@ def cloud_disk(shared_dir: Path) -> Path:
         pytest.skip("building the test disk image needs root")
     overlay = build_test_disk_image(shared_dir / "cloud-overlay.qcow2")
     base = shared_dir / "cloud-base.qcow2"
-    subprocess.run(["qemu-img", "convert", "-O", "qcow2", str(overlay), str(base)],
-                   check=True, timeout=300)  # fmt: skip
+    subprocess.run(
+        ["qemu-img", "convert", "-O", "qcow2", str(overlay), str(base)], check=True, timeout=300
+    )
     overlay.unlink()
     return base
 
@@ -141,15 +142,29 @@ def _without_nics(lab_file: Path, guest: str, drop: set[int]) -> None:
 
 def _render(daemon: Daemon, lab_file: Path, name: str, *connect: str) -> tuple[str, list[str]]:
     """``kvmlab render --format libvirt`` as a user types it: stdout, and stderr's lines."""
-    proc = cli(daemon.env, "render", str(lab_file), "--guest", name, "--format", "libvirt",
-               *connect, timeout=300)  # fmt: skip
+    proc = cli(
+        daemon.env,
+        "render",
+        str(lab_file),
+        "--guest",
+        name,
+        "--format",
+        "libvirt",
+        *connect,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout, proc.stderr.splitlines()
 
 
 def _virsh(daemon: Daemon, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["virsh", "-q", "-c", daemon.uri, *args], capture_output=True,
-                          text=True, timeout=600, check=False)  # fmt: skip
+    return subprocess.run(
+        ["virsh", "-q", "-c", daemon.uri, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 def _prepare(loaded: LoadedLab, name: str, lab_file: Path, cloud: Path | None) -> list[str]:
@@ -170,8 +185,9 @@ def _prepare(loaded: LoadedLab, name: str, lab_file: Path, cloud: Path | None) -
     for nic in guest.nics:  # a tap the lab names is the user's: rendered managed='no'
         if isinstance(nic, TapNic) and nic.ifname and nic.network is None:
             mq = ["multi_queue"] if nic.queues > 1 else []
-            subprocess.run(["ip", "tuntap", "add", "dev", nic.ifname, "mode", "tap", *mq],
-                           check=True)  # fmt: skip
+            subprocess.run(
+                ["ip", "tuntap", "add", "dev", nic.ifname, "mode", "tap", *mq], check=True
+            )
             taps.append(nic.ifname)
     return taps
 
@@ -180,8 +196,9 @@ def _guests() -> list[tuple[Path, str]]:
     return [(f, name) for f in LAB_FILES for name in load_lab(f).lab.guests]
 
 
-@pytest.mark.parametrize(("lab_file", "name"), _guests(),
-                         ids=[f"{f.stem}-{n}" for f, n in _guests()])  # fmt: skip
+@pytest.mark.parametrize(
+    ("lab_file", "name"), _guests(), ids=[f"{f.stem}-{n}" for f, n in _guests()]
+)
 def test_printed_domain_defines_and_starts(
     libvirtd: Daemon, shared_dir: Path, lab_file: Path, name: str, request: pytest.FixtureRequest
 ) -> None:
@@ -227,15 +244,16 @@ def test_printed_domain_defines_and_starts(
         assert defined.returncode == 0, defined.stderr
         kept = ET.fromstring(conn.lookupByName(domain).XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE))
         assert missing(ET.fromstring(xml), kept) == []
-        nics = {int(m.group(1)) for line in blockers
-                if any(b in line for b in NIC_BLOCKERS)
-                and (m := re.search(r"nics\[(\d+)\]", line))}  # fmt: skip
+        nics = {
+            int(m.group(1))
+            for line in blockers
+            if any(b in line for b in NIC_BLOCKERS) and (m := re.search(r"nics\[(\d+)\]", line))
+        }
         if nics and len(nics) == len(blockers):  # what a user whose host lacks them does
             assert _virsh(libvirtd, "undefine", domain).returncode == 0
             print(f"{domain}: started without nics {sorted(nics)}, which this host cannot run")
             _without_nics(lab_copy, name, nics)
-            xml, said = _render(libvirtd, lab_copy, name, "--connect", libvirtd.uri,
-                                "--publish")  # fmt: skip
+            xml, said = _render(libvirtd, lab_copy, name, "--connect", libvirtd.uri, "--publish")
             blockers = [line for line in said if "will not start as printed" in line]
             assert not blockers, blockers
             (work / "domain.xml").write_text(xml)

@@ -20,16 +20,30 @@ DATA = Path(__file__).parent / "data" / "compare-qemu10.json"
 
 
 def outcome(verified: bool, downtime: float) -> Outcome:
-    final = parse({"status": "completed", "downtime": downtime, "total-time": 2000,
-                   "ram": {"transferred": 300 * 1048576, "dirty-sync-count": 5}}, 2.0)  # fmt: skip
-    return Outcome("m/vm", "precopy", status="completed", samples=[final],
-                   guest_downtime_ms=downtime * 2,
-                   checks_after=[Check("memory pattern", verified, "")])  # fmt: skip
+    final = parse(
+        {
+            "status": "completed",
+            "downtime": downtime,
+            "total-time": 2000,
+            "ram": {"transferred": 300 * 1048576, "dirty-sync-count": 5},
+        },
+        2.0,
+    )
+    return Outcome(
+        "m/vm",
+        "precopy",
+        status="completed",
+        samples=[final],
+        guest_downtime_ms=downtime * 2,
+        checks_after=[Check("memory pattern", verified, "")],
+    )
 
 
 def test_summary_counts_verified_runs_only() -> None:
-    s = Strategy(MigrationSpec(name="a", guest="vm"),
-                 [outcome(True, 30), outcome(True, 50), outcome(False, 5)])  # fmt: skip
+    s = Strategy(
+        MigrationSpec(name="a", guest="vm"),
+        [outcome(True, 30), outcome(True, 50), outcome(False, 5)],
+    )
     assert s.verified == 2
     assert s.summary("QEMU downtime") == (40.0, 30.0, 50.0, 2)
     assert s.summary("guest downtime") == (80.0, 60.0, 100.0, 2)
@@ -46,8 +60,9 @@ def test_nothing_verified_shows_a_dash() -> None:
 def test_intact_decides_when_the_lab_comes_up_again() -> None:
     assert intact(outcome(True, 1))
     assert not intact(outcome(False, 1))  # completed, guest broken
-    ok_source = Outcome("m/vm", "precopy", status="cancelled",
-                        source_checks=[Check("memory pattern", True, "")])  # fmt: skip
+    ok_source = Outcome(
+        "m/vm", "precopy", status="cancelled", source_checks=[Check("memory pattern", True, "")]
+    )
     assert intact(ok_source)
     assert not intact(Outcome("m/vm", "precopy", status="failed", lost=True))
     assert not intact(Outcome("m/vm", "precopy", status="failed"))  # source never checked
@@ -65,8 +80,9 @@ def test_html_page_from_a_real_comparison() -> None:
 
 
 def test_line_chart_escapes_names_and_survives_empty_series() -> None:
-    svg = line_chart([("<x&y>", "#000", [(0.0, 1.0), (2.0, 0.5)]), ("none", "#111", [])],
-                     "t", "MiB", "f")  # fmt: skip
+    svg = line_chart(
+        [("<x&y>", "#000", [(0.0, 1.0), (2.0, 0.5)]), ("none", "#111", [])], "t", "MiB", "f"
+    )
     root = ET.fromstring(svg)
     assert any(el.text == "<x&y>" for el in root.iter())
     assert len(root.findall("{http://www.w3.org/2000/svg}polyline")) == 1

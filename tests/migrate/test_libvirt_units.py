@@ -29,13 +29,28 @@ XML = """<domain type='qemu' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/
 
 # recorded: virDomainGetJobStats(VIR_DOMAIN_JOB_STATS_COMPLETED) after a precopy migration
 # between two private daemons (libvirt 9.0.0, QEMU 7.2), 2026-11-23
-COMPLETED = {"type": 3, "operation": 3, "time_elapsed": 1403, "downtime": 123,
-             "downtime_net": 120, "setup_time": 2, "data_total": 537665536,
-             "data_processed": 241894791, "data_remaining": 0, "memory_total": 537665536,
-             "memory_processed": 241894791, "memory_remaining": 0,
-             "memory_bps": 265527435, "memory_dirty_rate": 0, "memory_page_size": 4096,
-             "memory_iteration": 3, "memory_postcopy_requests": 0, "memory_constant": 76684,
-             "memory_normal": 58773, "memory_normal_bytes": 240734208}  # fmt: skip
+COMPLETED = {
+    "type": 3,
+    "operation": 3,
+    "time_elapsed": 1403,
+    "downtime": 123,
+    "downtime_net": 120,
+    "setup_time": 2,
+    "data_total": 537665536,
+    "data_processed": 241894791,
+    "data_remaining": 0,
+    "memory_total": 537665536,
+    "memory_processed": 241894791,
+    "memory_remaining": 0,
+    "memory_bps": 265527435,
+    "memory_dirty_rate": 0,
+    "memory_page_size": 4096,
+    "memory_iteration": 3,
+    "memory_postcopy_requests": 0,
+    "memory_constant": 76684,
+    "memory_normal": 58773,
+    "memory_normal_bytes": 240734208,
+}
 
 
 def test_job_stats_keep_the_numbers_domjobinfo_shows() -> None:
@@ -67,8 +82,11 @@ def test_flags_and_params_per_mode() -> None:
     assert persistent & libvirt.VIR_MIGRATE_UNDEFINE_SOURCE
     with pytest.raises(UsageError, match="through libvirt"):
         flags_for(Settings(mode="dirty-limit"), False)
-    params = params_for(Settings(mode="multifd", multifd_channels=4, bandwidth_mibs=100),
-                        "qemu+tcp://127.0.0.1:16509/system", "<domain/>")  # fmt: skip
+    params = params_for(
+        Settings(mode="multifd", multifd_channels=4, bandwidth_mibs=100),
+        "qemu+tcp://127.0.0.1:16509/system",
+        "<domain/>",
+    )
     assert params[libvirt.VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS] == 4
     assert params[libvirt.VIR_MIGRATE_PARAM_BANDWIDTH] == 100
     assert params[libvirt.VIR_MIGRATE_PARAM_URI] == "tcp://127.0.0.1"
@@ -76,10 +94,16 @@ def test_flags_and_params_per_mode() -> None:
     assert libvirt.VIR_MIGRATE_PARAM_URI not in remote
 
 
-@pytest.mark.parametrize(("uri", "local"), [
-    ("qemu:///system", True), ("qemu+unix:///system?socket=/x", True),
-    ("qemu+tcp://127.0.0.1:16590/system", True), ("qemu+tcp://localhost/system", True),
-    ("qemu+ssh://host2/system", False), ("qemu+tcp://10.0.0.2/system", False),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("uri", "local"),
+    [
+        ("qemu:///system", True),
+        ("qemu+unix:///system?socket=/x", True),
+        ("qemu+tcp://127.0.0.1:16590/system", True),
+        ("qemu+tcp://localhost/system", True),
+        ("qemu+ssh://host2/system", False),
+        ("qemu+tcp://10.0.0.2/system", False),
+    ],
+)
 def test_which_uris_are_this_host(uri: str, local: bool) -> None:
     assert is_local(uri) is local

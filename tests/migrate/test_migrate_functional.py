@@ -76,8 +76,13 @@ def test_migrate_verifies_and_the_address_follows(lab: dict[str, str]) -> None:
 
 def test_destination_killed_mid_way_leaves_the_source_running(lab: dict[str, str]) -> None:
     before = guest_pid(lab)
-    proc = subprocess.Popen([KVMLAB, "migrate", "migrate/vm", *SLOW], env=lab, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        [KVMLAB, "migrate", "migrate/vm", *SLOW],
+        env=lab,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     dest = wait_for_destination(lab, before)
     os.kill(dest, signal.SIGKILL)
     out, err = proc.communicate(timeout=600)
@@ -92,12 +97,20 @@ def test_connection_cut_mid_way_leaves_the_source_running(lab: dict[str, str]) -
     """The migration stream's TCP connection destroyed (``ss -K``), both QEMUs alive: QEMU
     fails the migration, the source goes on and is checked, the destination is stopped."""
     before = guest_pid(lab)
-    proc = subprocess.Popen([KVMLAB, "migrate", "migrate/vm", *SLOW], env=lab, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        [KVMLAB, "migrate", "migrate/vm", *SLOW],
+        env=lab,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     dest = wait_for_destination(lab, before)
     port = listening_port(dest)
-    cut = subprocess.run(["ss", "-K", "-tnH", f"( sport = :{port} or dport = :{port} )"],
-                         capture_output=True, text=True)  # fmt: skip
+    cut = subprocess.run(
+        ["ss", "-K", "-tnH", f"( sport = :{port} or dport = :{port} )"],
+        capture_output=True,
+        text=True,
+    )
     assert cut.returncode == 0 and cut.stdout.strip(), cut.stderr  # a connection was destroyed
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 3, err[-3000:]
@@ -109,8 +122,9 @@ def test_connection_cut_mid_way_leaves_the_source_running(lab: dict[str, str]) -
 def listening_port(pid: int) -> int:
     """The TCP port a QEMU listens on for the incoming migration (not its host forward)."""
     ss = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout
-    ports = [int(line.split()[3].rsplit(":", 1)[1]) for line in ss.splitlines()
-             if f"pid={pid}," in line]  # fmt: skip
+    ports = [
+        int(line.split()[3].rsplit(":", 1)[1]) for line in ss.splitlines() if f"pid={pid}," in line
+    ]
     ports = [p for p in ports if p != 2230]
     assert len(ports) == 1, ss
     return ports[0]
@@ -118,8 +132,13 @@ def listening_port(pid: int) -> int:
 
 def test_ctrl_c_cancels_and_the_source_is_intact(lab: dict[str, str]) -> None:
     before = guest_pid(lab)
-    proc = subprocess.Popen([KVMLAB, "migrate", "migrate/vm", *SLOW], env=lab, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        [KVMLAB, "migrate", "migrate/vm", *SLOW],
+        env=lab,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     wait_for_destination(lab, before)
     time.sleep(2)
     proc.send_signal(signal.SIGINT)
@@ -176,9 +195,13 @@ def test_a_word_changed_after_the_resume_fails_the_verdict(lab: dict[str, str]) 
     from kvmlab.guest.agent import GuestAgent
 
     known = set(leftovers(lab))
-    proc = subprocess.Popen([KVMLAB, "migrate", "migrate/vm", "--dirty", "20", "--dirty-mem",
-                             "64", "-o", "json"], env=lab, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        [KVMLAB, "migrate", "migrate/vm", "--dirty", "20", "--dirty-mem", "64", "-o", "json"],
+        env=lab,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 600
         sock = None

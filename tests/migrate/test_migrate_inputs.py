@@ -12,41 +12,51 @@ from tests.conftest import LABS
 from tests.test_cli_exits import in_process
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["migrate"], "give the guest to migrate (LAB/GUEST), or --lab FILE"),
-    (["migrate", "basic/vm1", "--lab", "x.toml"], "not both"),
-    (["migrate", "basic/vm1", "--reps", "3"], "--variant, --reps and --html go with --lab"),
-    (["migrate", "basic/vm1", "--mode", "teleport"], "unknown migration mode 'teleport'"),
-    (["migrate", "basic/vm1", "--auto", "--mode", "postcopy"], "--auto chooses the mode itself"),
-    (["migrate", "basic/vm1", "--downtime-limit", "0"], "--downtime-limit must be"),
-    (["migrate", "basic/vm1", "--bandwidth", "-1"], "--bandwidth must be"),
-    (["migrate", "basic/vm1", "--dirty-mem", "0"], "--dirty-mem must be"),
-    (["migrate", "basic/vm1", "--dirty", "-5"], "--dirty must be"),
-    (["migrate", "basic/vm1", "--on-timeout", "wait"], "--on-timeout must be"),
-    (["migrate", "basic/vm1", "--qemu", "qemu-system-x86_64"], "--qemu must be an absolute"),
-    (["migrate", "basic/vm1", "--transport", "rdma"], "--transport must be tcp or unix"),
-    (["migrate", "../etc"], "is not a lab name"),
-    (["migrate", "basic"], "is not a guest address"),
-    (["migrate", "basic/vm1/inner"], "top-level guests only"),
-    (["migrate", "basic/vm1"], "basic/vm1 is not up"),
-])  # fmt: skip
-def test_refused(args: list[str], message: str, tmp_path: Path,
-                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["migrate"], "give the guest to migrate (LAB/GUEST), or --lab FILE"),
+        (["migrate", "basic/vm1", "--lab", "x.toml"], "not both"),
+        (["migrate", "basic/vm1", "--reps", "3"], "--variant, --reps and --html go with --lab"),
+        (["migrate", "basic/vm1", "--mode", "teleport"], "unknown migration mode 'teleport'"),
+        (
+            ["migrate", "basic/vm1", "--auto", "--mode", "postcopy"],
+            "--auto chooses the mode itself",
+        ),
+        (["migrate", "basic/vm1", "--downtime-limit", "0"], "--downtime-limit must be"),
+        (["migrate", "basic/vm1", "--bandwidth", "-1"], "--bandwidth must be"),
+        (["migrate", "basic/vm1", "--dirty-mem", "0"], "--dirty-mem must be"),
+        (["migrate", "basic/vm1", "--dirty", "-5"], "--dirty must be"),
+        (["migrate", "basic/vm1", "--on-timeout", "wait"], "--on-timeout must be"),
+        (["migrate", "basic/vm1", "--qemu", "qemu-system-x86_64"], "--qemu must be an absolute"),
+        (["migrate", "basic/vm1", "--transport", "rdma"], "--transport must be tcp or unix"),
+        (["migrate", "../etc"], "is not a lab name"),
+        (["migrate", "basic"], "is not a guest address"),
+        (["migrate", "basic/vm1/inner"], "top-level guests only"),
+        (["migrate", "basic/vm1"], "basic/vm1 is not up"),
+    ],
+)
+def test_refused(
+    args: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KVMLAB_RUN_DIR", str(tmp_path / "run"))
     assert message in in_process(2, *args)
 
 
 def test_lab_without_migrations_is_refused(tmp_path: Path) -> None:
-    assert "declares no [[migrations]]" in in_process(2, "migrate", "--lab",
-                                                      str(LABS / "basic.toml"))  # fmt: skip
+    assert "declares no [[migrations]]" in in_process(
+        2, "migrate", "--lab", str(LABS / "basic.toml")
+    )
 
 
 def test_migrations_must_name_a_migratable_guest(tmp_path: Path) -> None:
     lab = tmp_path / "m.toml"
-    lab.write_text('name = "m"\n[guests.vm]\n[guests.other]\nmigratable = true\n'
-                   '[[migrations]]\nname = "a"\nguest = "vm"\n'
-                   '[[migrations]]\nname = "a"\nguest = "other"\n'
-                   '[[migrations]]\nname = "c"\nguest = "nope"\n')  # fmt: skip
+    lab.write_text(
+        'name = "m"\n[guests.vm]\n[guests.other]\nmigratable = true\n'
+        '[[migrations]]\nname = "a"\nguest = "vm"\n'
+        '[[migrations]]\nname = "a"\nguest = "other"\n'
+        '[[migrations]]\nname = "c"\nguest = "nope"\n'
+    )
     with pytest.raises(SpecError) as info:
         load_lab(lab)
     found = {p.path: p.message for p in info.value.problems}

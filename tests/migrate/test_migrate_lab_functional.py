@@ -28,8 +28,17 @@ def test_auto_postcopy_and_multifd_side_by_side(tmp_path: Path) -> None:
     (tmp_path / "mstrat.toml").write_text(LAB)
     env = {**os.environ, "KVMLAB_RUN_DIR": str(tmp_path / "run")}
     html = tmp_path / "migrations.html"
-    got = cli(env, "migrate", "--lab", str(tmp_path / "mstrat.toml"), "--html", str(html),
-              "-o", "json", timeout=1800)  # fmt: skip
+    got = cli(
+        env,
+        "migrate",
+        "--lab",
+        str(tmp_path / "mstrat.toml"),
+        "--html",
+        str(html),
+        "-o",
+        "json",
+        timeout=1800,
+    )
     assert got.returncode == 0, got.stderr[-4000:]
     doc = json.loads(got.stdout)
     rows = {s["name"]: s for s in doc["strategies"]}

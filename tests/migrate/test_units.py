@@ -18,11 +18,29 @@ from kvmlab.runtime.handover import destination_argv
 
 GUEST = Path("/run/kvmlab/mig/vm")
 DEST = GUEST / ".migration-1"
-OFFERED_72 = {"xbzrle", "rdma-pin-all", "auto-converge", "zero-blocks", "compress", "events",
-              "postcopy-ram", "x-colo", "release-ram", "block", "return-path",
-              "pause-before-switchover", "multifd", "dirty-bitmaps", "postcopy-blocktime",
-              "late-block-activate", "x-ignore-shared", "validate-uuid",
-              "background-snapshot", "zero-copy-send", "postcopy-preempt"}  # fmt: skip
+OFFERED_72 = {
+    "xbzrle",
+    "rdma-pin-all",
+    "auto-converge",
+    "zero-blocks",
+    "compress",
+    "events",
+    "postcopy-ram",
+    "x-colo",
+    "release-ram",
+    "block",
+    "return-path",
+    "pause-before-switchover",
+    "multifd",
+    "dirty-bitmaps",
+    "postcopy-blocktime",
+    "late-block-activate",
+    "x-ignore-shared",
+    "validate-uuid",
+    "background-snapshot",
+    "zero-copy-send",
+    "postcopy-preempt",
+}
 
 
 def test_destination_argv_moves_run_files_strips_forwards_and_waits() -> None:
@@ -58,13 +76,16 @@ def test_destination_argv_leaves_a_sibling_guest_alone() -> None:
     assert out[1] == sibling
 
 
-@pytest.mark.parametrize(("mode", "source", "dest"), [
-    ("precopy", {"events": True}, {}),
-    ("postcopy", {"postcopy-ram": True, "events": True}, {"postcopy-ram": True}),
-    ("multifd", {"multifd": True, "events": True}, {"multifd": True}),
-    ("auto-converge", {"events": True, "auto-converge": True}, {}),
-    ("xbzrle", {"events": True, "xbzrle": True}, {}),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("mode", "source", "dest"),
+    [
+        ("precopy", {"events": True}, {}),
+        ("postcopy", {"postcopy-ram": True, "events": True}, {"postcopy-ram": True}),
+        ("multifd", {"multifd": True, "events": True}, {"multifd": True}),
+        ("auto-converge", {"events": True, "auto-converge": True}, {}),
+        ("xbzrle", {"events": True, "xbzrle": True}, {}),
+    ],
+)
 def test_plan_sets_capabilities_on_the_right_sides(
     mode: str, source: dict[str, bool], dest: dict[str, bool]
 ) -> None:
@@ -82,8 +103,11 @@ def test_plan_sets_capabilities_on_the_right_sides(
 
 def test_plan_resets_parameters_to_qemus_defaults() -> None:
     p = plan(Settings(mode="precopy"), OFFERED_72)
-    assert p.source_params == {"downtime-limit": 300, "max-bandwidth": 134217728,
-                               "multifd-channels": 2}  # fmt: skip
+    assert p.source_params == {
+        "downtime-limit": 300,
+        "max-bandwidth": 134217728,
+        "multifd-channels": 2,
+    }
     assert p.describe() == "precopy (QEMU defaults)"
     auto = plan(Settings(mode="auto"), OFFERED_72)
     assert auto.source_params["downtime-limit"] == 50 and auto.source_caps["postcopy-ram"]
@@ -104,24 +128,49 @@ def test_plan_refuses_a_mode_this_qemu_lacks() -> None:
         plan(Settings(mode="teleport"), OFFERED_72)
 
 
-@pytest.mark.parametrize("bad", [
-    Settings(downtime_limit_ms=0), Settings(bandwidth_mibs=0), Settings(bandwidth_mibs=-1),
-    Settings(multifd_channels=0), Settings(max_seconds=0), Settings(on_timeout="wait"),
-    Settings(mode="Precopy"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "bad",
+    [
+        Settings(downtime_limit_ms=0),
+        Settings(bandwidth_mibs=0),
+        Settings(bandwidth_mibs=-1),
+        Settings(multifd_channels=0),
+        Settings(max_seconds=0),
+        Settings(on_timeout="wait"),
+        Settings(mode="Precopy"),
+    ],
+)
 def test_check_settings_refuses(bad: Settings) -> None:
     with pytest.raises(UsageError):
         check_settings(bad)
 
 
 REPLY = {
-    "expected-downtime": 300, "status": "active", "setup-time": 4, "total-time": 3012,
-    "ram": {"total": 537919488, "postcopy-requests": 0, "dirty-sync-count": 2, "multifd-bytes": 0,
-            "pages-per-second": 34760, "downtime-bytes": 0, "page-size": 4096,
-            "remaining": 104857600, "postcopy-bytes": 0, "mbps": 1045.53, "transferred": 433000000,
-            "dirty-sync-missed-zero-copy": 0, "precopy-bytes": 433000000, "duplicate": 30000,
-            "dirty-pages-rate": 12000, "skipped": 0, "normal-bytes": 420000000, "normal": 102539},
-}  # fmt: skip
+    "expected-downtime": 300,
+    "status": "active",
+    "setup-time": 4,
+    "total-time": 3012,
+    "ram": {
+        "total": 537919488,
+        "postcopy-requests": 0,
+        "dirty-sync-count": 2,
+        "multifd-bytes": 0,
+        "pages-per-second": 34760,
+        "downtime-bytes": 0,
+        "page-size": 4096,
+        "remaining": 104857600,
+        "postcopy-bytes": 0,
+        "mbps": 1045.53,
+        "transferred": 433000000,
+        "dirty-sync-missed-zero-copy": 0,
+        "precopy-bytes": 433000000,
+        "duplicate": 30000,
+        "dirty-pages-rate": 12000,
+        "skipped": 0,
+        "normal-bytes": 420000000,
+        "normal": 102539,
+    },
+}
 
 
 def test_parse_and_info_migrate_match_qemus_layout() -> None:
@@ -145,9 +194,10 @@ def test_parse_ignores_what_it_does_not_know_and_keeps_the_error() -> None:
 
 
 def test_passes_split_transfer_by_dirty_sync() -> None:
-    samples = [parse({"status": "active", "ram": {"dirty-sync-count": n, "transferred": b}}, t)
-               for t, n, b in [(0.0, 1, 0), (1.0, 1, 100), (2.0, 2, 400), (2.5, 3, 450),
-                               (3.0, 3, 460)]]  # fmt: skip
+    samples = [
+        parse({"status": "active", "ram": {"dirty-sync-count": n, "transferred": b}}, t)
+        for t, n, b in [(0.0, 1, 0), (1.0, 1, 100), (2.0, 2, 400), (2.5, 3, 450), (3.0, 3, 460)]
+    ]
     got = passes(samples)
     assert [p["pass"] for p in got] == [1, 2, 3]
     assert [p["bytes"] for p in got] == [400, 50, 10]
@@ -320,8 +370,9 @@ def test_qemu_72_reports_completed_before_its_times() -> None:
 def test_final_times_samples_again_until_qemu_has_them() -> None:
     from kvmlab.migrate.session import _final_times
 
-    replies = iter([RECORDED["qemu-7.2-completed-before-times"],
-                    RECORDED["qemu-7.2-precopy-completed"]])  # fmt: skip
+    replies = iter(
+        [RECORDED["qemu-7.2-completed-before-times"], RECORDED["qemu-7.2-precopy-completed"]]
+    )
 
     class Qmp:
         def execute(self, command: str) -> dict[str, object]:
@@ -330,16 +381,19 @@ def test_final_times_samples_again_until_qemu_has_them() -> None:
 
     import time
 
-    out = Outcome("m/vm", "precopy", samples=[parse(RECORDED["qemu-7.2-completed-before-times"],
-                                                    2.6)])  # fmt: skip
+    out = Outcome(
+        "m/vm", "precopy", samples=[parse(RECORDED["qemu-7.2-completed-before-times"], 2.6)]
+    )
     _final_times(Qmp(), out, time.monotonic())  # type: ignore[arg-type]
     assert out.final is not None and out.final.get("total-time") == 2762
     assert out.raw_last == RECORDED["qemu-7.2-precopy-completed"]
 
 
-USERNET = ("Hub -1 (net0):\r\n  Protocol[State]    FD  Source Address  Port   Dest. Address  Port "
-           "RecvQ SendQ\r\n  TCP[HOST_FORWARD]  16       127.0.0.1  2230       10.0.2.15    22"
-           "     0     0\r\n")  # fmt: skip
+USERNET = (
+    "Hub -1 (net0):\r\n  Protocol[State]    FD  Source Address  Port   Dest. Address  Port "
+    "RecvQ SendQ\r\n  TCP[HOST_FORWARD]  16       127.0.0.1  2230       10.0.2.15    22"
+    "     0     0\r\n"
+)
 """QEMU 7.2's ``info usernet`` after ``hostfwd_add net0 tcp:127.0.0.1:2230-:22``."""
 
 

@@ -18,8 +18,11 @@ class FakePool:
     def __init__(self, root: Path, nr: int, free: int, resv: int = 0, limit: int = 10**6):
         self.root, self.limit = root, limit
         root.mkdir(parents=True, exist_ok=True)
-        for name, value in (("nr_hugepages", nr), ("free_hugepages", free),
-                            ("resv_hugepages", resv)):  # fmt: skip
+        for name, value in (
+            ("nr_hugepages", nr),
+            ("free_hugepages", free),
+            ("resv_hugepages", resv),
+        ):
             (root / name).write_text(f"{value}\n")
 
     def nr(self) -> int:
@@ -56,7 +59,7 @@ def test_release_takes_back_only_what_was_added(tmp_path: Path) -> None:
 
 def test_the_kernel_refusing_gives_the_exact_fix_and_changes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:  # fmt: skip
+) -> None:
     pool = FakePool(tmp_path / "hp", nr=10, free=10)
     real = Path.write_text
 

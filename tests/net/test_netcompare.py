@@ -37,10 +37,12 @@ def test_the_shipped_lab_offers_seed_004s_paths(shipped: LoadedLab) -> None:
     paths = plan_paths(shipped.lab, "ovs-dpdk")
     assert [p.name for p in paths] == [
         "user (slirp) vm1-host",
-        "tap vm1-vm2", "tap vm1-lan-host",
-        "tap+vhost-net vm1-vm2", "tap+vhost-net vm1-vlan-host",
+        "tap vm1-vm2",
+        "tap vm1-lan-host",
+        "tap+vhost-net vm1-vm2",
+        "tap+vhost-net vm1-vlan-host",
         "vhost-user (ovs-dpdk) vm1-vm2",
-    ]  # fmt: skip
+    ]
     tap = paths[1]
     assert (tap.a.addr, tap.b.addr, tap.queues) == ("10.77.0.10", "10.77.0.11", 4)
     assert tap.a.mac == derived_mac("netcompare", ("vm1",), 1)
@@ -78,8 +80,21 @@ def test_commands_bind_to_the_path(shipped: LoadedLab) -> None:
         "-R",
     ]
     udp = iperf_argv(tap, 5201, 2.5, 1, False, 64 - UDP_OVERHEAD)
-    assert udp == ["iperf3", "-c", "10.77.0.11", "-p", "5201", "-t", "2.5", "--json",
-                   "-u", "-b", "0", "-l", "18"]  # fmt: skip
+    assert udp == [
+        "iperf3",
+        "-c",
+        "10.77.0.11",
+        "-p",
+        "5201",
+        "-t",
+        "2.5",
+        "--json",
+        "-u",
+        "-b",
+        "0",
+        "-l",
+        "18",
+    ]
     assert ping_argv(tap, 200) == ["ping", "-c", "200", "-i", "0.01", "-W", "2", "10.77.0.11"]
 
 
@@ -97,8 +112,7 @@ def test_udp_rates_report_iperf3s_own_error() -> None:
 
 def test_ping_p99_is_a_nearest_rank_of_every_reply() -> None:
     text = (DATA / "ping-20.txt").read_text()
-    times = sorted(float(t.split("time=")[1].split()[0]) for t in text.splitlines()
-                   if "time=" in t)  # fmt: skip
+    times = sorted(float(t.split("time=")[1].split()[0]) for t in text.splitlines() if "time=" in t)
     assert ping_p99(text) == times[-1]  # 99th of 20 is the largest
     many = "\n".join(f"64 bytes from x: icmp_seq={i} ttl=64 time={i}.0 ms" for i in range(1, 201))
     assert ping_p99(many) == 198.0
@@ -107,8 +121,10 @@ def test_ping_p99_is_a_nearest_rank_of_every_reply() -> None:
 
 
 def test_snapshot_sections_split_on_markers() -> None:
-    got = sections("@@dev eth1\n@@link ../../../virtio3\n@@channels\nChannel parameters for eth1:"
-                   "\nA: 1\n@@stats\nNIC statistics:\n")  # fmt: skip
+    got = sections(
+        "@@dev eth1\n@@link ../../../virtio3\n@@channels\nChannel parameters for eth1:"
+        "\nA: 1\n@@stats\nNIC statistics:\n"
+    )
     assert got["dev"] == "eth1" and got["link"] == "../../../virtio3"
     assert got["channels"] == "Channel parameters for eth1:\nA: 1"
     assert got["stats"] == "NIC statistics:"
@@ -116,7 +132,7 @@ def test_snapshot_sections_split_on_markers() -> None:
 
 def test_netcompare_runs_by_default_only_where_the_lab_declares_networks(
     shipped: LoadedLab,
-) -> None:  # fmt: skip
+) -> None:
     _, suite, extras = split_only(shipped, None, {"L0", "L1"})
     assert extras.netcompare and not suite
     basic = load_lab(LABS / "basic.toml")
@@ -154,8 +170,9 @@ def test_paths_follow_the_switch_pairs_other_guests_and_name_their_network() -> 
     # across networks, so each says which
     # a's second NIC on lan is no path to another guest: a-b on lan is a's first and b's
     assert names == ["tap/vhost-net a-b", "tap a-lan-host", "tap a-b", "tap a-san-host"]
-    two = SWITCHED.replace('{ type = "vhost-net", network = "lan" }',
-                           '{ type = "tap", network = "lan" }')  # fmt: skip
+    two = SWITCHED.replace(
+        '{ type = "vhost-net", network = "lan" }', '{ type = "tap", network = "lan" }'
+    )
     assert [p.name for p in plan_paths(parse_lab(two.encode(), "lab.toml"))][::2] == [
         "tap via lan a-b",
         "tap via san a-b",
@@ -163,6 +180,8 @@ def test_paths_follow_the_switch_pairs_other_guests_and_name_their_network() -> 
     # ports in lab order x, z (a's), y (b's): the switch pairs x with z, one guest's two
     assert lab_ports(lab)[:3] == ["x", "z", "y"] and switch_pairs(lab) == []
     why = unpaired(lab)
-    assert why[0] == ("guests.a.nics[3]: the switch pairs port x with z, which is not another "
-                      "guest's addressed port in its subnet")  # fmt: skip
+    assert why[0] == (
+        "guests.a.nics[3]: the switch pairs port x with z, which is not another "
+        "guest's addressed port in its subnet"
+    )
     assert len(why) == 3

@@ -57,8 +57,11 @@ def namespaces() -> set[str]:
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
     (tmp_path / "nct.toml").write_text(WITH_USER)
-    return {**os.environ, "KVMLAB_RUN_DIR": str(tmp_path / "run"),
-            "KVMLAB_RESULTS": str(tmp_path / "results.sqlite")}  # fmt: skip
+    return {
+        **os.environ,
+        "KVMLAB_RUN_DIR": str(tmp_path / "run"),
+        "KVMLAB_RESULTS": str(tmp_path / "results.sqlite"),
+    }
 
 
 def leftovers(tmp: Path) -> list[int]:
@@ -67,7 +70,7 @@ def leftovers(tmp: Path) -> list[int]:
 
 def test_two_guests_on_a_lab_network_measured_and_nothing_left(
     env: dict[str, str], tmp_path: Path
-) -> None:  # fmt: skip
+) -> None:
     links, spaces = host_links(), namespaces()
     run = cli(env, "run", str(tmp_path / "nct.toml"), "--levels", "L1", timeout=1500)
     assert run.returncode == 0, run.stderr[-4000:]
@@ -91,8 +94,7 @@ def test_two_guests_on_a_lab_network_measured_and_nothing_left(
 
 def test_ctrl_c_while_measuring_leaves_no_namespace(env: dict[str, str], tmp_path: Path) -> None:
     spaces = namespaces()
-    status, _, err = interrupted_after(env, 30, "run", str(tmp_path / "nct.toml"),
-                                       "--levels", "L1")  # fmt: skip
+    status, _, err = interrupted_after(env, 30, "run", str(tmp_path / "nct.toml"), "--levels", "L1")
     assert status == 130, err[-3000:]
     assert namespaces() == spaces
     assert not leftovers(tmp_path)

@@ -63,66 +63,128 @@ def test_qemu_creates_the_tap_kvmlab_names_and_kvmlab_plans_to_move_it() -> None
     assert tap_name("n", ("a",), 0) != tap
 
 
-@pytest.mark.parametrize(("text", "key", "says"), [
-    ('[guests.a]\nnics = [{ type = "tap", network = "wan" }]', "guests.a.nics[0].network",
-     "no network 'wan'"),
-    ('[networks.lan]\n[guests.a]\nnics = [{ type = "tap", network = "lan", address = '
-     '"10.9.0.5" }]', "guests.a.nics[0].address", "not a guest address of 10.77.0.0/24"),
-    ('[networks.lan]\n[guests.a]\nnics = [{ type = "tap", network = "lan", address = '
-     '"10.77.0.1" }]', "guests.a.nics[0].address", "the host side is 10.77.0.1"),
-    ('[networks.lan]\n[guests.a]\nnics = [{ type = "tap", network = "lan", address = '
-     '"10.77.0.12" }]\n[guests.b]\nnics = [{ type = "tap", network = "lan", address = '
-     '"10.77.0.12" }]', "guests.b.nics[0].address", "already guests.a.nics[0]'s"),
-    ('[networks.lan]\n[guests.a]\nnics = [{ type = "tap", network = "lan", ifname = "t0" }]',
-     "guests.a.nics[0].ifname", "kvmlab names the taps"),
-    ('[guests.a]\nnics = [{ type = "tap", address = "10.1.1.1" }]',
-     "guests.a.nics[0].address", "needs network"),
-    ('[networks.lan]\n[networks.lan2]\nsubnet = "10.77.0.128/25"\n[guests.a]',
-     "networks.lan2.subnet", "overlaps networks.lan"),
-    ('[networks.lan]\nsubnet = "10.1.1.0/30"\n[guests.a]', "networks.lan.subnet",
-     "too few guests"),
-    ('[networks.lan]\nsubnet = "127.0.0.0/8"\n[guests.a]', "networks.lan.subnet", "loopback"),
-    ('[networks.lan]\nsubnet = "169.254.0.0/16"\n[guests.a]', "networks.lan.subnet",
-     "link-local"),
-    ('[networks.lan]\nsubnet = "0.0.0.0/8"\n[guests.a]', "networks.lan.subnet", "unspecified"),
-    ('[networks.lan]\nsubnet = "8.8.8.0/24"\n[guests.a]', "networks.lan.subnet",
-     "not a private range"),
-    ('[networks.lan]\nsubnet = "10.0.2.0/24"\n[guests.a]', "networks.lan.subnet",
-     "overlaps user networking"),
-    ('[networks.lan]\nsubnet = "10.77.0.5/24"\n[guests.a]', "networks.lan.subnet",
-     "did you mean 10.77.0.0/24"),
-    ('[networks.lan]\nsubnet = "10.9.0.0/28"\n[guests.a]\nnics = [' + ", ".join(
-        ['{ type = "tap", network = "lan" }'] * 6) + "]", "guests.a.nics[5].network",
-     "no free address left"),
-    ('[switch]\nkind = "testpmd"\n[networks.lan]\n[guests.a]\nmemory = { size = "1G", '
-     'backing = "memfd", shared = true }\nnics = [{ type = "vhost-user", port = "p", '
-     'address = "10.77.0.50/24" }]', "guests.a.nics[0].address", "overlaps networks.lan"),
-    ('[switch]\nkind = "testpmd"\n[guests.a]\nmemory = { size = "1G", backing = "memfd", '
-     'shared = true }\nnics = [{ type = "vhost-user", port = "p", address = "10.78.0.255/24" '
-     '}]', "guests.a.nics[0].address", "network's own address"),
-    ('[bench.netcompare]\nqueues = [2, 2]\n[guests.a]', "bench.netcompare.queues",
-     "names a count twice"),
-    ('[bench.netcompare]\nseconds = 0.5\n[guests.a]', "bench.netcompare.seconds", ""),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "key", "says"),
+    [
+        (
+            '[guests.a]\nnics = [{ type = "tap", network = "wan" }]',
+            "guests.a.nics[0].network",
+            "no network 'wan'",
+        ),
+        (
+            '[networks.lan]\n[guests.a]\nnics = [{ type = "tap", network = "lan", address = '
+            '"10.9.0.5" }]',
+            "guests.a.nics[0].address",
+            "not a guest address of 10.77.0.0/24",
+        ),
+        (
+            '[networks.lan]\n[guests.a]\nnics = [{ type = "tap", network = "lan", address = '
+            '"10.77.0.1" }]',
+            "guests.a.nics[0].address",
+            "the host side is 10.77.0.1",
+        ),
+        (
+            '[networks.lan]\n[guests.a]\nnics = [{ type = "tap", network = "lan", address = '
+            '"10.77.0.12" }]\n[guests.b]\nnics = [{ type = "tap", network = "lan", address = '
+            '"10.77.0.12" }]',
+            "guests.b.nics[0].address",
+            "already guests.a.nics[0]'s",
+        ),
+        (
+            '[networks.lan]\n[guests.a]\nnics = [{ type = "tap", network = "lan", ifname = "t0" }]',
+            "guests.a.nics[0].ifname",
+            "kvmlab names the taps",
+        ),
+        (
+            '[guests.a]\nnics = [{ type = "tap", address = "10.1.1.1" }]',
+            "guests.a.nics[0].address",
+            "needs network",
+        ),
+        (
+            '[networks.lan]\n[networks.lan2]\nsubnet = "10.77.0.128/25"\n[guests.a]',
+            "networks.lan2.subnet",
+            "overlaps networks.lan",
+        ),
+        (
+            '[networks.lan]\nsubnet = "10.1.1.0/30"\n[guests.a]',
+            "networks.lan.subnet",
+            "too few guests",
+        ),
+        ('[networks.lan]\nsubnet = "127.0.0.0/8"\n[guests.a]', "networks.lan.subnet", "loopback"),
+        (
+            '[networks.lan]\nsubnet = "169.254.0.0/16"\n[guests.a]',
+            "networks.lan.subnet",
+            "link-local",
+        ),
+        ('[networks.lan]\nsubnet = "0.0.0.0/8"\n[guests.a]', "networks.lan.subnet", "unspecified"),
+        (
+            '[networks.lan]\nsubnet = "8.8.8.0/24"\n[guests.a]',
+            "networks.lan.subnet",
+            "not a private range",
+        ),
+        (
+            '[networks.lan]\nsubnet = "10.0.2.0/24"\n[guests.a]',
+            "networks.lan.subnet",
+            "overlaps user networking",
+        ),
+        (
+            '[networks.lan]\nsubnet = "10.77.0.5/24"\n[guests.a]',
+            "networks.lan.subnet",
+            "did you mean 10.77.0.0/24",
+        ),
+        (
+            '[networks.lan]\nsubnet = "10.9.0.0/28"\n[guests.a]\nnics = ['
+            + ", ".join(['{ type = "tap", network = "lan" }'] * 6)
+            + "]",
+            "guests.a.nics[5].network",
+            "no free address left",
+        ),
+        (
+            '[switch]\nkind = "testpmd"\n[networks.lan]\n[guests.a]\nmemory = { size = "1G", '
+            'backing = "memfd", shared = true }\nnics = [{ type = "vhost-user", port = "p", '
+            'address = "10.77.0.50/24" }]',
+            "guests.a.nics[0].address",
+            "overlaps networks.lan",
+        ),
+        (
+            '[switch]\nkind = "testpmd"\n[guests.a]\n'
+            'memory = { size = "1G", backing = "memfd", shared = true }\n'
+            'nics = [{ type = "vhost-user", port = "p", address = "10.78.0.255/24" }]',
+            "guests.a.nics[0].address",
+            "network's own address",
+        ),
+        (
+            "[bench.netcompare]\nqueues = [2, 2]\n[guests.a]",
+            "bench.netcompare.queues",
+            "names a count twice",
+        ),
+        ("[bench.netcompare]\nseconds = 0.5\n[guests.a]", "bench.netcompare.seconds", ""),
+    ],
+)
 def test_mistakes_are_named_by_key(text: str, key: str, says: str) -> None:
     found = problems(f'name = "n"\n{text}\n')
     assert key in found and says in found, found
 
 
 def test_a_guest_on_a_lab_network_is_not_migrated_yet() -> None:
-    text = ('name = "n"\n[networks.lan]\n[guests.a]\nmigratable = true\n'
-            'nics = [{ type = "tap", network = "lan" }]\n'
-            '[[migrations]]\nname = "m"\nguest = "a"\n')  # fmt: skip
+    text = (
+        'name = "n"\n[networks.lan]\n[guests.a]\nmigratable = true\n'
+        'nics = [{ type = "tap", network = "lan" }]\n'
+        '[[migrations]]\nname = "m"\nguest = "a"\n'
+    )
     assert "cannot be migrated" in problems(text)
 
 
 def test_nested_guests_stay_off_the_lab_networks() -> None:
-    text = ('name = "n"\n[networks.lan]\n[guests.l1]\nnested = true\n'
-            '[guests.l1.guests.l2]\nnics = [{ type = "tap", network = "lan" }]\n')  # fmt: skip
+    text = (
+        'name = "n"\n[networks.lan]\n[guests.l1]\nnested = true\n'
+        '[guests.l1.guests.l2]\nnics = [{ type = "tap", network = "lan" }]\n'
+    )
     assert "only top-level guests reach the lab's networks" in problems(text)
 
 
 def test_a_shipped_style_lab_without_networks_is_untouched(tmp_path: Path) -> None:
-    lab = parse_lab(b'name = "n"\n[guests.a]\nnics = [{ type = "tap", ifname = "t0" }]\n',
-                    "lab.toml")  # fmt: skip
+    lab = parse_lab(
+        b'name = "n"\n[guests.a]\nnics = [{ type = "tap", ifname = "t0" }]\n', "lab.toml"
+    )
     assert addresses(lab) == {} and tap_plans(lab, ["a"]) == []

@@ -29,15 +29,18 @@ def read(name: str) -> str:
 
 
 def snap(ethtool_s: str, interrupts: str, device: str = "virtio2") -> NicSnapshot:
-    return NicSnapshot(parse_queue_counters(read(ethtool_s)),
-                       parse_interrupts(read(interrupts), device))  # fmt: skip
+    return NicSnapshot(
+        parse_queue_counters(read(ethtool_s)), parse_interrupts(read(interrupts), device)
+    )
 
 
 def traffic(rx: list[int], tx: list[int] | None = None) -> dict[int, QueueCounters]:
     """Counters of a 6.1 guest holding ``rx``/``tx`` packets per queue."""
     tx = tx or [0] * len(rx)
-    return {q: QueueCounters({"packets": r}, {"packets": t}) for q, (r, t) in
-            enumerate(zip(rx, tx, strict=True))}  # fmt: skip
+    return {
+        q: QueueCounters({"packets": r}, {"packets": t})
+        for q, (r, t) in enumerate(zip(rx, tx, strict=True))
+    }
 
 
 # ethtool -l
@@ -56,9 +59,11 @@ def test_constructed_four_queue_nic_with_ethtool_l_not_applied() -> None:
 
 
 def test_ioctl_ethtool_prints_zeros_instead_of_na() -> None:
-    text = ("Channel parameters for ens3:\nPre-set maximums:\nRX:\t\t0\nTX:\t\t0\nOther:\t\t0\n"
-            "Combined:\t8\nCurrent hardware settings:\nRX:\t\t0\nTX:\t\t0\nOther:\t\t0\n"
-            "Combined:\t2\n")  # fmt: skip
+    text = (
+        "Channel parameters for ens3:\nPre-set maximums:\nRX:\t\t0\nTX:\t\t0\nOther:\t\t0\n"
+        "Combined:\t8\nCurrent hardware settings:\nRX:\t\t0\nTX:\t\t0\nOther:\t\t0\n"
+        "Combined:\t2\n"
+    )
     ch = parse_channels(text)
     assert ch.maximum.rx == 0 and ch.maximum.combined == 8 and ch.current.combined == 2
 
@@ -105,8 +110,16 @@ def test_linux_6_1_counters_of_four_queues() -> None:
     assert sorted(counters) == [0, 1, 2, 3]
     assert counters[1].packets("rx") == 603_283
     assert counters[3].tx["tx_timeouts"] == 0 and counters[3].packets("tx") == 42_148
-    assert set(counters[0].rx) == {"packets", "bytes", "drops", "xdp_packets", "xdp_tx",
-                                   "xdp_redirects", "xdp_drops", "kicks"}  # fmt: skip
+    assert set(counters[0].rx) == {
+        "packets",
+        "bytes",
+        "drops",
+        "xdp_packets",
+        "xdp_tx",
+        "xdp_redirects",
+        "xdp_drops",
+        "kicks",
+    }
 
 
 def test_linux_6_10_device_stats_count_as_packets() -> None:
@@ -119,9 +132,7 @@ def test_linux_6_10_device_stats_count_as_packets() -> None:
     assert counters[0].packets("tx") is None
 
 
-@pytest.mark.parametrize(
-    "name", ["ethtool-S-lo.txt", "ethtool-i-eth0.txt", "ethtool-l-eth0.txt"]
-)  # fmt: skip
+@pytest.mark.parametrize("name", ["ethtool-S-lo.txt", "ethtool-i-eth0.txt", "ethtool-l-eth0.txt"])
 def test_no_per_queue_counters_is_an_error(name: str) -> None:
     with pytest.raises(ParseError, match="ethtool -S"):
         parse_queue_counters(read(name))
@@ -187,8 +198,10 @@ def test_an_intx_line_shared_with_another_device() -> None:
 
 
 def test_a_device_name_is_not_a_prefix_match() -> None:
-    text = ("   CPU0\n 30:  9  PCI-MSI 1-edge  virtio21-input.0\n"
-            " 31:  4  PCI-MSI 2-edge  virtio2-input.0\n")  # fmt: skip
+    text = (
+        "   CPU0\n 30:  9  PCI-MSI 1-edge  virtio21-input.0\n"
+        " 31:  4  PCI-MSI 2-edge  virtio2-input.0\n"
+    )
     assert parse_interrupts(text, "virtio2").per_cpu == {"input.0": (4,)}
 
 
@@ -234,8 +247,9 @@ def test_ethtool_l_not_applied() -> None:
 
 def test_a_shared_msix_vector_names_vectors() -> None:
     ch = parse_channels(read("mq4-ethtool-l.txt"))
-    [finding] = check_multiqueue(4, ch, parse_interrupts(read("msix-shared-interrupts.txt"),
-                                                         "virtio2"))  # fmt: skip
+    [finding] = check_multiqueue(
+        4, ch, parse_interrupts(read("msix-shared-interrupts.txt"), "virtio2")
+    )
     assert "virtio2-virtqueues" in finding.what and "vectors=" in finding.reason
     assert "vectors=10" in finding.fix
 
@@ -248,8 +262,10 @@ def test_intx_names_msix_off_and_microvm() -> None:
 
 def test_too_few_per_queue_vectors() -> None:
     ch = parse_channels(read("mq4-ethtool-l.txt"))
-    two = Vectors("virtio2", {"config": (0,), "input.0": (1,), "output.0": (1,),
-                              "input.1": (1,), "output.1": (1,)})  # fmt: skip
+    two = Vectors(
+        "virtio2",
+        {"config": (0,), "input.0": (1,), "output.0": (1,), "input.1": (1,), "output.1": (1,)},
+    )
     [finding] = check_multiqueue(4, ch, two)
     assert "2 queue pair(s)" in finding.what and "vectors=10" in finding.fix
 
@@ -261,8 +277,7 @@ def test_one_queue_asked_needs_nothing() -> None:
 
 def test_several_causes_are_all_reported() -> None:
     ch = parse_channels(read("mq4-ethtool-l-not-applied.txt"))
-    found = check_multiqueue(4, ch, parse_interrupts(read("msix-shared-interrupts.txt"),
-                                                     "virtio2"))  # fmt: skip
+    found = check_multiqueue(4, ch, parse_interrupts(read("msix-shared-interrupts.txt"), "virtio2"))
     assert [f.fix.split()[0] for f in found] == ["ethtool", "-device"]
 
 
@@ -270,8 +285,10 @@ def test_several_causes_are_all_reported() -> None:
 
 
 def test_four_streams_spread_over_four_queues() -> None:
-    s = spread(snap("mq4-ethtool-S-before.txt", "mq4-interrupts-before.txt"),
-               snap("mq4-ethtool-S-after.txt", "mq4-interrupts-after.txt"))  # fmt: skip
+    s = spread(
+        snap("mq4-ethtool-S-before.txt", "mq4-interrupts-before.txt"),
+        snap("mq4-ethtool-S-after.txt", "mq4-interrupts-after.txt"),
+    )
     assert s.rx is not None and s.tx is not None and s.rx_irq is not None
     assert str(s.rx) == "rx 4 queues: 27/25/24/24 %"
     assert s.rx.deltas == (651_433, 602_881, 578_010, 579_347)
@@ -299,8 +316,10 @@ def test_one_queue_carrying_everything() -> None:
 
 
 def test_recorded_linux_6_18_run_spreads_by_interrupts_only() -> None:
-    s = spread(snap("ethtool-S-eth0-before.txt", "interrupts-before.txt"),
-               snap("ethtool-S-eth0-after.txt", "interrupts-after.txt"))  # fmt: skip
+    s = spread(
+        snap("ethtool-S-eth0-before.txt", "interrupts-before.txt"),
+        snap("ethtool-S-eth0-after.txt", "interrupts-after.txt"),
+    )
     assert s.rx is None and s.tx is None
     assert any("6.10" in note for note in s.notes)
     assert s.rx_irq is not None and s.rx_irq.deltas == (15,)
@@ -314,8 +333,9 @@ def test_queues_limits_vectors_to_the_pairs_in_use() -> None:
 
     s = spread(NicSnapshot(traffic([0] * 4), eight(0)), NicSnapshot(traffic([5] * 4), eight(9)))
     assert s.rx_irq is not None and len(s.rx_irq.deltas) == 8 and s.rx_irq.carrying() == 4
-    s = spread(NicSnapshot(traffic([0] * 4), eight(0)), NicSnapshot(traffic([5] * 4), eight(9)),
-               queues=4)  # fmt: skip
+    s = spread(
+        NicSnapshot(traffic([0] * 4), eight(0)), NicSnapshot(traffic([5] * 4), eight(9)), queues=4
+    )
     assert s.rx_irq is not None and s.rx_irq.deltas == (9, 9, 9, 9)
     s = spread(NicSnapshot(traffic([0] * 2)), NicSnapshot(traffic([5] * 2)), queues=4)
     assert s.rx is not None and str(s.rx) == "rx 4 queues: 50/50/0/0 %"  # missing queues: 0

@@ -43,8 +43,16 @@ def test_bridge_set_up_as_seed_004_with_ports_in_order() -> None:
     assert "other_config:dpdk-lcore-mask=0x1" in cmds[0]
     assert "datapath_type=netdev" in cmds[1]
     assert cmds[3][:3] == ["add-port", "kvbr0", "vm0"]
-    assert {"type=dpdkvhostuserclient", "options:vhost-server-path=/r/v.sock",
-            "options:n_rxq=2", "ofport_request=2"} <= set(cmds[3])  # fmt: skip
-    assert flows(4) == ["in_port=1,actions=output:2", "in_port=2,actions=output:1",
-                        "in_port=3,actions=output:4", "in_port=4,actions=output:3"]  # fmt: skip
+    assert {
+        "type=dpdkvhostuserclient",
+        "options:vhost-server-path=/r/v.sock",
+        "options:n_rxq=2",
+        "ofport_request=2",
+    } <= set(cmds[3])
+    assert flows(4) == [
+        "in_port=1,actions=output:2",
+        "in_port=2,actions=output:1",
+        "in_port=3,actions=output:4",
+        "in_port=4,actions=output:3",
+    ]
     assert flows(1) == [] and mask([0, 5]) == "0x21"

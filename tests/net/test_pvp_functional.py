@@ -45,8 +45,11 @@ repetitions = 1
 
 def lab_env(tmp_path: Path, kind: str) -> dict[str, str]:
     (tmp_path / "pvpt.toml").write_text(LAB.replace("KIND", kind))
-    return {**os.environ, "KVMLAB_RUN_DIR": str(tmp_path / "run"),
-            "KVMLAB_RESULTS": str(tmp_path / "results.sqlite")}  # fmt: skip
+    return {
+        **os.environ,
+        "KVMLAB_RUN_DIR": str(tmp_path / "run"),
+        "KVMLAB_RESULTS": str(tmp_path / "results.sqlite"),
+    }
 
 
 @pytest.fixture(params=["testpmd", "ovs-dpdk"])
@@ -70,7 +73,7 @@ def hugepages() -> int:
 
 def test_loopback_and_pvp_through_a_guest_count_every_hop(
     env: dict[str, str], tmp_path: Path
-) -> None:  # fmt: skip
+) -> None:
     html = tmp_path / "pvp.html"
     pages, links = hugepages(), host_links()
     run = cli(env, "run", str(tmp_path / "pvpt.toml"), "--out", str(html), timeout=1500)
@@ -84,9 +87,10 @@ def test_loopback_and_pvp_through_a_guest_count_every_hop(
         assert rows[("L1", f"64B {hop}")]["value"] > 0, hop
     # trials count with nothing in flight: no hop passes on more than it was given, and
     # what the guest returned reached the sink (the switch loses nothing on the way back)
-    for level, path in (("L0", ("sent", "switch in", "switch out", "received")),
-                        ("L1", ("switch to guest", "guest in", "guest out",
-                                "switch from guest", "received"))):  # fmt: skip
+    for level, path in (
+        ("L0", ("sent", "switch in", "switch out", "received")),
+        ("L1", ("switch to guest", "guest in", "guest out", "switch from guest", "received")),
+    ):
         for first, then in itertools.pairwise(path):
             given, passed = (rows[(level, f"64B {h}")]["value"] for h in (first, then))
             assert passed <= given * 1.001, (level, first, given, then, passed)
@@ -135,9 +139,14 @@ def test_a_switch_killed_mid_run_is_a_clear_failure_and_leaves_nothing(tmp_path:
         .replace("seconds = 1", "seconds = 3")
         .replace("repetitions = 1", "repetitions = 20")
     )
-    proc = subprocess.Popen([KVMLAB, "run", str(tmp_path / "pvpt.toml"), "--levels", "L0"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [KVMLAB, "run", str(tmp_path / "pvpt.toml"), "--levels", "L0"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
     deadline = time.monotonic() + 300
     victims: list[int] = []
     while not victims and time.monotonic() < deadline and proc.poll() is None:
@@ -159,12 +168,13 @@ def test_a_switch_killed_mid_run_is_a_clear_failure_and_leaves_nothing(tmp_path:
 
 def test_a_guest_that_cannot_take_dpdk_is_a_clear_failure_and_leaves_nothing(
     tmp_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     """256 MiB of guest RAM cannot hold the 128 huge pages its testpmd needs: the bind step
     says so, and the guest, the switch and the run directory go."""
     env = lab_env(tmp_path, "testpmd")
-    (tmp_path / "pvpt.toml").write_text(LAB.replace("KIND", "testpmd").replace(
-        'size = "1G"', 'size = "256M"'))  # fmt: skip
+    (tmp_path / "pvpt.toml").write_text(
+        LAB.replace("KIND", "testpmd").replace('size = "1G"', 'size = "256M"')
+    )
     run = cli(env, "run", str(tmp_path / "pvpt.toml"), "--levels", "L1", timeout=900)
     assert run.returncode == 3, run.stderr[-3000:]
     assert "huge pages (2 MiB) could be reserved" in run.stderr, run.stderr[-3000:]

@@ -22,11 +22,19 @@ PORTS = ["kvmlab-gen", "vm0", "vm1", "kvmlab-sink"]
 
 def test_switch_argv_is_seed_002s_vswitch_without_files_or_nics() -> None:
     spec = SwitchSpec(kind="testpmd", cores=(2, 3), main_core=0)
-    argv = switch_argv(spec, "kvmlab-lab-switch",
-                       [Port("a", Path("/r/a.sock")), Port("b", Path("/r/b.sock"))])  # fmt: skip
+    argv = switch_argv(
+        spec, "kvmlab-lab-switch", [Port("a", Path("/r/a.sock")), Port("b", Path("/r/b.sock"))]
+    )
     assert argv[:5] == ["dpdk-testpmd", "-l", "0,2-3", "--main-lcore", "0"]
-    assert {"--no-huge", "--no-shconf", "--no-pci", "-i", "--forward-mode=io",
-            "--port-topology=paired", "--nb-cores=2"} <= set(argv)  # fmt: skip
+    assert {
+        "--no-huge",
+        "--no-shconf",
+        "--no-pci",
+        "-i",
+        "--forward-mode=io",
+        "--port-topology=paired",
+        "--nb-cores=2",
+    } <= set(argv)
     assert argv[argv.index("--vdev") + 1] == "net_vhost0,iface=/r/a.sock,queues=1"
     huge = switch_argv(SwitchSpec(kind="testpmd", hugepages=True), "p", [])
     assert "--in-memory" in huge and "--no-huge" not in huge
@@ -48,11 +56,15 @@ def rates(rx: float, tx: float, rx_lost: float = 0, tx_lost: float = 0) -> PortR
 def test_a_window_names_every_hop_and_where_packets_were_lost() -> None:
     got = {
         "generator": {0: rates(0, 2e6, tx_lost=1e5)},
-        "switch": {0: rates(2e6, 0), 1: rates(0, 1e6, tx_lost=1e6), 2: rates(9e5, 0),
-                   3: rates(0, 9e5)},
+        "switch": {
+            0: rates(2e6, 0),
+            1: rates(0, 1e6, tx_lost=1e6),
+            2: rates(9e5, 0),
+            3: rates(0, 9e5),
+        },
         "guest": {0: rates(1e6, 0), 1: rates(0, 9e5)},
         "sink": {0: rates(9e5, 0)},
-    }  # fmt: skip
+    }
     at = Where("default", "dpdk", "L1", "tcg", "cmd", 2)
     samples = {s.metric: s for s in samples_of(pvp_hops(PORTS, ("vm0", "vm1")), got, 64, 0, at)}
     assert samples["64B sent"].value == 2.0 and samples["64B sent"].unit == "Mpps"
@@ -127,8 +139,9 @@ class FakeCounted:
     """A process whose counters grow at fixed rates while the generator sends; ``late``
     packets per trial reach it only after the generator stopped (still in flight)."""
 
-    def __init__(self, name: str, gen: FakeGenerator, ports: dict[int, tuple[int, int]],
-                 late: int = 0) -> None:  # fmt: skip
+    def __init__(
+        self, name: str, gen: FakeGenerator, ports: dict[int, tuple[int, int]], late: int = 0
+    ) -> None:
         self.name, self.gen, self.ports, self.late = name, gen, ports, late
         self.reads, self.stops, self.since_stop = 0, 0, 0
 
@@ -136,8 +149,9 @@ class FakeCounted:
         from kvmlab.net.testpmd_stats import PortCounters, Snapshot
 
         self.reads += 1
-        sent = self.gen.sent + (self.gen.clock.now - self.gen.since
-                                if self.gen.since is not None else 0.0)  # fmt: skip
+        sent = self.gen.sent + (
+            self.gen.clock.now - self.gen.since if self.gen.since is not None else 0.0
+        )
         stops = self.gen.typed.count("stop")
         if stops != self.stops:
             self.stops, self.since_stop = stops, 0
@@ -145,10 +159,15 @@ class FakeCounted:
         trials = stops - 1  # the first stop only set the frame size
         arrived = trials if self.since_stop > 1 else trials - 1  # the last trial's come late
         extra = self.late * max(arrived, 0)
-        return Snapshot(self.gen.clock.now, {
-            p: PortCounters(rx_packets=int(rx * sent) + extra * bool(rx),
-                            tx_packets=int(tx * sent))
-            for p, (rx, tx) in self.ports.items()})  # fmt: skip
+        return Snapshot(
+            self.gen.clock.now,
+            {
+                p: PortCounters(
+                    rx_packets=int(rx * sent) + extra * bool(rx), tx_packets=int(tx * sent)
+                )
+                for p, (rx, tx) in self.ports.items()
+            },
+        )
 
 
 class FakeToggle:
@@ -167,22 +186,34 @@ def fake_loopback(monkeypatch: pytest.MonkeyPatch, late: int = 0) -> tuple[Any, 
     monkeypatch.setattr(pvp, "time", clock)
     process = FakeGenerator(clock)
     gen = HostTestPmd("generator", process)  # type: ignore[arg-type]
-    counted = [FakeCounted("generator", process, {0: (0, 1000)}),
-               FakeCounted("switch", process, {0: (1000, 0), 1: (0, 900)}),
-               FakeCounted("sink", process, {0: (900, 0)}, late)]  # fmt: skip
+    counted = [
+        FakeCounted("generator", process, {0: (0, 1000)}),
+        FakeCounted("switch", process, {0: (1000, 0), 1: (0, 900)}),
+        FakeCounted("sink", process, {0: (900, 0)}, late),
+    ]
     return gen, counted
 
 
 def test_tuned_and_untuned_windows_alternate_and_tuning_ends_off(
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     import kvmlab.net.pvp as pvp
 
     gen, counted = fake_loopback(monkeypatch)
     toggle = FakeToggle()
     at = Where("default", "host", "L0", "native", "cmd", 1)
-    got = pvp.measure(gen, counted, loopback_hops(["kvmlab-gen", "kvmlab-sink"]), [64], 0, 1,
-                      2, at, lambda _: None, toggle)  # type: ignore[arg-type]  # fmt: skip
+    got = pvp.measure(
+        gen,
+        counted,
+        loopback_hops(["kvmlab-gen", "kvmlab-sink"]),
+        [64],
+        0,
+        1,
+        2,
+        at,
+        lambda _: None,
+        toggle,
+    )  # type: ignore[arg-type]
     assert toggle.calls == [False, True, True, False, False]  # swapped order, then off
     assert {s.variant for s in got} == {"untuned", "tuned"}
     received = [s for s in got if s.metric == "64B received"]
@@ -194,15 +225,24 @@ def test_tuned_and_untuned_windows_alternate_and_tuning_ends_off(
 
 def test_a_trial_counts_every_hop_over_the_sending_time_after_the_path_drained(
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     """Packets still in flight when the generator stops are counted (the sink is read
     until it stays still), and over the generator's sending time, not the reading time."""
     import kvmlab.net.pvp as pvp
 
     gen, counted = fake_loopback(monkeypatch, late=50)
     at = Where("default", "host", "L0", "native", "cmd", 1)
-    got = pvp.measure(gen, counted, loopback_hops(["kvmlab-gen", "kvmlab-sink"]), [64], 0.5,
-                      2, 1, at, lambda _: None)  # type: ignore[arg-type]  # fmt: skip
+    got = pvp.measure(
+        gen,
+        counted,
+        loopback_hops(["kvmlab-gen", "kvmlab-sink"]),
+        [64],
+        0.5,
+        2,
+        1,
+        at,
+        lambda _: None,
+    )  # type: ignore[arg-type]
     value = {s.metric: s.value for s in got}
     assert value["64B sent"] == pytest.approx(0.001)
     assert value["64B received"] == pytest.approx((900 * 2 + 50) / 2 / 1e6)
@@ -226,7 +266,7 @@ def test_guest_ports_are_found_by_mac_not_by_position() -> None:
 
 def test_the_generators_drops_count_although_start_resets_them(
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     import kvmlab.net.pvp as pvp
     from kvmlab.net.traffic import HostTestPmd
 
@@ -243,9 +283,11 @@ def test_the_generators_drops_count_although_start_resets_them(
             snap.ports[0].tx_dropped = int(500 * trial["sent"])
             return snap
 
-    counted = [Gen("generator", process, {0: (0, 1000)}),
-               FakeCounted("switch", process, {0: (1000, 0), 1: (0, 900)}),
-               FakeCounted("sink", process, {0: (900, 0)})]  # fmt: skip
+    counted = [
+        Gen("generator", process, {0: (0, 1000)}),
+        FakeCounted("switch", process, {0: (1000, 0), 1: (0, 900)}),
+        FakeCounted("sink", process, {0: (900, 0)}),
+    ]
     original = process.command
 
     def command(line: str, timeout: float = 30.0) -> str:
@@ -258,8 +300,17 @@ def test_the_generators_drops_count_although_start_resets_them(
     process.command = command  # type: ignore[method-assign]
     gen = HostTestPmd("generator", process)  # type: ignore[arg-type]
     at = Where("default", "host", "L0", "native", "cmd", 1)
-    got = pvp.measure(gen, counted, loopback_hops(["kvmlab-gen", "kvmlab-sink"]), [64], 0, 2,
-                      3, at, lambda _: None)  # type: ignore[arg-type]  # fmt: skip
+    got = pvp.measure(
+        gen,
+        counted,
+        loopback_hops(["kvmlab-gen", "kvmlab-sink"]),
+        [64],
+        0,
+        2,
+        3,
+        at,
+        lambda _: None,
+    )  # type: ignore[arg-type]
     lost = [s.value for s in got if s.metric == "64B sent lost"]
     assert lost == pytest.approx([0.0005] * 3)  # 500/s in every trial, not only the first
 
@@ -279,5 +330,14 @@ def test_a_sink_that_never_drains_fails_the_trial(monkeypatch: pytest.MonkeyPatc
     counted[2] = Busy("sink", counted[2].gen, {0: (900, 0)})
     at = Where("default", "host", "L0", "native", "cmd", 1)
     with pytest.raises(RuntimeFailure, match="still received packets"):
-        pvp.measure(gen, counted, loopback_hops(["kvmlab-gen", "kvmlab-sink"]), [64], 0, 1, 1,
-                    at, lambda _: None)  # type: ignore[arg-type]  # fmt: skip
+        pvp.measure(
+            gen,
+            counted,
+            loopback_hops(["kvmlab-gen", "kvmlab-sink"]),
+            [64],
+            0,
+            1,
+            1,
+            at,
+            lambda _: None,
+        )  # type: ignore[arg-type]

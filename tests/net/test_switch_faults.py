@@ -11,13 +11,16 @@ from kvmlab.runtime.switch import Switch
 from kvmlab.spec.switch import SwitchSpec
 
 
-@pytest.mark.parametrize(("kind", "module", "says"), [
-    ("ovs-dpdk", "kvmlab.runtime.ovs.shutil.which", "apt-get install openvswitch-switch-dpdk"),
-    ("testpmd", "kvmlab.runtime.switch.shutil.which", "apt-get install dpdk-dev"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("kind", "module", "says"),
+    [
+        ("ovs-dpdk", "kvmlab.runtime.ovs.shutil.which", "apt-get install openvswitch-switch-dpdk"),
+        ("testpmd", "kvmlab.runtime.switch.shutil.which", "apt-get install dpdk-dev"),
+    ],
+)
 def test_a_missing_switch_program_is_named_and_nothing_is_created(
     kind: str, module: str, says: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:  # fmt: skip
+) -> None:
     monkeypatch.setattr(module, lambda _: None)
     root = tmp_path / "run" / "lab" / ".switch"
     with pytest.raises(RuntimeFailure, match=says):

@@ -15,8 +15,10 @@ from kvmlab.spec import LoadedLab, parse_lab
 from tests.conftest import target_for
 
 SHARED = "memory = { size = '1G', backing = 'memfd', shared = true }\n"
-TWO_PORTS = ("[[guests.vm.nics]]\ntype = 'vhost-user'\nport = 'a'\n"
-             "[[guests.vm.nics]]\ntype = 'vhost-user'\nport = 'b'\n")  # fmt: skip
+TWO_PORTS = (
+    "[[guests.vm.nics]]\ntype = 'vhost-user'\nport = 'a'\n"
+    "[[guests.vm.nics]]\ntype = 'vhost-user'\nport = 'b'\n"
+)
 SWITCH = "[switch]\nkind = 'testpmd'\n"
 
 
@@ -103,9 +105,13 @@ def test_switch_problems_name_key_and_reason(text: str, key: str, fragment: str)
 
 
 def test_ports_in_the_order_testpmd_pairs_them() -> None:
-    both = parse_lab(lab(f"{SWITCH}[guests.other]\n{SHARED}nics = [{{ type = 'vhost-user', "
-                         f"port = 'o' }}]\n[guests.vm]\n{SHARED}{TWO_PORTS}").encode(),
-                     "lab.toml")  # fmt: skip
+    both = parse_lab(
+        lab(
+            f"{SWITCH}[guests.other]\n{SHARED}nics = [{{ type = 'vhost-user', "
+            f"port = 'o' }}]\n[guests.vm]\n{SHARED}{TWO_PORTS}"
+        ).encode(),
+        "lab.toml",
+    )
     # generator <-> the PVP guest's first port, its second <-> sink, then the rest
     assert lab_ports(both) == ["kvmlab-gen", "a", "b", "kvmlab-sink", "o"]
     alone = parse_lab(lab(f"{SWITCH}[guests.vm]\n").encode(), "lab.toml")
@@ -117,7 +123,7 @@ def test_ports_in_the_order_testpmd_pairs_them() -> None:
 )
 def test_a_port_is_rendered_with_the_role_its_switch_needs(
     kind: str, mode: str, reconnect: str | None
-) -> None:  # fmt: skip
+) -> None:
     spec = loaded(f"[switch]\nkind = '{kind}'\n[guests.vm]\n{SHARED}{TWO_PORTS}")
     target = target_for(spec, ("vm",))
     argv = render_qemu(spec.lab.guests["vm"], target).argv

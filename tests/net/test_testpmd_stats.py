@@ -32,12 +32,14 @@ def test_switch_port_stats_per_port() -> None:
 
 
 def test_fwd_stats_add_the_drops_of_each_port_not_the_accumulated_sum() -> None:
-    snap = add_fwd_stats(parse_port_stats(read("switch-port-stats.txt"), 1.0),
-                         read("switch-fwd-stats.txt"))  # fmt: skip
+    snap = add_fwd_stats(
+        parse_port_stats(read("switch-port-stats.txt"), 1.0), read("switch-fwd-stats.txt")
+    )
     assert snap.ports[0].tx_dropped == 0
     assert snap.ports[1].tx_dropped > 0  # the sink could not take them all
-    gen = add_fwd_stats(parse_port_stats(read("generator-port-stats.txt"), 1.0),
-                        read("generator-fwd-stats.txt"))  # fmt: skip
+    gen = add_fwd_stats(
+        parse_port_stats(read("generator-port-stats.txt"), 1.0), read("generator-fwd-stats.txt")
+    )
     assert list(gen.ports) == [0] and gen.ports[0].tx_dropped > 0
 
 
@@ -48,8 +50,9 @@ def test_the_throughput_lines_are_not_read_as_counters() -> None:
 
 def test_rates_between_two_snapshots() -> None:
     before = Snapshot(10.0, {0: PortCounters(rx_packets=100, tx_packets=50, rx_missed=1)})
-    after = Snapshot(12.0, {0: PortCounters(rx_packets=2_100_100, tx_packets=50,
-                                             rx_missed=201, tx_dropped=40)})  # fmt: skip
+    after = Snapshot(
+        12.0, {0: PortCounters(rx_packets=2_100_100, tx_packets=50, rx_missed=201, tx_dropped=40)}
+    )
     got = rates(before, after)[0]
     assert got.rx_pps == 1_050_000 and got.tx_pps == 0
     assert got.rx_lost_pps == 100 and got.tx_lost_pps == 20

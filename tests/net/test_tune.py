@@ -85,7 +85,7 @@ def refusing(monkeypatch: pytest.MonkeyPatch, part: str) -> None:
 
 def test_a_setting_that_cannot_be_written_fails_and_nothing_stays_changed(
     host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:  # fmt: skip
+) -> None:
     refusing(monkeypatch, "ksm/run")
     state = State(tmp_path / "state.json")
     out = apply(cpu_partitioning([3], host), state, root=host)
@@ -108,7 +108,7 @@ def managed_irq(host: Path, irq: str, lands: str, read_only: bool = True) -> Non
 
 def test_an_irq_the_kernel_will_not_move_off_an_isolated_cpu_fails_the_apply(
     host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:  # fmt: skip
+) -> None:
     managed_irq(host, "24", "3")
     state = State(tmp_path / "state.json")
     out = apply(cpu_partitioning([3], host), state, root=host)
@@ -121,7 +121,7 @@ def test_an_irq_the_kernel_will_not_move_off_an_isolated_cpu_fails_the_apply(
 
 def test_an_unmovable_irq_accepted_is_named_and_verify_knows_it(
     host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:  # fmt: skip
+) -> None:
     managed_irq(host, "24", "3")
     state = State(tmp_path / "state.json")
     settings = cpu_partitioning([3], host)
@@ -135,7 +135,7 @@ def test_an_unmovable_irq_accepted_is_named_and_verify_knows_it(
 
 def test_an_irq_whose_move_is_refused_on_a_host_cpu_passes_once_apply_found_it(
     host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:  # fmt: skip
+) -> None:
     managed_irq(host, "24", "1", read_only=False)  # an older kernel: the write fails
     refusing(monkeypatch, "irq/24/smp_affinity_list")
     state = State(tmp_path / "state.json")
@@ -148,9 +148,11 @@ def test_an_irq_whose_move_is_refused_on_a_host_cpu_passes_once_apply_found_it(
     assert not verify(settings, host, saved.unmovable).failed
     unknown = verify(settings, host)  # no record: it may run on CPU 3
     assert unknown.failed == [
-        ("IRQ 24 affinity",
-         "IRQ 24 (virtio1-req.0) may run on CPUs 0-3 (wanted 0-2); its interrupts land on 1 now")
-    ]  # fmt: skip
+        (
+            "IRQ 24 affinity",
+            "IRQ 24 (virtio1-req.0) may run on CPUs 0-3 (wanted 0-2); its interrupts land on 1 now",
+        )
+    ]
     rollback(state, host)
     assert not state.path.exists()
 
@@ -177,9 +179,11 @@ def test_isolating_every_cpu_is_refused(host: Path) -> None:
 
 
 def test_the_next_kvmlab_rolls_back_tuning_whose_run_died(
-    host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    host: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     state = State(tmp_path / "state.json")
     monkeypatch.setenv("KVMLAB_TUNING_STATE", str(state.path))
     monkeypatch.setattr(tune, "HOST_ROOT", host)

@@ -15,10 +15,15 @@ from tests.conftest import cli
 
 pytestmark = pytest.mark.functional
 
-KNOBS = ["proc/sys/kernel/nmi_watchdog", "proc/sys/kernel/numa_balancing",
-         "proc/sys/vm/stat_interval", "sys/kernel/mm/transparent_hugepage/enabled",
-         "sys/kernel/mm/ksm/run", "sys/devices/virtual/workqueue/cpumask",
-         "proc/irq/default_smp_affinity"]  # fmt: skip
+KNOBS = [
+    "proc/sys/kernel/nmi_watchdog",
+    "proc/sys/kernel/numa_balancing",
+    "proc/sys/vm/stat_interval",
+    "sys/kernel/mm/transparent_hugepage/enabled",
+    "sys/kernel/mm/ksm/run",
+    "sys/devices/virtual/workqueue/cpumask",
+    "proc/irq/default_smp_affinity",
+]
 
 
 def host_state() -> dict[str, str]:
@@ -36,8 +41,9 @@ def unmovable_irqs() -> dict[int, set[int]]:
     found = {}
     for irq, path in irqs().items():
         affinity = path / "smp_affinity_list"
-        tried = subprocess.run(["sh", "-c", f"cat {affinity} > {affinity}"],
-                               capture_output=True, text=True)  # fmt: skip
+        tried = subprocess.run(
+            ["sh", "-c", f"cat {affinity} > {affinity}"], capture_output=True, text=True
+        )
         if tried.returncode != 0:
             lands = (path / "effective_affinity_list").read_text().strip()
             found[irq] = {int(c) for c in lands.replace("-", ",").split(",") if c}
@@ -53,7 +59,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 def test_apply_verify_rollback_and_an_irq_moved_back_fails_verify(
     env: dict[str, str], tmp_path: Path
-) -> None:  # fmt: skip
+) -> None:
     landed = set().union(*unmovable_irqs().values())
     free = [c for c in range(os.cpu_count() or 1) if c not in landed]
     if not free:
@@ -71,8 +77,9 @@ def test_apply_verify_rollback_and_an_irq_moved_back_fails_verify(
         again = cli(env, "tune", "apply", "--isolate", cpu)
         assert again.returncode == 3 and "applied already" in again.stderr
         movable = next(i for i in sorted(irqs()) if i not in unmovable_irqs())
-        subprocess.run(["sh", "-c", f"echo {cpu} > /proc/irq/{movable}/smp_affinity_list"],
-                       check=True)  # fmt: skip
+        subprocess.run(
+            ["sh", "-c", f"echo {cpu} > /proc/irq/{movable}/smp_affinity_list"], check=True
+        )
         moved = cli(env, "tune", "verify", "--isolate", cpu)
         assert moved.returncode == 1, moved.stdout
         assert f"FAILED   IRQ {movable} affinity:" in moved.stdout
@@ -88,7 +95,7 @@ def test_apply_verify_rollback_and_an_irq_moved_back_fails_verify(
 
 def test_an_irq_the_kernel_will_not_move_off_the_isolated_cpu(
     env: dict[str, str], tmp_path: Path
-) -> None:  # fmt: skip
+) -> None:
     found = unmovable_irqs()
     if not found:
         pytest.skip("this host has no IRQ the kernel refuses to move")

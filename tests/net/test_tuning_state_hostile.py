@@ -25,8 +25,14 @@ GONE = 2**22  # no process has this pid (pid_max is at most 2^22)
 
 def kvmlab(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "KVMLAB_TUNING_STATE": str(state), "COLUMNS": "200"}
-    return subprocess.run([KVMLAB, *args], capture_output=True, text=True, timeout=30,
-                          stdin=subprocess.DEVNULL, env=env)  # fmt: skip
+    return subprocess.run(
+        [KVMLAB, *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
 
 
 def write_state(path: Path, content: str, mode: int = 0o600) -> Path:
@@ -44,8 +50,11 @@ def test_a_state_file_naming_another_root_writes_nothing_there(tmp_path: Path) -
     target = victim / "proc/sys/kernel/nmi_watchdog"
     target.parent.mkdir(parents=True)
     target.write_text("untouched\n")
-    doc = {"owner": [GONE, 1], "root": str(victim),
-           "changes": [change("proc/sys/kernel/nmi_watchdog", original="7")]}  # fmt: skip
+    doc = {
+        "owner": [GONE, 1],
+        "root": str(victim),
+        "changes": [change("proc/sys/kernel/nmi_watchdog", original="7")],
+    }
     state = write_state(tmp_path / "t.json", json.dumps(doc))
     proc = kvmlab(state, "check", str(LABS / "basic.toml"))
     assert proc.returncode == 0, proc.stderr
@@ -64,18 +73,31 @@ BAD = {
     "missing-root": ('{"owner": null, "changes": []}', "root is missing"),
     "not-json": ("{", "not JSON"),
     "deep": ("[" * 100_000, "not JSON"),
-    "unknown-path": (json.dumps({"owner": [GONE, 1], "root": "/",
-                                 "changes": [change("etc/shadow")]}),
-                     "changes.0.path names 'etc/shadow', which kvmlab never tunes"),
-    "dotdot": (json.dumps({"owner": [GONE, 1], "root": "/",
-                           "changes": [change("proc/sys/../../etc/passwd")]}),
-               "changes.0.path names 'proc/sys/../../etc/passwd', which kvmlab never tunes"),
-    "bad-value": (json.dumps({"owner": [GONE, 1], "root": "/",
-                              "changes": [change("sys/kernel/mm/ksm/run", original="1\n2")]}),
-                  "changes.0 '1\\n2' is not a value of sys/kernel/mm/ksm/run"),
-    "huge-pid": ('{"owner": [99999999999999999999999, 1], "root": "/", "changes": []}',
-                 "owner.0 has the wrong form"),
-}  # fmt: skip
+    "unknown-path": (
+        json.dumps({"owner": [GONE, 1], "root": "/", "changes": [change("etc/shadow")]}),
+        "changes.0.path names 'etc/shadow', which kvmlab never tunes",
+    ),
+    "dotdot": (
+        json.dumps(
+            {"owner": [GONE, 1], "root": "/", "changes": [change("proc/sys/../../etc/passwd")]}
+        ),
+        "changes.0.path names 'proc/sys/../../etc/passwd', which kvmlab never tunes",
+    ),
+    "bad-value": (
+        json.dumps(
+            {
+                "owner": [GONE, 1],
+                "root": "/",
+                "changes": [change("sys/kernel/mm/ksm/run", original="1\n2")],
+            }
+        ),
+        "changes.0 '1\\n2' is not a value of sys/kernel/mm/ksm/run",
+    ),
+    "huge-pid": (
+        '{"owner": [99999999999999999999999, 1], "root": "/", "changes": []}',
+        "owner.0 has the wrong form",
+    ),
+}
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
@@ -141,8 +163,11 @@ def test_tune_rollback_json_with_nothing_applied_is_a_document(tmp_path: Path) -
 
 def test_rollback_refuses_a_root_other_than_its_own(tmp_path: Path) -> None:
     (tmp_path / "other/proc/sys/kernel").mkdir(parents=True)
-    doc = {"owner": None, "root": str(tmp_path / "other"),
-           "changes": [change("proc/sys/kernel/nmi_watchdog")]}  # fmt: skip
+    doc = {
+        "owner": None,
+        "root": str(tmp_path / "other"),
+        "changes": [change("proc/sys/kernel/nmi_watchdog")],
+    }
     state = State(write_state(tmp_path / "t.json", json.dumps(doc)))
     with pytest.raises(TuningStateError, match="was applied under root"):
         rollback(state, tmp_path / "mine")
@@ -152,8 +177,11 @@ def test_rollback_refuses_a_root_other_than_its_own(tmp_path: Path) -> None:
 def test_rollback_creates_nothing(tmp_path: Path) -> None:
     root = tmp_path / "host"
     root.mkdir()
-    doc = {"owner": None, "root": str(root), "changes": [change("proc/irq/7/smp_affinity_list",
-                                                                 original="0-1")]}  # fmt: skip
+    doc = {
+        "owner": None,
+        "root": str(root),
+        "changes": [change("proc/irq/7/smp_affinity_list", original="0-1")],
+    }
     state = State(write_state(tmp_path / "t.json", json.dumps(doc)))
     out = rollback(state, root)
     assert out.done == [("x", "0", "(gone)")]

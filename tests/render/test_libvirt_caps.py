@@ -37,8 +37,9 @@ def test_recorded_debian12_libvirt_is_parsed() -> None:
 
 
 def test_passt_is_used_only_where_libvirt_lists_it() -> None:
-    newer = LibvirtCaps.from_xml(10000000, 8002000, CAPS,
-                                 DOMCAPS.replace("<devices>", f"<devices>{PASST}", 1))  # fmt: skip
+    newer = LibvirtCaps.from_xml(
+        10000000, 8002000, CAPS, DOMCAPS.replace("<devices>", f"<devices>{PASST}", 1)
+    )
     assert newer.passt
     loaded = load_lab(LABS / "basic.toml")
     guest = loaded.lab.guests["vm1"]
@@ -109,8 +110,11 @@ def test_a_guest_hypervisor_may_run_its_qemu_as_root_and_says_why() -> None:
     target = replace(target_for(loaded, ("l1",)), libvirt_as_root="kvmlab inside reads /x")
     xml = render_libvirt(loaded.lab.guests["l1"], target)
     assert "QEMU runs as root: kvmlab inside reads /x" in xml
-    assert re.search(r'</devices>\s*<seclabel type="static" model="dac" relabel="no">\s*'
-                     r"<label>\+0:\+0</label>", xml)  # fmt: skip
+    assert re.search(
+        r'</devices>\s*<seclabel type="static" model="dac" relabel="no">\s*'
+        r"<label>\+0:\+0</label>",
+        xml,
+    )
     assert "seclabel" not in render_libvirt(loaded.lab.guests["l1"], target_for(loaded, ("l1",)))
 
 
@@ -118,26 +122,37 @@ def test_a_run_marks_its_domains_with_a_token() -> None:
     loaded = load_lab(LABS / "basic.toml")
     target = replace(target_for(loaded, ("vm1",)), libvirt_token="0123abcd")
     xml = render_libvirt(loaded.lab.guests["vm1"], target)
-    assert re.search(r'<metadata>\s*<kvmlab:guest lab="basic" address="vm1" token="0123abcd"',
-                     xml)  # fmt: skip
+    assert re.search(r'<metadata>\s*<kvmlab:guest lab="basic" address="vm1" token="0123abcd"', xml)
 
 
-@pytest.mark.parametrize("uri", [
-    "qemu:///system", "qemu+ssh://user@host/system", "qemu+tcp://127.0.0.1:16509/system",
-    "qemu+tcp://[::1]:16509/system", "qemu+ssh://h/system?keyfile=~/.ssh/id",
-    "qemu+unix:///system?socket=/run/kvmlab/.libvirtd/h/sock/libvirt-sock",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "qemu:///system",
+        "qemu+ssh://user@host/system",
+        "qemu+tcp://127.0.0.1:16509/system",
+        "qemu+tcp://[::1]:16509/system",
+        "qemu+ssh://h/system?keyfile=~/.ssh/id",
+        "qemu+unix:///system?socket=/run/kvmlab/.libvirtd/h/sock/libvirt-sock",
+    ],
+)
 def test_libvirt_uris_kvmlab_takes(uri: str) -> None:
     from kvmlab.spec.backend import check_uri
 
     assert check_uri(uri) == uri
 
 
-@pytest.mark.parametrize(("uri", "why"), [
-    ("qemu:///session", "system instance"), ("qemu+ssh://-oProxy/system", "'-'"),
-    ("qemu+tcp://h:99999/system", "1-65535"), ("qemu+tcp://h:abc/system", "system instance"),
-    ("qemu+ssh://h/system?no_verify=1", "no_verify"), ("qemu+ssh://h/system?command=sh", "command"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("uri", "why"),
+    [
+        ("qemu:///session", "system instance"),
+        ("qemu+ssh://-oProxy/system", "'-'"),
+        ("qemu+tcp://h:99999/system", "1-65535"),
+        ("qemu+tcp://h:abc/system", "system instance"),
+        ("qemu+ssh://h/system?no_verify=1", "no_verify"),
+        ("qemu+ssh://h/system?command=sh", "command"),
+    ],
+)
 def test_libvirt_uris_kvmlab_refuses(uri: str, why: str) -> None:
     from kvmlab.spec.backend import check_uri
 

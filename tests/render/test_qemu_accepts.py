@@ -60,10 +60,15 @@ async def _inspect(sock: Path) -> dict[str, Any]:
         facts = {
             cmd: await qmp.execute(cmd)
             for cmd in (
-                "query-status", "query-name", "query-cpus-fast", "query-memory-size-summary",
-                "query-pci", "query-block", "query-memdev",
+                "query-status",
+                "query-name",
+                "query-cpus-fast",
+                "query-memory-size-summary",
+                "query-pci",
+                "query-block",
+                "query-memdev",
             )
-        }  # fmt: skip
+        }
         await qmp.execute("quit")
         return facts
     finally:
@@ -116,8 +121,11 @@ def test_qemu_builds_the_spec(lab_file: Path, path: tuple[str, ...], tmp_path: P
     for disk in guest.disks:
         image = tmp_path / disk.path
         image.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["qemu-img", "create", "-q", "-f", disk.format, str(image), "64M"],
-                       check=True, timeout=30)  # fmt: skip
+        subprocess.run(
+            ["qemu-img", "create", "-q", "-f", disk.format, str(image), "64M"],
+            check=True,
+            timeout=30,
+        )
     run_dir = tmp_path / "run"
     run_dir.mkdir(mode=0o700)
     if guest.cloud_init is not None:

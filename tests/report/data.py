@@ -16,18 +16,38 @@ METRICS = (
     ("disk", "randread", "IOPS", True, 48200.0, 23100.0, 11000.0),
     ("disk", "randwrite", "MB/s", True, 180.0, 132.0, 61.0),
 )
-BOOT_STAGES = (("qemu", 0.31, 0.62), ("kernel", 2.4, 5.1), ("init", 1.1, 2.6),
-               ("agent", 0.42, 0.9))  # fmt: skip
+BOOT_STAGES = (("qemu", 0.31, 0.62), ("kernel", 2.4, 5.1), ("init", 1.1, 2.6), ("agent", 0.42, 0.9))
 
 
-def summary(variant: str, place: tuple[str, str, str], workload: str, metric: str, unit: str,
-            higher: bool, median: float, n: int = 5, spread: float = 0.04) -> Summary:  # fmt: skip
+def summary(
+    variant: str,
+    place: tuple[str, str, str],
+    workload: str,
+    metric: str,
+    unit: str,
+    higher: bool,
+    median: float,
+    n: int = 5,
+    spread: float = 0.04,
+) -> Summary:
     """A summary whose min/max lie ``spread`` (relative) around the median."""
     guest, level, accel = place
-    return Summary(variant=variant, guest=guest, level=level, accel=accel, workload=workload,
-                   metric=metric, unit=unit, higher_is_better=higher, n=n, median=median,
-                   minimum=median * (1 - spread), maximum=median * (1 + spread),
-                   stdev=median * spread / 2, command=COMMAND)  # fmt: skip
+    return Summary(
+        variant=variant,
+        guest=guest,
+        level=level,
+        accel=accel,
+        workload=workload,
+        metric=metric,
+        unit=unit,
+        higher_is_better=higher,
+        n=n,
+        median=median,
+        minimum=median * (1 - spread),
+        maximum=median * (1 + spread),
+        stdev=median * spread / 2,
+        command=COMMAND,
+    )
 
 
 def summaries(variant: str = "default", scale: float = 1.0) -> list[Summary]:
@@ -36,8 +56,17 @@ def summaries(variant: str = "default", scale: float = 1.0) -> list[Summary]:
     for workload, metric, unit, higher, *values in METRICS:
         for place, value in zip(PLACES, values, strict=True):
             factor = scale if place[1] != "L0" else 1.0
-            out.append(summary(variant, place, workload, metric, unit, higher,
-                               value * (factor if higher else 1 / factor)))  # fmt: skip
+            out.append(
+                summary(
+                    variant,
+                    place,
+                    workload,
+                    metric,
+                    unit,
+                    higher,
+                    value * (factor if higher else 1 / factor),
+                )
+            )
     return out
 
 
@@ -65,11 +94,25 @@ def two_variants() -> LevelTable:
 
 def run(run_id: int = 7, complete: bool = True) -> Run:
     """A run with host facts as ``kvmlab bench`` records them (plus an unknown key)."""
-    return Run(id=run_id, lab="nested<&>", lab_file="labs/nested.toml", spec_digest="ab" * 32,
-               suite="seed-000", kvmlab_version="0.1.0", started=1_717_000_000.0,
-               ended=1_717_000_754.0, complete=complete,
-               host={"cpu": "AuthenticAMD AMD EPYC 7B13", "cpus": 2, "memory_gib": 7.8,
-                     "kernel": "6.1.0-21-cloud-amd64", "kvm_flavour": "kvm_pvm",
-                     "accelerator": "tcg",
-                     "accelerator_reason": "kvm_pvm is loaded: guests run under TCG <& \"x\">",
-                     "qemu": "QEMU emulator version 7.2.9", "extra": {"nested": True}})  # fmt: skip
+    return Run(
+        id=run_id,
+        lab="nested<&>",
+        lab_file="labs/nested.toml",
+        spec_digest="ab" * 32,
+        suite="seed-000",
+        kvmlab_version="0.1.0",
+        started=1_717_000_000.0,
+        ended=1_717_000_754.0,
+        complete=complete,
+        host={
+            "cpu": "AuthenticAMD AMD EPYC 7B13",
+            "cpus": 2,
+            "memory_gib": 7.8,
+            "kernel": "6.1.0-21-cloud-amd64",
+            "kvm_flavour": "kvm_pvm",
+            "accelerator": "tcg",
+            "accelerator_reason": 'kvm_pvm is loaded: guests run under TCG <& "x">',
+            "qemu": "QEMU emulator version 7.2.9",
+            "extra": {"nested": True},
+        },
+    )

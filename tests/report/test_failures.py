@@ -17,9 +17,15 @@ from kvmlab.report.text import print_table
 from kvmlab.results.model import Failure, Summary
 from tests.report import data
 
-L2_BOOT = Failure("default", "L2", "l1/l2", "boot",
-                  "nested/l1: starting its guests failed <inside> & so on", 3,
-                  "  exit code: 3\n  | kvmlab: nested/l1/l2: the guest's init failed")  # fmt: skip
+L2_BOOT = Failure(
+    "default",
+    "L2",
+    "l1/l2",
+    "boot",
+    "nested/l1: starting its guests failed <inside> & so on",
+    3,
+    "  exit code: 3\n  | kvmlab: nested/l1/l2: the guest's init failed",
+)
 """Starting L2 failed: nothing was measured there."""
 L1_CPU = Failure("default", "L1", "l1", "disk", "Ctrl-C, SIGTERM or SIGHUP arrived", 130)
 """Ctrl-C during L1's disk workload: its cpu was measured."""
@@ -37,8 +43,11 @@ def text_of(table: LevelTable, title: str = "run 7") -> str:
 
 def test_a_guest_that_failed_before_any_measurement_gets_an_empty_column() -> None:
     table = level_table(below_l2(), [L2_BOOT])
-    assert [c.label for c in table.columns] == ["L0 host (native)", "L1 l1 (tcg)",
-                                                "L2 l1/l2 (failed)"]  # fmt: skip
+    assert [c.label for c in table.columns] == [
+        "L0 host (native)",
+        "L1 l1 (tcg)",
+        "L2 l1/l2 (failed)",
+    ]
     failed = table.columns[-1]
     assert all(failed not in row.cells for row in table.rows)
     assert table.failed(failed) == L2_BOOT and table.failed(table.columns[1]) is None
@@ -75,10 +84,17 @@ def test_text_and_markdown_name_the_failure() -> None:
 def test_json_lists_the_failures_of_each_run() -> None:
     run = replace(data.run(complete=False), failures=[L2_BOOT])
     doc = json.loads(report_json([run], [(7, level_table(below_l2(), [L2_BOOT]))]))
-    assert doc["runs"][0]["failures"] == [{
-        "variant": "default", "level": "L2", "guest": "l1/l2", "stage": "boot",
-        "message": L2_BOOT.message, "exit_code": 3, "detail": L2_BOOT.detail,
-    }]  # fmt: skip
+    assert doc["runs"][0]["failures"] == [
+        {
+            "variant": "default",
+            "level": "L2",
+            "guest": "l1/l2",
+            "stage": "boot",
+            "message": L2_BOOT.message,
+            "exit_code": 3,
+            "detail": L2_BOOT.detail,
+        }
+    ]
     assert {r["level"] for r in doc["rows"]} == {"L0", "L1"}, "no rows for the empty column"
 
 

@@ -13,15 +13,19 @@ from kvmlab.report.text import print_table
 from tests.report import data
 
 COLUMNS = [Col("address"), Col("level"), Col("pid", "right"), Col("memory", "right")]
-ROWS = [["a-rather-long-lab/vm1", "L1", "5912345", "1 GiB"], ["b3/vm2", "L2", "77", "512 MiB"],
-        ["c/d", "L1", "8", "[tap | vhost-user]"]]  # fmt: skip
+ROWS = [
+    ["a-rather-long-lab/vm1", "L1", "5912345", "1 GiB"],
+    ["b3/vm2", "L2", "77", "512 MiB"],
+    ["c/d", "L1", "8", "[tap | vhost-user]"],
+]
 
 
 def render(terminal: bool, width: int) -> str:
     out = io.StringIO()
     console = Console(file=out, width=width, force_terminal=terminal, color_system=None)
-    print_grid(console, COLUMNS, ROWS, title="guests in /a/long/path/to/the/run/root",
-               caption="a caption")  # fmt: skip
+    print_grid(
+        console, COLUMNS, ROWS, title="guests in /a/long/path/to/the/run/root", caption="a caption"
+    )
     return out.getvalue()
 
 
@@ -48,8 +52,11 @@ def test_plain_columns_align_and_right_justify() -> None:
 def test_a_value_beyond_the_pad_limit_shifts_only_its_own_line() -> None:
     long = "x" * (PAD_LIMIT + 10)
     out = io.StringIO()
-    print_grid(Console(file=out, width=50), [Col("key"), Col("type"), Col("note")],
-               [["a", long, "n1"], ["b", "int", "n2"]])  # fmt: skip
+    print_grid(
+        Console(file=out, width=50),
+        [Col("key"), Col("type"), Col("note")],
+        [["a", long, "n1"], ["b", "int", "n2"]],
+    )
     head, first, second = out.getvalue().splitlines()
     assert first == f"a    {long}  n1"
     assert head.index("note") == second.index("n2") < first.index("n1")

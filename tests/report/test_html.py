@@ -82,13 +82,23 @@ def test_header_names_run_and_host_facts() -> None:
     root = parse(render())
     card = root.find(".//section[@id='run-7-facts']")
     assert card is not None
-    facts = dict(zip((text(d) for d in card.iter("dt")), (text(d) for d in card.iter("dd")),
-                     strict=True))  # fmt: skip
+    facts = dict(
+        zip((text(d) for d in card.iter("dt")), (text(d) for d in card.iter("dd")), strict=True)
+    )
     assert facts["lab"] == "nested<&>" and facts["suite"] == "seed-000"
     assert facts["started"] == "2024-05-29 16:26:40 UTC" and facts["kvmlab"] == "0.1.0"
     host = [text(d) for d in card.iter("dt")][-9:]
-    assert host == ["cpu", "CPUs", "memory (GiB)", "kernel", "KVM flavour", "qemu",
-                    "accelerator", "accelerator reason", "extra"]  # fmt: skip
+    assert host == [
+        "cpu",
+        "CPUs",
+        "memory (GiB)",
+        "kernel",
+        "KVM flavour",
+        "qemu",
+        "accelerator",
+        "accelerator reason",
+        "extra",
+    ]
     assert facts["accelerator reason"] == 'kvm_pvm is loaded: guests run under TCG <& "x">'
     assert facts["CPUs"] == "2" and facts["extra"] == "nested: yes"
     assert "complete" in text(card.find("div/h3"))  # type: ignore[arg-type]
@@ -103,11 +113,16 @@ def test_level_table_has_values_units_and_coloured_changes() -> None:
     root = parse(render())
     table = next(root.iter("table"))
     heads = [text(th) for th in table.iter("th")]
-    assert heads == ["workload", "metric", "unit", "L0 host (native)", "L1 l1 (tcg)",
-                     "L2 l1/l2 (kvm)"]  # fmt: skip
+    assert heads == [
+        "workload",
+        "metric",
+        "unit",
+        "L0 host (native)",
+        "L1 l1 (tcg)",
+        "L2 l1/l2 (kvm)",
+    ]
     rows = [[text(td) for td in tr.iter("td")] for tr in table.iter("tr")][1:]
-    assert rows[0] == ["cpu", "events", "events/s ↑", "1210 ±4%", "152 ±4%-87.4%",
-                       "96.5 ±4%-36.5%"]  # fmt: skip
+    assert rows[0] == ["cpu", "events", "events/s ↑", "1210 ±4%", "152 ±4%-87.4%", "96.5 ±4%-36.5%"]
     assert rows[1] == ["latency", "ms ↓", "0.83 ±4%", "6.60 ±4%+695.2%", "10.4 ±4%+57.6%"]
     assert rows[2][:3] == ["disk", "randread", "IOPS ↑"]
     spans = {text(s): s.get("class") for s in table.iter("span") if s.get("class")}
@@ -118,14 +133,18 @@ def test_level_table_has_values_units_and_coloured_changes() -> None:
 def test_two_variants_group_columns_and_show_gains() -> None:
     root = parse(render(variants=2))
     table = next(root.iter("table"))
-    variants = [(text(th), th.get("colspan")) for th in table.iter("th") if th.get("scope") ==
-                "colgroup"]  # fmt: skip
+    variants = [
+        (text(th), th.get("colspan")) for th in table.iter("th") if th.get("scope") == "colgroup"
+    ]
     assert variants == [("default", "3"), ("tuned", "3")]
     spans = {text(s): s.get("class") for s in table.iter("span") if s.get("class")}
     assert spans["+6.3%"] == "change gain"  # tuned L1 randwrite above L0
     legend = [text(g) for g in classed(figures(root)["cpu"], "g", "legend")]
-    assert legend[3:] == ["tuned · L0 host (native)", "tuned · L1 l1 (tcg)",
-                          "tuned · L2 l1/l2 (kvm)"]  # fmt: skip
+    assert legend[3:] == [
+        "tuned · L0 host (native)",
+        "tuned · L1 l1 (tcg)",
+        "tuned · L2 l1/l2 (kvm)",
+    ]
     cpu = figures(root)["cpu"]
     assert len(classed(cpu, "rect", "bar")) == 12
     assert [text(t) for t in classed(cpu, "text", "set-label")] == ["default", "tuned"] * 2
@@ -157,9 +176,11 @@ def test_boot_stages_are_stacked_per_guest() -> None:
     figure = figures(parse(render(variants=2)))["boot stages per guest"]
     stacks = classed(figure, "g", "stack")
     assert [text(s.find(SVG + "text")) for s in stacks] == [  # type: ignore[arg-type]
-        "default · L1 l1 (tcg)", "default · L2 l1/l2 (kvm)",
-        "tuned · L1 l1 (tcg)", "tuned · L2 l1/l2 (kvm)",
-    ]  # fmt: skip
+        "default · L1 l1 (tcg)",
+        "default · L2 l1/l2 (kvm)",
+        "tuned · L1 l1 (tcg)",
+        "tuned · L2 l1/l2 (kvm)",
+    ]
     assert all(len(classed(s, "rect", "bar")) == 4 for s in stacks)
     assert len(classed(figure, "line", "total")) == 4
     assert len(classed(figure, "g", "errorbar")) == 4
@@ -193,8 +214,12 @@ def test_ticks_and_labels() -> None:
     assert svg.ticks(0, 0) == [0, 0.2, 0.4, 0.6, 0.8, 1.0]
     assert svg.ticks(-3, 9)[0] < -3 + 1e-9 and 0 in svg.ticks(-3, 9)
     assert [svg.tick_label(v) for v in (0, 2.5, 9000, 48000, 1.5e6)] == [
-        "0", "2.5", "9000", "48k", "1.5M",
-    ]  # fmt: skip
+        "0",
+        "2.5",
+        "9000",
+        "48k",
+        "1.5M",
+    ]
 
 
 @pytest.mark.functional
@@ -206,13 +231,23 @@ def test_chromium_renders_the_report(tmp_path: Path) -> None:
     page.write_text(render(variants=2))
     profile.mkdir()
     argv = [
-        str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-        "--no-first-run", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", f"--user-data-dir={profile}", f"--screenshot={shot}",
-        "--window-size=1280,2000", page.as_uri(),
-    ]  # fmt: skip
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)  # fmt: skip
+        str(CHROMIUM),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        f"--screenshot={shot}",
+        "--window-size=1280,2000",
+        page.as_uri(),
+    ]
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
     try:
         output, _ = proc.communicate(timeout=120)
     finally:

@@ -23,15 +23,32 @@ KVMLAB = str(Path(sys.executable).with_name("kvmlab"))
 
 def kvmlab(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "KVMLAB_RESULTS": str(db), "COLUMNS": "200"}
-    return subprocess.run([KVMLAB, *args], capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL, env=env)  # fmt: skip
+    return subprocess.run(
+        [KVMLAB, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
 
 
 def sample(level: str, value: float, rep: int, metric: str = "events") -> Sample:
     guest = "host" if level == "L0" else "vm"
     accel = "native" if level == "L0" else "tcg"
-    return Sample("default", guest, level, accel, "cpu", metric, value, "events/s", True, rep,
-                  "sysbench cpu run")  # fmt: skip
+    return Sample(
+        "default",
+        guest,
+        level,
+        accel,
+        "cpu",
+        metric,
+        value,
+        "events/s",
+        True,
+        rep,
+        "sysbench cpu run",
+    )
 
 
 @pytest.fixture
@@ -39,8 +56,14 @@ def db(tmp_path: Path) -> Path:
     path = tmp_path / "r.sqlite"
     with ResultStore(path) as store:
         run = store.start(Run(0, "lab", "/labs/lab.toml", "d", "quick", "0", time.time()))
-        store.add(run, [sample(level, v, i) for level in ("L0", "L1")
-                        for i, v in enumerate((100.0, 110.0, 105.0))])  # fmt: skip
+        store.add(
+            run,
+            [
+                sample(level, v, i)
+                for level in ("L0", "L1")
+                for i, v in enumerate((100.0, 110.0, 105.0))
+            ],
+        )
         store.finish(run)
     return path
 
@@ -59,8 +82,10 @@ def test_out_never_writes_through_a_symlink(command: str, db: Path, tmp_path: Pa
     link.symlink_to(victim)
     proc = kvmlab(db, *OUT_COMMANDS[command], str(link))
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr == (f"kvmlab: --out {link} is a symbolic link; kvmlab does not write "
-                           "through links: give the file itself, or a new name\n")  # fmt: skip
+    assert proc.stderr == (
+        f"kvmlab: --out {link} is a symbolic link; kvmlab does not write "
+        "through links: give the file itself, or a new name\n"
+    )
     assert victim.read_text() == "precious\n"
     assert link.is_symlink()
 
@@ -117,8 +142,7 @@ def test_odd_run_ids_are_refused(ref: str, db: Path) -> None:
 def test_non_finite_values_are_never_stored(tmp_path: Path) -> None:
     with ResultStore(tmp_path / "r.sqlite") as store:
         run = store.start(Run(0, "lab", "/labs/lab.toml", "d", "quick", "0", time.time()))
-        store.add(run, [sample("L0", math.inf, 0), sample("L0", math.nan, 1),
-                        sample("L0", 5.0, 2)])  # fmt: skip
+        store.add(run, [sample("L0", math.inf, 0), sample("L0", math.nan, 1), sample("L0", 5.0, 2)])
         assert [s.value for s in store.samples(run)] == [5.0]
         (failure,) = store.run(run).failures
         assert "2 value(s) that are not finite numbers" in failure.message
@@ -175,9 +199,12 @@ def test_terminal_escapes_in_table_values_are_printed_escaped() -> None:
     from kvmlab.report.grid import Col, print_grid
 
     out = io.StringIO()
-    print_grid(Console(file=out, width=200), [Col("lab"), Col("note")],
-               [["x\x1b[2Jy", Text("a\x07b")], ["two\nlines", "ok"]],
-               title="runs \x1b]0;pwned\x07")  # fmt: skip
+    print_grid(
+        Console(file=out, width=200),
+        [Col("lab"), Col("note")],
+        [["x\x1b[2Jy", Text("a\x07b")], ["two\nlines", "ok"]],
+        title="runs \x1b]0;pwned\x07",
+    )
     text = out.getvalue()
     assert "\x1b" not in text and "\x07" not in text
     assert "x\\x1b[2Jy" in text and "runs \\x1b]0;pwned\\x07" in text

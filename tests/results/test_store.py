@@ -15,10 +15,22 @@ from kvmlab.results.stats import summarize
 from kvmlab.results.store import DB_FILE, ResultStore, StoreError
 
 
-def sample(guest: str, level: str, value: float, rep: int, metric: str = "events_per_s",
-           hib: bool = True) -> Sample:  # fmt: skip
-    return Sample("default", guest, level, "tcg" if level != "L0" else "native", "cpu", metric,
-                  value, "events/s", hib, rep, "sysbench cpu run")  # fmt: skip
+def sample(
+    guest: str, level: str, value: float, rep: int, metric: str = "events_per_s", hib: bool = True
+) -> Sample:
+    return Sample(
+        "default",
+        guest,
+        level,
+        "tcg" if level != "L0" else "native",
+        "cpu",
+        metric,
+        value,
+        "events/s",
+        hib,
+        rep,
+        "sysbench cpu run",
+    )
 
 
 def new_run() -> Run:
@@ -132,15 +144,21 @@ def test_default_database_lives_in_a_private_data_directory(
 def test_bad_kvmlab_results_is_one_usage_error(
     case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = {"directory": tmp_path, "missing parent": tmp_path / "no" / "r.sqlite",
-            "not a regular file": Path("/dev/null")}[case]  # fmt: skip
+    path = {
+        "directory": tmp_path,
+        "missing parent": tmp_path / "no" / "r.sqlite",
+        "not a regular file": Path("/dev/null"),
+    }[case]
     monkeypatch.setenv("KVMLAB_RESULTS", str(path))
     with pytest.raises(UsageError) as info:
         ResultStore()
     message = str(info.value)
     assert message.startswith(f"KVMLAB_RESULTS={path}") and "\n" not in message
-    assert {"directory": "is a directory", "missing parent": "does not exist",
-            "not a regular file": "not a regular file"}[case] in message  # fmt: skip
+    assert {
+        "directory": "is a directory",
+        "missing parent": "does not exist",
+        "not a regular file": "not a regular file",
+    }[case] in message
     assert not (tmp_path / "no").exists(), "nothing is created for a bad path"
 
 
@@ -223,8 +241,9 @@ INSERT INTO samples VALUES (1, 'default', 'host', 'L0', 'native', 'cpu', 'events
 
 
 def failure(level: str = "L2", stage: str = "boot", code: int | None = 3) -> Failure:
-    return Failure("default", level, "l1/l2", stage, "l1: starting its guests failed", code,
-                   "  exit code: 3")  # fmt: skip
+    return Failure(
+        "default", level, "l1/l2", stage, "l1: starting its guests failed", code, "  exit code: 3"
+    )
 
 
 def test_schema_1_database_is_migrated_and_keeps_its_runs(tmp_path: Path) -> None:
@@ -253,8 +272,7 @@ def test_documents_are_kept_per_run_kind_and_variant(tmp_path: Path) -> None:
         store.add_document(first, "default", "migrations", {"n": 1})
         store.add_document(first, "tuned", "migrations", {"n": 2})
         store.add_document(first, "default", "other", {"n": 3})
-        assert store.documents(first, "migrations") == [("default", {"n": 1}),
-                                                        ("tuned", {"n": 2})]  # fmt: skip
+        assert store.documents(first, "migrations") == [("default", {"n": 1}), ("tuned", {"n": 2})]
         assert store.documents(second, "migrations") == []
 
 

@@ -28,8 +28,9 @@ def recorded_pid(run_root: Path, lab: str) -> int:
 
 
 def start_up(lab: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen([KVMLAB, "up", str(lab)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    return subprocess.Popen(
+        [KVMLAB, "up", str(lab)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def wait_until(what: str, check: object, proc: subprocess.Popen[str], limit: float = 120) -> None:
@@ -40,11 +41,14 @@ def wait_until(what: str, check: object, proc: subprocess.Popen[str], limit: flo
         time.sleep(0.01)
 
 
-@pytest.mark.parametrize(("sig", "when"), [
-    (signal.SIGINT, "lab directory created"),
-    (signal.SIGTERM, "QEMU on record"),
-    (signal.SIGHUP, "QEMU booting for 1 s"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("sig", "when"),
+    [
+        (signal.SIGINT, "lab directory created"),
+        (signal.SIGTERM, "QEMU on record"),
+        (signal.SIGHUP, "QEMU booting for 1 s"),
+    ],
+)
 def test_a_signal_during_up_stops_everything(
     run_root: Path, tmp_path: Path, sig: signal.Signals, when: str
 ) -> None:

@@ -27,8 +27,9 @@ GUEST_SLEEPS = (  # the guest's sleep processes, one per line
 def kvmlab(*args: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     """The CLI with stdin from ``input`` (else /dev/null), never the test runner's stdin."""
     stdin = None if input is not None else subprocess.DEVNULL
-    return subprocess.run([KVMLAB, *args], input=input, stdin=stdin, capture_output=True,
-                          timeout=300)  # fmt: skip
+    return subprocess.run(
+        [KVMLAB, *args], input=input, stdin=stdin, capture_output=True, timeout=300
+    )
 
 
 def test_exec_is_like_ssh_on_a_real_guest(run_root: Path, tmp_path: Path) -> None:
@@ -48,9 +49,12 @@ def test_exec_is_like_ssh_on_a_real_guest(run_root: Path, tmp_path: Path) -> Non
 
         serial = run_root / "chan" / "vm" / "serial.log"
         script = "echo sleeps-started > /dev/ttyS0; sleep 61.1 & sleep 61.2; true"
-        proc = subprocess.Popen([KVMLAB, "exec", "chan/vm", "--", "sh", "-c", script],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)  # fmt: skip
+        proc = subprocess.Popen(
+            [KVMLAB, "exec", "chan/vm", "--", "sh", "-c", script],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         deadline = time.monotonic() + 60
         while b"sleeps-started" not in serial.read_bytes():
             assert time.monotonic() < deadline, "the guest command did not start"

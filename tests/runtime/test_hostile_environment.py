@@ -15,13 +15,21 @@ from tests.conftest import LABS
 
 @pytest.mark.parametrize(
     ("name", "value"),
-    [("KVMLAB_CEILING_QMP", "nan"), ("KVMLAB_STALL_BOOT", "-1"), ("KVMLAB_CEILING_AGENT", "inf"),
-     ("KVMLAB_STALL_SETUP", "1e308"), ("KVMLAB_CEILING_INNER_UP", "x" * 3000)],
-)  # fmt: skip
+    [
+        ("KVMLAB_CEILING_QMP", "nan"),
+        ("KVMLAB_STALL_BOOT", "-1"),
+        ("KVMLAB_CEILING_AGENT", "inf"),
+        ("KVMLAB_STALL_SETUP", "1e308"),
+        ("KVMLAB_CEILING_INNER_UP", "x" * 3000),
+    ],
+)
 def test_a_bad_limit_is_refused_before_anything_starts(
-    name: str, value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    value: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     from kvmlab.runtime import lab as labrun
 
     def no_start(*_: object, **__: object) -> None:

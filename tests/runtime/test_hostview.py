@@ -28,11 +28,17 @@ def test_wrap_execs_qemu_in_a_private_mount_namespace(tmp_path: Path) -> None:
     argv = hostview.wrap(QEMU, masks, tmp_path / "run")
     view = str(tmp_path / "run" / hostview.VIEW_DIR)
     # No --fork: unshare execs sh, which execs QEMU, so the pid kvmlab records is QEMU's.
-    assert argv[:7] == ["unshare", "--mount", "--propagation", "private", "--", "sh",
-                        str(hostview.SCRIPT)]  # fmt: skip
+    assert argv[:7] == [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "--",
+        "sh",
+        str(hostview.SCRIPT),
+    ]
     assert "--fork" not in argv
-    assert argv[7:12] == ["", view, str(tmp_path / "run" / hostview.EMPTY_FILE),
-                          "f", "/etc/shadow"]  # fmt: skip
+    assert argv[7:12] == ["", view, str(tmp_path / "run" / hostview.EMPTY_FILE), "f", "/etc/shadow"]
     assert argv[12:16] == ["d", "555", "/proc", "--"]
     assert argv[16:] == [*QEMU[:4], FSDEV.replace("path=/,", f"path={view},"), *QEMU[5:]]
     assert hostview.SCRIPT.read_text().rstrip().endswith('exec "$@"')
@@ -48,7 +54,14 @@ def test_kept_directories_inside_a_mask_are_bound_back(tmp_path: Path) -> None:
     argv = hostview.wrap(QEMU, masks, tmp_path, keep=["/tmp/cache", "/var/cache"])
     start = argv.index(str(hostview.SCRIPT)) + 4
     assert argv[start : argv.index("--", start)] == [
-        "w", "1777", "/tmp", "k", "/tmp/cache", "r", "/tmp"]  # fmt: skip
+        "w",
+        "1777",
+        "/tmp",
+        "k",
+        "/tmp/cache",
+        "r",
+        "/tmp",
+    ]
 
 
 def test_export_view_needs_exactly_one_share_of_root() -> None:
@@ -66,11 +79,17 @@ def test_resolve_follows_symlinks_skips_missing_and_prunes(tmp_path: Path) -> No
     (tmp_path / "secret" / "key").write_text("k")
     (tmp_path / "link").symlink_to(tmp_path / "secret")
     (tmp_path / "file").write_text("f")
-    defaults = [str(tmp_path / "link"), str(tmp_path / "secret" / "key"),
-                str(tmp_path / "missing"), "/dev/null"]  # fmt: skip
+    defaults = [
+        str(tmp_path / "link"),
+        str(tmp_path / "secret" / "key"),
+        str(tmp_path / "missing"),
+        "/dev/null",
+    ]
     masks = hostview.resolve(defaults, hide=[str(tmp_path / "file")])
-    assert masks == [Mask(str(tmp_path / "file"), "file"),
-                     Mask(str(tmp_path / "secret"), "dir", 0o700)]  # fmt: skip
+    assert masks == [
+        Mask(str(tmp_path / "file"), "file"),
+        Mask(str(tmp_path / "secret"), "dir", 0o700),
+    ]
 
 
 def test_show_lifts_defaults_not_hides(tmp_path: Path) -> None:
@@ -145,11 +164,26 @@ def test_script_masks_the_exported_view_only(tmp_path: Path, busybox: str | None
     (hidden / "secret").write_text("the secret")
     kept.mkdir()
     (kept / "entry").write_text("the image")
-    argv = ["sh", "-c", PROBE, "probe", "-fsdev", "local,path=/", str(hidden / "secret"),
-            str(kept / "entry"), str(hidden)]  # fmt: skip
+    argv = [
+        "sh",
+        "-c",
+        PROBE,
+        "probe",
+        "-fsdev",
+        "local,path=/",
+        str(hidden / "secret"),
+        str(kept / "entry"),
+        str(hidden),
+    ]
     masks = hostview.resolve(["/etc/shadow", "/proc", str(tmp_path)], hide=[str(hidden)])
-    wrapped = hostview.wrap(argv, masks, tmp_path / "run", keep=[str(kept)], busybox=busybox,
-                            propagation=hostview.root_propagation())  # fmt: skip
+    wrapped = hostview.wrap(
+        argv,
+        masks,
+        tmp_path / "run",
+        keep=[str(kept)],
+        busybox=busybox,
+        propagation=hostview.root_propagation(),
+    )
     proc = subprocess.Popen(wrapped, stdout=subprocess.PIPE, text=True)
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0
@@ -168,8 +202,12 @@ def test_script_masks_the_exported_view_only(tmp_path: Path, busybox: str | None
 @needs_root
 def test_script_refuses_to_start_qemu_when_a_mask_fails(tmp_path: Path) -> None:
     argv = ["sh", "-c", "echo QEMU RAN", "probe", "-fsdev", "local,path=/"]
-    wrapped = hostview.wrap(argv, [Mask(str(tmp_path / "gone"), "dir")], tmp_path / "run",
-                            propagation=hostview.root_propagation())  # fmt: skip
+    wrapped = hostview.wrap(
+        argv,
+        [Mask(str(tmp_path / "gone"), "dir")],
+        tmp_path / "run",
+        propagation=hostview.root_propagation(),
+    )
     proc = subprocess.run(wrapped, capture_output=True, text=True, timeout=30)
     assert proc.returncode != 0
     assert "QEMU RAN" not in proc.stdout
@@ -213,19 +251,29 @@ def test_propagation_private_where_root_is_a_mount_unchanged_in_a_private_chroot
 
 # this machine after `ip netns add` (iproute2 makes /run/netns a shared mount), seen from
 # the fresh-machine check's chroot at /tmp/fresh/run
-NETNS_INIT = ("27 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n"
-              "96 27 254:0 /run/netns /run/netns rw,relatime shared:1 - ext4 /dev/vda rw\n"
-              "97 27 0:46 / /tmp/fresh/run/proc rw,relatime - proc proc rw\n")  # fmt: skip
-SHARED_IN_CHROOT = ("97 27 0:46 / /proc rw,relatime - proc proc rw\n"
-                    "98 27 0:47 / /srv rw,relatime shared:2 - tmpfs t rw\n")  # fmt: skip
-CHROOT_HELD_SHARED = ("27 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n"
-                      "97 27 0:46 / /tmp/fresh/run/proc rw,relatime - proc proc rw\n")  # fmt: skip
+NETNS_INIT = (
+    "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n"
+    "96 27 254:0 /run/netns /run/netns rw,relatime shared:1 - ext4 /dev/vda rw\n"
+    "97 27 0:46 / /tmp/fresh/run/proc rw,relatime - proc proc rw\n"
+)
+SHARED_IN_CHROOT = (
+    "97 27 0:46 / /proc rw,relatime - proc proc rw\n"
+    "98 27 0:47 / /srv rw,relatime shared:2 - tmpfs t rw\n"
+)
+CHROOT_HELD_SHARED = (
+    "27 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n"
+    "97 27 0:46 / /tmp/fresh/run/proc rw,relatime - proc proc rw\n"
+)
 
 
 def test_only_shared_mounts_kvmlab_mounts_onto_refuse_a_chroot(tmp_path: Path) -> None:
     files = {}
-    for name, text in (("init", NETNS_INIT), ("chroot", CHROOT_MOUNTS),
-                       ("mine", SHARED_IN_CHROOT), ("held", CHROOT_HELD_SHARED)):  # fmt: skip
+    for name, text in (
+        ("init", NETNS_INIT),
+        ("chroot", CHROOT_MOUNTS),
+        ("mine", SHARED_IN_CHROOT),
+        ("held", CHROOT_HELD_SHARED),
+    ):
         files[name] = str(tmp_path / name)
         Path(files[name]).write_text(text)
     targets = ["/root/.kvmlab/run/lab/vm/hostview", "/etc/shadow", "/run", "/root/.ssh"]

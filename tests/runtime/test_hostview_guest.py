@@ -43,28 +43,40 @@ def _sections(out: str) -> dict[str, str]:
 
 
 def test_guest_sees_the_masked_view(run_root: Path, tmp_path: Path, markers: Path) -> None:
-    lab = write_lab(tmp_path, "view", (
-        "[guests.vm.host_view]\n"
-        'show = ["/var/tmp"]\n'
-        f'hide = ["{markers / "hidden"}", "{markers / "hidden-file.txt"}"]\n'
-    ))  # fmt: skip
-    secrets = [p for p in ("/etc/shadow", *map(str, Path("/etc/ssh").glob("ssh_host_*_key")))
-               if Path(p).is_file() and Path(p).stat().st_size]  # fmt: skip
-    dirs = [p for p in ("/etc/ssl/private", "/root/.ssh", "/root/.gnupg")
-            if Path(p).is_dir() and any(Path(p).iterdir())]  # fmt: skip
+    lab = write_lab(
+        tmp_path,
+        "view",
+        (
+            "[guests.vm.host_view]\n"
+            'show = ["/var/tmp"]\n'
+            f'hide = ["{markers / "hidden"}", "{markers / "hidden-file.txt"}"]\n'
+        ),
+    )
+    secrets = [
+        p
+        for p in ("/etc/shadow", *map(str, Path("/etc/ssh").glob("ssh_host_*_key")))
+        if Path(p).is_file() and Path(p).stat().st_size
+    ]
+    dirs = [
+        p
+        for p in ("/etc/ssl/private", "/root/.ssh", "/root/.gnupg")
+        if Path(p).is_dir() and any(Path(p).iterdir())
+    ]
     assert "/etc/shadow" in secrets
-    probe = "\n".join([
-        'echo "== shadow"; head -c 60 /etc/shadow',
-        f'echo "== raw shadow"; head -c 60 {RAW}/etc/shadow',
-        f'echo "== raw proc"; ls -A {RAW}/proc | head -n 3',
-        f'echo "== raw run root"; ls -A {RAW}{run_root} 2>&1 | head -n 3',
-        f'echo "== raw tmp"; ls -A {RAW}/tmp | head -n 3',
-        *(f'echo "== file {p}"; wc -c < {p}' for p in secrets),
-        *(f'echo "== dir {p}"; ls -A {p}' for p in dirs),
-        f'echo "== visible"; cat {markers}/visible.txt',
-        f'echo "== hidden"; ls -A {markers}/hidden; cat {markers}/hidden-file.txt',
-        f'echo "== cache"; test -d {default_cache_dir()}/images && echo present',
-    ])  # fmt: skip
+    probe = "\n".join(
+        [
+            'echo "== shadow"; head -c 60 /etc/shadow',
+            f'echo "== raw shadow"; head -c 60 {RAW}/etc/shadow',
+            f'echo "== raw proc"; ls -A {RAW}/proc | head -n 3',
+            f'echo "== raw run root"; ls -A {RAW}{run_root} 2>&1 | head -n 3',
+            f'echo "== raw tmp"; ls -A {RAW}/tmp | head -n 3',
+            *(f'echo "== file {p}"; wc -c < {p}' for p in secrets),
+            *(f'echo "== dir {p}"; ls -A {p}' for p in dirs),
+            f'echo "== visible"; cat {markers}/visible.txt',
+            f'echo "== hidden"; ls -A {markers}/hidden; cat {markers}/hidden-file.txt',
+            f'echo "== cache"; test -d {default_cache_dir()}/images && echo present',
+        ]
+    )
     up = kvmlab("up", str(lab))
     try:
         assert up.returncode == 0, up.stderr
@@ -89,11 +101,18 @@ def test_guest_sees_the_masked_view(run_root: Path, tmp_path: Path, markers: Pat
         assert str(run_root / "view" / "vm").encode() in b" ".join(cmdline)
 
         # What a guest hypervisor does for its own guests: the wrapper works in the guest.
-        inner = ["sh", "-c", 'v=${2#local,path=}; wc -c < "$v/etc/shadow"; ls -A "$v/proc"',
-                 "probe", "-fsdev", "local,path=/"]  # fmt: skip
+        inner = [
+            "sh",
+            "-c",
+            'v=${2#local,path=}; wc -c < "$v/etc/shadow"; ls -A "$v/proc"',
+            "probe",
+            "-fsdev",
+            "local,path=/",
+        ]
         masks = [Mask("/etc/shadow", "file"), Mask("/proc", "dir", 0o555)]
-        nested = kvmlab("exec", "view/vm", "--",
-                        *hostview.wrap(inner, masks, Path("/run/kvmlab-test")))  # fmt: skip
+        nested = kvmlab(
+            "exec", "view/vm", "--", *hostview.wrap(inner, masks, Path("/run/kvmlab-test"))
+        )
         assert (nested.returncode, nested.stdout.strip()) == (0, "0"), nested.stderr
     finally:
         down = kvmlab("down", "view")

@@ -52,8 +52,23 @@ def test_a_raw_disk_is_never_probed_for_a_backing_file(dirs: tuple[Path, Path]) 
     included: read as the lab declares it, that is never followed."""
     _, opened = dirs
     fake = opened / "raw.img"  # a raw disk holding a qcow2 header
-    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-u", "-F", "raw", "-b",
-                    "/etc/hostname", str(fake), "16M"], check=True)  # fmt: skip
+    subprocess.run(
+        [
+            "qemu-img",
+            "create",
+            "-q",
+            "-f",
+            "qcow2",
+            "-u",
+            "-F",
+            "raw",
+            "-b",
+            "/etc/hostname",
+            str(fake),
+            "16M",
+        ],
+        check=True,
+    )
     assert backing_chain(fake, "qcow2")[-1] == Path("/etc/hostname")  # what probing follows
     assert backing_chain(fake, "raw") == [fake]
     _check_disk(0, fake, "raw", QEMU_USER, "qemu:///system", "lab/vm")
@@ -61,7 +76,7 @@ def test_a_raw_disk_is_never_probed_for_a_backing_file(dirs: tuple[Path, Path]) 
 
 def test_a_backing_file_out_of_reach_is_refused_with_the_standalone_fix(
     dirs: tuple[Path, Path],
-) -> None:  # fmt: skip
+) -> None:
     closed, opened = dirs
     top = qcow2(opened / "top.qcow2", qcow2(closed / "base.qcow2"))
     with pytest.raises(LibvirtFailure) as err:

@@ -23,8 +23,18 @@ class Dom:
 
 
 def machine(lab: str, guest: str) -> LibvirtMachine:
-    config = MachineConfig(lab, (guest,), ["qemu"], Path("/nowhere"), "tcg", "test host", 1,
-                           512 << 20, boots_image=True, children=False)  # fmt: skip
+    config = MachineConfig(
+        lab,
+        (guest,),
+        ["qemu"],
+        Path("/nowhere"),
+        "tcg",
+        "test host",
+        1,
+        512 << 20,
+        boots_image=True,
+        children=False,
+    )
     return LibvirtMachine(config, "qemu:///system", "<domain/>", "uuid", token="t")
 
 

@@ -27,7 +27,7 @@ def other_kvmlab_could_take(lock: Path) -> bool:
 
 def test_held_across_holders_in_one_process_and_blocking_others(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:  # fmt: skip
+) -> None:
     monkeypatch.setenv("KVMLAB_RUN_DIR", str(tmp_path / "run"))
     lock = tmp_path / "run" / publish.LOCK
     publish.hold()  # a machine between its upload and its domain

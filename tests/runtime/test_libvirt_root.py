@@ -45,7 +45,7 @@ nics = [{ type = "vhost-user", port = "p0" }]
 
 def test_vhost_user_on_the_labs_switch_needs_root_and_is_refused_unless_asked(
     tmp_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     loaded = lab(tmp_path, SWITCHED)
     why = backend().root_reason(loaded.lab.guests["vm"], children=False)
     assert why is not None and "switch's sockets" in why
@@ -58,7 +58,7 @@ def test_vhost_user_on_the_labs_switch_needs_root_and_is_refused_unless_asked(
 
 def test_a_guest_hypervisor_needs_root_only_when_its_guests_start_and_its_reads_are_closed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:  # fmt: skip
+) -> None:
     """Here only the image cache is closed to libvirt's QEMU user (kvmlab's own install may
     or may not be, depending on the machine: the reachability test is stood in for)."""
     import kvmlab.runtime.libvirt.lab as lvlab
@@ -101,8 +101,18 @@ class Dom:
 
 
 def machine(dom: Dom, pid: int | None) -> LibvirtMachine:
-    config = MachineConfig("n", ("l1",), ["qemu"], Path("/nowhere"), "tcg", "test", 1,
-                           512 << 20, boots_image=True, children=True)  # fmt: skip
+    config = MachineConfig(
+        "n",
+        ("l1",),
+        ["qemu"],
+        Path("/nowhere"),
+        "tcg",
+        "test",
+        1,
+        512 << 20,
+        boots_image=True,
+        children=True,
+    )
     m = LibvirtMachine(config, HERE, "<domain/>", "uuid", token="t")
     m._dom, m.pid = dom, pid
     return m
@@ -117,8 +127,9 @@ CHANNEL = (
 
 def test_the_relay_socket_is_libvirts_channel_seen_through_qemus_root() -> None:
     got = machine(Dom(CHANNEL), 4242).relay_socket("l2")
-    assert got == Path("/proc/4242/root/var/lib/libvirt/qemu/channel/target/domain-1-n-l1/"
-                       "kvmlab.relay.l2")  # fmt: skip
+    assert got == Path(
+        "/proc/4242/root/var/lib/libvirt/qemu/channel/target/domain-1-n-l1/kvmlab.relay.l2"
+    )
 
 
 def test_a_relay_socket_out_of_reach_says_why() -> None:

@@ -36,8 +36,12 @@ def test_up_exec_ps_down_leaves_nothing(run_root: Path, tmp_path: Path) -> None:
     disk = kvmlab("exec", "life/vm", "--", "sh", "-c", "cat /sys/block/vda/size")
     assert int(disk.stdout) * 512 == 64 * 1024 * 1024
 
-    console = subprocess.Popen([KVMLAB, "console", "life/vm"], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    console = subprocess.Popen(
+        [KVMLAB, "console", "life/vm"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     time.sleep(0.5)
     said = kvmlab("exec", "life/vm", "--", "sh", "-c", "echo hello-console > /dev/ttyS0")
     assert said.returncode == 0, said.stderr
@@ -68,8 +72,9 @@ def test_up_exec_ps_down_leaves_nothing(run_root: Path, tmp_path: Path) -> None:
 
 def test_ctrl_c_during_boot_cleans_up(run_root: Path, tmp_path: Path) -> None:
     lab = write_lab(tmp_path, "intr")
-    proc = subprocess.Popen([KVMLAB, "up", str(lab)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [KVMLAB, "up", str(lab)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     wait_for(run_root / "intr" / "vm" / "qemu.pid", 30)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
@@ -81,8 +86,9 @@ def test_ctrl_c_during_boot_cleans_up(run_root: Path, tmp_path: Path) -> None:
 
 def test_sigterm_during_boot_cleans_up(run_root: Path, tmp_path: Path) -> None:
     lab = write_lab(tmp_path, "term")
-    proc = subprocess.Popen([KVMLAB, "up", str(lab)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [KVMLAB, "up", str(lab)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     wait_for(run_root / "term" / "vm" / "qemu.pid", 30)
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=60)

@@ -39,8 +39,14 @@ def test_l1_l2_up_exec_ps_down(run_root: Path, tmp_path: Path) -> None:
     assert up.returncode == 0, up.stderr[-3000:]
     assert "nest/l1/l2 is up inside nest/l1" in up.stderr
 
-    l1 = kvmlab("exec", "nest/l1", "--", "sh", "-c",
-                "test -c /dev/kvm && cat /sys/module/kvm_amd/parameters/nested")  # fmt: skip
+    l1 = kvmlab(
+        "exec",
+        "nest/l1",
+        "--",
+        "sh",
+        "-c",
+        "test -c /dev/kvm && cat /sys/module/kvm_amd/parameters/nested",
+    )
     assert l1.returncode == 0, l1.stderr
     assert l1.stdout.strip() in ("1", "Y"), "L1 is a guest hypervisor with nested KVM"
 

@@ -24,8 +24,10 @@ def test_inner_failure_keeps_the_inner_kvmlab_error_lines() -> None:
         "nested/l1: failed inside the guest: nested/l2: QEMU exited while booting"
     )
     assert failure.returncode == 3
-    assert failure.log_tail == ["kvmlab: nested/l2: QEMU exited while booting",
-                                "kvmlab:   exit code: 1"]  # fmt: skip
+    assert failure.log_tail == [
+        "kvmlab: nested/l2: QEMU exited while booting",
+        "kvmlab:   exit code: 1",
+    ]
 
 
 def test_inner_failure_without_kvmlab_lines_keeps_the_tail() -> None:

@@ -15,8 +15,10 @@ from kvmlab.spec import load_lab
 
 def lab_forwarding(tmp_path: Path, port: int) -> Path:
     lab = tmp_path / "fwd.toml"
-    lab.write_text(f'name = "fwd"\n[guests.vm]\n[[guests.vm.nics]]\ntype = "user"\n'
-                   f"forwards = [{{ host_port = {port}, guest_port = 22 }}]\n")  # fmt: skip
+    lab.write_text(
+        f'name = "fwd"\n[guests.vm]\n[[guests.vm.nics]]\ntype = "user"\n'
+        f"forwards = [{{ host_port = {port}, guest_port = 22 }}]\n"
+    )
     return lab
 
 

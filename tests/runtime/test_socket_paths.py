@@ -83,8 +83,9 @@ def test_a_guest_hypervisors_relay_sockets_count(monkeypatch: pytest.MonkeyPatch
 
 def test_names_too_long_for_any_run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KVMLAB_RUN_DIR", str(tmp_path))
-    with pytest.raises(StateError, match="whatever the run directory; give the lab or its "
-                                         "guests shorter names"):  # fmt: skip
+    with pytest.raises(
+        StateError, match="whatever the run directory; give the lab or its guests shorter names"
+    ):
         check_socket_paths(LabDir.of("x" * 32), [(("a" * 32,), ["b" * 32])])
 
 

@@ -33,10 +33,21 @@ def test_bad_lab_names_are_refused(name: str) -> None:
         lab_name(name)
 
 
-@pytest.mark.parametrize("address", [
-    "basic", "basic/", "/basic/vm1", "../kvmlab/basic/vm1", "basic/vm1/../vm1", "basic//vm1",
-    "basic/./vm1", "a" * 300 + "/vm", "basic/vm1/", "b/c/d/e/f/g",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "address",
+    [
+        "basic",
+        "basic/",
+        "/basic/vm1",
+        "../kvmlab/basic/vm1",
+        "basic/vm1/../vm1",
+        "basic//vm1",
+        "basic/./vm1",
+        "a" * 300 + "/vm",
+        "basic/vm1/",
+        "b/c/d/e/f/g",
+    ],
+)
 def test_bad_addresses_are_refused(address: str) -> None:
     with pytest.raises(UsageError, match="is not a guest address"):
         parse_address(address)
@@ -79,8 +90,11 @@ def test_run_root_must_be_private_and_kvmlab_s(
     open_dir = tmp_path / "open"
     open_dir.mkdir()
     open_dir.chmod(0o777)
-    for path, words in ((foreign, "did not create"), (open_dir, "nobody else can write"),
-                        (Path("relative"), "absolute")):  # fmt: skip
+    for path, words in (
+        (foreign, "did not create"),
+        (open_dir, "nobody else can write"),
+        (Path("relative"), "absolute"),
+    ):
         monkeypatch.setenv("KVMLAB_RUN_DIR", str(path))
         with pytest.raises(StateError, match=words):
             checked_run_root()
@@ -114,9 +128,12 @@ def test_removal_is_confined_to_marked_directories(root: Path, tmp_path: Path) -
         (lab.root / "link").symlink_to(outside)
         (lab.root / "unmarked").mkdir()
         (lab.root / "user-file").write_text("x")
-        for path, words in ((lab.root / "link", "symlink"), (outside, "outside the run root"),
-                            (lab.root / "unmarked", "did not create"),
-                            (root, "not a directory below")):  # fmt: skip
+        for path, words in (
+            (lab.root / "link", "symlink"),
+            (outside, "outside the run root"),
+            (lab.root / "unmarked", "did not create"),
+            (root, "not a directory below"),
+        ):
             with pytest.raises(StateError, match=words):
                 remove_owned(path)
         (guest / "escape").symlink_to(outside)
@@ -140,9 +157,18 @@ def test_state_files_are_private(root: Path) -> None:
 
 
 def record(**changes: object) -> GuestRecord:
-    base = GuestRecord(lab="lab", address=["vm"], pid=0, argv=["qemu-system-x86_64"],
-                       accel="tcg", accel_reason="test", vcpus=1, memory=1 << 29,
-                       started=time.time(), state="launching")  # fmt: skip
+    base = GuestRecord(
+        lab="lab",
+        address=["vm"],
+        pid=0,
+        argv=["qemu-system-x86_64"],
+        accel="tcg",
+        accel_reason="test",
+        vcpus=1,
+        memory=1 << 29,
+        started=time.time(),
+        state="launching",
+    )
     for key, value in changes.items():
         setattr(base, key, value)
     return base
@@ -152,8 +178,10 @@ def record(**changes: object) -> GuestRecord:
 def fake_qemu(root: Path) -> Iterator[subprocess.Popen[bytes]]:
     """A process whose command line looks like a QEMU of lab/vm (as a real one's does)."""
     guest = root / "lab" / "vm"
-    proc = subprocess.Popen(["sh", "-c", "sleep 60; :", "qemu-system-x86_64",
-                             f"{guest}/qmp.sock"], start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        ["sh", "-c", "sleep 60; :", "qemu-system-x86_64", f"{guest}/qmp.sock"],
+        start_new_session=True,
+    )
     yield proc
     proc.kill()
     proc.wait()
@@ -224,8 +252,10 @@ def test_records_with_foreign_names_are_unreadable(root: Path) -> None:
 def test_a_qemu_of_another_run_root_is_not_ours(root: Path, tmp_path: Path) -> None:
     """/run/kvmlab/lab/vm/ is inside /srv/ci/run/kvmlab/lab/vm/: a path must start a token."""
     other = tmp_path / "b" / str(root).lstrip("/") / "lab" / "vm"
-    proc = subprocess.Popen(["sh", "-c", "sleep 60; :", "qemu-system-x86_64",
-                             f"path={other}/qmp.sock"], start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        ["sh", "-c", "sleep 60; :", "qemu-system-x86_64", f"path={other}/qmp.sock"],
+        start_new_session=True,
+    )
     try:
         lab = LabDir.of("lab")
         with lab.locked():

@@ -184,7 +184,6 @@ def test_libvirt_uri_is_checked(tmp_path: Path, uri: str) -> None:
     from kvmlab.spec import load_lab
 
     lab = tmp_path / "lab.toml"
-    lab.write_text(f'name = "x"\nbackend = "libvirt"\n[libvirt]\nuri = "{uri}"\n'
-                   '[guests.vm]\n')  # fmt: skip
+    lab.write_text(f'name = "x"\nbackend = "libvirt"\n[libvirt]\nuri = "{uri}"\n[guests.vm]\n')
     with pytest.raises(SpecError, match=r"libvirt\.uri"):
         load_lab(lab)

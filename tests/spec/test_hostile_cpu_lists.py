@@ -30,9 +30,15 @@ def _limit_memory() -> None:
 
 def kvmlab(*args: str) -> subprocess.CompletedProcess[str]:
     """The installed command under a 2 GiB address-space limit, stdin closed."""
-    return subprocess.run([KVMLAB, *args], capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL, preexec_fn=_limit_memory,
-                          env={**os.environ, "COLUMNS": "200"})  # fmt: skip
+    return subprocess.run(
+        [KVMLAB, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=_limit_memory,
+        env={**os.environ, "COLUMNS": "200"},
+    )
 
 
 def lab(tmp_path: Path, body: str) -> Path:
@@ -42,15 +48,19 @@ def lab(tmp_path: Path, body: str) -> Path:
 
 
 HUGE = {
-    "pinning": ('[guests.a]\nvcpus = 2\npinning.vcpus = { 0 = "0-99999999999" }\n',
-                "guests.a.pinning.vcpus.0"),
+    "pinning": (
+        '[guests.a]\nvcpus = 2\npinning.vcpus = { 0 = "0-99999999999" }\n',
+        "guests.a.pinning.vcpus.0",
+    ),
     "emulator": ('[guests.a]\npinning.emulator = "99999999999"\n', "guests.a.pinning.emulator"),
-    "numa": ('[guests.a]\nvcpus = 1\nmemory = { size = "1G", numa = [{ cpus = '
-             '"0-99999999999", memory = "1G" }] }\n', "guests.a.memory.numa[0].cpus"),
-    "switch": ('[switch]\nkind = "testpmd"\ncores = "1-99999999999"\n[guests.a]\n',
-               "switch.cores"),
+    "numa": (
+        '[guests.a]\nvcpus = 1\nmemory = { size = "1G", numa = [{ cpus = '
+        '"0-99999999999", memory = "1G" }] }\n',
+        "guests.a.memory.numa[0].cpus",
+    ),
+    "switch": ('[switch]\nkind = "testpmd"\ncores = "1-99999999999"\n[guests.a]\n', "switch.cores"),
     "tuning": ('[tuning]\nisolated = "0-99999999999"\n[guests.a]\n', "tuning.isolated"),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("case", sorted(HUGE))
@@ -66,9 +76,19 @@ def test_a_huge_cpu_range_is_one_line_not_the_hosts_memory(case: str, tmp_path: 
 
 @pytest.mark.parametrize(
     "text",
-    ["0-99999999999", "9" * 5000, "1" * 200 + "-2", "0-" + "9" * 100000, "²", "٣", "0,,1",
-     "1-2-3", "-1", "0x3"],
-)  # fmt: skip
+    [
+        "0-99999999999",
+        "9" * 5000,
+        "1" * 200 + "-2",
+        "0-" + "9" * 100000,
+        "²",
+        "٣",
+        "0,,1",
+        "1-2-3",
+        "-1",
+        "0x3",
+    ],
+)
 def test_parse_cpuset_refuses_without_expanding(text: str) -> None:
     with pytest.raises(ValueError) as info:
         parse_cpuset(text)
@@ -85,8 +105,10 @@ def test_host_cpu_lists_from_sysfs_or_a_recorded_tree_are_bounded() -> None:
 
 
 def test_check_warns_about_cpus_this_host_lacks_with_its_count(tmp_path: Path) -> None:
-    body = ('[switch]\nkind = "testpmd"\ncores = "4000-4095"\n'
-            '[guests.a]\nvcpus = 1\npinning.vcpus = { 0 = "4000" }\n')  # fmt: skip
+    body = (
+        '[switch]\nkind = "testpmd"\ncores = "4000-4095"\n'
+        '[guests.a]\nvcpus = 1\npinning.vcpus = { 0 = "4000" }\n'
+    )
     path = lab(tmp_path, body)
     proc = kvmlab("check", str(path))
     assert proc.returncode == 0, proc.stderr  # a lab may be meant for a bigger host

@@ -28,8 +28,14 @@ KVMLAB = str(Path(sys.executable).with_name("kvmlab"))
 
 def check(lab: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "200"}
-    return subprocess.run([KVMLAB, "check", str(lab)], capture_output=True, text=True,
-                          timeout=60, stdin=subprocess.DEVNULL, env=env)  # fmt: skip
+    return subprocess.run(
+        [KVMLAB, "check", str(lab)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
 
 
 def refused(tmp_path: Path, text: str | bytes) -> tuple[Path, str]:
@@ -92,11 +98,11 @@ def test_when_tcg_cannot_widen_exposure(case: str, tmp_path: Path) -> None:
 
 NARROWER = {
     "show-less": 'host_view = { show = ["/root"] }\n'
-                 'when_tcg = { host_view = { show = ["/root/a"] } }\n',
+    'when_tcg = { host_view = { show = ["/root/a"] } }\n',
     "hide-more": 'when_tcg = { host_view = { hide = ["/srv"] } }\n',
     "loopback": f"when_tcg = {{ nics = [{FWD.format(addr='')}] }}\n",
     "same-forward": f"nics = [{ANY}]\nwhen_tcg = {{ vcpus = 1, nics = [{ANY}] }}\n",
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("case", sorted(NARROWER))
@@ -109,8 +115,10 @@ def test_when_tcg_may_narrow_or_repeat(case: str, tmp_path: Path) -> None:
 
 def test_a_bad_when_tcg_value_names_its_key(tmp_path: Path) -> None:
     lab, line = refused(tmp_path, HEAD + "when_tcg = { vcpus = 0 }\n")
-    assert line == (f"kvmlab: {lab}: guests.vm.when_tcg.vcpus: 0 is out of range: give a "
-                    "whole number from 1 to 288")  # fmt: skip
+    assert line == (
+        f"kvmlab: {lab}: guests.vm.when_tcg.vcpus: 0 is out of range: give a "
+        "whole number from 1 to 288"
+    )
 
 
 # ---- 2. check's summary is what runs on this host -------------------------------------------
@@ -129,8 +137,10 @@ def invoke_check(monkeypatch: pytest.MonkeyPatch, accel: str, *args: str) -> str
 def test_the_summary_applies_when_tcg_on_a_tcg_host(monkeypatch: pytest.MonkeyPatch) -> None:
     out = invoke_check(monkeypatch, "tcg", str(LABS / "nested.toml"))
     l1, l2 = out.splitlines()[1:]
-    assert l1 == ("  L1 l1: guest hypervisor 1 vCPU, 4G anonymous RAM, 2 disk(s), NICs: user, "
-                  "cpu host-passthrough; under TCG here, with its when_tcg (vcpus)")  # fmt: skip
+    assert l1 == (
+        "  L1 l1: guest hypervisor 1 vCPU, 4G anonymous RAM, 2 disk(s), NICs: user, "
+        "cpu host-passthrough; under TCG here, with its when_tcg (vcpus)"
+    )
     assert l2.startswith("  L2 l1/l2: 2 vCPU,"), "L2 runs under KVM inside l1, as render says"
 
 
@@ -166,8 +176,13 @@ def test_accel_set_in_the_lab_wins_over_the_host(
 def test_the_summary_matches_render_on_this_host() -> None:
     """Installed command, this host's own accelerator: check says what render gives."""
     nested = str(LABS / "nested.toml")
-    rendered = subprocess.run([KVMLAB, "render", nested, "-g", "l1"], capture_output=True,
-                              text=True, timeout=120, stdin=subprocess.DEVNULL)  # fmt: skip
+    rendered = subprocess.run(
+        [KVMLAB, "render", nested, "-g", "l1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     summary = check(Path(nested))
     assert rendered.returncode == 0 and summary.returncode == 0, rendered.stderr
     argv = [line.strip() for line in rendered.stdout.splitlines()]
@@ -306,8 +321,10 @@ def test_a_control_character_in_a_path_is_refused(case: str, tmp_path: Path) -> 
     body, key, at = PATHS[case]
     lab, line = refused(tmp_path, HEAD + body)
     char = {"kernel": "\\x00", "initrd": "\\x1b", "hide": "\\x7f"}.get(case, "\\x00")
-    assert line == (f"kvmlab: {lab}: {key}: holds '{char}' at character {at}; a path is "
-                    "printable text, without NUL, newline or other control characters")  # fmt: skip
+    assert line == (
+        f"kvmlab: {lab}: {key}: holds '{char}' at character {at}; a path is "
+        "printable text, without NUL, newline or other control characters"
+    )
 
 
 def test_an_empty_path_is_refused(tmp_path: Path) -> None:

@@ -41,8 +41,10 @@ def test_a_bad_uri_names_the_guest_key(tmp_path: Path, uri: str) -> None:
 
 
 def test_a_guest_inside_a_guest_hypervisor_names_no_daemon(tmp_path: Path) -> None:
-    text = ('name = "two"\n[guests.l1]\nnested = true\n[guests.l1.guests.l2]\n'
-            'libvirt_uri = "qemu:///system"\n')  # fmt: skip
+    text = (
+        'name = "two"\n[guests.l1]\nnested = true\n[guests.l1.guests.l2]\n'
+        'libvirt_uri = "qemu:///system"\n'
+    )
     with pytest.raises(SpecError) as caught:
         load_lab(lab(tmp_path, text))
     assert "guests.l1.guests.l2.libvirt_uri" in str(caught.value)

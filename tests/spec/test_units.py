@@ -17,9 +17,17 @@ from kvmlab.spec.units import (
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("2G", 2 * GIB), ("512M", 512 * MIB), ("1GiB", GIB), ("1.5G", 1536 * MIB), (2048, 2 * GIB),
-     ("64k", 64 * 1024), ("4096B", 4096), (" 3 g ", 3 * GIB)],
-)  # fmt: skip
+    [
+        ("2G", 2 * GIB),
+        ("512M", 512 * MIB),
+        ("1GiB", GIB),
+        ("1.5G", 1536 * MIB),
+        (2048, 2 * GIB),
+        ("64k", 64 * 1024),
+        ("4096B", 4096),
+        (" 3 g ", 3 * GIB),
+    ],
+)
 def test_parse_size(text: object, expected: int) -> None:
     assert parse_size(text) == expected
 

@@ -21,9 +21,11 @@ def test_variants_carry_their_names() -> None:
 
 def test_inner_up_names_the_variant(tmp_path: Path) -> None:
     lab = tmp_path / "v.toml"
-    lab.write_text((LABS / "timer-storm.toml").read_text()
-                   + '\n[variants.base]\n[variants.fixed.guests.l1.guests.idle.clock.timers]\n'
-                   'kvmclock = { present = true }\n')  # fmt: skip
+    lab.write_text(
+        (LABS / "timer-storm.toml").read_text()
+        + "\n[variants.base]\n[variants.fixed.guests.l1.guests.idle.clock.timers]\n"
+        "kvmclock = { present = true }\n"
+    )
     loaded = load_lab(lab)
     fixed = loaded.variant_named("fixed")
     assert fixed.variant == "fixed"

@@ -50,9 +50,11 @@ class Completed:
         """Raise :class:`ProcessFailure` with the output when the command failed."""
         if self.returncode != 0:
             raise ProcessFailure(
-                f"{shlex.join(self.argv)} failed at {where}", self.argv, self.returncode,
+                f"{shlex.join(self.argv)} failed at {where}",
+                self.argv,
+                self.returncode,
                 (self.stderr or self.stdout).splitlines()[-8:],
-            )  # fmt: skip
+            )
         return self
 
 
@@ -99,15 +101,17 @@ class HostExecutor:
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired as exc:
-            raise ProcessFailure(f"{shlex.join(argv)} timed out after {timeout:g} s", argv,
-                                 None) from exc  # fmt: skip
+            raise ProcessFailure(
+                f"{shlex.join(argv)} timed out after {timeout:g} s", argv, None
+            ) from exc
         except FileNotFoundError as exc:
             raise ProcessFailure(f"{argv[0]} is not installed", argv, None) from exc
         return Completed(argv, proc.returncode, proc.stdout, proc.stderr)
 
     def start(self, argv: list[str]) -> Background:
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
         return _HostProcess(proc)
 
 
@@ -138,8 +142,12 @@ class GuestExecutor:
         # A step's limit is its duration plus a margin for the host; a level measured slower
         # (TCG, nested, a loaded host) gets it scaled, like every ceiling (runtime.patience).
         result = self.machine.exec(argv, timeout=timeout * self.machine.level_factor())
-        return Completed(argv, result.returncode, result.stdout.decode(errors="replace"),
-                         result.stderr.decode(errors="replace"))  # fmt: skip
+        return Completed(
+            argv,
+            result.returncode,
+            result.stdout.decode(errors="replace"),
+            result.stderr.decode(errors="replace"),
+        )
 
     def start(self, argv: list[str]) -> Background:
         return _GuestProcess(self.machine, self.machine.exec_background(argv))

@@ -76,17 +76,21 @@ def prepare_source(cache_dir: Path | None = None) -> Path:
     try:
         files = source_files(SOURCE_PACKAGE)
     except HostError:
-        cached = sorted(root.glob(f"{SOURCE_PACKAGE}_*/tree/Makefile"),
-                        key=lambda p: p.stat().st_mtime)  # fmt: skip
+        cached = sorted(
+            root.glob(f"{SOURCE_PACKAGE}_*/tree/Makefile"), key=lambda p: p.stat().st_mtime
+        )
         if cached:
             return cached[-1].parent
         raise
     dsc = next((f for f in files if f.name.endswith(".dsc")), None)
     orig = next((f for f in files if re.search(r"\.orig\.tar\.(gz|xz|bz2)$", f.name)), None)
     if dsc is None or orig is None:
-        raise ProcessFailure(f"Debian's {SOURCE_PACKAGE} source package has no .dsc or orig "
-                             f"tarball: {', '.join(f.name for f in files)}",
-                             _print_uris(SOURCE_PACKAGE), None)  # fmt: skip
+        raise ProcessFailure(
+            f"Debian's {SOURCE_PACKAGE} source package has no .dsc or orig "
+            f"tarball: {', '.join(f.name for f in files)}",
+            _print_uris(SOURCE_PACKAGE),
+            None,
+        )
     final = root / dsc.name.removesuffix(".dsc")
     tree = final / "tree"
     if (tree / "Makefile").is_file():
@@ -108,8 +112,7 @@ def prepare_source(cache_dir: Path | None = None) -> Path:
             work.rename(final)
         except OSError as exc:
             if not (tree / "Makefile").is_file():  # else a concurrent prepare won the race
-                raise ProcessFailure(f"cannot write the kbuild cache: {exc}", fetch,
-                                     None) from exc  # fmt: skip
+                raise ProcessFailure(f"cannot write the kbuild cache: {exc}", fetch, None) from exc
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return tree
@@ -118,11 +121,18 @@ def prepare_source(cache_dir: Path | None = None) -> Path:
 def source_files(package: str) -> list[SourceFile]:
     """The files of ``package``'s candidate source version, from apt's (signed) index."""
     out = _apt(_print_uris(package))
-    files = [SourceFile(m["name"], int(m["size"]), m["sha"])
-             for m in map(_URI_LINE.match, out.splitlines()) if m]  # fmt: skip
+    files = [
+        SourceFile(m["name"], int(m["size"]), m["sha"])
+        for m in map(_URI_LINE.match, out.splitlines())
+        if m
+    ]
     if not files:
-        raise ProcessFailure(f"apt-get listed no files for source package {package}",
-                             _print_uris(package), 0, out.splitlines()[-8:])  # fmt: skip
+        raise ProcessFailure(
+            f"apt-get listed no files for source package {package}",
+            _print_uris(package),
+            0,
+            out.splitlines()[-8:],
+        )
     return files
 
 
@@ -136,24 +146,35 @@ def kbuild_steps(place: Place, s: Settings, source: Path) -> list[Step]:
     ``ELAPSED USER SYS`` line only, which :func:`parse_time_seconds` reads (it fails on
     GNU time's "Command exited with non-zero status" line, as the exit status does).
     """
-    script = "; ".join([
-        "set -eu",
-        f"src={shlex.quote(str(source))}",
-        '[ -f "$src/Makefile" ] || { echo "kbuild: no $src/Makefile here" >&2; exit 1; }',
-        'base=/dev/shm; [ -d "$base" ] && [ -w "$base" ] || base="${TMPDIR:-/tmp}"',
-        'd=$(mktemp -d "$base/kvmlab-kbuild.XXXXXX")',
-        "trap 'rm -rf \"$d\"' EXIT",
-        'cp -R "$src" "$d/tree"',
-        'cd "$d/tree"',
-        "unset MAKEFLAGS MFLAGS MAKELEVEL",  # a make that started kvmlab must not steer this one
-        "rc=0",
-        f"{TIME} -f '%e %U %S' -o \"$d/time\" make -j{place.vcpus} >&2 || rc=$?",
-        'cat "$d/time"',
-        'exit "$rc"',
-    ])  # fmt: skip
+    script = "; ".join(
+        [
+            "set -eu",
+            f"src={shlex.quote(str(source))}",
+            '[ -f "$src/Makefile" ] || { echo "kbuild: no $src/Makefile here" >&2; exit 1; }',
+            'base=/dev/shm; [ -d "$base" ] && [ -w "$base" ] || base="${TMPDIR:-/tmp}"',
+            'd=$(mktemp -d "$base/kvmlab-kbuild.XXXXXX")',
+            "trap 'rm -rf \"$d\"' EXIT",
+            'cp -R "$src" "$d/tree"',
+            'cd "$d/tree"',
+            # a make that started kvmlab must not steer this one
+            "unset MAKEFLAGS MFLAGS MAKELEVEL",
+            "rc=0",
+            f"{TIME} -f '%e %U %S' -o \"$d/time\" make -j{place.vcpus} >&2 || rc=$?",
+            'cat "$d/time"',
+            'exit "$rc"',
+        ]
+    )
     note = f"{source.parent.name}: upstream tree of Debian's source package, make -j{place.vcpus}"
-    return [Step("build", ["sh", "-c", script], parse_time_seconds, BUILD_TIMEOUT,
-                 keep=("elapsed_s",), notes=(note,))]  # fmt: skip
+    return [
+        Step(
+            "build",
+            ["sh", "-c", script],
+            parse_time_seconds,
+            BUILD_TIMEOUT,
+            keep=("elapsed_s",),
+            notes=(note,),
+        )
+    ]
 
 
 def _print_uris(package: str) -> list[str]:
@@ -164,19 +185,27 @@ def _apt(argv: list[str], cwd: Path | None = None) -> str:
     """Run an apt command; its stdout, or a kvmlab error."""
     env = {**os.environ, "LC_ALL": "C"}
     try:
-        proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
-                              timeout=APT_TIMEOUT, check=False)  # fmt: skip
+        proc = subprocess.run(
+            argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=APT_TIMEOUT, check=False
+        )
     except FileNotFoundError as exc:
         raise ToolMissing(argv[0], "a Debian-based host (apt)") from exc
     except subprocess.TimeoutExpired as exc:
-        raise ProcessFailure(f"{shlex.join(argv)} timed out after {APT_TIMEOUT:g} s", argv,
-                             None) from exc  # fmt: skip
+        raise ProcessFailure(
+            f"{shlex.join(argv)} timed out after {APT_TIMEOUT:g} s", argv, None
+        ) from exc
     if proc.returncode != 0:
         if "deb-src" in proc.stderr or "Unable to find a source package" in proc.stderr:
-            raise HostError(f"apt finds no source package: {proc.stderr.strip().splitlines()[-1]}",
-                            [DEB_SRC_FIX])  # fmt: skip
-        raise ProcessFailure(f"{shlex.join(argv)} failed", argv, proc.returncode,
-                             (proc.stderr or proc.stdout).splitlines()[-8:])  # fmt: skip
+            raise HostError(
+                f"apt finds no source package: {proc.stderr.strip().splitlines()[-1]}",
+                [DEB_SRC_FIX],
+            )
+        raise ProcessFailure(
+            f"{shlex.join(argv)} failed",
+            argv,
+            proc.returncode,
+            (proc.stderr or proc.stdout).splitlines()[-8:],
+        )
     return proc.stdout
 
 
@@ -189,12 +218,16 @@ def _verify(path: Path, expected: SourceFile, fetch: list[str]) -> None:
                 digest.update(chunk)
         size = path.stat().st_size
     except OSError as exc:
-        raise ProcessFailure(f"apt-get did not download {expected.name}: {exc}", fetch,
-                             None) from exc  # fmt: skip
+        raise ProcessFailure(
+            f"apt-get did not download {expected.name}: {exc}", fetch, None
+        ) from exc
     if size != expected.size or digest.hexdigest() != expected.sha256:
-        raise ProcessFailure(f"{expected.name}: size {size}, sha256 {digest.hexdigest()}; "
-                             f"Debian's index says {expected.size}, {expected.sha256}",
-                             fetch, None)  # fmt: skip
+        raise ProcessFailure(
+            f"{expected.name}: size {size}, sha256 {digest.hexdigest()}; "
+            f"Debian's index says {expected.size}, {expected.sha256}",
+            fetch,
+            None,
+        )
 
 
 def _unpack(archive: Path, dest: Path, fetch: list[str]) -> None:
@@ -205,8 +238,9 @@ def _unpack(archive: Path, dest: Path, fetch: list[str]) -> None:
             for member in tar.getmembers():
                 parts = PurePosixPath(member.name).parts
                 if member.name.startswith("/") or ".." in parts:
-                    raise ProcessFailure(f"{archive.name}: unsafe member {member.name}", fetch,
-                                         None)  # fmt: skip
+                    raise ProcessFailure(
+                        f"{archive.name}: unsafe member {member.name}", fetch, None
+                    )
                 if len(parts) < 2 or not (member.isfile() or member.isdir()):
                     continue
                 member.name = "/".join(parts[1:])

@@ -71,8 +71,9 @@ class LevelRunner:
 
     def shown(self, guests: str) -> str:
         """Guest addresses as users type them: ``nested/l1/l2`` for ``l1/l2``."""
-        return ", ".join(g if g == "host" or not self.lab else f"{self.lab}/{g}"
-                         for g in guests.split(", ") if g)  # fmt: skip
+        return ", ".join(
+            g if g == "host" or not self.lab else f"{self.lab}/{g}" for g in guests.split(", ") if g
+        )
 
     def fail(self, exc: BaseException) -> Failure | None:
         """Store ``exc`` as a failure at the current stage and say so; None if stored already.
@@ -92,8 +93,14 @@ class LevelRunner:
     def skip(self, place: Place, workload: str, reason: str) -> None:
         """A workload asked for that cannot run at ``place``: stored as a failure of the run
         (which is then incomplete), with the reason, and said."""
-        failure = Failure(self.variant, place.level, place.guest, workload,
-                          f"{SKIPPED}{reason}", WorkloadsSkipped.exit_code)  # fmt: skip
+        failure = Failure(
+            self.variant,
+            place.level,
+            place.guest,
+            workload,
+            f"{SKIPPED}{reason}",
+            WorkloadsSkipped.exit_code,
+        )
         self.store.add_failure(self.run_id, failure)
         self.skipped.append(replace(failure, guest=self.shown(failure.guest)).headline)
         self.progress(self.skipped[-1])
@@ -110,11 +117,22 @@ class LevelRunner:
         if "boot" not in self.settings.workloads:
             return []
         samples = [
-            Sample(self.variant, place.guest, place.level, place.accel, "boot", f"{stage}_s",
-                   stages[stage], "s", False, 0, "kvmlab up (boot to guest agent ready)")
+            Sample(
+                self.variant,
+                place.guest,
+                place.level,
+                place.accel,
+                "boot",
+                f"{stage}_s",
+                stages[stage],
+                "s",
+                False,
+                0,
+                "kvmlab up (boot to guest agent ready)",
+            )
             for stage in BOOT_STAGES
             if stage in stages
-        ]  # fmt: skip
+        ]
         self.store.add(self.run_id, samples)
         return samples
 
@@ -159,12 +177,22 @@ class LevelRunner:
             if rep < 0:
                 continue
             rows = [
-                Sample(self.variant, place.guest, place.level, place.accel, workload,
-                       step.label(m), m.value, m.unit, m.higher_is_better, rep,
-                       shlex.join(step.argv))
+                Sample(
+                    self.variant,
+                    place.guest,
+                    place.level,
+                    place.accel,
+                    workload,
+                    step.label(m),
+                    m.value,
+                    m.unit,
+                    m.higher_is_better,
+                    rep,
+                    shlex.join(step.argv),
+                )
                 for m in metrics
                 if not step.keep or m.name in step.keep
-            ]  # fmt: skip
+            ]
             self.store.add(self.run_id, rows)
             out.extend(rows)
         return out
@@ -209,8 +237,7 @@ def _headline(samples: list[Sample]) -> str:
 def skip_reason(place: Place, workload: str) -> str:
     """Why ``workload`` cannot run at ``place``."""
     if not place.tools:
-        return ("it is migratable: it boots the self-contained image, which has no "
-                "benchmark tools")  # fmt: skip
+        return "it is migratable: it boots the self-contained image, which has no benchmark tools"
     return {
         "disk": "no scratch disk: give the guest a disk (it boots the default image)",
         "network": "no user-networking NIC to reach the level below",

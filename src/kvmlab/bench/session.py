@@ -43,8 +43,9 @@ def guest_place(lab: str, path: tuple[str, ...], guest: Guest, accel: str) -> Pl
     disk = scratch_device(guest) if guest.boot == "image" else None
     parent = SLIRP_HOST if user_net(lab, path, guest) is not None else None
     level = f"L{len(path)}"
-    return Place("/".join(path), level, accel, guest.vcpus, disk, parent,
-                 tools=not guest.migratable)  # fmt: skip
+    return Place(
+        "/".join(path), level, accel, guest.vcpus, disk, parent, tools=not guest.migratable
+    )
 
 
 def _guest_executor(loaded: LoadedLab, machine: Machine) -> GuestExecutor:
@@ -67,13 +68,18 @@ def unmeasurable(loaded: LoadedLab, settings: Settings, levels: set[str]) -> lis
             if f"L{len(path)}" not in levels:
                 continue
             place = guest_place(variant.lab.name, path, guest, "tcg")
-            lost = [w for w in settings.workloads if w in WORKLOADS
-                    and (not place.tools or not WORKLOADS[w](place, settings))]  # fmt: skip
+            lost = [
+                w
+                for w in settings.workloads
+                if w in WORKLOADS and (not place.tools or not WORKLOADS[w](place, settings))
+            ]
             if lost:
                 where = f"{variant.lab.name}/{'/'.join(path)}"
                 shown = where if name == "default" else f"variant {name}: {where}"
-                out.append(f"{shown} (L{len(path)}) cannot run {', '.join(lost)}: "
-                           f"{skip_reason(place, lost[0])}")  # fmt: skip
+                out.append(
+                    f"{shown} (L{len(path)}) cannot run {', '.join(lost)}: "
+                    f"{skip_reason(place, lost[0])}"
+                )
     return out
 
 
@@ -84,10 +90,10 @@ def check_measurable(loaded: LoadedLab, settings: Settings, levels: set[str]) ->
         return
     fixes = ["--only to measure what every guest can run"]
     if loaded.lab.variants and not settings.variants:
-        fixes.append("--variant NAME to measure just some variants (default: the lab as "
-                     "written)")  # fmt: skip
-    raise UsageError(f"{loaded.path}: {'; '.join(lost)}; nothing was started "
-                     f"({'; or '.join(fixes)})")  # fmt: skip
+        fixes.append("--variant NAME to measure just some variants (default: the lab as written)")
+    raise UsageError(
+        f"{loaded.path}: {'; '.join(lost)}; nothing was started ({'; or '.join(fixes)})"
+    )
 
 
 def lab_levels(loaded: LoadedLab) -> set[str]:
@@ -158,15 +164,29 @@ def run_bench(
     check_levels(loaded, levels)
     check_measurable(loaded, settings, levels)
     variants = loaded.variants(settings.variants)
-    run = Run(0, loaded.lab.name, str(loaded.path), loaded.digest, settings.suite, __version__,
-              time.time(), host=host_facts)  # fmt: skip
+    run = Run(
+        0,
+        loaded.lab.name,
+        str(loaded.path),
+        loaded.digest,
+        settings.suite,
+        __version__,
+        time.time(),
+        host=host_facts,
+    )
     run_id = store.start(run)
     if on_start is not None:
         on_start(run_id)
-    runner = LevelRunner(store, run_id, next(iter(variants)), settings, progress,
-                         timings if timings is not None else {},
-                         status if status is not None else lambda _: None,
-                         loaded.lab.name)  # fmt: skip
+    runner = LevelRunner(
+        store,
+        run_id,
+        next(iter(variants)),
+        settings,
+        progress,
+        timings if timings is not None else {},
+        status if status is not None else lambda _: None,
+        loaded.lab.name,
+    )
     complete = False
     scratch = Path(tempfile.mkdtemp(prefix="kvmlab-fio-", dir=SCRATCH_PARENT))
     try:
@@ -213,8 +233,9 @@ def _guests(
     tops = ", ".join(loaded.lab.guests)
     runner.at("L1", tops, "boot")
     start = time.monotonic()
-    with labrun.started(loaded, host, image, progress=progress, children=False,
-                        backend=backend) as machines:  # fmt: skip
+    with labrun.started(
+        loaded, host, image, progress=progress, children=False, backend=backend
+    ) as machines:
         try:
             runner.timings[f"boot {loaded.lab.name} L1"] = time.monotonic() - start
             for machine in machines:
@@ -253,10 +274,10 @@ def _measure(
     built = image() if machine.config.boots_image else None
     children = labrun.start_nested(machine, loaded, built, progress)
     runner.timings[f"boot {machine.config.name}'s L2"] = time.monotonic() - start
-    runner.store.add_host_facts(runner.run_id, {
-        f"accelerator_reason {'/'.join(child.address)}": child.accel_reason
-        for child in children
-    })  # fmt: skip
+    runner.store.add_host_facts(
+        runner.run_id,
+        {f"accelerator_reason {'/'.join(child.address)}": child.accel_reason for child in children},
+    )
     lab_dir = LabDir.of(loaded.lab.name)
     for child in children:
         inner = _guest_executor(loaded, Machine.attach(lab_dir.guest_dir(child.address), child))

@@ -33,13 +33,30 @@ SUITES = {
     # TCG-in-TCG (L2 here) starting a tool costs more than the measurement (fio 18 s, sysbench
     # 7 s, measured), a warm-up does not make that cheaper, and the median of 3 absorbs a
     # cold first run.
-    "quick": Settings("quick", ("cpu", "memory", "disk", "network", "boot"), repetitions=3,
-                      warmup=0, duration=3.0, fio_size="64M", fio_iodepth=128,
-                      iperf3_streams=4, ping_count=10),
+    "quick": Settings(
+        "quick",
+        ("cpu", "memory", "disk", "network", "boot"),
+        repetitions=3,
+        warmup=0,
+        duration=3.0,
+        fio_size="64M",
+        fio_iodepth=128,
+        iperf3_streams=4,
+        ping_count=10,
+    ),
     # full: seed 000's fio size and seed 004's 30 iperf3 streams, longer runs, the build.
-    "full": Settings("full", WORKLOADS, repetitions=5, warmup=1, duration=10.0, fio_size="1G",
-                     fio_iodepth=128, iperf3_streams=30, ping_count=20),
-}  # fmt: skip
+    "full": Settings(
+        "full",
+        WORKLOADS,
+        repetitions=5,
+        warmup=1,
+        duration=10.0,
+        fio_size="1G",
+        fio_iodepth=128,
+        iperf3_streams=30,
+        ping_count=20,
+    ),
+}
 
 
 def settings_for(suite: str, lab: BenchSpec, only: list[str] | None = None) -> Settings:
@@ -55,13 +72,18 @@ def settings_for(suite: str, lab: BenchSpec, only: list[str] | None = None) -> S
         known = (*WORKLOADS, *LAB_WORKLOADS)
         unknown = [w for w in only if w not in known]
         if unknown:
-            raise UsageError(f"unknown workload(s) {', '.join(unknown)}; "
-                             f"choose from {', '.join(known)}")  # fmt: skip
+            raise UsageError(
+                f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(known)}"
+            )
         workloads = tuple(w for w in WORKLOADS if w in only)
     overrides = {
-        "repetitions": lab.repetitions, "warmup": lab.warmup, "duration": lab.duration,
-        "fio_size": lab.fio_size, "fio_iodepth": lab.fio_iodepth,
-        "iperf3_streams": lab.iperf3_streams, "ping_count": lab.ping_count,
-    }  # fmt: skip
+        "repetitions": lab.repetitions,
+        "warmup": lab.warmup,
+        "duration": lab.duration,
+        "fio_size": lab.fio_size,
+        "fio_iodepth": lab.fio_iodepth,
+        "iperf3_streams": lab.iperf3_streams,
+        "ping_count": lab.ping_count,
+    }
     changes: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
     return replace(base, workloads=workloads, **changes)

@@ -47,8 +47,14 @@ def cpu(place: Place, s: Settings) -> list[Step]:
     """sysbench cpu on one thread and on every vCPU: events per second."""
 
     def step(name: str, threads: int) -> Step:
-        argv = ["sysbench", "cpu", f"--threads={threads}", f"--time={s.duration:g}",
-                "--cpu-max-prime=10000", "run"]  # fmt: skip
+        argv = [
+            "sysbench",
+            "cpu",
+            f"--threads={threads}",
+            f"--time={s.duration:g}",
+            "--cpu-max-prime=10000",
+            "run",
+        ]
         return Step(name, argv, parse_sysbench_cpu, s.duration + 60, keep=("events_per_s",))
 
     return [step("1thread", 1), step("allcpus", place.vcpus)]
@@ -58,9 +64,16 @@ def memory(place: Place, s: Settings) -> list[Step]:
     """sysbench memory: sequential 1 MiB-block bandwidth and random 4 KiB-block access rate."""
 
     def step(name: str, block: str, mode: str, keep: tuple[str, ...]) -> Step:
-        argv = ["sysbench", "memory", "--threads=1", f"--memory-block-size={block}",
-                "--memory-total-size=100T", f"--memory-access-mode={mode}",
-                f"--time={s.duration:g}", "run"]  # fmt: skip
+        argv = [
+            "sysbench",
+            "memory",
+            "--threads=1",
+            f"--memory-block-size={block}",
+            "--memory-total-size=100T",
+            f"--memory-access-mode={mode}",
+            f"--time={s.duration:g}",
+            "run",
+        ]
         return Step(name, argv, parse_sysbench_memory, s.duration + 60, keep=keep)
 
     return [
@@ -78,14 +91,30 @@ def disk(place: Place, s: Settings) -> list[Step]:
     if place.disk is None:
         return []
     target = place.disk if place.disk.startswith("/dev/") else f"{place.disk}/fio.dat"
-    argv = ["fio", "--bs=4k", "--direct=1", "--ioengine=libaio", f"--iodepth={s.fio_iodepth}",
-            f"--numjobs={place.vcpus}", f"--size={s.fio_size}", f"--runtime={s.duration:g}",
-            "--time_based", "--group_reporting", "--output-format=json",
-            f"--filename={target}",
-            "--name=randread", "--rw=randread",
-            "--name=randwrite", "--rw=randwrite", "--stonewall"]  # fmt: skip
-    keep = tuple(f"{rw}_{metric}" for rw in ("randread", "randwrite")
-                 for metric in ("iops", "bandwidth_mib_s", "clat_p99_us"))  # fmt: skip
+    argv = [
+        "fio",
+        "--bs=4k",
+        "--direct=1",
+        "--ioengine=libaio",
+        f"--iodepth={s.fio_iodepth}",
+        f"--numjobs={place.vcpus}",
+        f"--size={s.fio_size}",
+        f"--runtime={s.duration:g}",
+        "--time_based",
+        "--group_reporting",
+        "--output-format=json",
+        f"--filename={target}",
+        "--name=randread",
+        "--rw=randread",
+        "--name=randwrite",
+        "--rw=randwrite",
+        "--stonewall",
+    ]
+    keep = tuple(
+        f"{rw}_{metric}"
+        for rw in ("randread", "randwrite")
+        for metric in ("iops", "bandwidth_mib_s", "clat_p99_us")
+    )
     # Step "rand": metric names starting with it are stored as they are (randread_iops).
     return [Step("rand", argv, parse_fio, 2 * s.duration + 120, keep=keep, scratch=True)]
 
@@ -98,15 +127,29 @@ def network(place: Place, s: Settings) -> list[Step]:
     host = place.parent_addr
 
     def iperf(name: str, reverse: bool) -> Step:
-        argv = ["iperf3", "-c", host, "-p", str(IPERF3_PORT), "-P", str(s.iperf3_streams),
-                "-t", f"{s.duration:g}", "--json", "--connect-timeout", "5000",
-                *(["-R"] if reverse else [])]  # fmt: skip
-        return Step(name, argv, parse_iperf3, s.duration + 60, keep=("received_gbit_s",),
-                    server=server)  # fmt: skip
+        argv = [
+            "iperf3",
+            "-c",
+            host,
+            "-p",
+            str(IPERF3_PORT),
+            "-P",
+            str(s.iperf3_streams),
+            "-t",
+            f"{s.duration:g}",
+            "--json",
+            "--connect-timeout",
+            "5000",
+            *(["-R"] if reverse else []),
+        ]
+        return Step(
+            name, argv, parse_iperf3, s.duration + 60, keep=("received_gbit_s",), server=server
+        )
 
     ping_argv = ["ping", "-q", "-c", str(s.ping_count), "-i", "0.2", host]
-    ping = Step("ping", ping_argv, parse_ping, s.ping_count * 0.2 + 30,
-                keep=("rtt_avg_ms", "rtt_mdev_ms"))  # fmt: skip
+    ping = Step(
+        "ping", ping_argv, parse_ping, s.ping_count * 0.2 + 30, keep=("rtt_avg_ms", "rtt_mdev_ms")
+    )
     return [iperf("to_parent", reverse=False), iperf("from_parent", reverse=True), ping]
 
 

@@ -30,13 +30,16 @@ ROOT_HELP = (
     "the lab's switch, a nested guest hypervisor); such a guest reads the host root "
     "unmasked."
 )
-RootOpt = Annotated[bool | None, typer.Option("--qemu-as-root/--no-qemu-as-root",
-                                              help=ROOT_HELP)]  # fmt: skip
+RootOpt = Annotated[bool | None, typer.Option("--qemu-as-root/--no-qemu-as-root", help=ROOT_HELP)]
 
 
-def choose_backend(loaded: LoadedLab, backend: str | None, connect: str | None,
-                   persistent: bool | None, as_root: bool | None = None
-                   ) -> LibvirtBackend | None:  # fmt: skip
+def choose_backend(
+    loaded: LoadedLab,
+    backend: str | None,
+    connect: str | None,
+    persistent: bool | None,
+    as_root: bool | None = None,
+) -> LibvirtBackend | None:
     """The libvirt backend the options and the lab ask for, or None for kvmlab's QEMU."""
     if backend not in (None, "qemu", "libvirt"):
         raise UsageError(f"--backend {backend!r}: choose qemu or libvirt")
@@ -56,9 +59,11 @@ def choose_backend(loaded: LoadedLab, backend: str | None, connect: str | None,
             raise UsageError("--connect, --persistent and --qemu-as-root need --backend libvirt")
         named = [n for n, g in loaded.lab.guests.items() if g.libvirt_uri]
         if named:
-            raise UsageError(f"{loaded.path}: guests.{named[0]}.libvirt_uri names a libvirt "
-                             "daemon, but the lab runs on the qemu backend (add --backend "
-                             "libvirt, or backend = \"libvirt\" in the lab)")  # fmt: skip
+            raise UsageError(
+                f"{loaded.path}: guests.{named[0]}.libvirt_uri names a libvirt "
+                "daemon, but the lab runs on the qemu backend (add --backend "
+                'libvirt, or backend = "libvirt" in the lab)'
+            )
         return None
     from kvmlab.runtime.libvirt.lab import LibvirtBackend
 
@@ -87,9 +92,11 @@ def libvirt_levels(loaded: LoadedLab, wanted: set[str], asked: bool, local: bool
     if local:
         return wanted
     if "L2" in wanted and asked:
-        raise UsageError(f"{loaded.path}: --levels L2 on a remote libvirt: guests inside a "
-                         "guest hypervisor run on a libvirt daemon of this host or on the "
-                         "qemu backend (use --levels L0,L1)")  # fmt: skip
+        raise UsageError(
+            f"{loaded.path}: --levels L2 on a remote libvirt: guests inside a "
+            "guest hypervisor run on a libvirt daemon of this host or on the "
+            "qemu backend (use --levels L0,L1)"
+        )
     return wanted - {"L2"}
 
 
@@ -97,8 +104,9 @@ def libvirt_extras(loaded: LoadedLab, extras: Extras, backend: LibvirtBackend) -
     """Refuse the lab's own workloads the libvirt backend does not run yet, by name; the
     others (PVP, netcompare) run their guests through ``backend``."""
     if extras.migrations:
-        raise UsageError(f"{loaded.path}: migrations run only on the qemu backend so far; "
-                         "on libvirt leave them out with --only (e.g. --only cpu,memory,disk,"
-                         "net,boot), or migrate a libvirt guest with kvmlab migrate --to URI"
-                         )  # fmt: skip
+        raise UsageError(
+            f"{loaded.path}: migrations run only on the qemu backend so far; "
+            "on libvirt leave them out with --only (e.g. --only cpu,memory,disk,"
+            "net,boot), or migrate a libvirt guest with kvmlab migrate --to URI"
+        )
     extras.backend = backend

@@ -34,8 +34,9 @@ def host_facts(accel: str, reason: str, flavour: str) -> dict[str, Any]:
     probe = HostProbe(Path("/"))
     cpu = cpu_info(probe)
     try:
-        qemu = subprocess.run(["qemu-system-x86_64", "--version"], capture_output=True,
-                              text=True, timeout=10).stdout.splitlines()[0]  # fmt: skip
+        qemu = subprocess.run(
+            ["qemu-system-x86_64", "--version"], capture_output=True, text=True, timeout=10
+        ).stdout.splitlines()[0]
     except (OSError, IndexError, subprocess.TimeoutExpired):
         qemu = "not found"
     return {
@@ -128,8 +129,10 @@ def run_bench_cmd(
         libvirt_extras(loaded, extras, backend)
         for variant in chosen.values():  # refused before L0 is measured
             backend.check(variant, children="L2" in wanted)
-    settings = replace(settings_for(suite, loaded.lab.bench, suite_only),
-                       variants=tuple(chosen) if variants else ())  # fmt: skip
+    settings = replace(
+        settings_for(suite, loaded.lab.bench, suite_only),
+        variants=tuple(chosen) if variants else (),
+    )
     if not suite_runs:
         settings = replace(settings, workloads=())
     if html is not None:
@@ -143,10 +146,13 @@ def run_bench_cmd(
             facts.update(backend.facts(loaded))
             err.print(f"guests run through libvirt: {facts['backend']}", markup=False)
         plan = (", ".join(settings.workloads) or "no workloads") + extras.describe(loaded)
-        err.print(f"suite {settings.suite}: {plan}; "
-                  f"{settings.repetitions} repetitions after {settings.warmup} warm-up; "
-                  f"levels {', '.join(sorted(wanted))}; "
-                  f"accel=auto is {choice.accel} ({choice.reason})", markup=False)  # fmt: skip
+        err.print(
+            f"suite {settings.suite}: {plan}; "
+            f"{settings.repetitions} repetitions after {settings.warmup} warm-up; "
+            f"levels {', '.join(sorted(wanted))}; "
+            f"accel=auto is {choice.accel} ({choice.reason})",
+            markup=False,
+        )
         if wanted & {"L1", "L2"}:
             print_nested_preflight(loaded.lab, choice, err)
         log = StageLog(err)
@@ -156,13 +162,22 @@ def run_bench_cmd(
         with log.live():
             try:
                 run_id = run_bench(
-                    loaded, settings, wanted, store, host,
-                    facts, image_factory(),
-                    log.line, timings, status=log.status, on_start=stored.append,
-                    after=extras.after(host, image_factory(), log.line, log.status,
-                                       settings.repetitions),
+                    loaded,
+                    settings,
+                    wanted,
+                    store,
+                    host,
+                    facts,
+                    image_factory(),
+                    log.line,
+                    timings,
+                    status=log.status,
+                    on_start=stored.append,
+                    after=extras.after(
+                        host, image_factory(), log.line, log.status, settings.repetitions
+                    ),
                     backend=backend,
-                )  # fmt: skip
+                )
             except (Exception, KeyboardInterrupt) as exc:
                 if not stored:  # refused before anything was stored: nothing to report
                     raise
@@ -170,8 +185,10 @@ def run_bench_cmd(
             finally:
                 spent = ", ".join(f"{k} {v:.0f} s" for k, v in timings.items())
                 total = time.monotonic() - log.start
-                err.print(f"time spent ({total:.0f} s in all): {spent or 'nothing measured'}",
-                          markup=False)  # fmt: skip
+                err.print(
+                    f"time spent ({total:.0f} s in all): {spent or 'nothing measured'}",
+                    markup=False,
+                )
         if failure is None:
             _report_run(store, run_id, output, html, err)
             if extras.corrupted:
@@ -231,8 +248,9 @@ def _merge(tables: list[tuple[int, Any]]) -> Any:
     """One level table holding the columns of every compared run."""
     from kvmlab.report.table import LevelTable
 
-    merged = LevelTable([c for _, t in tables for c in t.columns], [],
-                        [f for _, t in tables for f in t.failures])  # fmt: skip
+    merged = LevelTable(
+        [c for _, t in tables for c in t.columns], [], [f for _, t in tables for f in t.failures]
+    )
     rows: dict[tuple[str, str], Any] = {}
     for _, t in tables:
         for row in t.rows:
@@ -279,8 +297,10 @@ def show_report(
 
     runs = [store.run(ref)] + ([store.run(compare)] if compare else [])
     if compare and runs[0].id == runs[1].id:
-        raise UsageError(f"--compare {compare} is run {runs[0].id} itself; "
-                         "compare with another run (see kvmlab results ls)")  # fmt: skip
+        raise UsageError(
+            f"--compare {compare} is run {runs[0].id} itself; "
+            "compare with another run (see kvmlab results ls)"
+        )
     text = _render(store, runs, output, to_file=out is not None)
     if text is None:
         return
@@ -300,8 +320,11 @@ def _render_one(store: ResultStore, ref: str, output: str) -> str:
 def _render(store: ResultStore, runs: list[Run], output: str, to_file: bool = False) -> str | None:
     """The report as a string; ``text`` is printed instead (None) unless ``to_file``."""
     compare = len(runs) > 1
-    documents = [(r.id, variant, doc) for r in runs
-                 for variant, doc in store.documents(r.id, MIGRATION_DOCUMENT)]  # fmt: skip
+    documents = [
+        (r.id, variant, doc)
+        for r in runs
+        for variant, doc in store.documents(r.id, MIGRATION_DOCUMENT)
+    ]
     if output == "json":
         from kvmlab.report.jsonout import report_json
 
@@ -311,8 +334,10 @@ def _render(store: ResultStore, runs: list[Run], output: str, to_file: bool = Fa
         tables = [(runs[0].id, _merge(tables))]
     head = runs[0]
     state = "" if head.complete else f" (INCOMPLETE: {_cut_short(head)}; partial data)"
-    title = (f"kvmlab run {' vs '.join(str(r.id) for r in runs)}: lab {head.lab}, "
-             f"suite {head.suite}{state}")  # fmt: skip
+    title = (
+        f"kvmlab run {' vs '.join(str(r.id) for r in runs)}: lab {head.lab}, "
+        f"suite {head.suite}{state}"
+    )
     if output == "text":
         from rich.console import Console
 
@@ -336,10 +361,15 @@ def _render(store: ResultStore, runs: list[Run], output: str, to_file: bool = Fa
         from kvmlab.report.html import report_html
         from kvmlab.report.migration_html import comparison_section
 
-        extra = [comparison_section(doc, f"Run {run_id}: live migrations"
-                                    + ("" if variant == "default" else f" ({variant})"),
-                                    f"migrations-{run_id}-{i}")
-                 for i, (run_id, variant, doc) in enumerate(documents)]  # fmt: skip
+        extra = [
+            comparison_section(
+                doc,
+                f"Run {run_id}: live migrations"
+                + ("" if variant == "default" else f" ({variant})"),
+                f"migrations-{run_id}-{i}",
+            )
+            for i, (run_id, variant, doc) in enumerate(documents)
+        ]
         return report_html(runs, tables, title=title, extra=extra)
     raise UsageError(f"unknown report format {output!r}; choose text, md, html or json")
 
@@ -357,8 +387,9 @@ def results_ls(output: str) -> None:
         runs = store.runs()
         counts = store.sample_counts()
         if output == "json":
-            print(json.dumps([{**asdict(r), "samples": counts.get(r.id, 0)} for r in runs],
-                             indent=2))  # fmt: skip
+            print(
+                json.dumps([{**asdict(r), "samples": counts.get(r.id, 0)} for r in runs], indent=2)
+            )
             return
         from datetime import datetime
 
@@ -368,18 +399,25 @@ def results_ls(output: str) -> None:
 
         console = Console()
         if not runs:
-            console.print(f"no runs in {store.path} yet", soft_wrap=True, markup=False,
-                          highlight=False)  # fmt: skip
+            console.print(
+                f"no runs in {store.path} yet", soft_wrap=True, markup=False, highlight=False
+            )
             return
         rows = []
         for r in runs:
             started = datetime.fromtimestamp(r.started).strftime("%Y-%m-%d %H:%M")
             took = f"{r.ended - r.started:.0f} s" if r.ended else "-"
             state = "complete" if r.complete else f"incomplete: {_cut_short(r)}"
-            rows.append([str(r.id), r.lab, r.suite, started, took, state,
-                         str(counts.get(r.id, 0))])  # fmt: skip
-        columns = [Col("id", "right"), Col("lab"), Col("suite"), Col("started"),
-                   Col("duration", "right"), Col("state"), Col("samples", "right")]  # fmt: skip
+            rows.append([str(r.id), r.lab, r.suite, started, took, state, str(counts.get(r.id, 0))])
+        columns = [
+            Col("id", "right"),
+            Col("lab"),
+            Col("suite"),
+            Col("started"),
+            Col("duration", "right"),
+            Col("state"),
+            Col("samples", "right"),
+        ]
         print_grid(console, columns, rows, title=f"runs in {store.path}")
 
 
@@ -393,8 +431,10 @@ def results_export(ref: str, fmt: str, out: Path | None) -> None:
         run = store.run(ref)
         samples = store.samples(run.id)
         if fmt == "json":
-            text = json.dumps({"run": asdict(run), "samples": [asdict(s) for s in samples]},
-                              indent=2) + "\n"  # fmt: skip
+            text = (
+                json.dumps({"run": asdict(run), "samples": [asdict(s) for s in samples]}, indent=2)
+                + "\n"
+            )
         elif fmt == "csv":
             buf = io.StringIO()
             writer = csv.writer(buf)

@@ -51,9 +51,13 @@ class Extras:
         return "".join(f"; {p} after the suite" for p in parts)
 
     def after(
-        self, host: HostAccel, image: Callable[[], GuestImage], line: Callable[[str], None],
-        status: Callable[[str], None], reps: int,
-    ) -> Callable[[LevelRunner, LoadedLab], None] | None:  # fmt: skip
+        self,
+        host: HostAccel,
+        image: Callable[[], GuestImage],
+        line: Callable[[str], None],
+        status: Callable[[str], None],
+        reps: int,
+    ) -> Callable[[LevelRunner, LoadedLab], None] | None:
         """The hook :func:`kvmlab.bench.session.run_bench` calls after each variant's suite."""
         if not self.wanted:
             return None
@@ -64,9 +68,18 @@ class Extras:
                 from kvmlab.net.pvp_run import run_pvp
 
                 start = time.monotonic()
-                run_pvp(variant, runner.variant, self.levels, reps, host, image, line,
-                        runner.at, lambda got: runner.store.add(runner.run_id, got),
-                        self.backend)  # fmt: skip
+                run_pvp(
+                    variant,
+                    runner.variant,
+                    self.levels,
+                    reps,
+                    host,
+                    image,
+                    line,
+                    runner.at,
+                    lambda got: runner.store.add(runner.run_id, got),
+                    self.backend,
+                )
                 runner.timings[f"{shown}pvp"] = time.monotonic() - start
             if self.netcompare:
                 from kvmlab.net.netcompare_run import run_netcompare
@@ -77,9 +90,18 @@ class Extras:
                 def keep(doc: dict[str, Any]) -> None:
                     runner.store.add_document(runner.run_id, runner.variant, DOCUMENT, doc)
 
-                run_netcompare(variant, runner.variant, reps, host, image, line, runner.at,
-                               lambda got: runner.store.add(runner.run_id, got), keep,
-                               self.backend)  # fmt: skip
+                run_netcompare(
+                    variant,
+                    runner.variant,
+                    reps,
+                    host,
+                    image,
+                    line,
+                    runner.at,
+                    lambda got: runner.store.add(runner.run_id, got),
+                    keep,
+                    self.backend,
+                )
                 runner.timings[f"{shown}netcompare"] = time.monotonic() - start
             if self.migrations:
                 from kvmlab.migrate.stored import measure
@@ -87,8 +109,9 @@ class Extras:
                 guests = ", ".join(dict.fromkeys(m.guest for m in variant.lab.migrations))
                 runner.at("L1", guests, MIGRATIONS)
                 start = time.monotonic()
-                found = measure(runner.store, runner.run_id, runner.variant, variant, host,
-                                image, line, status)  # fmt: skip
+                found = measure(
+                    runner.store, runner.run_id, runner.variant, variant, host, image, line, status
+                )
                 runner.timings[f"{shown}migrations"] = time.monotonic() - start
                 self.corrupted.extend(f"{shown.replace(' ', ': ')}{f}" for f in found)
 
@@ -110,11 +133,18 @@ def split_only(
     own = list(lab.bench.workloads)
     # a lab's list that names none of its own workloads selects among the suite's only
     picked = names if names is not None else (own if set(own) & set(OWN) else None)
-    declared = {MIGRATIONS: bool(lab.migrations), PVP: lab.switch is not None,
-                NETCOMPARE: bool(plan_paths(lab))}  # fmt: skip
-    if picked is None and not lab.networks and not any(
-            isinstance(n, VhostUserNic) and n.address for g in lab.guests.values()
-            for n in g.nics):  # fmt: skip
+    declared = {
+        MIGRATIONS: bool(lab.migrations),
+        PVP: lab.switch is not None,
+        NETCOMPARE: bool(plan_paths(lab)),
+    }
+    if (
+        picked is None
+        and not lab.networks
+        and not any(
+            isinstance(n, VhostUserNic) and n.address for g in lab.guests.values() for n in g.nics
+        )
+    ):
         declared[NETCOMPARE] = False  # user NICs alone: only when asked for
     need = {MIGRATIONS: {"L1"}, PVP: {"L0", "L1"}, NETCOMPARE: {"L1"}}
     whats = {
@@ -128,17 +158,19 @@ def split_only(
         what = whats[name]
         if not declared[name]:
             if names is None:
-                raise UsageError(f"{loaded.path}: bench.workloads names {name}, but the lab "
-                                 f"declares no {what}")  # fmt: skip
+                raise UsageError(
+                    f"{loaded.path}: bench.workloads names {name}, but the lab declares no {what}"
+                )
             raise UsageError(f"--only {name}: {loaded.path} declares no {what}")
         if names is not None and not need[name] & levels:
-            raise UsageError(f"--only {name}: needs level {' or '.join(sorted(need[name]))} "
-                             "in --levels")  # fmt: skip
-    run = {n: declared[n] and bool(need[n] & levels) and (picked is None or n in picked)
-           for n in OWN}  # fmt: skip
+            raise UsageError(
+                f"--only {name}: needs level {' or '.join(sorted(need[name]))} in --levels"
+            )
+    run = {
+        n: declared[n] and bool(need[n] & levels) and (picked is None or n in picked) for n in OWN
+    }
     suite = None if names is None else [w for w in names if w not in OWN]
-    suite_runs = suite != [] and (names is not None or not own
-                                  or any(w not in OWN for w in own))  # fmt: skip
+    suite_runs = suite != [] and (names is not None or not own or any(w not in OWN for w in own))
     return (
         suite or None,
         suite_runs,

@@ -29,8 +29,9 @@ def attach(path: Path, stdin: int = 0, stdout: int = 1, quiet: float = QUIET) ->
     attach_socket(sock, stdin, stdout, quiet)
 
 
-def attach_socket(sock: socket.socket, stdin: int = 0, stdout: int = 1,
-                  quiet: float = QUIET) -> None:  # fmt: skip
+def attach_socket(
+    sock: socket.socket, stdin: int = 0, stdout: int = 1, quiet: float = QUIET
+) -> None:
     """:func:`attach` to a connected socket (closed when this returns)."""
     sock.setblocking(False)
     is_tty = os.isatty(stdin)

@@ -40,9 +40,14 @@ def lab_of(record: GuestRecord) -> tuple[LoadedLab | None, str]:
 
 
 def run_diagnose(
-    address: str, imported: Path | None, seconds: float | None, provider: str, output: str,
-    apply: bool, out: Path | None,
-) -> None:  # fmt: skip
+    address: str,
+    imported: Path | None,
+    seconds: float | None,
+    provider: str,
+    output: str,
+    apply: bool,
+    out: Path | None,
+) -> None:
     """Profile the guest, evaluate the rules, print findings; with ``apply``, write the fix.
 
     Everything that can be refused is refused before the guest is profiled (the window,
@@ -86,25 +91,40 @@ def run_diagnose(
         if loaded is None or guest is None:
             refusal = f"nothing to apply: {why}"
         elif applied is None:
-            refusal = ("nothing to apply: no finding has a lab-file fix" if diagnosis.findings
-                       else "nothing to apply: no rule fired")  # fmt: skip
+            refusal = (
+                "nothing to apply: no finding has a lab-file fix"
+                if diagnosis.findings
+                else "nothing to apply: no rule fired"
+            )
         else:
             written = apply_fix(loaded, address_path, applied, out)
     if output == "json":
-        print(json.dumps({
-            "schema": 1, "address": address, "profile": profile.to_json(),
-            "findings": [f.to_json() for f in diagnosis.findings],
-            "unchecked": [str(u) for u in diagnosis.unchecked],
-            "lab_note": why or None, "written": str(written) if written else None,
-        }, indent=2))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "schema": 1,
+                    "address": address,
+                    "profile": profile.to_json(),
+                    "findings": [f.to_json() for f in diagnosis.findings],
+                    "unchecked": [str(u) for u in diagnosis.unchecked],
+                    "lab_note": why or None,
+                    "written": str(written) if written else None,
+                },
+                indent=2,
+            )
+        )
     else:
         console = Console()
         show_diagnosis(profile, diagnosis, console, why, address_path)
         if written is not None and applied is not None:
-            console.print(f"\nwrote {written}: the lab with the fix of {applied.id} as a "
-                          "variant; measure both the same way with\n"
-                          f"  kvmlab exits --compare {written} --guest {'/'.join(address_path)}",
-                          soft_wrap=True, highlight=False, markup=False)  # fmt: skip
+            console.print(
+                f"\nwrote {written}: the lab with the fix of {applied.id} as a "
+                "variant; measure both the same way with\n"
+                f"  kvmlab exits --compare {written} --guest {'/'.join(address_path)}",
+                soft_wrap=True,
+                highlight=False,
+                markup=False,
+            )
     if refusal is not None:
         sys.stdout.flush()
         raise UsageError(refusal)
@@ -118,15 +138,20 @@ def check_apply_out(out: Path | None) -> None:
 
     if out is None:
         if not os.access(".", os.W_OK | os.X_OK):
-            raise UsageError("--apply writes the fixed lab into the current directory, which "
-                             "takes no new file (permission denied); give --out FILE")  # fmt: skip
+            raise UsageError(
+                "--apply writes the fixed lab into the current directory, which "
+                "takes no new file (permission denied); give --out FILE"
+            )
         return
     if out.is_dir():
-        raise UsageError(f"--out {printable(str(out))} is a directory; give a file name, e.g. "
-                         f"{printable(str(out / 'fixed-lab.toml'))}")  # fmt: skip
+        raise UsageError(
+            f"--out {printable(str(out))} is a directory; give a file name, e.g. "
+            f"{printable(str(out / 'fixed-lab.toml'))}"
+        )
     if os.path.lexists(out):
-        raise UsageError(f"--out {printable(str(out))} exists; kvmlab does not overwrite it: "
-                         "name a new file")  # fmt: skip
+        raise UsageError(
+            f"--out {printable(str(out))} exists; kvmlab does not overwrite it: name a new file"
+        )
     check_out(out)
 
 
@@ -177,8 +202,9 @@ def _show_fix(finding: Finding, say: object, address: tuple[str, ...]) -> None:
         say(f"   verify: {line}")
 
 
-def apply_fix(loaded: LoadedLab, address: tuple[str, ...], finding: Finding,
-              out: Path | None) -> Path:  # fmt: skip
+def apply_fix(
+    loaded: LoadedLab, address: tuple[str, ...], finding: Finding, out: Path | None
+) -> Path:
     """Write the lab with ``finding``'s fix as a variant; print its QEMU and XML changes."""
     from kvmlab.cli.hostinfo import host_accel
     from kvmlab.cli.outfile import OutputError
@@ -215,15 +241,22 @@ def apply_fix(loaded: LoadedLab, address: tuple[str, ...], finding: Finding,
     for arg in rendered.args_added:
         print(f"QEMU after:  {arg}", file=sys.stderr)
     for change in rendered.xml_changes:
-        print(f"libvirt {change.parent}: {change.before or '(none)'} -> "
-              f"{change.after or '(removed)'}", file=sys.stderr)  # fmt: skip
+        print(
+            f"libvirt {change.parent}: {change.before or '(none)'} -> "
+            f"{change.after or '(removed)'}",
+            file=sys.stderr,
+        )
     return written
 
 
 def run_compare(
-    lab_path: Path, guest: str, seconds: float, settle: float, output: str,
+    lab_path: Path,
+    guest: str,
+    seconds: float,
+    settle: float,
+    output: str,
     provider: str = "auto",
-) -> None:  # fmt: skip
+) -> None:
     """Boot each variant of the lab in turn, profile ``guest`` the same way, compare.
 
     Everything is checked before the first variant boots: the windows, the guest's path,
@@ -250,12 +283,16 @@ def run_compare(
     qemu_only(loaded, "exits --compare")
     if loaded.lab.find(guest) is None:
         known = ", ".join("/".join(path) for path, _ in loaded.lab.walk())
-        raise UsageError(f"lab {loaded.lab.name} has no guest {printable(repr(guest))} "
-                         f"(its guests: {known}; --guest is a path like l1/l2)")  # fmt: skip
+        raise UsageError(
+            f"lab {loaded.lab.name} has no guest {printable(repr(guest))} "
+            f"(its guests: {known}; --guest is a path like l1/l2)"
+        )
     variants = loaded.variants()
     if len(variants) < 2:
-        raise UsageError(f"{printable(str(lab_path))} has no variants to compare (kvmlab "
-                         "diagnose --apply writes one)")  # fmt: skip
+        raise UsageError(
+            f"{printable(str(lab_path))} has no variants to compare (kvmlab "
+            "diagnose --apply writes one)"
+        )
     guests: dict[str, Guest] = {}
     for name, variant in variants.items():
         found = variant.lab.find(guest)
@@ -278,13 +315,20 @@ def run_compare(
                 progress(f"up; settling for {settle:g} s, then {seconds:g} s")
                 time.sleep(settle)
                 lab_dir = LabDir.of(loaded.lab.name)
-                entry = next((e for e in lab_dir.entries() if "/".join(e.address) == guest
-                              and e.record is not None), None)  # fmt: skip
+                entry = next(
+                    (
+                        e
+                        for e in lab_dir.entries()
+                        if "/".join(e.address) == guest and e.record is not None
+                    ),
+                    None,
+                )
                 if entry is None or entry.record is None:
-                    raise RuntimeFailure(f"variant {name}: guest {guest} is not running after "
-                                         f"'kvmlab up' of lab {loaded.lab.name}")  # fmt: skip
-                profiles[name] = profile_guest(entry.run_dir, entry.record, seconds,
-                                               provider)  # type: ignore[arg-type]  # fmt: skip
+                    raise RuntimeFailure(
+                        f"variant {name}: guest {guest} is not running after "
+                        f"'kvmlab up' of lab {loaded.lab.name}"
+                    )
+                profiles[name] = profile_guest(entry.run_dir, entry.record, seconds, provider)  # type: ignore[arg-type]
             finally:
                 labrun.down(loaded.lab.name, progress=progress)
     show_compare(profiles, guests, Console(), output)

@@ -71,10 +71,15 @@ def read_input(fd: int = 0, limit: int = MAX_INPUT) -> bytes | None:
         os.fstat(fd)
     except OSError:
         return None  # closed
-    hint = threading.Timer(STDIN_HINT_AFTER, print, [
-        "kvmlab: waiting for the end of stdin, which goes to the guest command "
-        "(give it </dev/null if it needs none)"],
-        {"file": sys.stderr, "flush": True})  # fmt: skip
+    hint = threading.Timer(
+        STDIN_HINT_AFTER,
+        print,
+        [
+            "kvmlab: waiting for the end of stdin, which goes to the guest command "
+            "(give it </dev/null if it needs none)"
+        ],
+        {"file": sys.stderr, "flush": True},
+    )
     hint.daemon = True
     hint.start()
     chunks: list[bytes] = []
@@ -120,8 +125,10 @@ def run_console(address: str) -> None:
     run_dir, record = find_guest(address)
     if record.via is not None:
         outer = f"{record.lab}/{record.via}"
-        raise UsageError(f"{address} runs inside {outer}: its console is there "
-                         f"('kvmlab exec {outer} -- kvmlab console ...')")  # fmt: skip
+        raise UsageError(
+            f"{address} runs inside {outer}: its console is there "
+            f"('kvmlab exec {outer} -- kvmlab console ...')"
+        )
     with interruptible(f"attached to the console of {address}"):
         # QEMU's socket, or libvirt's console stream (its connection closes as kvmlab exits)
         attach_socket(Machine.attach(run_dir, record).console_socket())

@@ -44,9 +44,13 @@ def refuse_with(option: str, given: Mapping[str, bool]) -> None:
 
 
 def run_exits(
-    address: str, seconds: float, provider: str, live: bool, output: str,
+    address: str,
+    seconds: float,
+    provider: str,
+    live: bool,
+    output: str,
     guest_side: bool = True,
-) -> None:  # fmt: skip
+) -> None:
     """Profile ``address`` for ``seconds`` (repeatedly with ``live``) and print it."""
     from rich.console import Console
 
@@ -60,8 +64,13 @@ def run_exits(
     console = Console()
     with interruptible(f"profiling the VM exits of {address}"):
         while True:
-            profile = profile_guest(run_dir, record, seconds, provider,  # type: ignore[arg-type]
-                                    guest_side=guest_side)  # fmt: skip
+            profile = profile_guest(
+                run_dir,
+                record,
+                seconds,
+                provider,  # type: ignore[arg-type]
+                guest_side=guest_side,
+            )
             if output == "json":
                 print(json.dumps(profile.to_json(), indent=2))
                 return
@@ -75,9 +84,11 @@ def run_exits(
 def import_seconds(seconds: float | None) -> float:
     """The window of an imported report: given, since perf's output does not say it."""
     if seconds is None:
-        raise UsageError("--import needs --seconds, the window perf measured (its output does "
-                         "not say): 1 for a 'perf kvm stat live' screen, the recording's "
-                         "length for a report")  # fmt: skip
+        raise UsageError(
+            "--import needs --seconds, the window perf measured (its output does "
+            "not say): 1 for a 'perf kvm stat live' screen, the recording's "
+            "length for a report"
+        )
     return check_seconds(seconds, IMPORT_SECONDS)
 
 

@@ -41,8 +41,9 @@ def print_nested_preflight(lab: Lab, choice: AccelChoice, console: Console) -> N
     console.print("host checks for nested guests ('kvmlab doctor' runs them all):")
     for f in run_checks(checks=NESTED_CHECKS):
         style = {Status.OK: "green", Status.WARN: "yellow", Status.FAIL: "red"}.get(f.status, "dim")
-        console.print(f"  [{style}]{f.status.value.upper():4}[/] {f.id}: {f.summary}",
-                      highlight=False)  # fmt: skip
+        console.print(
+            f"  [{style}]{f.status.value.upper():4}[/] {f.id}: {f.summary}", highlight=False
+        )
         if f.status in (Status.WARN, Status.FAIL):
             for fix in f.fix:
                 console.print(f"       [cyan]fix: {fix}[/]", highlight=False)
@@ -63,8 +64,10 @@ def nested_plan(lab: Lab, choice: AccelChoice) -> list[str]:
         for child, inner in guest.guests.items():
             if vcpus == 1:
                 accel = "KVM" if inner.accel in ("auto", "kvm") else inner.accel.upper()
-                lines.append(f"{name}/{child} runs under {accel} inside {name} (one vCPU: "
-                             "KVM on emulated SVM holds up under load there)")  # fmt: skip
+                lines.append(
+                    f"{name}/{child} runs under {accel} inside {name} (one vCPU: "
+                    "KVM on emulated SVM holds up under load there)"
+                )
             elif inner.accel == "kvm":
                 lines.append(
                     f"WARNING: {name}/{child} asks for KVM inside {name}, which has {vcpus} "
@@ -72,6 +75,8 @@ def nested_plan(lab: Lab, choice: AccelChoice) -> list[str]:
                     f"(3 of 3 stress runs); fix: when_tcg = {{ vcpus = 1 }} on guests.{name}"
                 )
             else:
-                lines.append(f"{name}/{child} runs under TCG inside {name} ({vcpus} vCPUs under "
-                             "TCG; KVM there needs one: when_tcg = { vcpus = 1 })")  # fmt: skip
+                lines.append(
+                    f"{name}/{child} runs under TCG inside {name} ({vcpus} vCPUs under "
+                    "TCG; KVM there needs one: when_tcg = { vcpus = 1 })"
+                )
     return lines

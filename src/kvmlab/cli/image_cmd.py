@@ -30,5 +30,7 @@ def run_image(rebuild: bool, cloud_disk: Path | None = None) -> None:
         start = time.monotonic()
         cloud_disk.parent.mkdir(parents=True, exist_ok=True)
         written = build_test_disk_image(cloud_disk)
-        print(f"cloud-init disk {written} ({time.monotonic() - start:.1f} s): Debian 12 with "
-              "cloud-init and qemu-guest-agent, a qcow2 overlay on the cached base")  # fmt: skip
+        print(
+            f"cloud-init disk {written} ({time.monotonic() - start:.1f} s): Debian 12 with "
+            "cloud-init and qemu-guest-agent, a qcow2 overlay on the cached base"
+        )

@@ -59,8 +59,10 @@ def list_(
     """The private daemons on record, with their URIs."""
     from kvmlab.runtime.libvirt import private
 
-    rows = [{"name": d.name, "running": d.running(), "pid": d.pid, "uri": d.uri,
-             "tcp_uri": d.tcp_uri} for d in private.running()]  # fmt: skip
+    rows = [
+        {"name": d.name, "running": d.running(), "pid": d.pid, "uri": d.uri, "tcp_uri": d.tcp_uri}
+        for d in private.running()
+    ]
     if output == "json":
         print(json.dumps(rows, indent=2))
         return

@@ -130,11 +130,13 @@ def render(
     if fmt not in ("qemu", "libvirt"):
         raise typer.BadParameter("choose qemu or libvirt", param_hint="--format")
     if connect is not None and fmt != "libvirt":
-        raise typer.BadParameter("--connect renders libvirt XML: add --format libvirt",
-                                 param_hint="--connect")  # fmt: skip
+        raise typer.BadParameter(
+            "--connect renders libvirt XML: add --format libvirt", param_hint="--connect"
+        )
     if publish and connect is None:
-        raise typer.BadParameter("--publish uploads to a daemon: add --connect URI",
-                                 param_hint="--publish")  # fmt: skip
+        raise typer.BadParameter(
+            "--publish uploads to a daemon: add --connect URI", param_hint="--publish"
+        )
     run_render(lab, guest, fmt, connect, publish)
 
 
@@ -259,10 +261,17 @@ def exits(
     if import_ is not None:
         from kvmlab.cli.exits_cmds import run_import
 
-        refuse_with("--import", {"--compare": compare is not None, "--live": live,
-                                 "--provider": provider != "auto", "--guest": guest is not None,
-                                 "--settle": settle is not None,
-                                 "--host-side-only": host_side_only})  # fmt: skip
+        refuse_with(
+            "--import",
+            {
+                "--compare": compare is not None,
+                "--live": live,
+                "--provider": provider != "auto",
+                "--guest": guest is not None,
+                "--settle": settle is not None,
+                "--host-side-only": host_side_only,
+            },
+        )
         run_import(import_, address, seconds, output)
         return
     if compare is not None:
@@ -277,20 +286,35 @@ def exits(
             },
         )
         if guest is None:
-            raise UsageError("--compare LAB_FILE needs --guest PATH: the guest to profile in "
-                             "each variant (e.g. l1/idle)")  # fmt: skip
-        run_compare(compare, guest, DEFAULT_SECONDS if seconds is None else seconds,
-                    10.0 if settle is None else settle, output, provider)  # fmt: skip
+            raise UsageError(
+                "--compare LAB_FILE needs --guest PATH: the guest to profile in "
+                "each variant (e.g. l1/idle)"
+            )
+        run_compare(
+            compare,
+            guest,
+            DEFAULT_SECONDS if seconds is None else seconds,
+            10.0 if settle is None else settle,
+            output,
+            provider,
+        )
         return
     if guest is not None or settle is not None:
         raise UsageError("--guest and --settle go with --compare LAB_FILE")
     if address is None:
-        raise UsageError("give the guest's address (LAB/GUEST), --import FILE or "
-                         "--compare LAB_FILE")  # fmt: skip
+        raise UsageError(
+            "give the guest's address (LAB/GUEST), --import FILE or --compare LAB_FILE"
+        )
     from kvmlab.cli.exits_cmds import run_exits
 
-    run_exits(address, DEFAULT_SECONDS if seconds is None else seconds, provider, live, output,
-              not host_side_only)  # fmt: skip
+    run_exits(
+        address,
+        DEFAULT_SECONDS if seconds is None else seconds,
+        provider,
+        live,
+        output,
+        not host_side_only,
+    )
 
 
 @app.command()
@@ -338,9 +362,14 @@ def diagnose(
     if (address is None) == (import_ is None):
         raise UsageError("give the guest's address (LAB/GUEST) or --import FILE")
     if import_ is not None:
-        refuse_with("--import", {"--apply (it needs a running guest of a lab)": apply,
-                                 "--out": out is not None,
-                                 "--provider": provider != "auto"})  # fmt: skip
+        refuse_with(
+            "--import",
+            {
+                "--apply (it needs a running guest of a lab)": apply,
+                "--out": out is not None,
+                "--provider": provider != "auto",
+            },
+        )
     if out is not None and not apply:
         raise UsageError("--out names the lab file --apply writes; give --apply too")
     run_diagnose(address or "", import_, seconds, provider, output, apply, out)
@@ -440,9 +469,22 @@ def migrate(
         mode = "auto"
     if variant or reps or html:
         raise UsageError("--variant, --reps and --html go with --lab")
-    return run_migrate(address, mode, downtime_limit, bandwidth, dirty_mem, dirty,
-                       multifd_channels, max_time, on_timeout, postcopy_after, qemu, transport,
-                       _output(output, "text", "json"), to)  # fmt: skip
+    return run_migrate(
+        address,
+        mode,
+        downtime_limit,
+        bandwidth,
+        dirty_mem,
+        dirty,
+        multifd_channels,
+        max_time,
+        on_timeout,
+        postcopy_after,
+        qemu,
+        transport,
+        _output(output, "text", "json"),
+        to,
+    )
 
 
 @app.command(name="exec", context_settings={"ignore_unknown_options": True})
@@ -515,9 +557,15 @@ def bench(
     A workload skipped at a level asked for leaves the run incomplete (exit 3)."""
     from kvmlab.cli.bench_cmds import run_bench_cmd
 
-    run_bench_cmd(lab, suite, levels, only, output=_output(output, "text", "json"),
-                  backend_opts=(backend, connect, persistent, qemu_as_root),
-                  variants=variant or ())  # fmt: skip
+    run_bench_cmd(
+        lab,
+        suite,
+        levels,
+        only,
+        output=_output(output, "text", "json"),
+        backend_opts=(backend, connect, persistent, qemu_as_root),
+        variants=variant or (),
+    )
 
 
 @app.command(name="run")
@@ -548,8 +596,16 @@ def run_lab(
 
     path = lab if lab is not None else lab_path("nested")
     html = out or Path(f"kvmlab-report-{path.stem}.html")
-    run_bench_cmd(path, suite, levels, only, html, _output(output, "text", "json"),
-                  (backend, connect, persistent, qemu_as_root), variant or ())  # fmt: skip
+    run_bench_cmd(
+        path,
+        suite,
+        levels,
+        only,
+        html,
+        _output(output, "text", "json"),
+        (backend, connect, persistent, qemu_as_root),
+        variant or (),
+    )
 
 
 app.add_typer(tune_app, name="tune")

@@ -16,11 +16,21 @@ EXIT_CORRUPTED = 5
 
 
 def run_migrate(
-    address: str, mode: str, downtime_limit: int | None, bandwidth: float | None,
-    dirty_mib: int, dirty_rate: float, multifd_channels: int | None, max_time: float,
-    on_timeout: str, postcopy_after: int, dest_qemu: str | None, transport: str, output: str,
+    address: str,
+    mode: str,
+    downtime_limit: int | None,
+    bandwidth: float | None,
+    dirty_mib: int,
+    dirty_rate: float,
+    multifd_channels: int | None,
+    max_time: float,
+    on_timeout: str,
+    postcopy_after: int,
+    dest_qemu: str | None,
+    transport: str,
+    output: str,
     to: str | None = None,
-) -> int:  # fmt: skip
+) -> int:
     """Migrate ``address``; print the outcome; the exit status says how it ended."""
     from kvmlab.migrate.modes import Settings
     from kvmlab.migrate.result import text
@@ -33,13 +43,20 @@ def run_migrate(
     if not 1 <= postcopy_after <= 1000:
         raise UsageError("--postcopy-after must be 1..1000 passes")
     if to is not None and (dest_qemu is not None or transport != "tcp"):
-        raise UsageError("--qemu and --transport are kvmlab's own migrations; with --to "
-                         "libvirt chooses both")  # fmt: skip
+        raise UsageError(
+            "--qemu and --transport are kvmlab's own migrations; with --to libvirt chooses both"
+        )
     if dest_qemu is not None and not dest_qemu.startswith("/"):
         raise UsageError("--qemu must be an absolute path to a qemu-system binary")
-    settings = Settings(mode=mode, downtime_limit_ms=downtime_limit, bandwidth_mibs=bandwidth,
-                        multifd_channels=multifd_channels, postcopy_after_pass=postcopy_after,
-                        max_seconds=max_time, on_timeout=on_timeout)  # fmt: skip
+    settings = Settings(
+        mode=mode,
+        downtime_limit_ms=downtime_limit,
+        bandwidth_mibs=bandwidth,
+        multifd_channels=multifd_channels,
+        postcopy_after_pass=postcopy_after,
+        max_seconds=max_time,
+        on_timeout=on_timeout,
+    )
 
     def progress(line: str) -> None:
         print(f"kvmlab: {line}", file=sys.stderr, flush=True)
@@ -48,11 +65,13 @@ def run_migrate(
         if to is not None:
             from kvmlab.migrate.libvirt_migrate import migrate_libvirt
 
-            outcome = migrate_libvirt(address, to, settings, Workload(dirty_mib, dirty_rate),
-                                      progress)  # fmt: skip
+            outcome = migrate_libvirt(
+                address, to, settings, Workload(dirty_mib, dirty_rate), progress
+            )
         else:
-            outcome = migrate(address, settings, Workload(dirty_mib, dirty_rate), progress,
-                              dest_qemu, transport)  # fmt: skip
+            outcome = migrate(
+                address, settings, Workload(dirty_mib, dirty_rate), progress, dest_qemu, transport
+            )
     if output == "json":
         print(json.dumps(outcome.to_json(), indent=2))
     else:
@@ -105,10 +124,17 @@ def run_compare(
         print(json.dumps(doc, indent=2))
     else:
         header, rows = table(strategies)
-        columns = [Col(header[0]), Col(header[1], "right"),
-                   *(Col(name, "right") for name in header[2:])]  # fmt: skip
-        print_grid(Console(), columns, rows, title=f"migrations of {loaded.lab.name}",
-                   caption="median (min-max) over the verified runs")  # fmt: skip
-    broken = any(o.status == "completed" and not o.verified
-                 for s in strategies for o in s.outcomes)  # fmt: skip
+        columns = [
+            Col(header[0]),
+            Col(header[1], "right"),
+            *(Col(name, "right") for name in header[2:]),
+        ]
+        print_grid(
+            Console(),
+            columns,
+            rows,
+            title=f"migrations of {loaded.lab.name}",
+            caption="median (min-max) over the verified runs",
+        )
+    broken = any(o.status == "completed" and not o.verified for s in strategies for o in s.outcomes)
     return EXIT_CORRUPTED if broken else 0

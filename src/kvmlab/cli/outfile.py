@@ -31,23 +31,29 @@ def check_out(path: Path, flag: str = "--out") -> None:
     """Refuse (:class:`UsageError`) a path that cannot be written as a file."""
     shown = printable(str(path))
     if path.is_symlink():
-        raise UsageError(f"{flag} {shown} is a symbolic link; kvmlab does not write through "
-                         "links: give the file itself, or a new name")  # fmt: skip
+        raise UsageError(
+            f"{flag} {shown} is a symbolic link; kvmlab does not write through "
+            "links: give the file itself, or a new name"
+        )
     if path.is_dir():
-        raise UsageError(f"{flag} {shown} is a directory; give a file name, e.g. "
-                         f"{printable(str(path / 'report.html'))}")  # fmt: skip
+        raise UsageError(
+            f"{flag} {shown} is a directory; give a file name, e.g. "
+            f"{printable(str(path / 'report.html'))}"
+        )
     parent = path.parent
     if not parent.exists():
-        raise UsageError(f"{flag} {shown}: directory {printable(str(parent))} does not exist; "
-                         "create it first")  # fmt: skip
+        raise UsageError(
+            f"{flag} {shown}: directory {printable(str(parent))} does not exist; create it first"
+        )
     if not parent.is_dir():
         raise UsageError(f"{flag} {shown}: {printable(str(parent))} is not a directory")
     if path.exists() and not os.access(path, os.W_OK):
         raise UsageError(f"{flag} {shown}: not writable (permission denied)")
     replaced = path.is_file() or not path.exists()  # a new file is made and renamed there
     if replaced and not os.access(parent, os.W_OK | os.X_OK):
-        raise UsageError(f"{flag} {shown}: cannot create files in {printable(str(parent))} "
-                         "(permission denied)")  # fmt: skip
+        raise UsageError(
+            f"{flag} {shown}: cannot create files in {printable(str(parent))} (permission denied)"
+        )
 
 
 def write_out(path: Path, text: str, flag: str = "--out") -> None:

@@ -46,10 +46,13 @@ def image_factory() -> Callable[[], GuestImage]:
 
 
 def run_up(
-    lab_path: Path, guest: str | None, within: str | None = None, as_json: bool = False,
+    lab_path: Path,
+    guest: str | None,
+    within: str | None = None,
+    as_json: bool = False,
     variant: str | None = None,
     backend_opts: BackendOpts = (None, None, None, None),
-) -> None:  # fmt: skip
+) -> None:
     """Start a lab's guests and print their boot stages."""
     from rich.console import Console
 
@@ -77,9 +80,14 @@ def run_up(
             console.print(f"  {text}")
 
         machines = labrun.up(
-            loaded, host, image_factory(),
-            only=guest, progress=progress, within=within, backend=backend,
-        )  # fmt: skip
+            loaded,
+            host,
+            image_factory(),
+            only=guest,
+            progress=progress,
+            within=within,
+            backend=backend,
+        )
     if as_json:
         from dataclasses import asdict
 
@@ -88,9 +96,14 @@ def run_up(
     stages = ["qemu", "kernel", "init", "agent", "guest", "total"]
     shown = [s for s in stages if any(s in m.boot for m in machines)]
     columns = [Col("guest"), Col("accel"), *(Col(s, "right") for s in shown)]
-    rows = [[m.config.name, m.config.accel,
-             *(f"{m.boot[s]:.2f}" if s in m.boot else "-" for s in shown)]
-            for m in machines]  # fmt: skip
+    rows = [
+        [
+            m.config.name,
+            m.config.accel,
+            *(f"{m.boot[s]:.2f}" if s in m.boot else "-" for s in shown),
+        ]
+        for m in machines
+    ]
     print_grid(
         Console(),
         columns,
@@ -113,8 +126,11 @@ def find_guest(address: str) -> tuple[Path, GuestRecord]:
     if record is None:
         raise StateError(f"{address}: {entry.problem}; 'kvmlab down {lab}' stops what is left")
     if state != "running":
-        why = {"dead": "its QEMU exited", "launching": "it is still starting",
-               "orphaned": "the 'kvmlab up' that started it died"}[state]  # fmt: skip
+        why = {
+            "dead": "its QEMU exited",
+            "launching": "it is still starting",
+            "orphaned": "the 'kvmlab up' that started it died",
+        }[state]
         raise StateError(f"{address} is not running: {why}; 'kvmlab down {lab}' cleans up")
     return run_dir, record
 

@@ -88,12 +88,22 @@ def _summary(here: list[_Here]) -> list[str]:
 
 def _guests_json(here: list[_Here]) -> list[dict[str, object]]:
     return [
-        {"address": "/".join(h.path), "level": f"L{len(h.path)}", "hypervisor": g.nested,
-         "vcpus": g.vcpus, "memory_bytes": g.memory.size, "memory_backing": g.memory.backing,
-         "disks": len(g.disks), "nics": [n.type for n in g.nics], "cpu": g.cpu.model,
-         "accel": h.accel, "when_tcg_applied": h.tcg_applied}
-        for h in here for g in (h.guest,)
-    ]  # fmt: skip
+        {
+            "address": "/".join(h.path),
+            "level": f"L{len(h.path)}",
+            "hypervisor": g.nested,
+            "vcpus": g.vcpus,
+            "memory_bytes": g.memory.size,
+            "memory_backing": g.memory.backing,
+            "disks": len(g.disks),
+            "nics": [n.type for n in g.nics],
+            "cpu": g.cpu.model,
+            "accel": h.accel,
+            "when_tcg_applied": h.tcg_applied,
+        }
+        for h in here
+        for g in (h.guest,)
+    ]
 
 
 def _host_warnings(loaded: LoadedLab) -> list[str]:
@@ -125,14 +135,28 @@ def run_check(labs: list[Path], output: str = "text") -> None:
             loaded = load_lab(path)
         except SpecError as exc:
             problems.extend(exc.problems)
-            report.append({"file": str(path), "ok": False, "lab": None, "guests": [],
-                           "problems": [asdict(p) for p in exc.problems]})  # fmt: skip
+            report.append(
+                {
+                    "file": str(path),
+                    "ok": False,
+                    "lab": None,
+                    "guests": [],
+                    "problems": [asdict(p) for p in exc.problems],
+                }
+            )
             continue
         warnings = _host_warnings(loaded)
         here = _here(loaded)
-        report.append({"file": str(path), "ok": True, "lab": loaded.lab.name,
-                       "guests": _guests_json(here), "problems": [],
-                       "host_warnings": warnings})  # fmt: skip
+        report.append(
+            {
+                "file": str(path),
+                "ok": True,
+                "lab": loaded.lab.name,
+                "guests": _guests_json(here),
+                "problems": [],
+                "host_warnings": warnings,
+            }
+        )
         if output == "text":
             print(f"{path}: ok (lab {loaded.lab.name})")
             print("\n".join(_summary(here)))
@@ -240,8 +264,9 @@ def _published(target: Target, guest: Guest, connect: str, name: str) -> Target:
     return target
 
 
-def run_render(lab_path: Path, address: str | None, fmt: str, connect: str | None = None,
-               publish: bool = False) -> None:  # fmt: skip
+def run_render(
+    lab_path: Path, address: str | None, fmt: str, connect: str | None = None, publish: bool = False
+) -> None:
     """Print each selected guest's QEMU command line or libvirt XML; for libvirt, say on
     stderr what the printed domain needs that this host lacks (``publish``: upload the
     image and seeds to the daemon at ``connect`` first)."""
@@ -287,15 +312,17 @@ def run_render(lab_path: Path, address: str | None, fmt: str, connect: str | Non
             print(render_libvirt(guest, target), end="")
 
 
-def _say_needs(loaded: LoadedLab, guest: Guest, target: Target, caps: LibvirtCaps,
-               connect: str | None) -> None:  # fmt: skip
+def _say_needs(
+    loaded: LoadedLab, guest: Guest, target: Target, caps: LibvirtCaps, connect: str | None
+) -> None:
     """One stderr line for each thing the printed domain needs from its host."""
     from kvmlab.runtime.libvirt.conn import is_local
     from kvmlab.runtime.libvirt.printed import findings
 
     accel, _ = target.accel_for(guest)
     local = connect is None or is_local(connect)
-    found = findings(guest.under(accel), target, caps, local=local, connect=connect,
-                     lab_file=str(loaded.path))  # fmt: skip
+    found = findings(
+        guest.under(accel), target, caps, local=local, connect=connect, lab_file=str(loaded.path)
+    )
     for finding in found:
         print(finding.line("/".join(target.address)), file=sys.stderr)

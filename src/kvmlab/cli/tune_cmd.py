@@ -13,18 +13,29 @@ from kvmlab.cli.options import output_choice
 from kvmlab.errors import UsageError, printable
 from kvmlab.spec.units import quoted
 
-tune_app = typer.Typer(help="Host tuning for the packet path: apply, verify, roll back.",
-                       no_args_is_help=True)  # fmt: skip
+tune_app = typer.Typer(
+    help="Host tuning for the packet path: apply, verify, roll back.", no_args_is_help=True
+)
 
 Lab = Annotated[Path | None, typer.Option("--lab", help="Take the CPUs from this lab file.")]
-Isolate = Annotated[str | None, typer.Option(
-    "--isolate", help="CPUs to keep the host's work off, e.g. 1 or 2-5 (default: the lab's "
-    "[tuning] isolated, else its switch's forwarding cores).")]  # fmt: skip
+Isolate = Annotated[
+    str | None,
+    typer.Option(
+        "--isolate",
+        help="CPUs to keep the host's work off, e.g. 1 or 2-5 (default: the lab's "
+        "[tuning] isolated, else its switch's forwarding cores).",
+    ),
+]
 Output = Annotated[str, typer.Option("--output", "-o", help="text or json.")]
-Unmovable = Annotated[str | None, typer.Option(
-    "--unmovable-irqs", help="An IRQ the kernel will not move that lands on an isolated CPU: "
-    "refuse (tuning fails, naming it) or accept (named, not failed); default: the lab's "
-    "[tuning] unmovable_irqs, else refuse.")]  # fmt: skip
+Unmovable = Annotated[
+    str | None,
+    typer.Option(
+        "--unmovable-irqs",
+        help="An IRQ the kernel will not move that lands on an isolated CPU: "
+        "refuse (tuning fails, naming it) or accept (named, not failed); default: the lab's "
+        "[tuning] unmovable_irqs, else refuse.",
+    ),
+]
 
 
 def isolated_cpus(lab: Path | None, isolate: str | None) -> tuple[int, ...]:
@@ -99,8 +110,9 @@ def accept_unmovable(lab: Path | None, option: str | None) -> bool:
 
 
 @tune_app.command("apply")
-def apply_cmd(lab: Lab = None, isolate: Isolate = None, output: Output = "text",
-              unmovable: Unmovable = None) -> None:  # fmt: skip
+def apply_cmd(
+    lab: Lab = None, isolate: Isolate = None, output: Output = "text", unmovable: Unmovable = None
+) -> None:
     """Apply the run-time half of cpu-partitioning; print the boot-time half as fixes.
     All or nothing: a setting that does not take fails the apply (exit 3), naming it, and
     every value changed is written back."""
@@ -115,13 +127,16 @@ def apply_cmd(lab: Lab = None, isolate: Isolate = None, output: Output = "text",
     if outcome.failed:
         raise typer.Exit(3)
     if output == "text":
-        print(f"tuned for isolated CPUs {','.join(map(str, cpus))}; originals saved in "
-              f"{state.path}; 'kvmlab tune rollback' restores them")  # fmt: skip
+        print(
+            f"tuned for isolated CPUs {','.join(map(str, cpus))}; originals saved in "
+            f"{state.path}; 'kvmlab tune rollback' restores them"
+        )
 
 
 @tune_app.command("verify")
-def verify_cmd(lab: Lab = None, isolate: Isolate = None, output: Output = "text",
-               unmovable: Unmovable = None) -> None:  # fmt: skip
+def verify_cmd(
+    lab: Lab = None, isolate: Isolate = None, output: Output = "text", unmovable: Unmovable = None
+) -> None:
     """Check every setting against what tuning wants (exit 1 when any differs, naming
     it). An IRQ the kernel will not move passes only when 'kvmlab tune apply' found so and
     its interrupts land on host CPUs (or unmovable IRQs are accepted)."""
@@ -153,8 +168,10 @@ def rollback_cmd(output: Output = "text") -> None:
     outcome = rollback(state)
     _print("restored", outcome, output, [])
     if output == "text" and not outcome.done and not outcome.failed:
-        print("nothing to roll back: the tuning changed no value (the IRQs it lists are ones "
-              "the kernel manages, never changed); its state is removed")  # fmt: skip
+        print(
+            "nothing to roll back: the tuning changed no value (the IRQs it lists are ones "
+            "the kernel manages, never changed); its state is removed"
+        )
     if outcome.failed:
         raise typer.Exit(3)
 

@@ -45,9 +45,13 @@ def tracefs_name() -> str:
 
 
 def profile_guest(
-    run_dir: Path, record: GuestRecord, seconds: float, provider: Provider = "auto",
-    name: str | None = None, guest_side: bool = True,
-) -> Profile:  # fmt: skip
+    run_dir: Path,
+    record: GuestRecord,
+    seconds: float,
+    provider: Provider = "auto",
+    name: str | None = None,
+    guest_side: bool = True,
+) -> Profile:
     """The exit profile of a running guest over ``seconds``.
 
     ``guest_side``: also read the guest's own CPU time and address map through its agent
@@ -70,14 +74,20 @@ def profile_guest(
         if hyper is None and not regions:
             with suppress(KvmlabError):  # names only: tracing does not need QMP
                 regions = pci_regions(guest.qmp().execute("query-pci"))
-        profile = _traced(address, _pid_arg(record, guest), seconds, name, hyper,
-                          provider == "auto", regions)  # fmt: skip
+        profile = _traced(
+            address, _pid_arg(record, guest), seconds, name, hyper, provider == "auto", regions
+        )
     if profile is None:
-        profile = (_counted(address, guest, seconds) if hyper is None
-                   else _counted_inside(hyper, record, address, seconds))  # fmt: skip
+        profile = (
+            _counted(address, guest, seconds)
+            if hyper is None
+            else _counted_inside(hyper, record, address, seconds)
+        )
         if provider == "auto":
-            profile.notes.append("tracepoints unavailable where its KVM runs (no hist "
-                                 "triggers or no tracefs access): counters only")  # fmt: skip
+            profile.notes.append(
+                "tracepoints unavailable where its KVM runs (no hist "
+                "triggers or no tracefs access): counters only"
+            )
     after = _guest_read(guest) if guest_side and before[0] else ("", "")
     wall = time.monotonic() - t0
     if profile.cpu is not None and before[0] and after[0]:
@@ -134,9 +144,14 @@ def _guest_read(machine: Machine) -> tuple[str, str]:
 
 
 def _traced(
-    address: str, pid: str, seconds: float, name: str, hyper: Machine | None, fallback: bool,
+    address: str,
+    pid: str,
+    seconds: float,
+    name: str,
+    hyper: Machine | None,
+    fallback: bool,
     regions: list[Region],
-) -> Profile | None:  # fmt: skip
+) -> Profile | None:
     """The tracepoint profile, taken here or inside ``hyper`` (plain sh there: no Python);
     None when ``fallback`` and tracing is unusable there."""
     argv = tracepoints.run_argv(name, seconds, pid)
@@ -147,14 +162,22 @@ def _traced(
     if code in (tracepoints.NO_HIST, tracepoints.NO_TRACEFS):
         lines = err.decode(errors="replace").splitlines()
         where = "" if hyper is None else f" inside {hyper.config.name}"
-        raise HostError(f"tracepoints unavailable{where}: {lines[-1] if lines else code}",
-                        ["run as root with tracefs mounted (mount -t tracefs nodev "
-                         "/sys/kernel/tracing) and CONFIG_HIST_TRIGGERS",
-                         "or --provider counters"])  # fmt: skip
+        raise HostError(
+            f"tracepoints unavailable{where}: {lines[-1] if lines else code}",
+            [
+                "run as root with tracefs mounted (mount -t tracefs nodev "
+                "/sys/kernel/tracing) and CONFIG_HIST_TRIGGERS",
+                "or --provider counters",
+            ],
+        )
     if code != 0:
         where = "" if hyper is None else f" inside {hyper.config.name}"
-        raise ProcessFailure(f"the VM-exit tracer failed{where}", ["trace.sh", "run", name, pid],
-                             code, err.decode(errors="replace").splitlines()[-5:])  # fmt: skip
+        raise ProcessFailure(
+            f"the VM-exit tracer failed{where}",
+            ["trace.sh", "run", name, pid],
+            code,
+            err.decode(errors="replace").splitlines()[-5:],
+        )
     return tracepoints.parse_output(out.decode(errors="replace"), address, seconds, regions)
 
 
@@ -185,8 +208,9 @@ def _cleaned(name: str, hyper: Machine | None) -> Iterator[None]:
     finally:
         if hyper is None and (TRACEFS / "instances" / name).exists():
             with suppress(subprocess.TimeoutExpired):
-                subprocess.run(tracepoints.clean_argv(name), capture_output=True, check=False,
-                               timeout=60)  # fmt: skip
+                subprocess.run(
+                    tracepoints.clean_argv(name), capture_output=True, check=False, timeout=60
+                )
 
 
 def _perf(address: str, pid: str, seconds: float, name: str, hyper: Machine | None) -> Profile:
@@ -194,8 +218,10 @@ def _perf(address: str, pid: str, seconds: float, name: str, hyper: Machine | No
     argv = perfkvm.record_argv(pid, seconds, name)
     code, out, err = _run_where(argv, hyper, seconds + 300, "perf kvm stat record")
     if code == 4:  # perf.sh: perf or nsenter missing where KVM runs
-        raise ToolMissing("perf" if hyper is None else f"perf inside {hyper.config.name}",
-                          "apt-get install linux-perf util-linux")  # fmt: skip
+        raise ToolMissing(
+            "perf" if hyper is None else f"perf inside {hyper.config.name}",
+            "apt-get install linux-perf util-linux",
+        )
     if code != 0:
         lines = err.decode(errors="replace").splitlines()
         why = f": {lines[-1]}" if lines else ""
@@ -211,8 +237,9 @@ def _run_here(argv: list[str], timeout: float, what: str) -> subprocess.Complete
     try:
         return subprocess.run(argv, capture_output=True, check=False, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise ProcessFailure(f"{what} did not end within {timeout:g} s", argv[:2] + argv[3:],
-                             None) from None  # fmt: skip
+        raise ProcessFailure(
+            f"{what} did not end within {timeout:g} s", argv[:2] + argv[3:], None
+        ) from None
 
 
 def _counted(address: str, machine: Machine, seconds: float) -> Profile:
@@ -242,8 +269,17 @@ def _counted_inside(hyper: Machine, record: GuestRecord, address: str, seconds: 
     """Counters of a nested guest: its QMP is inside the hypervisor, so the kvmlab there is
     asked (``kvmlab exits ... --provider counters -o json``)."""
     inner = "/".join([record.lab, *_inner_address(record)])
-    argv = kvmlab_argv("exits", inner, "--seconds", f"{seconds:g}", "--provider", "counters",
-                       "--host-side-only", "-o", "json")  # fmt: skip
+    argv = kvmlab_argv(
+        "exits",
+        inner,
+        "--seconds",
+        f"{seconds:g}",
+        "--provider",
+        "counters",
+        "--host-side-only",
+        "-o",
+        "json",
+    )
     result = hyper.exec(argv, timeout=seconds + 600, env=guest_env())
     if result.returncode != 0:
         failure = inner_failure(result, argv, f"{address}: profiling it inside {record.via}")
@@ -253,7 +289,10 @@ def _counted_inside(hyper: Machine, record: GuestRecord, address: str, seconds: 
     try:
         profile = from_json(json.loads(result.stdout))
     except (ValueError, KeyError, TypeError) as exc:
-        raise ProcessFailure(f"{address}: the kvmlab inside {record.via} answered no exit "
-                             f"profile ({exc})", argv, result.returncode) from None  # fmt: skip
+        raise ProcessFailure(
+            f"{address}: the kvmlab inside {record.via} answered no exit profile ({exc})",
+            argv,
+            result.returncode,
+        ) from None
     profile.address = address
     return profile

@@ -55,9 +55,13 @@ def cpu_window(start: ThreadTimes, end: ThreadTimes) -> CpuWindow:
         user, system, guest = user + u1 - u0, system + s1 - s0, guest + g1 - g0
         label = f"{comm} ({tid})"
         per_thread[label] = round(u1 - u0 + s1 - s0, 3)
-    return CpuWindow(seconds=round(end.uptime - start.uptime, 3), host_user=round(user, 3),
-                     host_system=round(system, 3), host_guest=round(guest, 3),
-                     threads=per_thread)  # fmt: skip
+    return CpuWindow(
+        seconds=round(end.uptime - start.uptime, 3),
+        host_user=round(user, 3),
+        host_system=round(system, 3),
+        host_guest=round(guest, 3),
+        threads=per_thread,
+    )
 
 
 def proc_stat_busy(text: str, hz: float = 100.0) -> tuple[float, float]:

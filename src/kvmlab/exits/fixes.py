@@ -102,9 +102,11 @@ def plan_fix(
     for key, value in add.items():
         current = lookup(context, key) if context is not None else None
         if key == "append" and context is not None and lookup(context, "boot") == "disk":
-            steps.append(f"add {value} to the guest kernel's command line (GRUB_CMDLINE_LINUX "
-                         "in /etc/default/grub, then update-grub or grub2-mkconfig): a guest "
-                         "booting its own disk does not get the lab's append")  # fmt: skip
+            steps.append(
+                f"add {value} to the guest kernel's command line (GRUB_CMDLINE_LINUX "
+                "in /etc/default/grub, then update-grub or grub2-mkconfig): a guest "
+                "booting its own disk does not get the lab's append"
+            )
             continue
         change[key] = _extended(current, value)
     if context is not None:
@@ -186,8 +188,10 @@ def apply_change(lab: Lab, address: tuple[str, ...], change: Mapping[str, object
     try:
         changed = Lab.model_validate(raw)
     except ValidationError as exc:
-        problems = [Problem(shown, format_loc(e["loc"]), _change_message(e["msg"], change))
-                    for e in exc.errors()]  # fmt: skip
+        problems = [
+            Problem(shown, format_loc(e["loc"]), _change_message(e["msg"], change))
+            for e in exc.errors()
+        ]
         raise SpecError(problems) from None
     found = check_lab(changed)
     if found:
@@ -215,11 +219,31 @@ def fix_renders(
     try:
         x_before, x_after = render_libvirt(before, target), render_libvirt(after, target)
     except RenderError as exc:
-        return FixRender(changed, dict(change), q_before.argv, q_after.argv, added, removed,
-                         notes, None, None, xml_error=str(exc))  # fmt: skip
+        return FixRender(
+            changed,
+            dict(change),
+            q_before.argv,
+            q_after.argv,
+            added,
+            removed,
+            notes,
+            None,
+            None,
+            xml_error=str(exc),
+        )
     changes = xml_diff(ET.fromstring(x_before), ET.fromstring(x_after))
-    return FixRender(changed, dict(change), q_before.argv, q_after.argv, added, removed, notes,
-                     x_before, x_after, changes)  # fmt: skip
+    return FixRender(
+        changed,
+        dict(change),
+        q_before.argv,
+        q_after.argv,
+        added,
+        removed,
+        notes,
+        x_before,
+        x_after,
+        changes,
+    )
 
 
 def _options(argv: Sequence[str]) -> list[str]:
@@ -254,8 +278,9 @@ def _minus(items: list[str], other: list[str]) -> list[str]:
 
 
 def _same_node(a: ET.Element, b: ET.Element) -> bool:
-    return a.tag == b.tag and a.attrib == b.attrib and (a.text or "").strip() == (
-        b.text or "").strip()  # fmt: skip
+    return (
+        a.tag == b.tag and a.attrib == b.attrib and (a.text or "").strip() == (b.text or "").strip()
+    )
 
 
 def _keyed(parent: ET.Element) -> dict[tuple[str, str, int], ET.Element]:
@@ -304,8 +329,15 @@ def _key(part: str) -> str:
 
 
 def _string(text: str) -> str:
-    escapes = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f",
-               "\r": "\\r"}  # fmt: skip
+    escapes = {
+        '"': '\\"',
+        "\\": "\\\\",
+        "\b": "\\b",
+        "\t": "\\t",
+        "\n": "\\n",
+        "\f": "\\f",
+        "\r": "\\r",
+    }
     out = []
     for c in text:
         if c in escapes:
@@ -360,8 +392,10 @@ def variant_toml(name: str, address: tuple[str, ...], change: Mapping[str, objec
             tables.setdefault(head, []).append(f"{_key(leaf)} = {toml_value(value)}")
         except TypeError as exc:
             raise SpecError([Problem("variant", key, str(exc))]) from None
-    blocks = [f"[{'.'.join(_key(p) for p in head)}]\n" + "\n".join(lines) + "\n"
-              for head, lines in sorted(tables.items(), key=lambda kv: len(kv[0]))]  # fmt: skip
+    blocks = [
+        f"[{'.'.join(_key(p) for p in head)}]\n" + "\n".join(lines) + "\n"
+        for head, lines in sorted(tables.items(), key=lambda kv: len(kv[0]))
+    ]
     return "\n".join(blocks)
 
 

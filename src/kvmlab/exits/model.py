@@ -172,9 +172,11 @@ class Profile:
             row["rate"] = self.rate(stat.count)
             row["share"] = stat.count / self.total if self.total else 0.0
         if self.cpu is not None:
-            out["cpu"].update(host_percent=self.cpu.host_percent,
-                              guest_percent=self.cpu.guest_percent,
-                              gap_percent=self.cpu.gap_percent)  # fmt: skip
+            out["cpu"].update(
+                host_percent=self.cpu.host_percent,
+                guest_percent=self.cpu.guest_percent,
+                gap_percent=self.cpu.gap_percent,
+            )
         out["vcpus"] = {str(k): v for k, v in self.vcpus.items()}
         return out
 
@@ -184,9 +186,10 @@ def from_json(data: dict[str, Any]) -> Profile:
     if data.get("schema") != SCHEMA:
         raise ValueError(f"exit profile schema {data.get('schema')!r}, expected {SCHEMA}")
     fields = {k: v for k, v in data.items() if k in Profile.__dataclass_fields__}
-    fields["reasons"] = [ReasonStat(**{k: v for k, v in r.items()
-                                       if k in ReasonStat.__dataclass_fields__})
-                         for r in data["reasons"]]  # fmt: skip
+    fields["reasons"] = [
+        ReasonStat(**{k: v for k, v in r.items() if k in ReasonStat.__dataclass_fields__})
+        for r in data["reasons"]
+    ]
     fields["pio"] = [PioStat(**p) for p in data["pio"]]
     fields["msr"] = [MsrStat(**m) for m in data["msr"]]
     fields["mmio"] = [MmioStat(**m) for m in data["mmio"]]

@@ -63,9 +63,25 @@ KINDS: tuple[str, ...] = (
 # Exception vectors from arch/x86/include/uapi/asm/kvm.h (*_VECTOR), same version.
 # Later additions, from the kvm patches that add them to the same macro: 0x0a5 "buslock",
 # 0x0a6 "idle-halt".
-_SVM_EXCP = {0: "DE", 1: "DB", 3: "BP", 4: "OF", 5: "BR", 6: "UD", 7: "NM", 8: "DF",
-             10: "TS", 11: "NP", 12: "SS", 13: "GP", 14: "PF", 16: "MF", 17: "AC",
-             18: "MC", 19: "XF"}  # fmt: skip
+_SVM_EXCP = {
+    0: "DE",
+    1: "DB",
+    3: "BP",
+    4: "OF",
+    5: "BR",
+    6: "UD",
+    7: "NM",
+    8: "DF",
+    10: "TS",
+    11: "NP",
+    12: "SS",
+    13: "GP",
+    14: "PF",
+    16: "MF",
+    17: "AC",
+    18: "MC",
+    19: "XF",
+}
 
 _SVM: tuple[tuple[int, str, str], ...] = (
     *((n, f"read_cr{n}", "cr_access") for n in (0, 2, 3, 4, 8)),
@@ -307,8 +323,12 @@ def vendor_of(name: str) -> str:
 #    CPU 0xaf00 (pc) / 0xcd8 (q35), memory 0xa00 (24 bytes), PCI 0xae00 (pc) / 0xcc0
 #    (q35; 0xcc4 in older QEMU), 0x18 bytes each.
 _UART_REGS = ("data (THR/RBR)", "IER", "IIR/FCR", "LCR", "MCR", "LSR", "MSR", "scratch")
-_PM1 = ((0x0, 0x1, "ACPI PM1a event (PM1_STS)"), (0x2, 0x3, "ACPI PM1a event (PM1_EN)"),
-        (0x4, 0x5, "ACPI PM1a control"), (0x8, 0xB, "ACPI PM timer"))  # fmt: skip
+_PM1 = (
+    (0x0, 0x1, "ACPI PM1a event (PM1_STS)"),
+    (0x2, 0x3, "ACPI PM1a event (PM1_EN)"),
+    (0x4, 0x5, "ACPI PM1a control"),
+    (0x8, 0xB, "ACPI PM timer"),
+)
 
 _PORT_RANGES: tuple[tuple[int, int, str], ...] = (
     (0x00, 0x0F, "DMA controller 1 (i8237)"),
@@ -409,8 +429,12 @@ TIMER_PORTS = frozenset(
 # 0xb0000000, 256 MiB; q35 only: on pc with > 2.75 GiB of RAM that address is RAM).
 def _hpet(off: int) -> str:
     off &= ~7  # 64-bit registers, often accessed as two 32-bit halves
-    fixed = {0x000: "capabilities/ID", 0x010: "config", 0x020: "interrupt status",
-             0x0F0: "main counter"}  # fmt: skip
+    fixed = {
+        0x000: "capabilities/ID",
+        0x010: "config",
+        0x020: "interrupt status",
+        0x0F0: "main counter",
+    }
     if off in fixed:
         return f"HPET {fixed[off]}"
     timer, reg = divmod(off - 0x100, 0x20)

@@ -34,9 +34,13 @@ MAX_TEXT_BYTES = 16 << 20
 """An imported report text is at most 16 MiB (a report or a ``live`` screen is a few KiB);
 a perf.data file is read by perf, not by kvmlab, so it may be larger."""
 PERF_TIMEOUT = 300.0
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe"),
-          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISSOCK, "a socket"))  # fmt: skip
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 class PerfFailed(KvmlabError):
@@ -57,9 +61,18 @@ MAX_NAME = 64
 _CHUNK = 1 << 16
 _NUM = rb"-?\d+(?:\.\d+)?"
 _LINE = re.compile(
-    rb"\s*(?:(VM-EXIT|IO Port|MMIO Access)|(\S+)\s+(-?\d+)\s+" + _NUM + rb"%\s+" + _NUM
-    + rb"%\s+(" + _NUM + rb")us\s+(" + _NUM + rb")us\s+(" + _NUM + rb")us)"
-)  # fmt: skip
+    rb"\s*(?:(VM-EXIT|IO Port|MMIO Access)|(\S+)\s+(-?\d+)\s+"
+    + _NUM
+    + rb"%\s+"
+    + _NUM
+    + rb"%\s+("
+    + _NUM
+    + rb")us\s+("
+    + _NUM
+    + rb")us\s+("
+    + _NUM
+    + rb")us)"
+)
 """A table's header, or a row ``KEY samples samples% time% min max avg``; numbers may be
 negative here so that such a row is reported, not passed over."""
 _HEADS = {b"VM-EXIT": "reasons", b"IO Port": "pio", b"MMIO Access": "mmio"}
@@ -181,38 +194,58 @@ class _Parser:
     def profile(self, address: str, seconds: float, source: str) -> Profile:
         """The profile of what was read; a :class:`UsageError` naming ``source`` when
         nothing in it counts."""
-        profile = Profile(address=address, provider=PROVIDER, provider_note=NOTE,
-                          seconds=seconds, skipped=self.skipped)  # fmt: skip
+        profile = Profile(
+            address=address,
+            provider=PROVIDER,
+            provider_note=NOTE,
+            seconds=seconds,
+            skipped=self.skipped,
+        )
         reasons, pio, mmio = (self.tables[k] for k in ("reasons", "pio", "mmio"))
         if not (reasons.rows or pio.rows or mmio.rows):
             if self.skipped is not None:
-                raise UsageError(f"{source}: no row to count, only {self._skipped_text()}; "
-                                 "import the text perf printed, unedited")  # fmt: skip
-            raise UsageError(f"{source}: no perf kvm stat table found ({_EXAMPLE}); import "
-                             "the text 'perf kvm stat report' or 'live' printed, or the "
-                             "perf.data file")  # fmt: skip
+                raise UsageError(
+                    f"{source}: no row to count, only {self._skipped_text()}; "
+                    "import the text perf printed, unedited"
+                )
+            raise UsageError(
+                f"{source}: no perf kvm stat table found ({_EXAMPLE}); import "
+                "the text 'perf kvm stat report' or 'live' printed, or the "
+                "perf.data file"
+            )
         for count, _, key, lo, hi, avg, kind in sorted(reasons.heap, key=lambda r: -r[1]):
             profile.reasons.append(ReasonStat(str(key), kind, count, avg * count, lo, hi))
         for kind, (rows, count, time_ns, lo, hi) in sorted(reasons.by_kind.items()):
             name = f"({rows:,} more {kind} reasons)"
             profile.reasons.append(ReasonStat(name, kind, count, time_ns, lo, hi))
         profile.vendor = reasons.vendor
-        profile.pio = [PioStat(port, write, count, name=port_name(port))
-                       for count, (port, write) in _pairs(pio.kept())]  # fmt: skip
-        profile.mmio = [MmioStat(gpa, write, count, name=mmio_name(gpa))
-                        for count, (gpa, write) in _pairs(mmio.kept())]  # fmt: skip
-        for kind, table, what in (("reasons", reasons, "exit reasons"),
-                                  ("pio", pio, "I/O ports"),
-                                  ("mmio", mmio, "MMIO addresses")):  # fmt: skip
+        profile.pio = [
+            PioStat(port, write, count, name=port_name(port))
+            for count, (port, write) in _pairs(pio.kept())
+        ]
+        profile.mmio = [
+            MmioStat(gpa, write, count, name=mmio_name(gpa))
+            for count, (gpa, write) in _pairs(mmio.kept())
+        ]
+        for kind, table, what in (
+            ("reasons", reasons, "exit reasons"),
+            ("pio", pio, "I/O ports"),
+            ("mmio", mmio, "MMIO addresses"),
+        ):
             rows, count = table.folded
             if not rows:
                 continue
             profile.folded[kind] = Folded(rows=rows, count=count)
-            how = ("summed in one row per kind, '(N more KIND reasons)'" if kind == "reasons"
-                   else "not listed")  # fmt: skip
-            profile.notes.append(f"{table.rows:,} {what}: the {len(table.heap)} most "
-                                 f"frequent listed, the other {rows:,} ({count:,} exits) "
-                                 f"{how}")  # fmt: skip
+            how = (
+                "summed in one row per kind, '(N more KIND reasons)'"
+                if kind == "reasons"
+                else "not listed"
+            )
+            profile.notes.append(
+                f"{table.rows:,} {what}: the {len(table.heap)} most "
+                f"frequent listed, the other {rows:,} ({count:,} exits) "
+                f"{how}"
+            )
         if self.skipped is not None:
             profile.notes.append(f"not counted: {self._skipped_text()}")
         return profile
@@ -301,16 +334,26 @@ def report_text(data_file: Path) -> str:
     for event in ("vmexit", "ioport", "mmio"):
         argv = ["perf", "kvm", "-i", absolute, "stat", "report", f"--event={event}"]
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, errors="replace",
-                                  stdin=subprocess.DEVNULL, timeout=PERF_TIMEOUT,
-                                  check=False)  # fmt: skip
+            proc = subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                stdin=subprocess.DEVNULL,
+                timeout=PERF_TIMEOUT,
+                check=False,
+            )
         except FileNotFoundError:
-            raise ToolMissing("perf", "apt-get install linux-perf (a saved 'perf kvm stat "
-                              "report' text imports without it)") from None  # fmt: skip
+            raise ToolMissing(
+                "perf",
+                "apt-get install linux-perf (a saved 'perf kvm stat "
+                "report' text imports without it)",
+            ) from None
         except subprocess.TimeoutExpired:
-            raise PerfFailed(f"perf took over {PERF_TIMEOUT:g} s to report {shown}; run "
-                             f"'{printable(shlex.join(argv))}' and import its text"
-                             ) from None  # fmt: skip
+            raise PerfFailed(
+                f"perf took over {PERF_TIMEOUT:g} s to report {shown}; run "
+                f"'{printable(shlex.join(argv))}' and import its text"
+            ) from None
         if proc.returncode != 0:
             if event == "vmexit":
                 raise UsageError(_perf_refusal(shown, argv, proc.stderr, proc.returncode))
@@ -320,18 +363,32 @@ def report_text(data_file: Path) -> str:
 
 
 _PERF_SAYS = (
-    (("no trace sample", "perf kvm record", "no samples"),
-     "a perf.data file without KVM exit events; record one with 'perf kvm stat record -p "
-     "PID' (PID: the guest's QEMU) and import it, or its 'perf kvm stat report' text"),
-    (("not owned by current user",),
-     "a perf.data file of another user, which perf does not read; copy it (cp) and import "
-     "the copy"),
-    (("incompatible file format", "initializing perf session", "header", "truncated",
-      "failed to open", "can't open", "cannot open", "invalid"),
-     "starts like a perf.data file, but this host's perf cannot read it (cut short, damaged "
-     "or from another perf version); import the text of 'perf kvm stat report' run where it "
-     "was recorded"),
-)  # fmt: skip
+    (
+        ("no trace sample", "perf kvm record", "no samples"),
+        "a perf.data file without KVM exit events; record one with 'perf kvm stat record -p "
+        "PID' (PID: the guest's QEMU) and import it, or its 'perf kvm stat report' text",
+    ),
+    (
+        ("not owned by current user",),
+        "a perf.data file of another user, which perf does not read; copy it (cp) and import "
+        "the copy",
+    ),
+    (
+        (
+            "incompatible file format",
+            "initializing perf session",
+            "header",
+            "truncated",
+            "failed to open",
+            "can't open",
+            "cannot open",
+            "invalid",
+        ),
+        "starts like a perf.data file, but this host's perf cannot read it (cut short, damaged "
+        "or from another perf version); import the text of 'perf kvm stat report' run where it "
+        "was recorded",
+    ),
+)
 """What perf's complaints about a recording mean, in kvmlab's words (perf's own end in
 advice such as "rerun with -v" that does not apply to kvmlab)."""
 
@@ -339,10 +396,12 @@ advice such as "rerun with -v" that does not apply to kvmlab)."""
 def _perf_refusal(shown: str, argv: list[str], stderr: str, code: int) -> str:
     """One line for perf's refusal (``argv``) to report ``shown``: what is wrong, the fix."""
     said = stderr.lower()
-    meaning = next((text for words, text in _PERF_SAYS if any(w in said for w in words)),
-                   f"perf cannot report it as a perf kvm stat recording (exit status {code}); "
-                   f"'{printable(shlex.join(argv))}' shows why, import its text once it "
-                   "works")  # fmt: skip
+    meaning = next(
+        (text for words, text in _PERF_SAYS if any(w in said for w in words)),
+        f"perf cannot report it as a perf kvm stat recording (exit status {code}); "
+        f"'{printable(shlex.join(argv))}' shows why, import its text once it "
+        "works",
+    )
     return f"{shown}: {meaning}"
 
 
@@ -357,8 +416,10 @@ def _read_lines(fd: int, shown: str, size: int) -> Iterator[tuple[int, bytes]]:
         if done > MAX_TEXT_BYTES:
             raise UsageError(_too_big(shown))
         if b"\0" in chunk:
-            raise UsageError(f"{shown}: a binary file, neither a perf kvm stat report (text) "
-                             "nor a perf.data file")  # fmt: skip
+            raise UsageError(
+                f"{shown}: a binary file, neither a perf kvm stat report (text) "
+                "nor a perf.data file"
+            )
         cut = chunk.rfind(b"\n")
         if cut < 0:  # a line longer than a chunk: joined once, when it ends
             parts.append(chunk)
@@ -389,8 +450,10 @@ def import_file(path: Path, address: str, seconds: float) -> Profile:
 
     def refuse(mode: int) -> UsageError:
         kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
-        return UsageError(f"cannot import {shown}: {kind}; give a saved perf kvm stat "
-                          "report (text) or perf.data file")  # fmt: skip
+        return UsageError(
+            f"cannot import {shown}: {kind}; give a saved perf kvm stat "
+            "report (text) or perf.data file"
+        )
 
     try:  # a device is never opened: opening one can act (a watchdog arms, a tape rewinds)
         first = Path(path).stat()

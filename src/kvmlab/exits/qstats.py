@@ -17,11 +17,15 @@ from kvmlab.runtime.errors import QmpFailure
 PROVIDER = "counters"
 NOTE = "KVM binary statistics through QMP query-stats (counters only: no times, no breakdown)"
 COUNTER_KINDS = {
-    "io_exits": "io", "mmio_exits": "mmio", "halt_exits": "hlt",
-    "irq_exits": "external_interrupt", "irq_window_exits": "interrupt_window",
-    "nmi_window_exits": "nmi_window", "signal_exits": "signal",
+    "io_exits": "io",
+    "mmio_exits": "mmio",
+    "halt_exits": "hlt",
+    "irq_exits": "external_interrupt",
+    "irq_window_exits": "interrupt_window",
+    "nmi_window_exits": "nmi_window",
+    "signal_exits": "signal",
     "request_irq_exits": "request_irq",
-}  # fmt: skip
+}
 """Counters that are a class of exits, and the kind they count."""
 
 
@@ -59,10 +63,11 @@ def query(execute: Callable[..., Any]) -> list[dict[str, Any]]:
         except QmpFailure as exc:
             if getattr(exc.__cause__, "error_class", None) != "CommandNotFound":
                 raise
-            raise HostError("this QEMU has no QMP query-stats (QEMU 7.1 and later have it), "
-                            "so KVM's counters cannot be read",
-                            ["profile with --provider tracepoints (root, tracefs) or perf"]
-                            ) from None  # fmt: skip
+            raise HostError(
+                "this QEMU has no QMP query-stats (QEMU 7.1 and later have it), "
+                "so KVM's counters cannot be read",
+                ["profile with --provider tracepoints (root, tracefs) or perf"],
+            ) from None
         if isinstance(reply, list):
             out.extend(e for e in reply if isinstance(e, dict))
     return out
@@ -91,7 +96,8 @@ def from_samples(
     if not after[0]:
         out.partial = "query-stats returned no KVM statistics (is the guest under KVM?)"
         return out
-    out.counters = {k: v - before[0].get(k, 0) for k, v in after[0].items()
-                    if v >= before[0].get(k, 0)}  # fmt: skip
+    out.counters = {
+        k: v - before[0].get(k, 0) for k, v in after[0].items() if v >= before[0].get(k, 0)
+    }
     out.vcpus = {i: v - before[1].get(i, 0) for i, v in after[1].items()}
     return out

@@ -39,15 +39,30 @@ from kvmlab.exits.rulespec import (
 )
 
 __all__ = [
-    "RULES_FILE", "Diagnosis", "Finding", "Measurement", "Rule", "Unchecked", "VerifyCheck",
-    "diagnose", "evaluate", "load_rules", "measure", "parse_rules", "verify_fix",
-]  # fmt: skip
+    "RULES_FILE",
+    "Diagnosis",
+    "Finding",
+    "Measurement",
+    "Rule",
+    "Unchecked",
+    "VerifyCheck",
+    "diagnose",
+    "evaluate",
+    "load_rules",
+    "measure",
+    "parse_rules",
+    "verify_fix",
+]
 
 KIND_COUNTERS = {
-    "io": "io_exits", "mmio": "mmio_exits", "hlt": "halt_exits",
-    "external_interrupt": "irq_exits", "interrupt_window": "irq_window_exits",
-    "nmi_window": "nmi_window_exits", "hypercall": "hypercalls",
-}  # fmt: skip
+    "io": "io_exits",
+    "mmio": "mmio_exits",
+    "hlt": "halt_exits",
+    "external_interrupt": "irq_exits",
+    "interrupt_window": "irq_window_exits",
+    "nmi_window": "nmi_window_exits",
+    "hypercall": "hypercalls",
+}
 """Counters a kind falls back to in a counters-only profile (io/mmio: exits to QEMU only)."""
 
 SEVERITIES = ("high", "medium", "low")
@@ -112,13 +127,21 @@ class Finding:
     def to_json(self) -> dict[str, Any]:
         """The finding for ``-o json``."""
         return {
-            "rule": self.id, "title": self.title, "severity": self.severity,
-            "cause": self.cause, "source": self.rule.source,
-            "evidence": list(self.evidence), "assumed": list(self.assumed),
-            "fix": {"lab": self.fix.lab, "host": list(self.fix.host),
-                    "guest": list(self.fix.guest)},
-            "verify": list(self.verify), "weight": self.weight,
-        }  # fmt: skip
+            "rule": self.id,
+            "title": self.title,
+            "severity": self.severity,
+            "cause": self.cause,
+            "source": self.rule.source,
+            "evidence": list(self.evidence),
+            "assumed": list(self.assumed),
+            "fix": {
+                "lab": self.fix.lab,
+                "host": list(self.fix.host),
+                "guest": list(self.fix.guest),
+            },
+            "verify": list(self.verify),
+            "weight": self.weight,
+        }
 
 
 @dataclass(frozen=True)
@@ -158,14 +181,20 @@ class VerifyCheck:
         return self.after <= self.before * (1 - VERIFY_DROP)
 
 
-def diagnose(profile: Profile, context: Mapping[str, object] | None = None,
-             rules: Sequence[Rule] | None = None) -> list[Finding]:  # fmt: skip
+def diagnose(
+    profile: Profile,
+    context: Mapping[str, object] | None = None,
+    rules: Sequence[Rule] | None = None,
+) -> list[Finding]:
     """The rules that fire on ``profile``, most severe and weighty first."""
     return evaluate(profile, context, rules).findings
 
 
-def evaluate(profile: Profile, context: Mapping[str, object] | None = None,
-             rules: Sequence[Rule] | None = None) -> Diagnosis:  # fmt: skip
+def evaluate(
+    profile: Profile,
+    context: Mapping[str, object] | None = None,
+    rules: Sequence[Rule] | None = None,
+) -> Diagnosis:
     """Findings and unchecked rules (the shipped rules unless ``rules`` is given)."""
     findings: list[Finding] = []
     unchecked: list[Unchecked] = []
@@ -180,8 +209,9 @@ def evaluate(profile: Profile, context: Mapping[str, object] | None = None,
     return Diagnosis(findings, unchecked)
 
 
-def verify_fix(rule: Rule, before: Profile, after: Profile,
-               context: Mapping[str, object] | None = None) -> list[VerifyCheck]:  # fmt: skip
+def verify_fix(
+    rule: Rule, before: Profile, after: Profile, context: Mapping[str, object] | None = None
+) -> list[VerifyCheck]:
     """What ``rule.verify`` names, measured before and after the fix."""
     checks = []
     for sel in rule.verify:
@@ -213,9 +243,12 @@ def _all(results: list[_Eval]) -> _Eval:
         return _Eval(False)
     if any(r.ok is None for r in results):
         return _Eval(None, needs=tuple(n for r in results for n in r.needs))
-    return _Eval(True, tuple(x for r in results for x in r.lines),
-                 tuple(x for r in results for x in r.assumed),
-                 weight=max((r.weight for r in results), default=0.0))  # fmt: skip
+    return _Eval(
+        True,
+        tuple(x for r in results for x in r.lines),
+        tuple(x for r in results for x in r.assumed),
+        weight=max((r.weight for r in results), default=0.0),
+    )
 
 
 def _eval(cond: Condition, profile: Profile, context: Mapping[str, object] | None) -> _Eval:
@@ -244,7 +277,8 @@ def _meets(cond: Measure, m: Measurement) -> bool:
         low, high = cond.min, cond.max
         return (low is None or m.value >= low) and (high is None or m.value <= high)
     return (cond.min_rate is None or m.value >= cond.min_rate) and (
-        cond.min_share is None or (m.share or 0.0) >= cond.min_share)  # fmt: skip
+        cond.min_share is None or (m.share or 0.0) >= cond.min_share
+    )
 
 
 def _weight(m: Measurement) -> float:
@@ -315,8 +349,9 @@ def _show(value: object) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def _finding(rule: Rule, result: _Eval, profile: Profile,
-             context: Mapping[str, object] | None) -> Finding:  # fmt: skip
+def _finding(
+    rule: Rule, result: _Eval, profile: Profile, context: Mapping[str, object] | None
+) -> Finding:
     lines = list(result.lines)
     for sel in rule.evidence:  # numbers a condition already quoted are not repeated
         extra = _eval(sel, profile, context).lines
@@ -329,15 +364,25 @@ def _finding(rule: Rule, result: _Eval, profile: Profile,
         now = f"now {_quantity(m.value, m.unit)}" if isinstance(m, Measurement) else "not measured"
         verify.append(f"{_label(sel)}: {now}; should drop after the fix")
     fix = plan_fix(rule.fix.lab, rule.fix.add, rule.fix.host, rule.fix.guest, context)
-    return Finding(rule, rule.title_for(profile), tuple(lines), result.assumed, fix,
-                   tuple(verify), result.weight)  # fmt: skip
+    return Finding(
+        rule,
+        rule.title_for(profile),
+        tuple(lines),
+        result.assumed,
+        fix,
+        tuple(verify),
+        result.weight,
+    )
 
 
 # Measuring ----------------------------------------------------------------------------------
 
 _OF: dict[type, str] = {PortCond: "ports", MsrCond: "msrs", GpaCond: "mmio"}
-_BREAKDOWN_KINDS = {"ports": ("io",), "msrs": ("msr_read", "msr_write", "msr"),
-                    "mmio": ("npf", "mmio")}  # fmt: skip
+_BREAKDOWN_KINDS = {
+    "ports": ("io",),
+    "msrs": ("msr_read", "msr_write", "msr"),
+    "mmio": ("npf", "mmio"),
+}
 
 
 def _fmt(value: float) -> str:
@@ -377,8 +422,11 @@ def _label(cond: Selector) -> str:
     if isinstance(cond, CounterCond):
         return f"counter {cond.counter}"
     if isinstance(cond, CpuCond):
-        return {"host": "host CPU of the QEMU process", "guest": "CPU use inside the guest",
-                "gap": "host CPU the guest does not see as its own"}[cond.cpu]  # fmt: skip
+        return {
+            "host": "host CPU of the QEMU process",
+            "guest": "CPU use inside the guest",
+            "gap": "host CPU the guest does not see as its own",
+        }[cond.cpu]
     return f"top {cond.of}"
 
 
@@ -399,8 +447,9 @@ def _limits(cond: Measure) -> str:
     return f" [rule: {', '.join(parts)}]" if parts else ""
 
 
-def _per_vcpu(cond: Measure, profile: Profile,
-              context: Mapping[str, object] | None) -> tuple[int, str] | None:  # fmt: skip
+def _per_vcpu(
+    cond: Measure, profile: Profile, context: Mapping[str, object] | None
+) -> tuple[int, str] | None:
     """The divisor for per-vCPU values and its words; None when the count is unknown."""
     if not cond.per_vcpu:
         return 1, ""
@@ -425,8 +474,9 @@ def _rows(of: str, profile: Profile, cond: Selector) -> list[tuple[str, int]] | 
         "msrs": [("MSR", s.index, s.write, s.count, s.name) for s in profile.msr],
         "mmio": [("MMIO", s.gpa, s.write, s.count, s.name) for s in profile.mmio],
     }[of]
-    if not stats and not (profile.reasons and not sum(
-            map(profile.kind_count, _BREAKDOWN_KINDS[of]))):  # fmt: skip
+    if not stats and not (
+        profile.reasons and not sum(map(profile.kind_count, _BREAKDOWN_KINDS[of]))
+    ):
         return None
     rows = []
     for what, key, write, count, given in sorted(stats, key=lambda s: (-s[3], s[1], s[2])):
@@ -438,8 +488,9 @@ def _rows(of: str, profile: Profile, cond: Selector) -> list[tuple[str, int]] | 
             )
             if not (inside and _dir(cond.access, write)):
                 continue
-        rows.append((f"{what} 0x{key:x}{_name(what, key, given)} "
-                     f"{'writes' if write else 'reads'}", count))  # fmt: skip
+        rows.append(
+            (f"{what} 0x{key:x}{_name(what, key, given)} {'writes' if write else 'reads'}", count)
+        )
     return rows
 
 
@@ -496,7 +547,8 @@ def measure(
     text = f"{label}: {_quantity(value, unit)}{divisor[1]}"
     share = None
     if isinstance(cond, PortCond | MsrCond | GpaCond) or (
-            isinstance(cond, KindCond) and cond.kind != "all"):  # fmt: skip
+        isinstance(cond, KindCond) and cond.kind != "all"
+    ):
         share = count / profile.total if profile.total else 0.0
         text += f", {_pct(share)} of exits"
     return Measurement(value, unit, share, (*head, text + _limits(cond)))

@@ -43,13 +43,33 @@ SCHEMA = 1
 """Version of the rules file format (``schema = 1`` at its top)."""
 
 COUNTERS = (
-    "exits", "io_exits", "mmio_exits", "halt_exits", "irq_exits", "signal_exits",
-    "request_irq_exits", "irq_window_exits", "nmi_window_exits", "halt_successful_poll",
-    "halt_attempted_poll", "halt_poll_invalid", "halt_wakeup", "halt_poll_success_ns",
-    "halt_poll_fail_ns", "halt_wait_ns", "insn_emulation", "insn_emulation_fail", "pf_fault",
-    "pf_guest", "pf_taken", "tlb_flush", "invlpg", "hypercalls", "nmi_injections",
+    "exits",
+    "io_exits",
+    "mmio_exits",
+    "halt_exits",
+    "irq_exits",
+    "signal_exits",
+    "request_irq_exits",
+    "irq_window_exits",
+    "nmi_window_exits",
+    "halt_successful_poll",
+    "halt_attempted_poll",
+    "halt_poll_invalid",
+    "halt_wakeup",
+    "halt_poll_success_ns",
+    "halt_poll_fail_ns",
+    "halt_wait_ns",
+    "insn_emulation",
+    "insn_emulation_fail",
+    "pf_fault",
+    "pf_guest",
+    "pf_taken",
+    "tlb_flush",
+    "invlpg",
+    "hypercalls",
+    "nmi_injections",
     "irq_injections",
-)  # fmt: skip
+)
 """KVM's per-vCPU statistics as QMP ``query-stats`` names them (``Profile.counters`` keys)."""
 
 TAGS = ("kind", "ports", "msrs", "gpa", "counter", "cpu", "top", "lab", "any", "all")
@@ -199,8 +219,9 @@ class LabCond(RuleModel):
     def _has_test(self) -> LabCond:
         tests = (self.in_, self.not_in, self.unset, self.empty, self.min, self.max, self.lacks_any)
         if all(t is None for t in tests):
-            raise ValueError("a lab condition needs in, not_in, unset, empty, min, max or "
-                             "lacks_any")  # fmt: skip
+            raise ValueError(
+                "a lab condition needs in, not_in, unset, empty, min, max or lacks_any"
+            )
         return self
 
 
@@ -217,9 +238,17 @@ class AllCond(RuleModel):
 
 
 _TAG_OF: dict[type[BaseModel], str] = {
-    KindCond: "kind", PortCond: "ports", MsrCond: "msrs", GpaCond: "gpa", CounterCond: "counter",
-    CpuCond: "cpu", TopCond: "top", LabCond: "lab", AnyCond: "any", AllCond: "all",
-}  # fmt: skip
+    KindCond: "kind",
+    PortCond: "ports",
+    MsrCond: "msrs",
+    GpaCond: "gpa",
+    CounterCond: "counter",
+    CpuCond: "cpu",
+    TopCond: "top",
+    LabCond: "lab",
+    AnyCond: "any",
+    AllCond: "all",
+}
 
 
 def _tag(value: Any) -> str | None:
@@ -231,15 +260,23 @@ def _tag(value: Any) -> str | None:
 
 Condition = Annotated[
     Union[  # noqa: UP007 (each member carries its Tag)
-        Annotated[KindCond, Tag("kind")], Annotated[PortCond, Tag("ports")],
-        Annotated[MsrCond, Tag("msrs")], Annotated[GpaCond, Tag("gpa")],
-        Annotated[CounterCond, Tag("counter")], Annotated[CpuCond, Tag("cpu")],
-        Annotated[TopCond, Tag("top")], Annotated[LabCond, Tag("lab")],
-        Annotated[AnyCond, Tag("any")], Annotated[AllCond, Tag("all")],
+        Annotated[KindCond, Tag("kind")],
+        Annotated[PortCond, Tag("ports")],
+        Annotated[MsrCond, Tag("msrs")],
+        Annotated[GpaCond, Tag("gpa")],
+        Annotated[CounterCond, Tag("counter")],
+        Annotated[CpuCond, Tag("cpu")],
+        Annotated[TopCond, Tag("top")],
+        Annotated[LabCond, Tag("lab")],
+        Annotated[AnyCond, Tag("any")],
+        Annotated[AllCond, Tag("all")],
     ],
-    Discriminator(_tag, custom_error_type="condition",
-                  custom_error_message="a condition needs exactly one of: " + ", ".join(TAGS)),
-]  # fmt: skip
+    Discriminator(
+        _tag,
+        custom_error_type="condition",
+        custom_error_message="a condition needs exactly one of: " + ", ".join(TAGS),
+    ),
+]
 Measure = KindCond | PortCond | MsrCond | GpaCond | CounterCond | CpuCond
 Selector = Measure | TopCond
 AnyCond.model_rebuild()
@@ -306,8 +343,9 @@ class Fix(RuleModel):
         for key in [*self.lab, *self.add]:
             tp = guest_key_type(key)
             if isinstance(tp, type) and issubclass(tp, BaseModel):
-                raise ValueError(f"{key!r} is a table; set its keys one by one, in quotes: "
-                                 f'"{key}.NAME" = value')  # fmt: skip
+                raise ValueError(
+                    f'{key!r} is a table; set its keys one by one, in quotes: "{key}.NAME" = value'
+                )
         both = sorted(set(self.lab) & set(self.add))
         if both:
             raise ValueError(f"{both[0]!r} is both set (lab) and added to (add)")
@@ -329,8 +367,9 @@ class Example(RuleModel):
     pio: list[tuple[Port, Literal["read", "write"], Annotated[int, Field(ge=0)]]] = []
     """``[port, "read" or "write", count]`` rows."""
     msr: list[tuple[Index, Literal["read", "write"], Annotated[int, Field(ge=0)]]] = []
-    mmio: list[tuple[Annotated[int, Field(ge=0)], Literal["read", "write"],
-                     Annotated[int, Field(ge=0)]]] = []  # fmt: skip
+    mmio: list[
+        tuple[Annotated[int, Field(ge=0)], Literal["read", "write"], Annotated[int, Field(ge=0)]]
+    ] = []
     counters: dict[str, Annotated[int, Field(ge=0)]] = {}
     cpu: dict[Literal["host", "guest"], Annotated[float, Field(ge=0)]] = {}
     """Percent, 100 = one CPU; ``host`` is needed when ``guest`` is given."""
@@ -384,8 +423,10 @@ class Rule(RuleModel):
         except ValueError as exc:
             raise ValueError(f"title: {exc}") from None
         if fields - {"top_reason"}:
-            raise ValueError(f"unknown placeholder {{{min(fields - {'top_reason'})}}}; "
-                             "a title knows {top_reason}")  # fmt: skip
+            raise ValueError(
+                f"unknown placeholder {{{min(fields - {'top_reason'})}}}; "
+                "a title knows {top_reason}"
+            )
         return value
 
     @model_validator(mode="after")
@@ -453,8 +494,11 @@ def parse_rules(text: str, shown: str) -> list[Rule]:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError([Problem(shown, "", f"TOML syntax: {exc}")]) from None
-    problems = [Problem(shown, key, "unknown key; a rules file has schema and [[rule]]")
-                for key in raw if key not in ("schema", "rule")]  # fmt: skip
+    problems = [
+        Problem(shown, key, "unknown key; a rules file has schema and [[rule]]")
+        for key in raw
+        if key not in ("schema", "rule")
+    ]
     if raw.get("schema") != SCHEMA:
         problems.append(Problem(shown, "schema", f"must be {SCHEMA} (got {raw.get('schema')!r})"))
     tables = raw.get("rule")

@@ -24,10 +24,12 @@ def _pct(part: float, whole: float) -> str:
 
 def header(profile: Profile) -> list[str]:
     """What was measured, how and for how long."""
-    lines = [f"{profile.address}: {profile.total} VM exits in {profile.seconds:.1f} s "
-             f"({profile.rate(profile.total):.0f}/s)"
-             + (f", {profile.vendor.upper()}" if profile.vendor else ""),
-             f"provider: {profile.provider} ({profile.provider_note})"]  # fmt: skip
+    lines = [
+        f"{profile.address}: {profile.total} VM exits in {profile.seconds:.1f} s "
+        f"({profile.rate(profile.total):.0f}/s)"
+        + (f", {profile.vendor.upper()}" if profile.vendor else ""),
+        f"provider: {profile.provider} ({profile.provider_note})",
+    ]
     if profile.partial:
         lines.append(f"PARTIAL: {profile.partial}")
     lines.extend(f"note: {note}" for note in profile.notes)
@@ -41,26 +43,50 @@ def show(profile: Profile, console: Console) -> None:
     total = profile.total
     time_total = sum(r.time_ns or 0 for r in profile.reasons)
     if profile.reasons:
-        rows = [[r.reason, r.kind, str(r.count), f"{profile.rate(r.count):.0f}",
-                 _pct(r.count, total), _pct(r.time_ns or 0, time_total) if r.time_ns else "-",
-                 _us(r.min_ns), _us(r.max_ns), _us(r.avg_ns)]
-                for r in profile.sorted_reasons()]  # fmt: skip
-        cols = [Col("exit reason"), Col("kind"), Col("count", "right"), Col("per s", "right"),
-                Col("% exits", "right"), Col("% time", "right"), Col("min us", "right"),
-                Col("max us", "right"), Col("avg us", "right")]  # fmt: skip
+        rows = [
+            [
+                r.reason,
+                r.kind,
+                str(r.count),
+                f"{profile.rate(r.count):.0f}",
+                _pct(r.count, total),
+                _pct(r.time_ns or 0, time_total) if r.time_ns else "-",
+                _us(r.min_ns),
+                _us(r.max_ns),
+                _us(r.avg_ns),
+            ]
+            for r in profile.sorted_reasons()
+        ]
+        cols = [
+            Col("exit reason"),
+            Col("kind"),
+            Col("count", "right"),
+            Col("per s", "right"),
+            Col("% exits", "right"),
+            Col("% time", "right"),
+            Col("min us", "right"),
+            Col("max us", "right"),
+            Col("avg us", "right"),
+        ]
         _grid(console, cols, rows, "VM exits by reason (handling time: kvm_exit to kvm_entry)")
     if profile.counters:
-        rows = [[name, COUNTER_KINDS.get(name, ""), str(value), f"{profile.rate(value):.0f}"]
-                for name, value in sorted(profile.counters.items(), key=lambda kv: -kv[1])
-                if value]  # fmt: skip
+        rows = [
+            [name, COUNTER_KINDS.get(name, ""), str(value), f"{profile.rate(value):.0f}"]
+            for name, value in sorted(profile.counters.items(), key=lambda kv: -kv[1])
+            if value
+        ]
         cols = [Col("KVM counter"), Col("kind"), Col("delta", "right"), Col("per s", "right")]
         _grid(console, cols, rows, "KVM statistics (query-stats), change over the window")
     if len(profile.vcpus) > 1 or (profile.vcpus and not profile.reasons):
         rows = [
             [str(v), str(n), f"{profile.rate(n):.0f}"] for v, n in sorted(profile.vcpus.items())
         ]
-        _grid(console, [Col("vCPU", "right"), Col("exits", "right"), Col("per s", "right")],
-              rows, "exits per vCPU")  # fmt: skip
+        _grid(
+            console,
+            [Col("vCPU", "right"), Col("exits", "right"), Col("per s", "right")],
+            rows,
+            "exits per vCPU",
+        )
     _drilldowns(profile, console)
     _cpu(profile, console)
 
@@ -68,20 +94,68 @@ def show(profile: Profile, console: Console) -> None:
 def _drilldowns(profile: Profile, console: Console) -> None:
     rw = {True: "write", False: "read"}
     if profile.pio:
-        rows = [[f"0x{p.port:x}", p.name or "?", rw[p.write], str(p.count),
-                 f"{profile.rate(p.count):.0f}"] for p in profile.pio[:TOP]]  # fmt: skip
-        _grid(console, [Col("port"), Col("device/register"), Col("dir"), Col("count", "right"),
-                        Col("per s", "right")], rows, "port I/O exits")  # fmt: skip
+        rows = [
+            [
+                f"0x{p.port:x}",
+                p.name or "?",
+                rw[p.write],
+                str(p.count),
+                f"{profile.rate(p.count):.0f}",
+            ]
+            for p in profile.pio[:TOP]
+        ]
+        _grid(
+            console,
+            [
+                Col("port"),
+                Col("device/register"),
+                Col("dir"),
+                Col("count", "right"),
+                Col("per s", "right"),
+            ],
+            rows,
+            "port I/O exits",
+        )
     if profile.msr:
-        rows = [[f"0x{m.index:x}", m.name or "?", rw[m.write], str(m.count),
-                 f"{profile.rate(m.count):.0f}"] for m in profile.msr[:TOP]]  # fmt: skip
-        _grid(console, [Col("MSR"), Col("name"), Col("dir"), Col("count", "right"),
-                        Col("per s", "right")], rows, "MSR exits")  # fmt: skip
+        rows = [
+            [
+                f"0x{m.index:x}",
+                m.name or "?",
+                rw[m.write],
+                str(m.count),
+                f"{profile.rate(m.count):.0f}",
+            ]
+            for m in profile.msr[:TOP]
+        ]
+        _grid(
+            console,
+            [Col("MSR"), Col("name"), Col("dir"), Col("count", "right"), Col("per s", "right")],
+            rows,
+            "MSR exits",
+        )
     if profile.mmio:
-        rows = [[f"0x{m.gpa:x}", m.name or "?", rw[m.write], str(m.count),
-                 f"{profile.rate(m.count):.0f}"] for m in profile.mmio[:TOP]]  # fmt: skip
-        _grid(console, [Col("guest-physical"), Col("device"), Col("dir"), Col("count", "right"),
-                        Col("per s", "right")], rows, "MMIO exits")  # fmt: skip
+        rows = [
+            [
+                f"0x{m.gpa:x}",
+                m.name or "?",
+                rw[m.write],
+                str(m.count),
+                f"{profile.rate(m.count):.0f}",
+            ]
+            for m in profile.mmio[:TOP]
+        ]
+        _grid(
+            console,
+            [
+                Col("guest-physical"),
+                Col("device"),
+                Col("dir"),
+                Col("count", "right"),
+                Col("per s", "right"),
+            ],
+            rows,
+            "MMIO exits",
+        )
 
 
 def _cpu(profile: Profile, console: Console) -> None:
@@ -91,21 +165,38 @@ def _cpu(profile: Profile, console: Console) -> None:
     guest = cpu.guest_percent
     gap = cpu.gap_percent
     rows = [
-        ["host: QEMU (user+system)", f"{cpu.host_percent:.1f}",
-         f"user {cpu.host_user:.2f} s, system {cpu.host_system:.2f} s, "
-         f"of which in guest mode {cpu.host_guest:.2f} s"],
-        ["guest: its own /proc/stat", "-" if guest is None else f"{guest:.1f}",
-         "-" if cpu.guest_busy is None else f"busy {cpu.guest_busy:.2f} s"],
-        ["gap (host - guest)", "-" if gap is None else f"{gap:.1f}",
-         "host CPU the guest does not see as its own work"],
-    ]  # fmt: skip
-    _grid(console, [Col("CPU over the window"), Col("%", "right"), Col("detail")], rows,
-          f"host CPU against guest CPU ({cpu.seconds:.1f} s; 100% = one CPU)")  # fmt: skip
+        [
+            "host: QEMU (user+system)",
+            f"{cpu.host_percent:.1f}",
+            f"user {cpu.host_user:.2f} s, system {cpu.host_system:.2f} s, "
+            f"of which in guest mode {cpu.host_guest:.2f} s",
+        ],
+        [
+            "guest: its own /proc/stat",
+            "-" if guest is None else f"{guest:.1f}",
+            "-" if cpu.guest_busy is None else f"busy {cpu.guest_busy:.2f} s",
+        ],
+        [
+            "gap (host - guest)",
+            "-" if gap is None else f"{gap:.1f}",
+            "host CPU the guest does not see as its own work",
+        ],
+    ]
+    _grid(
+        console,
+        [Col("CPU over the window"), Col("%", "right"), Col("detail")],
+        rows,
+        f"host CPU against guest CPU ({cpu.seconds:.1f} s; 100% = one CPU)",
+    )
     busiest = sorted(cpu.threads.items(), key=lambda kv: -kv[1])[:6]
     if busiest and busiest[0][1] > 0:
         rows = [[name, f"{secs:.2f}", _pct(secs, cpu.seconds)] for name, secs in busiest]
-        _grid(console, [Col("QEMU thread"), Col("CPU s", "right"), Col("%", "right")], rows,
-              "busiest QEMU threads")  # fmt: skip
+        _grid(
+            console,
+            [Col("QEMU thread"), Col("CPU s", "right"), Col("%", "right")],
+            rows,
+            "busiest QEMU threads",
+        )
 
 
 def _grid(console: Console, cols: Sequence[Col], rows: list[list[str]], title: str) -> None:

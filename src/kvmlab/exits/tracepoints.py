@@ -20,8 +20,10 @@ from kvmlab.exits.names import exit_reason, mmio_name, msr_name, port_name
 from kvmlab.exits.pcimap import Region
 
 PROVIDER = "tracepoints"
-NOTE = ("kernel tracepoints kvm_exit/kvm_entry/kvm_pio/kvm_msr/kvm_mmio, in-kernel hist "
-        "triggers in a private tracefs instance, filtered to the guest's QEMU threads")  # fmt: skip
+NOTE = (
+    "kernel tracepoints kvm_exit/kvm_entry/kvm_pio/kvm_msr/kvm_mmio, in-kernel hist "
+    "triggers in a private tracefs instance, filtered to the guest's QEMU threads"
+)
 NO_HIST = 5
 """trace.sh's exit status when the kernel has no hist triggers (another provider is needed)."""
 NO_TRACEFS = 4
@@ -43,8 +45,10 @@ def check_run_args(name: str, seconds: float, pid: str) -> None:
     :data:`NAME_PATTERN`, a window that is not 0.01 s to a day, a pid that is not digits
     or ``@`` and an absolute pid file path."""
     if not NAME_PATTERN.fullmatch(name):
-        raise UsageError(f"{name!r} is not a tracer run name (kvmlab_ then up to 48 letters, "
-                         "digits and underscores)")  # fmt: skip
+        raise UsageError(
+            f"{name!r} is not a tracer run name (kvmlab_ then up to 48 letters, "
+            "digits and underscores)"
+        )
     if not (math.isfinite(seconds) and 0.01 <= seconds <= MAX_SECONDS):
         raise UsageError(f"a tracing window must be 0.01 to {MAX_SECONDS:g} s, not {seconds:g}")
     if not _PID.fullmatch(pid):
@@ -192,22 +196,38 @@ def _drilldowns(profile: Profile, hists: dict[str, list[Hist]], regions: Sequenc
         if key in pio:
             pio[key].count += vals["hitcount"]
         else:
-            pio[key] = PioStat(port=key[0], write=key[1], count=vals["hitcount"],
-                               size=keys.get("size"), name=port_name(key[0]))  # fmt: skip
+            pio[key] = PioStat(
+                port=key[0],
+                write=key[1],
+                count=vals["hitcount"],
+                size=keys.get("size"),
+                name=port_name(key[0]),
+            )
     profile.pio = sorted(pio.values(), key=lambda s: -s.count)
     msr = _rows(hists, "kvm_msr", "ecx", "write")
     profile.msr = sorted(
-        (MsrStat(index=k["ecx"], write=bool(k["write"]), count=v["hitcount"],
-                 name=msr_name(k["ecx"])) for k, v in msr),
+        (
+            MsrStat(
+                index=k["ecx"], write=bool(k["write"]), count=v["hitcount"], name=msr_name(k["ecx"])
+            )
+            for k, v in msr
+        ),
         key=lambda s: -s.count,
-    )  # fmt: skip
+    )
     mmio = _rows(hists, "kvm_mmio", "gpa", "type")
     profile.mmio = sorted(
-        (MmioStat(gpa=k["gpa"], write=k["type"] == MMIO_WRITE, count=v["hitcount"],
-                  name=mmio_name(k["gpa"], regions)) for k, v in mmio
-         if k["type"] in (MMIO_READ, MMIO_WRITE)),
+        (
+            MmioStat(
+                gpa=k["gpa"],
+                write=k["type"] == MMIO_WRITE,
+                count=v["hitcount"],
+                name=mmio_name(k["gpa"], regions),
+            )
+            for k, v in mmio
+            if k["type"] in (MMIO_READ, MMIO_WRITE)
+        ),
         key=lambda s: -s.count,
-    )  # fmt: skip
+    )
 
 
 def _rows(

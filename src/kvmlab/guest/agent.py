@@ -97,8 +97,11 @@ class ExecResult:
 
     def complete(self, argv: Sequence[str]) -> Self:
         """Raise :class:`GuestOutputTruncated` if qemu-ga cut stdout or stderr."""
-        streams = [name for name, cut in (("stdout", self.out_truncated),
-                                          ("stderr", self.err_truncated)) if cut]  # fmt: skip
+        streams = [
+            name
+            for name, cut in (("stdout", self.out_truncated), ("stderr", self.err_truncated))
+            if cut
+        ]
         if streams:
             raise GuestOutputTruncated(argv, self.returncode, streams, MAX_OUTPUT)
         return self

@@ -87,9 +87,15 @@ class LibvirtAgent(GuestAgent):
         with contextlib.suppress(AgentTimeout):
             self._command(command, arguments, timeout, nowait=True)
 
-    def exec_start(self, argv: Sequence[str], *, input: bytes | None = None,
-                   env: Mapping[str, str] | None = None, capture: bool = True,
-                   timeout: float = 5.0) -> int:  # fmt: skip
+    def exec_start(
+        self,
+        argv: Sequence[str],
+        *,
+        input: bytes | None = None,
+        env: Mapping[str, str] | None = None,
+        capture: bool = True,
+        timeout: float = 5.0,
+    ) -> int:
         if input is not None and len(input) > MAX_INPUT:
             raise GuestInputTooLarge(len(input), MAX_INPUT)
         return super().exec_start(argv, input=input, env=env, capture=capture, timeout=timeout)
@@ -97,8 +103,13 @@ class LibvirtAgent(GuestAgent):
     def _pid_in_flight(self) -> int | None:
         return None  # libvirt's call returns whole or not at all: nothing is half-sent
 
-    def _command(self, command: str, arguments: Mapping[str, object] | None, timeout: float,
-                 nowait: bool = False) -> object:  # fmt: skip
+    def _command(
+        self,
+        command: str,
+        arguments: Mapping[str, object] | None,
+        timeout: float,
+        nowait: bool = False,
+    ) -> object:
         request: dict[str, object] = {"execute": command}
         if arguments:
             request["arguments"] = dict(arguments)

@@ -58,8 +58,9 @@ def checked_root(root: Path | None = None, create: bool = True) -> Path:
     if not root.is_absolute() or root == Path("/"):
         raise UsageError(f"the cache directory must be an absolute path other than /: {root}")
     if why := unsafe_parent(root):
-        raise UsageError(f"cache directory {root}: {why}; set KVMLAB_CACHE to a directory of "
-                         "your own")  # fmt: skip
+        raise UsageError(
+            f"cache directory {root}: {why}; set KVMLAB_CACHE to a directory of your own"
+        )
     if not os.path.lexists(root):
         if not create:
             return root

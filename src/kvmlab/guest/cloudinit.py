@@ -145,10 +145,24 @@ def write_seed_files(path: Path, files: dict[str, str]) -> None:
             for name, content in sorted(files.items()):
                 (Path(staging) / name).write_text(content)
                 names.append(name)
-            argv = ["genisoimage", "-quiet", "-output", str(tmp), "-volid", VOLUME_LABEL,
-                    "-joliet", "-rock", *names]  # fmt: skip
-            run(argv, what=f"writing the cloud-init seed {path}", timeout=60,
-                install=GENISOIMAGE_INSTALL, cwd=Path(staging))  # fmt: skip
+            argv = [
+                "genisoimage",
+                "-quiet",
+                "-output",
+                str(tmp),
+                "-volid",
+                VOLUME_LABEL,
+                "-joliet",
+                "-rock",
+                *names,
+            ]
+            run(
+                argv,
+                what=f"writing the cloud-init seed {path}",
+                timeout=60,
+                install=GENISOIMAGE_INSTALL,
+                cwd=Path(staging),
+            )
         tmp.chmod(0o600)
         tmp.replace(path)
     finally:

@@ -51,17 +51,26 @@ SOURCES = (
     "deb http://deb.debian.org/debian-security bookworm-security main",
 )
 PACKAGES = (
-    "systemd-sysv", "udev", "linux-image-cloud-amd64", "cloud-init", "qemu-guest-agent",
-    "sudo", "ifupdown", "e2fsprogs", "dbus",
-)  # fmt: skip
+    "systemd-sysv",
+    "udev",
+    "linux-image-cloud-amd64",
+    "cloud-init",
+    "qemu-guest-agent",
+    "sudo",
+    "ifupdown",
+    "e2fsprogs",
+    "dbus",
+)
 """Besides minbase: init, kernel (its postinst makes the initrd), cloud-init, the agent,
 sudo for the cloud-init user, ifupdown for cloud-init's network config, and dbus, without
 which systemd-logind does not run and the guest ignores ACPI power-off (``kvmlab down``)."""
 DPKG_OPTIONS = (
-    "path-exclude=/usr/share/man/*", "path-exclude=/usr/share/doc/*",
-    "path-include=/usr/share/doc/*/copyright", "path-exclude=/usr/share/info/*",
+    "path-exclude=/usr/share/man/*",
+    "path-exclude=/usr/share/doc/*",
+    "path-include=/usr/share/doc/*/copyright",
+    "path-exclude=/usr/share/info/*",
     "path-exclude=/usr/share/locale/*",
-)  # fmt: skip
+)
 CLOUD_CFG = """\
 # kvmlab test image: read only the NoCloud seed (no probing for clouds), and keep the
 # locale minbase has (Debian's locale-gen ignores cloud-init's en_US.UTF-8 request).
@@ -113,8 +122,9 @@ class Partition:
     def entry(self) -> bytes:
         """The 16-byte table entry."""
         chs = b"\xfe\xff\xff"
-        return struct.pack("<B3sB3sII", 0x80 if self.active else 0, chs, self.kind, chs,
-                           self.start, self.sectors)  # fmt: skip
+        return struct.pack(
+            "<B3sB3sII", 0x80 if self.active else 0, chs, self.kind, chs, self.start, self.sectors
+        )
 
 
 def mbr(code: bytes, partitions: Sequence[Partition], signature: int) -> bytes:
@@ -138,8 +148,11 @@ def build_test_disk_image(dest: Path, cache_dir: Path | None = None) -> Path:
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        _tool(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", str(base),
-               str(tmp)], f"creating an overlay on {base}", 60)  # fmt: skip
+        _tool(
+            ["qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", str(base), str(tmp)],
+            f"creating an overlay on {base}",
+            60,
+        )
         tmp.replace(dest)
     finally:
         tmp.unlink(missing_ok=True)
@@ -173,8 +186,9 @@ def cached_test_disk_image(cache_dir: Path | None = None) -> Path:
         "syslinux_bin": _sha256(Path(str(shutil.which("syslinux")))),
     }
     key = cache_key(inputs)
-    entry, _ = ensure_entry((cache_dir or default_cache_dir()) / "disks", key, inputs,
-                            lambda dest: _build(dest, key))  # fmt: skip
+    entry, _ = ensure_entry(
+        (cache_dir or default_cache_dir()) / "disks", key, inputs, lambda dest: _build(dest, key)
+    )
     return entry / DISK_FILE
 
 
@@ -200,8 +214,11 @@ def _build(dest: Path, key: str) -> dict[str, str]:
         head = work / "mbr.img"
         head.write_bytes(mbr(MBR_CODE.read_bytes(), parts, signature).ljust(MIB, b"\0"))
         image = dest / DISK_FILE
-        _tool(["qemu-img", "convert", "-O", "qcow2", str(head), str(boot), str(root),
-               str(image)], "writing the qcow2 image", _TOOL_TIMEOUT)  # fmt: skip
+        _tool(
+            ["qemu-img", "convert", "-O", "qcow2", str(head), str(boot), str(root), str(image)],
+            "writing the qcow2 image",
+            _TOOL_TIMEOUT,
+        )
         image.chmod(0o444)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -209,10 +226,18 @@ def _build(dest: Path, key: str) -> dict[str, str]:
 
 
 def _bootstrap(tree: Path) -> None:
-    argv = ["mmdebstrap", "--mode=unshare", "--variant=minbase", "--format=directory",
-            f"--include={','.join(PACKAGES)}", "--aptopt=Acquire::Languages \"none\"",
-            *(f"--dpkgopt={o}" for o in (*DPKG_OPTIONS, "force-unsafe-io")),
-            SUITE, str(tree), *SOURCES]  # fmt: skip
+    argv = [
+        "mmdebstrap",
+        "--mode=unshare",
+        "--variant=minbase",
+        "--format=directory",
+        f"--include={','.join(PACKAGES)}",
+        '--aptopt=Acquire::Languages "none"',
+        *(f"--dpkgopt={o}" for o in (*DPKG_OPTIONS, "force-unsafe-io")),
+        SUITE,
+        str(tree),
+        *SOURCES,
+    ]
     _tool(argv, f"installing Debian {SUITE} into {tree}", _BOOTSTRAP_TIMEOUT)
 
 
@@ -239,9 +264,28 @@ def _boot_partition(path: Path, tree: Path, release: str, append: str) -> Path:
     need = kernel.stat().st_size + initrd.stat().st_size + 8 * MIB
     size = max(MIN_BOOT, -(-need // MIB) * MIB)
     # -H: the partition's offset, which SYSLINUX's boot sector reads from the BPB.
-    _tool(["mformat", "-i", str(path), "-C", "-F", "-T", str(size // SECTOR), "-h", "64",
-           "-s", "32", "-H", str(BOOT_START), "-v", "KVMLABBOOT", "::"],
-          "formatting the boot partition", 120)  # fmt: skip
+    _tool(
+        [
+            "mformat",
+            "-i",
+            str(path),
+            "-C",
+            "-F",
+            "-T",
+            str(size // SECTOR),
+            "-h",
+            "64",
+            "-s",
+            "32",
+            "-H",
+            str(BOOT_START),
+            "-v",
+            "KVMLABBOOT",
+            "::",
+        ],
+        "formatting the boot partition",
+        120,
+    )
     _tool(["syslinux", "--install", str(path)], "installing SYSLINUX", 120)
     cfg = path.with_name("syslinux.cfg")
     cfg.write_text(SYSLINUX_CFG.format(append=append))
@@ -254,8 +298,23 @@ def _root_partition(path: Path, tree: Path, root_uuid: str) -> Path:
     """An ext4 filesystem image holding ``tree``, with room to spare."""
     used = sum(p.lstat().st_blocks * 512 for p in tree.rglob("*"))
     size = max(MIN_ROOT, -(-2 * used // MIB) * MIB)
-    _tool(["mkfs.ext4", "-q", "-F", "-d", str(tree), "-L", "kvmlab-root", "-U", root_uuid,
-           str(path), f"{size // 1024}k"], "making the root filesystem", _TOOL_TIMEOUT)  # fmt: skip
+    _tool(
+        [
+            "mkfs.ext4",
+            "-q",
+            "-F",
+            "-d",
+            str(tree),
+            "-L",
+            "kvmlab-root",
+            "-U",
+            root_uuid,
+            str(path),
+            f"{size // 1024}k",
+        ],
+        "making the root filesystem",
+        _TOOL_TIMEOUT,
+    )
     return path
 
 

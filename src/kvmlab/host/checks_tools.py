@@ -104,30 +104,40 @@ def check_qemu_migration(probe: HostProbe) -> Finding:
     measured (its version, TCG, the vCPU counts tried); elsewhere it says "not measured"."""
     result = probe.run(("qemu-system-x86_64", "--version"))
     if not result.found or not result.ok:
-        return finding("tools.qemu_migration", Status.INFO, "no working QEMU to judge",
-                       [(result.command, result.first_line or "not found")])  # fmt: skip
+        return finding(
+            "tools.qemu_migration",
+            Status.INFO,
+            "no working QEMU to judge",
+            [(result.command, result.first_line or "not found")],
+        )
     match = re.search(r"version\s+(\d+)\.(\d+)", result.output)
     evidence = [(result.command, result.first_line)]
     if match is None:
-        return finding("tools.qemu_migration", Status.INFO, "QEMU version not recognised",
-                       evidence)  # fmt: skip
+        return finding("tools.qemu_migration", Status.INFO, "QEMU version not recognised", evidence)
     version = (int(match.group(1)), int(match.group(2)))
     runs = MIGRATION_RUNS.get(version)
     shown = f"QEMU {version[0]}.{version[1]}"
     if runs is None:
-        return finding("tools.qemu_migration", Status.INFO,
-                       f"{shown}: live migration not measured by kvmlab (7.2 and 10.0 were, "
-                       f"under TCG); kvmlab migrate verifies each migration", evidence)  # fmt: skip
+        return finding(
+            "tools.qemu_migration",
+            Status.INFO,
+            f"{shown}: live migration not measured by kvmlab (7.2 and 10.0 were, "
+            f"under TCG); kvmlab migrate verifies each migration",
+            evidence,
+        )
     said = MIGRATION_MEASURED[version].format(**runs)
     summary = f"{shown} {said} ({MIGRATION_SOURCE}; {MIGRATION_SCOPE})"
     if runs["bad"]:
         return finding(
-            "tools.qemu_migration", Status.WARN,
+            "tools.qemu_migration",
+            Status.WARN,
             f"{summary}; kvmlab migrate reports such a run as FAILED",
             evidence,
-            ["make qemu10   # QEMU 10.0 unpacked in /opt/kvmlab-qemu10, the host's stays",
-             'qemu = "/opt/kvmlab-qemu10/qemu-system-x86_64"   # per guest, in the lab file'],
-        )  # fmt: skip
+            [
+                "make qemu10   # QEMU 10.0 unpacked in /opt/kvmlab-qemu10, the host's stays",
+                'qemu = "/opt/kvmlab-qemu10/qemu-system-x86_64"   # per guest, in the lab file',
+            ],
+        )
     return finding("tools.qemu_migration", Status.OK, summary, evidence)
 
 

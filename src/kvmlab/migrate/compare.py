@@ -29,11 +29,17 @@ METRICS: tuple[tuple[str, str, Callable[[Outcome], float | None]], ...] = (
     ("total time", "ms", lambda o: o.final.times.get("total-time") if o.final else None),
     ("QEMU downtime", "ms", lambda o: o.final.times.get("downtime") if o.final else None),
     ("guest downtime", "ms", lambda o: o.guest_downtime_ms),
-    ("transferred", "MiB",
-     lambda o: o.final.ram["transferred"] / 1048576
-     if o.final and "transferred" in o.final.ram else None),
+    (
+        "transferred",
+        "MiB",
+        lambda o: (
+            o.final.ram["transferred"] / 1048576
+            if o.final and "transferred" in o.final.ram
+            else None
+        ),
+    ),
     ("dirty syncs", "passes", lambda o: o.final.ram.get("dirty-sync-count") if o.final else None),
-)  # fmt: skip
+)
 """What the comparison reports per strategy: name, unit, how it is read from an outcome."""
 
 
@@ -49,10 +55,15 @@ class Strategy:
     def settings(self) -> Settings:
         """The session settings for this entry."""
         s = self.spec
-        return Settings(mode=s.mode, downtime_limit_ms=s.downtime_limit_ms,
-                        bandwidth_mibs=s.bandwidth_mibs, multifd_channels=s.multifd_channels,
-                        postcopy_after_pass=s.postcopy_after, max_seconds=s.max_seconds,
-                        on_timeout=s.on_timeout)  # fmt: skip
+        return Settings(
+            mode=s.mode,
+            downtime_limit_ms=s.downtime_limit_ms,
+            bandwidth_mibs=s.bandwidth_mibs,
+            multifd_channels=s.multifd_channels,
+            postcopy_after_pass=s.postcopy_after,
+            max_seconds=s.max_seconds,
+            on_timeout=s.on_timeout,
+        )
 
     def summary(self, name: str) -> tuple[float, float, float, int] | None:
         """Median, min, max and count of one metric over the verified runs."""
@@ -65,8 +76,10 @@ class Strategy:
     def command(self, lab: str) -> str:
         """The ``kvmlab migrate`` command that runs this entry once by hand."""
         s = self.spec
-        words = [f"kvmlab migrate {lab}/{s.guest} --mode {s.mode}",
-                 f"--dirty {s.dirty_rate_mibs:g} --dirty-mem {s.dirty_mib}"]  # fmt: skip
+        words = [
+            f"kvmlab migrate {lab}/{s.guest} --mode {s.mode}",
+            f"--dirty {s.dirty_rate_mibs:g} --dirty-mem {s.dirty_mib}",
+        ]
         if s.downtime_limit_ms is not None:
             words.append(f"--downtime-limit {s.downtime_limit_ms}")
         if s.bandwidth_mibs is not None:
@@ -117,8 +130,10 @@ def run_migrations(
                 spec = strategy.spec
                 address = f"{lab}/{spec.guest}"
                 if not fresh or not _running(lab, spec.guest):
-                    progress(f"{address} did not come through the last migration intact: "
-                             "bringing the lab up again")  # fmt: skip
+                    progress(
+                        f"{address} did not come through the last migration intact: "
+                        "bringing the lab up again"
+                    )
                     labrun.down(lab, force=True, progress=detail)
                     accel = _accel(labrun.up(loaded, host, image, progress=detail))
                 strategy.accel = accel.get(spec.guest, strategy.accel)
@@ -136,8 +151,10 @@ def run_migrations(
                 if outcome.interrupted:
                     raise KeyboardInterrupt  # the user's Ctrl-C ends the comparison
                 fresh = intact(outcome)
-                progress(f"{address} {spec.name} run {len(strategy.outcomes)}: "
-                         f"{outcome.verdict}{_figures(outcome)}")  # fmt: skip
+                progress(
+                    f"{address} {spec.name} run {len(strategy.outcomes)}: "
+                    f"{outcome.verdict}{_figures(outcome)}"
+                )
     finally:
         labrun.down(lab, force=True, progress=detail)
     return strategies
@@ -159,8 +176,12 @@ def intact(outcome: Outcome) -> bool:
     """Whether the guest is known to be whole after ``outcome`` (wherever it now runs)."""
     if outcome.verified:
         return True
-    return outcome.status in ("cancelled", "failed") and not outcome.lost and bool(
-        outcome.source_checks) and all(c.ok for c in outcome.source_checks)  # fmt: skip
+    return (
+        outcome.status in ("cancelled", "failed")
+        and not outcome.lost
+        and bool(outcome.source_checks)
+        and all(c.ok for c in outcome.source_checks)
+    )
 
 
 def _running(lab: str, guest: str) -> bool:
@@ -195,10 +216,15 @@ def to_json(strategies: list[Strategy]) -> dict[str, Any]:
                 if got is None
                 else {"unit": unit, "median": got[0], "min": got[1], "max": got[2], "n": got[3]}
             )
-        out["strategies"].append({
-            "name": s.spec.name, "spec": s.spec.model_dump(), "accel": s.accel,
-            "verified": s.verified,
-            "runs": len(s.outcomes), "summary": summary,
-            "outcomes": [o.to_json() for o in s.outcomes],
-        })  # fmt: skip
+        out["strategies"].append(
+            {
+                "name": s.spec.name,
+                "spec": s.spec.model_dump(),
+                "accel": s.accel,
+                "verified": s.verified,
+                "runs": len(s.outcomes),
+                "summary": summary,
+                "outcomes": [o.to_json() for o in s.outcomes],
+            }
+        )
     return out

@@ -19,8 +19,11 @@ STATE_DIR = "/run/kvmlab-dirty"
 CHECK_FILE = "/root/kvmlab-migration-check"
 PROBE_DEVICE = "/dev/kvmlab-probe"
 KERNEL_FAULT = re.compile(r"BUG|Oops|Kernel panic|general protection fault|detected stall")
-BAD_KERNEL = re.compile(r"Oops|BUG:|Kernel panic|general protection|soft lockup|"
-                        r"hung_task|rcu_sched self-detected|Call Trace|segfault", re.I)  # fmt: skip
+BAD_KERNEL = re.compile(
+    r"Oops|BUG:|Kernel panic|general protection|soft lockup|"
+    r"hung_task|rcu_sched self-detected|Call Trace|segfault",
+    re.I,
+)
 
 
 @dataclass(frozen=True)
@@ -49,8 +52,9 @@ well under a second; a guest the migration broke often hangs instead of dying.""
 
 
 def _sh(machine: Machine, script: str, timeout: float = 60.0) -> tuple[int, str]:
-    result = machine.exec(["/bin/sh", "-c", script], timeout=timeout,
-                          patience=AGENT_PATIENCE * machine.level_factor())  # fmt: skip
+    result = machine.exec(
+        ["/bin/sh", "-c", script], timeout=timeout, patience=AGENT_PATIENCE * machine.level_factor()
+    )
     out = (result.stdout + result.stderr).decode(errors="replace")
     return result.returncode, out
 
@@ -58,17 +62,21 @@ def _sh(machine: Machine, script: str, timeout: float = 60.0) -> tuple[int, str]
 def start_dirtier(machine: Machine, mem_mib: int, rate_mibs: float) -> Dirtier:
     """Start ``kvmlab-dirty`` and wait until it has filled its memory once."""
     # an earlier kvmlab-dirty (its kvmlab interrupted) would write into the new state
-    code, out = _sh(machine, "killall -q kvmlab-dirty; while pidof kvmlab-dirty >/dev/null; "
-                             f"do sleep 0.1; done; rm -rf {STATE_DIR} && mkdir -p {STATE_DIR} && "
-                             "test -x /bin/kvmlab-dirty && test -e " + PROBE_DEVICE)  # fmt: skip
+    code, out = _sh(
+        machine,
+        "killall -q kvmlab-dirty; while pidof kvmlab-dirty >/dev/null; "
+        f"do sleep 0.1; done; rm -rf {STATE_DIR} && mkdir -p {STATE_DIR} && "
+        "test -x /bin/kvmlab-dirty && test -e " + PROBE_DEVICE,
+    )
     if code != 0:
         raise RuntimeFailure(
             f"{machine.config.name} has no kvmlab-dirty or probe port: is it "
             "migratable = true (the self-contained image)? " + out.strip()
         )
     probe = PROBE_DEVICE
-    pid = machine.exec_background(["/bin/kvmlab-dirty", str(mem_mib), f"{rate_mibs:g}",
-                                   STATE_DIR, probe])  # fmt: skip
+    pid = machine.exec_background(
+        ["/bin/kvmlab-dirty", str(mem_mib), f"{rate_mibs:g}", STATE_DIR, probe]
+    )
     deadline = time.monotonic() + 60 + mem_mib / 4 * machine.level_factor()
     while time.monotonic() < deadline:
         code, out = _sh(machine, f"cat {STATE_DIR}/status 2>/dev/null; kill -0 {pid}")
@@ -93,15 +101,17 @@ def verify_memory(machine: Machine, dirtier: Dirtier, timeout: float = 120.0) ->
     t0 = time.monotonic()
     code, out = _sh(machine, f"kill -USR1 {dirtier.pid}")
     if code != 0:
-        return Check("memory pattern", False, f"kvmlab-dirty (pid {dirtier.pid}) is gone: "
-                                              f"{out.strip()}")  # fmt: skip
+        return Check(
+            "memory pattern", False, f"kvmlab-dirty (pid {dirtier.pid}) is gone: {out.strip()}"
+        )
     deadline = t0 + timeout * machine.level_factor()
     while time.monotonic() < deadline:
         code, out = _sh(machine, f"grep '^{n} ' {STATE_DIR}/verify.log; kill -0 {dirtier.pid}")
         line = next((x for x in out.splitlines() if x.startswith(f"{n} ")), None)
         if line is None and code != 0 and "No such process" in out:
-            return Check("memory pattern", False, f"kvmlab-dirty (pid {dirtier.pid}) died "
-                                                  "before its verdict")  # fmt: skip
+            return Check(
+                "memory pattern", False, f"kvmlab-dirty (pid {dirtier.pid}) died before its verdict"
+            )
         if line is not None:
             ok = line.split()[1] == "ok"
             took = time.monotonic() - t0
@@ -118,8 +128,11 @@ def stop_dirtier(machine: Machine, dirtier: Dirtier) -> None:
 
 def write_check_file(machine: Machine, mib: int = 8) -> str:
     """Write random data to a file in the guest; return its sha256."""
-    code, out = _sh(machine, f"dd if=/dev/urandom of={CHECK_FILE} bs=1M count={mib} "
-                             f"2>/dev/null && sync && sha256sum {CHECK_FILE}")  # fmt: skip
+    code, out = _sh(
+        machine,
+        f"dd if=/dev/urandom of={CHECK_FILE} bs=1M count={mib} "
+        f"2>/dev/null && sync && sha256sum {CHECK_FILE}",
+    )
     if code != 0:
         raise RuntimeFailure(f"cannot write {CHECK_FILE} in {machine.config.name}: {out.strip()}")
     return out.split()[0]

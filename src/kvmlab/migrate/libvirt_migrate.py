@@ -65,8 +65,9 @@ FLAGS = {
 def flags_for(settings: Settings, persistent: bool) -> int:
     """libvirt's flags for a mode (refused by name when libvirt has none kvmlab uses)."""
     if settings.mode not in FLAGS:
-        raise UsageError(f"--mode {settings.mode}: through libvirt kvmlab offers "
-                         f"{', '.join(FLAGS)}")  # fmt: skip
+        raise UsageError(
+            f"--mode {settings.mode}: through libvirt kvmlab offers {', '.join(FLAGS)}"
+        )
     flags = libvirt.VIR_MIGRATE_LIVE | FLAGS[settings.mode]
     if settings.on_timeout == "postcopy":  # switched to postcopy at --max-time, as on qemu
         flags |= libvirt.VIR_MIGRATE_POSTCOPY
@@ -101,19 +102,21 @@ def image_files(xml: str, address: str) -> dict[str, Path]:
             continue
         name = Path(node.text).name
         if not VOLUME.match(name):
-            raise UsageError(f"{address}: its {tag} {node.text} is not an image kvmlab "
-                             "published")  # fmt: skip
+            raise UsageError(f"{address}: its {tag} {node.text} is not an image kvmlab published")
         digest, file = name.split("-", 1)
         local = default_cache_dir() / "images" / digest / file
         if not local.is_file():
-            raise UsageError(f"{address}: its {tag} ({local}) is not in this kvmlab's image "
-                             "cache (run 'kvmlab image')")  # fmt: skip
+            raise UsageError(
+                f"{address}: its {tag} ({local}) is not in this kvmlab's image "
+                "cache (run 'kvmlab image')"
+            )
         files[tag] = local
     return files
 
 
-def dest_xml(xml: str, paths: dict[str, Path], same_host: bool
-             ) -> tuple[str, list[tuple[str, str]]]:  # fmt: skip
+def dest_xml(
+    xml: str, paths: dict[str, Path], same_host: bool
+) -> tuple[str, list[tuple[str, str]]]:
     """The domain XML with its kernel and initrd at the destination's paths; for a
     destination on the same host, without the slirp port forwards the source still holds
     (they are added on the destination after the switch-over), which are returned as
@@ -135,8 +138,13 @@ def dest_xml(xml: str, paths: dict[str, Path], same_host: bool
     return ET.tostring(root, encoding="unicode"), held
 
 
-def migrate_libvirt(address: str, to_uri: str, settings: Settings, workload: Workload,
-                    progress: Progress = lambda _: None) -> Outcome:  # fmt: skip
+def migrate_libvirt(
+    address: str,
+    to_uri: str,
+    settings: Settings,
+    workload: Workload,
+    progress: Progress = lambda _: None,
+) -> Outcome:
     """Migrate the libvirt guest at ``address`` to the daemon at ``to_uri``; verify it."""
     check_settings(settings)
     try:
@@ -171,16 +179,23 @@ def migrate_libvirt(address: str, to_uri: str, settings: Settings, workload: Wor
             )
         dconn = open_uri(to_uri, record.name)
         try:
-            return _migrate(source, dconn, to_uri, address, guest_dir, settings, workload,
-                            progress)  # fmt: skip
+            return _migrate(source, dconn, to_uri, address, guest_dir, settings, workload, progress)
         finally:
             source.disconnect()
             with contextlib.suppress(libvirt.libvirtError):
                 dconn.close()
 
 
-def _migrate(source: LibvirtMachine, dconn: Any, to_uri: str, address: str, guest_dir: Any,
-             settings: Settings, workload: Workload, progress: Progress) -> Outcome:  # fmt: skip
+def _migrate(
+    source: LibvirtMachine,
+    dconn: Any,
+    to_uri: str,
+    address: str,
+    guest_dir: Any,
+    settings: Settings,
+    workload: Workload,
+    progress: Progress,
+) -> Outcome:
     t_start = time.monotonic()
     dom = source._domain()
     xml = dom.XMLDesc(libvirt.VIR_DOMAIN_XML_MIGRATABLE)
@@ -198,25 +213,56 @@ def _migrate(source: LibvirtMachine, dconn: Any, to_uri: str, address: str, gues
         if files:
             progress(f"publishing the guest image to {to_uri}")
             where = publish(dconn, to_uri, list(files.values()))
-        return _job(source, dconn, to_uri, address, guest_dir, settings, workload, progress,
-                    dom, xml, files, where, t_start, let_go)  # fmt: skip
+        return _job(
+            source,
+            dconn,
+            to_uri,
+            address,
+            guest_dir,
+            settings,
+            workload,
+            progress,
+            dom,
+            xml,
+            files,
+            where,
+            t_start,
+            let_go,
+        )
     finally:
         let_go()
 
 
-def _job(source: LibvirtMachine, dconn: Any, to_uri: str, address: str, guest_dir: Any,
-         settings: Settings, workload: Workload, progress: Progress, dom: Any, xml: str,
-         files: dict[str, Path], where: dict[Path, Path], t_start: float,
-         let_go: Callable[[], None]) -> Outcome:  # fmt: skip
+def _job(
+    source: LibvirtMachine,
+    dconn: Any,
+    to_uri: str,
+    address: str,
+    guest_dir: Any,
+    settings: Settings,
+    workload: Workload,
+    progress: Progress,
+    dom: Any,
+    xml: str,
+    files: dict[str, Path],
+    where: dict[Path, Path],
+    t_start: float,
+    let_go: Callable[[], None],
+) -> Outcome:
     """The migration job with the dirtying workload, followed, then verified (``let_go``
     releases the publish lock once the job has ended)."""
     same_host = is_local(to_uri) and is_local(source.uri)
     beats = probe_files(source, to_uri, xml)
     xml, forwards = dest_xml(xml, {t: where[f] for t, f in files.items()}, same_host)
     flags = flags_for(settings, source.persistent)
-    outcome = Outcome(address, f"libvirt {settings.mode} to {to_uri}",
-                      dirty_mib=workload.mem_mib, dirty_rate_mibs=workload.rate_mibs,
-                      source_qemu=source.uri, dest_qemu=to_uri)  # fmt: skip
+    outcome = Outcome(
+        address,
+        f"libvirt {settings.mode} to {to_uri}",
+        dirty_mib=workload.mem_mib,
+        dirty_rate_mibs=workload.rate_mibs,
+        source_qemu=source.uri,
+        dest_qemu=to_uri,
+    )
     ref = start_workload(source, address, workload, outcome, progress)
     dirtier, digest, klines = ref.dirtier, ref.digest, ref.klines
     if settings.downtime_limit_ms is not None:
@@ -313,8 +359,9 @@ def probe_files(source: LibvirtMachine, to_uri: str, xml: str) -> list[Where]:
     return [Path(f"/proc/{old}/root{path}"), destination]
 
 
-def _follow(dom: Any, worker: threading.Thread, outcome: Outcome, settings: Settings,
-            t0: float) -> None:  # fmt: skip
+def _follow(
+    dom: Any, worker: threading.Thread, outcome: Outcome, settings: Settings, t0: float
+) -> None:
     """Sample libvirt's job and QEMU's ``query-migrate`` until the job ends; switch to
     postcopy after the pass asked for; give up (abort) after ``max_seconds``."""
     while worker.is_alive():
@@ -324,18 +371,26 @@ def _follow(dom: Any, worker: threading.Thread, outcome: Outcome, settings: Sett
             if job:
                 outcome.libvirt_samples.append({"t": t, **job})
         with contextlib.suppress(libvirt.libvirtError, ValueError, KeyError):
-            reply = json.loads(libvirt_qemu.qemuMonitorCommand(
-                dom, '{"execute": "query-migrate"}', 0))["return"]  # fmt: skip
+            reply = json.loads(
+                libvirt_qemu.qemuMonitorCommand(dom, '{"execute": "query-migrate"}', 0)
+            )["return"]
             outcome.samples.append(parse(reply, t))
             outcome.raw_last = reply
         passes = outcome.samples[-1].get("dirty-sync-count") if outcome.samples else None
-        if (settings.mode == "postcopy" and outcome.postcopy_started is None and passes
-                and passes > settings.postcopy_after_pass):  # fmt: skip
+        if (
+            settings.mode == "postcopy"
+            and outcome.postcopy_started is None
+            and passes
+            and passes > settings.postcopy_after_pass
+        ):
             with contextlib.suppress(libvirt.libvirtError):
                 dom.migrateStartPostCopy(0)
                 outcome.postcopy_started = t
-        if t > settings.max_seconds and outcome.cancelled is None and (
-                outcome.postcopy_started is None):  # fmt: skip
+        if (
+            t > settings.max_seconds
+            and outcome.cancelled is None
+            and (outcome.postcopy_started is None)
+        ):
             _on_timeout(dom, outcome, settings, t)
         worker.join(SAMPLE_S)
 
@@ -347,12 +402,16 @@ def _on_timeout(dom: Any, outcome: Outcome, settings: Settings, t: float) -> Non
         try:
             dom.migrateStartPostCopy(0)
         except libvirt.libvirtError as exc:
-            outcome.cancelled = (f"not converged in {settings.max_seconds:g} s, and libvirt "
-                                 f"refused the switch to postcopy: {describe(exc)}")  # fmt: skip
+            outcome.cancelled = (
+                f"not converged in {settings.max_seconds:g} s, and libvirt "
+                f"refused the switch to postcopy: {describe(exc)}"
+            )
         else:
             outcome.postcopy_started = t
-            outcome.choice = (f"not converged in {settings.max_seconds:g} s: switched to "
-                              "postcopy (--on-timeout postcopy)")  # fmt: skip
+            outcome.choice = (
+                f"not converged in {settings.max_seconds:g} s: switched to "
+                "postcopy (--on-timeout postcopy)"
+            )
             return
     else:
         outcome.cancelled = f"still running after {settings.max_seconds:g} s"
@@ -384,8 +443,9 @@ def _hmp(machine: LibvirtMachine, command: str) -> str:
             )
         )
     except libvirt.libvirtError as exc:
-        raise LibvirtFailure(f"HMP {command!r}: {describe(exc)}", machine.uri,
-                             machine.config.name) from None  # fmt: skip
+        raise LibvirtFailure(
+            f"HMP {command!r}: {describe(exc)}", machine.uri, machine.config.name
+        ) from None
 
 
 def _follow_record(source: LibvirtMachine, to_uri: str, guest_dir: Any) -> LibvirtMachine:

@@ -23,8 +23,7 @@ AUTO_PASSES = 2
 MANAGED_CAPS = ("postcopy-ram", "multifd", "auto-converge", "xbzrle", "dirty-limit")
 """Capabilities kvmlab sets on every migration, off unless the mode needs them: a QEMU that
 was the destination of an earlier migration keeps what was set on it then."""
-DEFAULT_PARAMS = {"downtime-limit": 300, "max-bandwidth": 128 * 1024 * 1024,
-                  "multifd-channels": 2}  # fmt: skip
+DEFAULT_PARAMS = {"downtime-limit": 300, "max-bandwidth": 128 * 1024 * 1024, "multifd-channels": 2}
 """QEMU's defaults (7.2 and 10.0), set again on every migration for the same reason."""
 
 
@@ -57,8 +56,7 @@ class Plan:
     def describe(self) -> str:
         """One line: the mode and every capability and parameter set."""
         caps = [k for k, v in self.source_caps.items() if v and k != "events"]
-        params = [f"{k}={v}" for k, v in self.source_params.items()
-                  if DEFAULT_PARAMS.get(k) != v]  # fmt: skip
+        params = [f"{k}={v}" for k, v in self.source_params.items() if DEFAULT_PARAMS.get(k) != v]
         return f"{self.settings.mode} ({', '.join(caps + params) or 'QEMU defaults'})"
 
 
@@ -74,8 +72,10 @@ def plan(settings: Settings, offered: set[str]) -> Plan:
     dest_params: dict[str, Any] = {}
     if mode in ("postcopy", "auto") or settings.on_timeout == "postcopy":
         if mode == "multifd":
-            raise UsageError("--on-timeout postcopy cannot go with multifd (QEMU: postcopy is "
-                             "not yet compatible with multifd)")  # fmt: skip
+            raise UsageError(
+                "--on-timeout postcopy cannot go with multifd (QEMU: postcopy is "
+                "not yet compatible with multifd)"
+            )
         both["postcopy-ram"] = True  # set before the start: the switch may come later
     if mode == "multifd":
         both["multifd"] = True
@@ -89,8 +89,10 @@ def plan(settings: Settings, offered: set[str]) -> Plan:
         source["dirty-limit"] = True
     for cap in {**both, **source}:
         if cap not in offered:
-            raise UsageError(f"mode {mode}: this QEMU has no migration capability {cap!r} "
-                             f"(it offers: {', '.join(sorted(offered))})")  # fmt: skip
+            raise UsageError(
+                f"mode {mode}: this QEMU has no migration capability {cap!r} "
+                f"(it offers: {', '.join(sorted(offered))})"
+            )
     if settings.downtime_limit_ms is not None:
         params["downtime-limit"] = settings.downtime_limit_ms
     elif mode == "auto":

@@ -129,8 +129,9 @@ class HeartbeatWatch:
         return sum(1 for t in list(self.arrivals) if since <= t <= until)
 
 
-def measure_downtime(watch: HeartbeatWatch, base_since: float, t0: float, resumed: float,
-                     ceiling: float) -> tuple[Gap | None, Gap | None]:  # fmt: skip
+def measure_downtime(
+    watch: HeartbeatWatch, base_since: float, t0: float, resumed: float, ceiling: float
+) -> tuple[Gap | None, Gap | None]:
     """The guest's downtime and the heartbeats' own noise, as both migration paths measure
     them: the window opens at the migration's start ``t0`` and closes once heartbeats have
     been steady for :data:`STEADY_S` after the guest ``resumed`` (at most ``ceiling`` s

@@ -63,8 +63,11 @@ class Outcome:
     @property
     def verified(self) -> bool:
         """Completed, and every check after the switch-over passed."""
-        return (self.status == "completed" and bool(self.checks_after)
-                and all(c.ok for c in self.checks_after))  # fmt: skip
+        return (
+            self.status == "completed"
+            and bool(self.checks_after)
+            and all(c.ok for c in self.checks_after)
+        )
 
     @property
     def verdict(self) -> str:
@@ -93,15 +96,20 @@ class Outcome:
             "guest_downtime_ms": self.guest_downtime_ms,
             "baseline_gap_ms": self.baseline_gap_ms,
             "guest_clock_gap_ms": self.guest_clock_gap_ms,
-            "dirty": {"mib": self.dirty_mib, "rate_mibs": self.dirty_rate_mibs,
-                      "seen_mibs": self.dirty_seen_mibs},
+            "dirty": {
+                "mib": self.dirty_mib,
+                "rate_mibs": self.dirty_rate_mibs,
+                "seen_mibs": self.dirty_seen_mibs,
+            },
             "postcopy_started_s": self.postcopy_started,
             "choice": self.choice,
             "passes": passes(self.samples),
             "events": self.events,
-            "checks": {"before": [asdict(c) for c in self.checks_before],
-                       "after": [asdict(c) for c in self.checks_after],
-                       "source": [asdict(c) for c in self.source_checks]},
+            "checks": {
+                "before": [asdict(c) for c in self.checks_before],
+                "after": [asdict(c) for c in self.checks_after],
+                "source": [asdict(c) for c in self.source_checks],
+            },
             "source_resumed": self.source_resumed,
             "lost": self.lost,
             "wall_seconds": self.wall_seconds,
@@ -110,7 +118,7 @@ class Outcome:
             "query_migrate": self.raw_last,
             "libvirt_job": self.libvirt_job,
             "libvirt_samples": self.libvirt_samples,
-        }  # fmt: skip
+        }
 
 
 def text(outcome: Outcome) -> list[str]:
@@ -126,25 +134,29 @@ def text(outcome: Outcome) -> list[str]:
         lines.append("  libvirt's job statistics (virsh domjobinfo --completed):")
         lines += [f"    {line}" for line in domjobinfo(outcome.libvirt_job)]
     for p in passes(outcome.samples):
-        lines.append(f"  pass {p['pass']:.0f}: from {p['start']:.1f} s, "
-                     f"{p['bytes'] / 1048576:.1f} MiB in {p['seconds']:.1f} s, "
-                     f"dirty rate {p['dirty-pages-rate']:.0f} pages/s")  # fmt: skip
+        lines.append(
+            f"  pass {p['pass']:.0f}: from {p['start']:.1f} s, "
+            f"{p['bytes'] / 1048576:.1f} MiB in {p['seconds']:.1f} s, "
+            f"dirty rate {p['dirty-pages-rate']:.0f} pages/s"
+        )
     if outcome.postcopy_started is not None:
         lines.append(f"  postcopy started at {outcome.postcopy_started:.1f} s")
     if outcome.choice:
         lines.append(f"  auto: {outcome.choice}")
     rate = outcome.dirty_seen_mibs
     seen = "" if rate is None else f", {rate:.1f} MiB/s reached"
-    lines.append(f"dirtying: {outcome.dirty_mib} MiB working set at "
-                 f"{outcome.dirty_rate_mibs:g} MiB/s (0 = as fast as it can){seen}")  # fmt: skip
+    lines.append(
+        f"dirtying: {outcome.dirty_mib} MiB working set at "
+        f"{outcome.dirty_rate_mibs:g} MiB/s (0 = as fast as it can){seen}"
+    )
     if outcome.guest_downtime_ms is not None:
         noise = outcome.baseline_gap_ms
         base = "" if noise is None else f" (heartbeat noise before the migration: {noise:.0f} ms)"
-        lines.append(f"guest downtime (heartbeats, host clock): "
-                     f"{outcome.guest_downtime_ms:.0f} ms{base}")  # fmt: skip
+        lines.append(
+            f"guest downtime (heartbeats, host clock): {outcome.guest_downtime_ms:.0f} ms{base}"
+        )
     if outcome.guest_clock_gap_ms is not None:
-        lines.append(f"longest stall by the guest's own clock: "
-                     f"{outcome.guest_clock_gap_ms:.0f} ms")  # fmt: skip
+        lines.append(f"longest stall by the guest's own clock: {outcome.guest_clock_gap_ms:.0f} ms")
     for when, checks in (
         ("before", outcome.checks_before),
         ("after", outcome.checks_after),

@@ -79,20 +79,26 @@ def _source(address: str) -> tuple[LabDir, Path, GuestRecord]:
     lab_dir = LabDir.of(parts[0])
     guest_dir = lab_dir.guest_dir(parts[1:])
     if len(parts) > 2:
-        raise UsageError(f"{address}: kvmlab migrates top-level guests only (not a guest "
-                         "inside a guest hypervisor)")  # fmt: skip
+        raise UsageError(
+            f"{address}: kvmlab migrates top-level guests only (not a guest "
+            "inside a guest hypervisor)"
+        )
     if not lab_dir.exists() or not guest_dir.is_dir():
         raise StateError(f"{address} is not up (kvmlab ps lists what runs)")
     record = GuestRecord.read(guest_dir)
     if record.state != "running":
         raise StateError(f"{address} is not running (its state: {record.state})")
     if not record.running(guest_dir):
-        raise StateError(f"{address}: its QEMU has exited (see {guest_dir}/serial.log; "
-                         f"'kvmlab down {parts[0]}' cleans up)")  # fmt: skip
+        raise StateError(
+            f"{address}: its QEMU has exited (see {guest_dir}/serial.log; "
+            f"'kvmlab down {parts[0]}' cleans up)"
+        )
     if not any(PROBE_PORT in arg for arg in record.argv):
-        raise UsageError(f"{address} cannot be migrated: it mounts the host's root over 9p, "
-                         "which blocks migration; set migratable = true for it in the lab "
-                         "file and bring the lab up again")  # fmt: skip
+        raise UsageError(
+            f"{address} cannot be migrated: it mounts the host's root over 9p, "
+            "which blocks migration; set migratable = true for it in the lab "
+            "file and bring the lab up again"
+        )
     return lab_dir, guest_dir, record
 
 
@@ -105,8 +111,10 @@ def _free_port() -> int:
 
 def _set(machine: Machine, caps: dict[str, bool], params: dict[str, object]) -> None:
     if caps:
-        machine.qmp().execute("migrate-set-capabilities", {"capabilities": [
-            {"capability": k, "state": v} for k, v in caps.items()]})  # fmt: skip
+        machine.qmp().execute(
+            "migrate-set-capabilities",
+            {"capabilities": [{"capability": k, "state": v} for k, v in caps.items()]},
+        )
     if params:
         machine.qmp().execute("migrate-set-parameters", params)
 
@@ -132,16 +140,32 @@ def migrate(
         _, guest_dir, record = _source(address)  # again: another command may have changed it
         source = Machine.attach(guest_dir, record)
         try:
-            return _migrate(source, address, guest_dir, record, settings, workload, progress,
-                            dest_qemu, transport)  # fmt: skip
+            return _migrate(
+                source,
+                address,
+                guest_dir,
+                record,
+                settings,
+                workload,
+                progress,
+                dest_qemu,
+                transport,
+            )
         finally:
             source.disconnect()  # every QMP session closes, whatever ended the attempt
 
 
 def _migrate(
-    source: Machine, address: str, guest_dir: Path, record: GuestRecord, settings: Settings,
-    workload: Workload, progress: Progress, dest_qemu: str | None, transport: str,
-) -> Outcome:  # fmt: skip
+    source: Machine,
+    address: str,
+    guest_dir: Path,
+    record: GuestRecord,
+    settings: Settings,
+    workload: Workload,
+    progress: Progress,
+    dest_qemu: str | None,
+    transport: str,
+) -> Outcome:
     t_start = time.monotonic()
     check_fits(workload, record, address)
     run_state = source.qmp().execute("query-status")
@@ -154,8 +178,10 @@ def _migrate(
     check_destination_sockets(address, dest_dir)
     if dest_dir.exists():
         if find_marked(f"{dest_dir}/"):
-            raise StateError(f"a QEMU of an earlier migration of {address} still runs from "
-                             f"{dest_dir}; 'kvmlab down {record.lab}' stops it")  # fmt: skip
+            raise StateError(
+                f"a QEMU of an earlier migration of {address} still runs from "
+                f"{dest_dir}; 'kvmlab down {record.lab}' stops it"
+            )
         remove_owned(dest_dir)  # a failed attempt's leftovers
     argv, forwards = handover.destination_argv(record.argv, guest_dir, dest_dir, dest_qemu)
     offered = {c["capability"] for c in source.qmp().execute("query-migrate-capabilities")}
@@ -208,17 +234,22 @@ class _Verify:
 def check_fits(workload: Workload, record: GuestRecord, address: str) -> None:
     """Refuse a dirtied working set the guest has no room for (3/4 of its RAM at most)."""
     if workload.mem_mib * 1048576 > record.memory * 3 // 4:
-        raise UsageError(f"--dirty-mem {workload.mem_mib} MiB does not fit {address}: at most "
-                         f"{record.memory * 3 // 4 // 1048576} MiB (3/4 of its RAM)")  # fmt: skip
+        raise UsageError(
+            f"--dirty-mem {workload.mem_mib} MiB does not fit {address}: at most "
+            f"{record.memory * 3 // 4 // 1048576} MiB (3/4 of its RAM)"
+        )
 
 
-def start_workload(source: Machine, address: str, workload: Workload, outcome: Outcome,
-                   progress: Progress) -> _Verify:  # fmt: skip
+def start_workload(
+    source: Machine, address: str, workload: Workload, outcome: Outcome, progress: Progress
+) -> _Verify:
     """kvmlab-dirty started in the guest, a file written, the memory verified once and the
     warm-up waited out (the rate reached noted in ``outcome``): what the checks after the
     migration compare against. On any failure the dirtier is stopped again."""
-    progress(f"starting kvmlab-dirty in {address}: {workload.mem_mib} MiB at "
-             f"{workload.rate_mibs:g} MiB/s")  # fmt: skip
+    progress(
+        f"starting kvmlab-dirty in {address}: {workload.mem_mib} MiB at "
+        f"{workload.rate_mibs:g} MiB/s"
+    )
     t_verify = time.monotonic()
     dirtier = guestside.start_dirtier(source, workload.mem_mib, workload.rate_mibs)
     try:
@@ -227,14 +258,19 @@ def start_workload(source: Machine, address: str, workload: Workload, outcome: O
         outcome.checks_before.append(guestside.verify_memory(source, dirtier))
         outcome.verify_seconds += time.monotonic() - t_verify
         if not outcome.checks_before[-1].ok:
-            raise RuntimeFailure(f"{address} fails verification before any migration: "
-                                 f"{outcome.checks_before[-1].evidence}")  # fmt: skip
+            raise RuntimeFailure(
+                f"{address} fails verification before any migration: "
+                f"{outcome.checks_before[-1].evidence}"
+            )
         before = guestside.status(source)
         time.sleep(workload.warmup_s)
         after = guestside.status(source)
         if after.get("seconds", 0) > before.get("seconds", 0):
-            outcome.dirty_seen_mibs = ((after.get("bytes", 0) - before.get("bytes", 0)) / 1048576
-                                       / (after["seconds"] - before["seconds"]))  # fmt: skip
+            outcome.dirty_seen_mibs = (
+                (after.get("bytes", 0) - before.get("bytes", 0))
+                / 1048576
+                / (after["seconds"] - before["seconds"])
+            )
     except BaseException:
         with deferred_signals(), contextlib.suppress(KvmlabError, OSError):
             guestside.stop_dirtier(source, dirtier)
@@ -249,10 +285,18 @@ def _stop_anyway(guest_dir: Path, dirtier: guestside.Dirtier) -> None:
 
 
 def _attempt(
-    source: Machine, dest: Machine, forwards: list[tuple[str, str]], guest_dir: Path,
-    record: GuestRecord, the_plan: Plan, outcome: Outcome, ref: _Verify, progress: Progress,
-    transport: str, t_start: float,
-) -> Outcome:  # fmt: skip
+    source: Machine,
+    dest: Machine,
+    forwards: list[tuple[str, str]],
+    guest_dir: Path,
+    record: GuestRecord,
+    the_plan: Plan,
+    outcome: Outcome,
+    ref: _Verify,
+    progress: Progress,
+    transport: str,
+    t_start: float,
+) -> Outcome:
     """Start the destination, migrate, hand over or back out; verify where the guest runs."""
     dest_dir, settings = dest.run_dir, the_plan.settings
     dirtier, digest, klines = ref.dirtier, ref.digest, ref.klines
@@ -271,8 +315,11 @@ def _attempt(
             ) from exc
         _set(source, the_plan.source_caps, the_plan.source_params)
         _set(dest, the_plan.dest_caps, the_plan.dest_params)
-        uri = (f"tcp:127.0.0.1:{_free_port()}" if transport == "tcp"
-               else f"unix:{dest_dir / 'migrate.sock'}")  # fmt: skip
+        uri = (
+            f"tcp:127.0.0.1:{_free_port()}"
+            if transport == "tcp"
+            else f"unix:{dest_dir / 'migrate.sock'}"
+        )
         dest.qmp().execute("migrate-incoming", {"uri": uri})
         watch.start()
         time.sleep(1.0)
@@ -289,8 +336,9 @@ def _attempt(
                 f"{the_plan.source_params['downtime-limit']} ms target"
             )
         t_run = _wait_running(dest, outcome)
-        progress("the destination runs the guest: measuring its downtime until its "
-                 "heartbeats are steady")  # fmt: skip
+        progress(
+            "the destination runs the guest: measuring its downtime until its heartbeats are steady"
+        )
         ceiling = STEADY_CEILING_S * dest.level_factor()
         gap, base = measure_downtime(watch, t_base, t0, t_run, ceiling)
         outcome.guest_downtime_ms = gap.seconds * 1000 if gap else None
@@ -313,20 +361,25 @@ def _attempt(
         # Past the point of no return (postcopy started, or completed) nothing is undone:
         # the destination holds the guest, so kvmlab finishes and hands over.
         with deferred_signals():
-            if (adopted is None and outcome.postcopy_started is not None and dest.is_alive()
-                    and outcome.status not in FINISHED and not outcome.lost):  # fmt: skip
+            if (
+                adopted is None
+                and outcome.postcopy_started is not None
+                and dest.is_alive()
+                and outcome.status not in FINISHED
+                and not outcome.lost
+            ):
                 progress("postcopy cannot be cancelled: letting it finish first")
                 with contextlib.suppress(KvmlabError):
                     _follow(source, dest, the_plan, outcome, t0, progress)
             if adopted is None and outcome.status == "completed" and dest.is_alive():
-                progress("the migration had completed: handing the guest over to the "
-                         "destination")  # fmt: skip
+                progress("the migration had completed: handing the guest over to the destination")
                 with contextlib.suppress(KvmlabError):
                     adopted = _hand_over(source, dest, guest_dir, record)
         if outcome.status == "completed" and adopted is None:
             # switched over, then the destination failed: that is the verdict's evidence
-            outcome.checks_after = [guestside.Check("destination", False, f"{exc}; "
-                                                    f"{_serial_tail(dest_dir)}")]  # fmt: skip
+            outcome.checks_after = [
+                guestside.Check("destination", False, f"{exc}; {_serial_tail(dest_dir)}")
+            ]
             _keep_log(dest_dir, guest_dir)
     finally:
         watch.stop()
@@ -368,8 +421,9 @@ class _Unfinished(Exception):
     """The migration ended without completing (failed or cancelled)."""
 
 
-def _follow(source: Machine, dest: Machine, the_plan: Plan, outcome: Outcome, t0: float,
-            progress: Progress) -> None:  # fmt: skip
+def _follow(
+    source: Machine, dest: Machine, the_plan: Plan, outcome: Outcome, t0: float, progress: Progress
+) -> None:
     """Sample ``query-migrate`` until the migration ends; start postcopy or cancel as planned."""
     settings = the_plan.settings
     postcopy = the_plan.source_caps.get("postcopy-ram", False)
@@ -391,15 +445,20 @@ def _follow(source: Machine, dest: Machine, the_plan: Plan, outcome: Outcome, t0
         sync = sample.ram.get("dirty-sync-count", 0.0)
         if sync != last_pass:
             last_pass = sync
-            progress(f"pass {sync:.0f} at {t:.1f} s: {sample.ram.get('remaining', 0) / 1048576:.0f}"
-                     f" MiB remaining, {sample.ram.get('mbps', 0):.0f} Mbit/s")  # fmt: skip
-        if (postcopy and outcome.postcopy_started is None and settings.mode == "postcopy"
-                and sync > settings.postcopy_after_pass):  # fmt: skip
+            progress(
+                f"pass {sync:.0f} at {t:.1f} s: {sample.ram.get('remaining', 0) / 1048576:.0f}"
+                f" MiB remaining, {sample.ram.get('mbps', 0):.0f} Mbit/s"
+            )
+        if (
+            postcopy
+            and outcome.postcopy_started is None
+            and settings.mode == "postcopy"
+            and sync > settings.postcopy_after_pass
+        ):
             qmp.execute("migrate-start-postcopy")
             outcome.postcopy_started = t
             progress(f"switching to postcopy at {t:.1f} s (after pass {sync - 1:.0f})")
-        if (settings.mode == "auto" and outcome.postcopy_started is None
-                and sync > AUTO_PASSES):  # fmt: skip
+        if settings.mode == "auto" and outcome.postcopy_started is None and sync > AUTO_PASSES:
             qmp.execute("migrate-start-postcopy")
             outcome.postcopy_started = t
             target = the_plan.source_params["downtime-limit"]
@@ -422,12 +481,13 @@ def _follow(source: Machine, dest: Machine, the_plan: Plan, outcome: Outcome, t0
             outcome.error = "the destination QEMU exited during the migration"
         if outcome.postcopy_started is not None and (
             not dest.is_alive() or sample.status == "postcopy-paused"
-        ):  # fmt: skip
+        ):
             # In postcopy the guest's state is split between the two: nothing can resume it.
             outcome.status = "failed"
             outcome.lost = True
-            why = ("its QEMU exited" if not dest.is_alive()
-                   else f"postcopy stalled ({sample.status})")  # fmt: skip
+            why = (
+                "its QEMU exited" if not dest.is_alive() else f"postcopy stalled ({sample.status})"
+            )
             outcome.error = (
                 f"the destination failed during postcopy ({why}): the guest is "
                 "lost (its memory was split between source and destination)"
@@ -435,8 +495,9 @@ def _follow(source: Machine, dest: Machine, the_plan: Plan, outcome: Outcome, t0
             return
         event = qmp.wait_event(["MIGRATION_PASS", "MIGRATION"], SAMPLE_S)
         if event is not None:
-            outcome.events.append({"t": time.monotonic() - t0, "event": event["event"],
-                                   "data": event.get("data", {})})  # fmt: skip
+            outcome.events.append(
+                {"t": time.monotonic() - t0, "event": event["event"], "data": event.get("data", {})}
+            )
 
 
 def _final_times(qmp: QmpSession, outcome: Outcome, t0: float) -> None:
@@ -465,22 +526,22 @@ def _wait_running(dest: Machine, outcome: Outcome) -> float:
     raise RuntimeFailure("the destination's guest did not start running within 60 s")
 
 
-def _hand_over(source: Machine, dest: Machine, guest_dir: Path,
-               record: GuestRecord) -> GuestRecord:  # fmt: skip
+def _hand_over(source: Machine, dest: Machine, guest_dir: Path, record: GuestRecord) -> GuestRecord:
     """Stop the source and give the guest's address to the destination: both or neither,
     whatever signal arrives (held until it is done)."""
     with deferred_signals():
         source.shutdown(force=True)
         try:
-            return handover.adopt(guest_dir, dest.run_dir, record, dest.pid or 0,
-                                  dest.pid_start)  # fmt: skip
+            return handover.adopt(guest_dir, dest.run_dir, record, dest.pid or 0, dest.pid_start)
         except OSError as exc:
-            raise RuntimeFailure(f"handing {guest_dir} over to the destination failed: "
-                                 f"{exc}") from exc  # fmt: skip
+            raise RuntimeFailure(
+                f"handing {guest_dir} over to the destination failed: {exc}"
+            ) from exc
 
 
-def restore_forwards(run_hmp: Callable[[str], str], forwards: list[tuple[str, str]]
-                     ) -> list[guestside.Check]:  # fmt: skip
+def restore_forwards(
+    run_hmp: Callable[[str], str], forwards: list[tuple[str, str]]
+) -> list[guestside.Check]:
     """The host port forwards the source held, now on the destination's user network; a
     failing check per rule that could not be restored.
 
@@ -529,8 +590,9 @@ def hmp(machine: Machine, command: str) -> str:
     return str(reply)
 
 
-def _back_out(source: Machine, dest: Machine, dest_dir: Path, outcome: Outcome,
-              progress: Progress) -> None:  # fmt: skip
+def _back_out(
+    source: Machine, dest: Machine, dest_dir: Path, outcome: Outcome, progress: Progress
+) -> None:
     """Leave the source running and remove every trace of the destination."""
     with contextlib.suppress(QmpFailure, StateError):
         status = source.qmp().execute("query-migrate").get("status")
@@ -543,9 +605,11 @@ def _back_out(source: Machine, dest: Machine, dest_dir: Path, outcome: Outcome,
                 time.sleep(0.1)
             outcome.status = source.qmp().execute("query-migrate").get("status", "cancelled")
         run = source.qmp().execute("query-status")
-        if outcome.postcopy_started is None and not run.get("running") and run.get(
-            "status"
-        ) in ("paused", "postmigrate"):  # fmt: skip
+        if (
+            outcome.postcopy_started is None
+            and not run.get("running")
+            and run.get("status") in ("paused", "postmigrate")
+        ):
             progress(f"resuming the source ({run.get('status')})")
             source.qmp().execute("cont")
             outcome.source_resumed = True
@@ -554,13 +618,17 @@ def _back_out(source: Machine, dest: Machine, dest_dir: Path, outcome: Outcome,
         remove_owned(dest_dir)
 
 
-def _verify(machine: Machine, dirtier: guestside.Dirtier, digest: str, klines: int,
-            side: str) -> list[guestside.Check]:  # fmt: skip
+def _verify(
+    machine: Machine, dirtier: guestside.Dirtier, digest: str, klines: int, side: str
+) -> list[guestside.Check]:
     """Every check of a guest after a migration (or after one that did not happen); a
     guest that dies on the way fails the check it died in, with its serial log's tail."""
     if not machine.is_alive():
-        return [guestside.Check("QEMU", False, f"the {side} QEMU has exited: "
-                                               f"{_serial_tail(machine.run_dir)}")]  # fmt: skip
+        return [
+            guestside.Check(
+                "QEMU", False, f"the {side} QEMU has exited: {_serial_tail(machine.run_dir)}"
+            )
+        ]
     checks: list[guestside.Check] = []
     steps: list[tuple[str, Callable[[], guestside.Check]]] = [
         ("guest agent", lambda: guestside.check_agent(machine)),

@@ -14,14 +14,35 @@ FINISHED = ("completed", "failed", "cancelled")
 """Statuses after which the migration does not move any more."""
 
 RAM_FIELDS = (
-    "transferred", "remaining", "total", "duplicate", "skipped", "normal", "normal-bytes",
-    "dirty-pages-rate", "mbps", "dirty-sync-count", "postcopy-requests", "page-size",
-    "multifd-bytes", "pages-per-second", "precopy-bytes", "downtime-bytes", "postcopy-bytes",
+    "transferred",
+    "remaining",
+    "total",
+    "duplicate",
+    "skipped",
+    "normal",
+    "normal-bytes",
+    "dirty-pages-rate",
+    "mbps",
+    "dirty-sync-count",
+    "postcopy-requests",
+    "page-size",
+    "multifd-bytes",
+    "pages-per-second",
+    "precopy-bytes",
+    "downtime-bytes",
+    "postcopy-bytes",
     "dirty-sync-missed-zero-copy",
-)  # fmt: skip
-TOP_FIELDS = ("total-time", "expected-downtime", "downtime", "setup-time",
-              "cpu-throttle-percentage", "postcopy-blocktime",
-              "dirty-limit-throttle-time-per-round", "dirty-limit-ring-full-time")  # fmt: skip
+)
+TOP_FIELDS = (
+    "total-time",
+    "expected-downtime",
+    "downtime",
+    "setup-time",
+    "cpu-throttle-percentage",
+    "postcopy-blocktime",
+    "dirty-limit-throttle-time-per-round",
+    "dirty-limit-ring-full-time",
+)
 
 
 @dataclass
@@ -55,8 +76,14 @@ def parse(reply: dict[str, Any], t: float) -> Sample:
     times = {k: float(reply[k]) for k in TOP_FIELDS if isinstance(reply.get(k), int | float)}
     xb = reply.get("xbzrle-cache") or {}
     xbzrle = {k: float(v) for k, v in xb.items() if isinstance(v, int | float)}
-    return Sample(t=t, status=str(reply.get("status", "none")), ram=ram, times=times,
-                  xbzrle=xbzrle, error=reply.get("error-desc"))  # fmt: skip
+    return Sample(
+        t=t,
+        status=str(reply.get("status", "none")),
+        ram=ram,
+        times=times,
+        xbzrle=xbzrle,
+        error=reply.get("error-desc"),
+    )
 
 
 def info_migrate(sample: Sample) -> list[str]:
@@ -73,8 +100,10 @@ def info_migrate(sample: Sample) -> list[str]:
     rows: list[tuple[str, str | None]] = [
         ("Migration status", sample.status),
         ("total time", num("total-time", " ms")),
-        ("expected downtime" if sample.status not in FINISHED else "downtime",
-         num("expected-downtime" if sample.status not in FINISHED else "downtime", " ms")),
+        (
+            "expected downtime" if sample.status not in FINISHED else "downtime",
+            num("expected-downtime" if sample.status not in FINISHED else "downtime", " ms"),
+        ),
         ("setup", num("setup-time", " ms")),
         ("transferred ram", num("transferred", " kbytes", 1024)),
         ("throughput", num("mbps", " mbps")),
@@ -94,7 +123,7 @@ def info_migrate(sample: Sample) -> list[str]:
         ("postcopy ram", num("postcopy-bytes", " kbytes", 1024)),
         ("postcopy request count", num("postcopy-requests")),
         ("cpu throttle percentage", num("cpu-throttle-percentage")),
-    ]  # fmt: skip
+    ]
     if sample.error:
         rows.append(("error", sample.error))
     return [f"{label}: {value}" for label, value in rows if value is not None]
@@ -112,8 +141,15 @@ def passes(samples: list[Sample]) -> list[dict[str, float]]:
         if out:
             out[-1]["bytes"] = sent - sent0
             out[-1]["seconds"] = s.t - start
-        out.append({"pass": sync, "start": s.t, "bytes": 0.0, "seconds": 0.0,
-                    "dirty-pages-rate": s.ram.get("dirty-pages-rate", 0.0)})  # fmt: skip
+        out.append(
+            {
+                "pass": sync,
+                "start": s.t,
+                "bytes": 0.0,
+                "seconds": 0.0,
+                "dirty-pages-rate": s.ram.get("dirty-pages-rate", 0.0),
+            }
+        )
         last_sync, start, sent0 = sync, s.t, sent
     if out and samples:
         out[-1]["bytes"] = samples[-1].ram.get("transferred", sent0) - sent0

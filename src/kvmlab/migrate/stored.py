@@ -37,12 +37,38 @@ def samples(strategies: list[Strategy], variant: str, lab: str) -> list[Sample]:
             for name, unit, read in METRICS:
                 value = read(outcome)
                 if value is not None:
-                    out.append(Sample(variant, s.spec.guest, "L1", accel, workload, name,
-                                      float(value), unit, False, rep, command))  # fmt: skip
+                    out.append(
+                        Sample(
+                            variant,
+                            s.spec.guest,
+                            "L1",
+                            accel,
+                            workload,
+                            name,
+                            float(value),
+                            unit,
+                            False,
+                            rep,
+                            command,
+                        )
+                    )
         if s.outcomes:
             share = 100.0 * s.verified / len(s.outcomes)
-            out.append(Sample(variant, s.spec.guest, "L1", accel, workload, VERIFIED, share,
-                              f"% of {len(s.outcomes)} runs", True, 0, command))  # fmt: skip
+            out.append(
+                Sample(
+                    variant,
+                    s.spec.guest,
+                    "L1",
+                    accel,
+                    workload,
+                    VERIFIED,
+                    share,
+                    f"% of {len(s.outcomes)} runs",
+                    True,
+                    0,
+                    command,
+                )
+            )
     return out
 
 

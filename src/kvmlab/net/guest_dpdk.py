@@ -88,11 +88,26 @@ def guest_argv(pci: list[str], vcpus: int, queues: int) -> list[str]:
     """testpmd in the guest: macswap between its two NICs, main lcore 0, the rest forward."""
     allow = [a for bdf in pci for a in ("-a", bdf)]
     lcores = f"0-{vcpus - 1}"
-    return ["dpdk-testpmd", "-l", lcores, "--main-lcore", "0", "--in-memory",
-            "--file-prefix=kvmlab-guest-pvp", "-m", "128", *allow, "--",
-            "-i", "--forward-mode=macswap", "--port-topology=paired",
-            f"--nb-cores={max(vcpus - 1, 1)}", f"--rxq={queues}", f"--txq={queues}",
-            "--total-num-mbufs=16384"]  # fmt: skip
+    return [
+        "dpdk-testpmd",
+        "-l",
+        lcores,
+        "--main-lcore",
+        "0",
+        "--in-memory",
+        "--file-prefix=kvmlab-guest-pvp",
+        "-m",
+        "128",
+        *allow,
+        "--",
+        "-i",
+        "--forward-mode=macswap",
+        "--port-topology=paired",
+        f"--nb-cores={max(vcpus - 1, 1)}",
+        f"--rxq={queues}",
+        f"--txq={queues}",
+        "--total-num-mbufs=16384",
+    ]
 
 
 @dataclass
@@ -124,8 +139,9 @@ class GuestTestPmd(Counted):
             if time.monotonic() > deadline or self._helper_gone():
                 log = self._sh(f"cat {WORK}/log {WORK}/helper.log 2>/dev/null; true")
                 tail = "\n".join(log.splitlines()[-12:])
-                raise RuntimeFailure(f"{self.machine.config.name}: testpmd in the guest did "
-                                     f"not start:\n{tail}")  # fmt: skip
+                raise RuntimeFailure(
+                    f"{self.machine.config.name}: testpmd in the guest did not start:\n{tail}"
+                )
             time.sleep(1)
         self.command("start")
 
@@ -144,8 +160,10 @@ class GuestTestPmd(Counted):
             stamp, _, text = part.partition("\n")
             answers.append((float(stamp), text.split("==kvmlab-end")[0]))
         if len(answers) != len(lines):
-            raise RuntimeFailure(f"{self.machine.config.name}: guest testpmd answered "
-                                 f"{len(answers)} of {len(lines)} commands")  # fmt: skip
+            raise RuntimeFailure(
+                f"{self.machine.config.name}: guest testpmd answered "
+                f"{len(answers)} of {len(lines)} commands"
+            )
         return answers
 
     def command(self, line: str, limit: int = 60) -> str:
@@ -158,8 +176,10 @@ class GuestTestPmd(Counted):
         found = port_macs(self.command("show port info all"))
         missing = [m for m in macs if m.lower() not in found]
         if missing:
-            raise RuntimeFailure(f"{self.machine.config.name}: testpmd in the guest has no port "
-                                 f"with MAC {', '.join(missing)} ({found})")  # fmt: skip
+            raise RuntimeFailure(
+                f"{self.machine.config.name}: testpmd in the guest has no port "
+                f"with MAC {', '.join(missing)} ({found})"
+            )
         return tuple(found[m.lower()] for m in macs)
 
     def snapshot(self) -> Snapshot:

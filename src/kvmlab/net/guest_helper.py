@@ -27,8 +27,12 @@ def main() -> int:
     req, resp = f"{work}/req", f"{work}/resp"
     for fifo in (req, resp):
         os.mkfifo(fifo, 0o600)
-    proc = subprocess.Popen(["stdbuf", "-oL", "-eL", *argv], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    proc = subprocess.Popen(
+        ["stdbuf", "-oL", "-eL", *argv],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     assert proc.stdin is not None and proc.stdout is not None
     log = Path(work, "log").open("ab")  # noqa: SIM115
     pending = b""

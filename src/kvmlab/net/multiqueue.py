@@ -24,12 +24,16 @@ from kvmlab.results.model import Sample
 from kvmlab.runtime.errors import RuntimeFailure
 from kvmlab.runtime.machine import Machine
 
-_FIND = ('dev=; for d in /sys/class/net/*; do [ "$(cat $d/address)" = "{mac}" ] && '
-         'dev=${{d##*/}}; done; '
-         '[ -n "$dev" ] || {{ echo "no NIC with MAC {mac}" >&2; exit 1; }}; ')  # fmt: skip
-_SNAPSHOT = ('echo "@@dev $dev"; echo "@@link $(readlink /sys/class/net/$dev/device)"; '
-             "echo @@channels; ethtool -l $dev 2>&1; echo @@stats; ethtool -S $dev 2>&1; "
-             "echo @@interrupts; cat /proc/interrupts")  # fmt: skip
+_FIND = (
+    'dev=; for d in /sys/class/net/*; do [ "$(cat $d/address)" = "{mac}" ] && '
+    "dev=${{d##*/}}; done; "
+    '[ -n "$dev" ] || {{ echo "no NIC with MAC {mac}" >&2; exit 1; }}; '
+)
+_SNAPSHOT = (
+    'echo "@@dev $dev"; echo "@@link $(readlink /sys/class/net/$dev/device)"; '
+    "echo @@channels; ethtool -l $dev 2>&1; echo @@stats; ethtool -S $dev 2>&1; "
+    "echo @@interrupts; cat /proc/interrupts"
+)
 
 
 def sections(text: str) -> dict[str, str]:
@@ -112,10 +116,15 @@ class QueueWatch:
     def document(self) -> dict[str, Any]:
         """Findings and spreads, kept with the run."""
         cur = self.channels.current.combined if self.channels else None
-        return {"guest": self.vm.config.name, "device": self.device, "mac": self.mac,
-                "asked": self.asked, "in_use": cur,
-                "findings": [asdict(f) for f in self.findings],
-                "spreads": {k: v.lines() for k, v in self.spreads.items()}}  # fmt: skip
+        return {
+            "guest": self.vm.config.name,
+            "device": self.device,
+            "mac": self.mac,
+            "asked": self.asked,
+            "in_use": cur,
+            "findings": [asdict(f) for f in self.findings],
+            "spreads": {k: v.lines() for k, v in self.spreads.items()},
+        }
 
     def samples(self, variant: str, workload: str, prefix: str, accel: str) -> list[Sample]:
         """Queue pairs in use and, per spread, the busiest RX queue's share of the packets
@@ -125,14 +134,24 @@ class QueueWatch:
         cur = self.channels.current.combined if self.channels else 0
 
         def sample(metric: str, value: float, unit: str, better: bool) -> Sample:
-            return Sample(variant, guest, "L1", accel, workload, f"{prefix}{metric}",
-                          value, unit, better, 0, "ethtool -l/-S, /proc/interrupts")  # fmt: skip
+            return Sample(
+                variant,
+                guest,
+                "L1",
+                accel,
+                workload,
+                f"{prefix}{metric}",
+                value,
+                unit,
+                better,
+                0,
+                "ethtool -l/-S, /proc/interrupts",
+            )
 
         out = [sample("queue pairs in use", float(cur or 0), "count", True)]
         for label, got in self.spreads.items():
             bal = got.rx if got.rx is not None and got.rx.total else got.rx_irq
             if bal is not None and bal.total:
                 out.append(sample(f"{label} busiest rx queue", bal.busiest_share, "%", False))
-                out.append(sample(f"{label} rx queues used", float(bal.carrying()), "count",
-                                  True))  # fmt: skip
+                out.append(sample(f"{label} rx queues used", float(bal.carrying()), "count", True))
         return out

@@ -90,16 +90,28 @@ def plan_paths(lab: Lab, switch_kind: str | None = None) -> list[NetPath]:
     """Every path the lab offers, in the order seed 004 compares them; a name that would
     repeat (two networks, two switch subnets) gets what it goes through added."""
     out: list[tuple[NetPath, str]] = []
-    user = next(((n, i) for n, g in lab.guests.items() if g.boot == "image"
-                 for i, x in enumerate(g.nics) if isinstance(x, UserNic)), None)  # fmt: skip
+    user = next(
+        (
+            (n, i)
+            for n, g in lab.guests.items()
+            if g.boot == "image"
+            for i, x in enumerate(g.nics)
+            if isinstance(x, UserNic)
+        ),
+        None,
+    )
     if user is not None:
         host = Endpoint("host", "host", "127.0.0.1", SLIRP_HOST)
         out.append((NetPath("user (slirp)", _guest(lab, *user, "10.0.2.15"), host), ""))
     given = addresses(lab)
     for net_name, net in lab.networks.items():
-        on = [(p[0], i, given[(p, i)]) for p, g in lab.walk() if len(p) == 1
-              for i, n in enumerate(g.nics)
-              if isinstance(n, TapNic) and n.network == net_name and (p, i) in given]  # fmt: skip
+        on = [
+            (p[0], i, given[(p, i)])
+            for p, g in lab.walk()
+            if len(p) == 1
+            for i, n in enumerate(g.nics)
+            if isinstance(n, TapNic) and n.network == net_name and (p, i) in given
+        ]
         if not on:
             continue
         first, i0, addr0 = on[0]
@@ -109,16 +121,34 @@ def plan_paths(lab: Lab, switch_kind: str | None = None) -> list[NetPath]:
         if peer is not None:
             second, i1, addr1 = peer
             label = _label(nic0.type, lab.guests[second].nics[i1].type)
-            out.append((NetPath(label, client, _guest(lab, second, i1, addr1), nic0.queues),
-                        net_name))  # fmt: skip
+            out.append(
+                (NetPath(label, client, _guest(lab, second, i1, addr1), nic0.queues), net_name)
+            )
         side = str(net.host.ip)
-        out.append((NetPath(_label(nic0.type), client,
-                            Endpoint("netns", f"{net_name}-host", side, side), nic0.queues),
-                    net_name))  # fmt: skip
+        out.append(
+            (
+                NetPath(
+                    _label(nic0.type),
+                    client,
+                    Endpoint("netns", f"{net_name}-host", side, side),
+                    nic0.queues,
+                ),
+                net_name,
+            )
+        )
     for (g0, i0, a0), (g1, i1, a1) in switch_pairs(lab):
         q0 = lab.guests[g0].nics[i0].queues
-        out.append((NetPath(f"vhost-user ({switch_kind or 'switch'})", _guest(lab, g0, i0, a0),
-                            _guest(lab, g1, i1, a1), q0), str(a0.network)))  # fmt: skip
+        out.append(
+            (
+                NetPath(
+                    f"vhost-user ({switch_kind or 'switch'})",
+                    _guest(lab, g0, i0, a0),
+                    _guest(lab, g1, i1, a1),
+                    q0,
+                ),
+                str(a0.network),
+            )
+        )
     names = [p.name for p, _ in out]
     return [
         replace(p, label=f"{p.label} via {via}") if names.count(p.name) > 1 and via else p
@@ -155,18 +185,31 @@ def unpaired(lab: Lab) -> list[str]:
     out = []
     for name, guest in lab.guests.items():
         for i, nic in enumerate(guest.nics):
-            if (isinstance(nic, VhostUserNic) and nic.port and nic.address is not None
-                    and (name, i) not in paired and nic.port in order):  # fmt: skip
+            if (
+                isinstance(nic, VhostUserNic)
+                and nic.port
+                and nic.address is not None
+                and (name, i) not in paired
+                and nic.port in order
+            ):
                 j = order.index(nic.port)
                 peer = order[j ^ 1] if (j ^ 1) < len(order) else None
-                out.append(f"guests.{name}.nics[{i}]: the switch pairs port {nic.port} with "
-                           f"{peer or 'no port'}, which is not another guest's addressed "
-                           "port in its subnet")  # fmt: skip
+                out.append(
+                    f"guests.{name}.nics[{i}]: the switch pairs port {nic.port} with "
+                    f"{peer or 'no port'}, which is not another guest's addressed "
+                    "port in its subnet"
+                )
     return out
 
 
-def iperf_argv(path: NetPath, port: int, seconds: float, streams: int, reverse: bool,
-               udp_payload: int | None = None) -> list[str]:  # fmt: skip
+def iperf_argv(
+    path: NetPath,
+    port: int,
+    seconds: float,
+    streams: int,
+    reverse: bool,
+    udp_payload: int | None = None,
+) -> list[str]:
     """The client's iperf3 (in guest ``path.a``): TCP with ``streams``, or UDP at full rate
     with ``udp_payload``-byte datagrams; ``reverse``: the server sends."""
     argv = ["iperf3", "-c", path.b.reach, "-p", str(port), "-t", f"{seconds:g}", "--json"]

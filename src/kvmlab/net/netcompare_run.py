@@ -67,8 +67,13 @@ def server(path: NetPath, machines: dict[str, Machine], lab: str) -> Iterator[in
     argv = ["iperf3", "-s", "-B", b.addr, "-p", str(port)]
     if b.kind == "netns":
         argv = netns.exec_argv(netns.ns_name(lab, "net"), argv)
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, preexec_fn=die_with_parent)  # fmt: skip
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=die_with_parent,
+    )
     try:
         time.sleep(0.3)
         if proc.poll() is not None:
@@ -85,8 +90,10 @@ def _guest_run(vm: Machine, argv: list[str], timeout: float, what: str) -> str:
     done = vm.exec(argv, timeout=timeout * vm.level_factor() + 60)
     out = done.stdout.decode(errors="replace")
     if done.returncode != 0 and not out.strip():
-        raise RuntimeFailure(f"{vm.config.name}: {what} failed (exit {done.returncode}): "
-                             f"{done.stderr.decode(errors='replace').strip()[-300:]}")  # fmt: skip
+        raise RuntimeFailure(
+            f"{vm.config.name}: {what} failed (exit {done.returncode}): "
+            f"{done.stderr.decode(errors='replace').strip()[-300:]}"
+        )
     return out
 
 
@@ -100,17 +107,24 @@ def _retrying(vm: Machine, argv: list[str], timeout: float, what: str) -> str:
     raise AssertionError("unreachable")
 
 
-def _tcp(vm: Machine, path: NetPath, port: int, seconds: float, streams: int,
-         reverse: bool) -> tuple[float, list[str]]:  # fmt: skip
+def _tcp(
+    vm: Machine, path: NetPath, port: int, seconds: float, streams: int, reverse: bool
+) -> tuple[float, list[str]]:
     """Received Gbit/s of one iperf3 TCP run, and its argv."""
     argv = iperf_argv(path, port, seconds, streams, reverse)
     got = {m.name: m for m in parse_iperf3(_retrying(vm, argv, seconds, "iperf3"))}
     return got["received_gbit_s"].value, argv
 
 
-def measure_path(path: NetPath, machines: dict[str, Machine], lab: LoadedLab, variant: str,
-                 reps: int, progress: Progress,
-                 documents: dict[str, Any] | None = None) -> list[Sample]:  # fmt: skip
+def measure_path(
+    path: NetPath,
+    machines: dict[str, Machine],
+    lab: LoadedLab,
+    variant: str,
+    reps: int,
+    progress: Progress,
+    documents: dict[str, Any] | None = None,
+) -> list[Sample]:
     """Every measurement of one path, ``reps`` times, as samples of the client guest; on a
     multiqueue path, the channel counts compared and the spread of the most streams."""
     spec = lab.lab.bench.netcompare
@@ -120,9 +134,21 @@ def measure_path(path: NetPath, machines: dict[str, Machine], lab: LoadedLab, va
     most = max(spec.streams)
 
     def add(metric: str, value: float, unit: str, better: bool, rep: int, argv: list[str]) -> None:
-        out.append(Sample(variant, path.a.name, "L1", vm.config.accel, WORKLOAD,
-                          path.metric(metric), value, unit, better, rep,
-                          " ".join(argv)))  # fmt: skip
+        out.append(
+            Sample(
+                variant,
+                path.a.name,
+                "L1",
+                vm.config.accel,
+                WORKLOAD,
+                path.metric(metric),
+                value,
+                unit,
+                better,
+                rep,
+                " ".join(argv),
+            )
+        )
 
     watches = _watches(path, machines)
     with server(path, machines, lab.lab.name) as port:
@@ -189,11 +215,18 @@ def _watches(path: NetPath, machines: dict[str, Machine]) -> list[QueueWatch]:
     return [QueueWatch(machines[e.name], e.mac or "", path.queues) for e in ends]
 
 
-def run_netcompare(loaded: LoadedLab, variant: str, reps: int, host: labrun.HostAccel,
-                   image: Callable[[], GuestImage], progress: Progress, at: At,
-                   store: Callable[[list[Sample]], None],
-                   keep: Callable[[dict[str, Any]], None], backend: Any = None
-                   ) -> None:  # fmt: skip
+def run_netcompare(
+    loaded: LoadedLab,
+    variant: str,
+    reps: int,
+    host: labrun.HostAccel,
+    image: Callable[[], GuestImage],
+    progress: Progress,
+    at: At,
+    store: Callable[[list[Sample]], None],
+    keep: Callable[[dict[str, Any]], None],
+    backend: Any = None,
+) -> None:
     """Bring the lab up (its guests libvirt domains with ``backend``) and measure every
     path; ``store`` gets each path's samples, ``keep`` the document of the multiqueue
     checks (paths, left-out NICs, findings, spreads)."""
@@ -201,22 +234,28 @@ def run_netcompare(loaded: LoadedLab, variant: str, reps: int, host: labrun.Host
     if not VHOST_NET.exists():
         lab, dropped = without_vhost_net(loaded.lab)
         if dropped:
-            progress(f"netcompare: tap+vhost-net not measured: this host has no {VHOST_NET} "
-                     f"(modprobe vhost_net; in a guest hypervisor it loads), so "
-                     f"{', '.join(dropped)} left out")  # fmt: skip
+            progress(
+                f"netcompare: tap+vhost-net not measured: this host has no {VHOST_NET} "
+                f"(modprobe vhost_net; in a guest hypervisor it loads), so "
+                f"{', '.join(dropped)} left out"
+            )
             loaded = replace(loaded, lab=lab)
     lab = loaded.lab
     paths = plan_paths(lab, lab.switch.kind if lab.switch else None)
     if shutil.which("iperf3") is None or shutil.which("ping") is None:
-        raise RuntimeFailure("netcompare needs iperf3 and ping on the host (and in the "
-                             "guests, which see the host's): apt-get install iperf3 "
-                             "iputils-ping (make deps does)")  # fmt: skip
+        raise RuntimeFailure(
+            "netcompare needs iperf3 and ping on the host (and in the "
+            "guests, which see the host's): apt-get install iperf3 "
+            "iputils-ping (make deps does)"
+        )
     loose = unpaired(lab)
     for why in loose:
         progress(f"netcompare: not measured: {why}")
     if not paths:
-        raise StateError(f"{loaded.path}: no network path to compare (give guests a user NIC, "
-                         "a NIC on a [networks] network, or addressed switch ports)")  # fmt: skip
+        raise StateError(
+            f"{loaded.path}: no network path to compare (give guests a user NIC, "
+            "a NIC on a [networks] network, or addressed switch ports)"
+        )
     reps = lab.bench.netcompare.repetitions or reps
     guests = ", ".join(dict.fromkeys(p.a.name for p in paths))
     at("L1", guests, WORKLOAD)
@@ -226,12 +265,14 @@ def run_netcompare(loaded: LoadedLab, variant: str, reps: int, host: labrun.Host
         "multiqueue": {},
         "left_out": [f"{k}: no {VHOST_NET} on this host" for k in dropped] + loose,
     }
-    with labrun.started(loaded, host, image, progress=progress, children=False,
-                        backend=backend) as machines:  # fmt: skip
+    with labrun.started(
+        loaded, host, image, progress=progress, children=False, backend=backend
+    ) as machines:
         by_name = {m.config.address[0]: m for m in machines}
         try:
             for path in paths:
-                store(measure_path(path, by_name, loaded, variant, reps, progress,
-                                   doc["multiqueue"]))  # fmt: skip
+                store(
+                    measure_path(path, by_name, loaded, variant, reps, progress, doc["multiqueue"])
+                )
         finally:
             keep(doc)

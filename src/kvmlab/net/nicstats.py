@@ -73,8 +73,9 @@ def parse_channels(text: str) -> Channels:
             blocks[-1][m.group(1).lower()] = None if m.group(2) == "n/a" else int(m.group(2))
     if len(blocks) != 2 or any("combined" not in b for b in blocks):
         raise src.error("no 'Combined:' in both 'Pre-set maximums' and 'Current hardware settings'")
-    maximum, current = (ChannelCounts(b.get("rx"), b.get("tx"), b.get("other"),
-                                      b.get("combined")) for b in blocks)  # fmt: skip
+    maximum, current = (
+        ChannelCounts(b.get("rx"), b.get("tx"), b.get("other"), b.get("combined")) for b in blocks
+    )
     return Channels(head.group(1), maximum, current)
 
 
@@ -132,8 +133,11 @@ class Vectors:
 
     def queues(self, kind: Kind) -> dict[int, int]:
         """Interrupts of each ``input.N`` (rx) or ``output.N`` (tx) vector, summed over CPUs."""
-        found = [(int(m.group(2)), sum(counts)) for name, counts in self.per_cpu.items()
-                 if (m := _VQ.fullmatch(name)) and m.group(1) == kind]  # fmt: skip
+        found = [
+            (int(m.group(2)), sum(counts))
+            for name, counts in self.per_cpu.items()
+            if (m := _VQ.fullmatch(name)) and m.group(1) == kind
+        ]
         return dict(sorted(found))
 
     def cpus(self) -> dict[int, int]:
@@ -182,44 +186,54 @@ def check_multiqueue(asked: int, channels: Channels, vectors: Vectors | None) ->
     dev, found, vec = channels.device, [], f"vectors={2 * asked + 2}"
     offered, current = channels.maximum.combined or 0, channels.current.combined or 0
     if offered < asked:
-        found.append(MqFinding(
-            f"{dev}: the device offers {offered} queue pair(s), {asked} asked",
-            "the virtio-net device was created with fewer queues: queues= missing or smaller "
-            "on the QEMU -netdev (tap, vhost-user), or mq=on missing on the -device",
-            f"-netdev ...,queues={asked} -device virtio-net-pci,...,mq=on,{vec}",
-        ))  # fmt: skip
+        found.append(
+            MqFinding(
+                f"{dev}: the device offers {offered} queue pair(s), {asked} asked",
+                "the virtio-net device was created with fewer queues: queues= missing or smaller "
+                "on the QEMU -netdev (tap, vhost-user), or mq=on missing on the -device",
+                f"-netdev ...,queues={asked} -device virtio-net-pci,...,mq=on,{vec}",
+            )
+        )
     elif current < asked:
-        found.append(MqFinding(
-            f"{dev}: {current} of {asked} queue pairs in use (the device offers {offered})",
-            "ethtool -L was not applied or failed (at boot virtio_net uses as many pairs as "
-            "the guest has vCPUs, at most the device's)",
-            f"ethtool -L {dev} combined {asked}",
-        ))  # fmt: skip
+        found.append(
+            MqFinding(
+                f"{dev}: {current} of {asked} queue pairs in use (the device offers {offered})",
+                "ethtool -L was not applied or failed (at boot virtio_net uses as many pairs as "
+                "the guest has vCPUs, at most the device's)",
+                f"ethtool -L {dev} combined {asked}",
+            )
+        )
     if vectors is None:
         return found
     if vectors.mode == "shared":
-        found.append(MqFinding(
-            f"{dev}: all queues of {vectors.device} share one interrupt "
-            f"({vectors.device}-virtqueues)",
-            "MSI-X has too few vectors for one per virtqueue (vectors= on the -device below "
-            "2 x queues + 2), so the kernel fell back to a shared vector",
-            f"-device virtio-net-pci,...,{vec}",
-        ))  # fmt: skip
+        found.append(
+            MqFinding(
+                f"{dev}: all queues of {vectors.device} share one interrupt "
+                f"({vectors.device}-virtqueues)",
+                "MSI-X has too few vectors for one per virtqueue (vectors= on the -device below "
+                "2 x queues + 2), so the kernel fell back to a shared vector",
+                f"-device virtio-net-pci,...,{vec}",
+            )
+        )
     elif vectors.mode == "intx":
-        found.append(MqFinding(
-            f"{dev}: {vectors.device} has a single interrupt line, no MSI-X",
-            "MSI-X is off (vectors=0 on the -device, which kvmlab sets for vhost-user under "
-            "TCG) or the NIC is virtio-mmio (microvm): every queue raises the same interrupt",
-            f"virtio-net-pci with {vec} (not under TCG with vhost-user)",
-        ))  # fmt: skip
+        found.append(
+            MqFinding(
+                f"{dev}: {vectors.device} has a single interrupt line, no MSI-X",
+                "MSI-X is off (vectors=0 on the -device, which kvmlab sets for vhost-user under "
+                "TCG) or the NIC is virtio-mmio (microvm): every queue raises the same interrupt",
+                f"virtio-net-pci with {vec} (not under TCG with vhost-user)",
+            )
+        )
     elif offered >= asked:
         pairs = min(len(vectors.queues("input")), len(vectors.queues("output")))
         if pairs < asked:
-            found.append(MqFinding(
-                f"{dev}: {vectors.device} has vectors for {pairs} queue pair(s), {asked} asked",
-                "fewer per-queue vectors than queue pairs: vectors= on the -device too small",
-                f"-device virtio-net-pci,...,{vec}",
-            ))  # fmt: skip
+            found.append(
+                MqFinding(
+                    f"{dev}: {vectors.device} has vectors for {pairs} queue pair(s), {asked} asked",
+                    "fewer per-queue vectors than queue pairs: vectors= on the -device too small",
+                    f"-device virtio-net-pci,...,{vec}",
+                )
+            )
     return found
 
 
@@ -312,8 +326,10 @@ def spread(before: NicSnapshot, after: NicSnapshot, queues: int | None = None) -
         b, a = _packets(before, direction), _packets(after, direction)
         traffic.append(balance(direction, b, a) if a is not None and b is not None else None)
     if None in traffic:
-        notes.append("ethtool -S shows no per-queue packets (Linux >= 6.10 reports them only "
-                     "as netlink queue stats): the interrupts show the spread")  # fmt: skip
+        notes.append(
+            "ethtool -S shows no per-queue packets (Linux >= 6.10 reports them only "
+            "as netlink queue stats): the interrupts show the spread"
+        )
     rx_irq = tx_irq = cpu_irq = None
     vb, va = before.vectors, after.vectors
     if vb is not None and va is not None:
@@ -321,8 +337,10 @@ def spread(before: NicSnapshot, after: NicSnapshot, queues: int | None = None) -
             rx_irq = balance("rx irq", vb.queues("input"), va.queues("input"))
             tx_irq = balance("tx irq", vb.queues("output"), va.queues("output"))
         else:
-            notes.append(f"{va.device} has no per-queue vectors ({va.mode}): its interrupts "
-                         "cannot show the spread")  # fmt: skip
+            notes.append(
+                f"{va.device} has no per-queue vectors ({va.mode}): its interrupts "
+                "cannot show the spread"
+            )
         c_after = va.cpus()
         cpu_irq = Balance("irq", _deltas(vb.cpus(), c_after, sorted(c_after)), "CPUs")
     return Spread(traffic[0], traffic[1], rx_irq, tx_irq, cpu_irq, tuple(notes))

@@ -9,13 +9,20 @@ import re
 
 from kvmlab.net.testpmd_stats import PortCounters, Snapshot, StatsParseError
 
-_PORT = re.compile(r"^\s*port\s+(\S+?):\s+rx pkts=(\d+), bytes=(\d+), drop=(\d+|\?), "
-                   r"errs=(\d+|\?).*?\n\s*tx pkts=(\d+), bytes=(\d+), drop=(\d+|\?), "
-                   r"errs=(\d+|\?)", re.MULTILINE)  # fmt: skip
-_PMD_PACKETS = re.compile(r"pmd thread numa_id \d+ core_id (\d+):\n(?:.*\n)*?\s*packets "
-                          r"received: (\d+)")  # fmt: skip
-_PMD_CYCLES = re.compile(r"pmd thread numa_id \d+ core_id (\d+):(?:\n(?!pmd thread|main).*)*?"
-                         r"\n\s*processing cycles: \d+ \(([\d.]+)%\)")  # fmt: skip
+_PORT = re.compile(
+    r"^\s*port\s+(\S+?):\s+rx pkts=(\d+), bytes=(\d+), drop=(\d+|\?), "
+    r"errs=(\d+|\?).*?\n\s*tx pkts=(\d+), bytes=(\d+), drop=(\d+|\?), "
+    r"errs=(\d+|\?)",
+    re.MULTILINE,
+)
+_PMD_PACKETS = re.compile(
+    r"pmd thread numa_id \d+ core_id (\d+):\n(?:.*\n)*?\s*packets "
+    r"received: (\d+)"
+)
+_PMD_CYCLES = re.compile(
+    r"pmd thread numa_id \d+ core_id (\d+):(?:\n(?!pmd thread|main).*)*?"
+    r"\n\s*processing cycles: \d+ \(([\d.]+)%\)"
+)
 
 
 def _n(text: str) -> int:
@@ -33,10 +40,15 @@ def parse_dump_ports(text: str, at: float) -> Snapshot:
         if not port.isdigit():
             continue
         snap.ports[int(port) - 1] = PortCounters(
-            rx_packets=int(rx), rx_bytes=int(rx_bytes), rx_dropped=_n(rx_drop),
-            rx_errors=_n(rx_errs), tx_packets=int(tx), tx_bytes=int(tx_bytes),
-            tx_dropped=_n(tx_drop), tx_errors=_n(tx_errs),
-        )  # fmt: skip
+            rx_packets=int(rx),
+            rx_bytes=int(rx_bytes),
+            rx_dropped=_n(rx_drop),
+            rx_errors=_n(rx_errs),
+            tx_packets=int(tx),
+            tx_bytes=int(tx_bytes),
+            tx_dropped=_n(tx_drop),
+            tx_errors=_n(tx_errs),
+        )
     return snap
 
 

@@ -73,7 +73,7 @@ def loopback_hops(ports: Sequence[str]) -> list[Hop]:
 
 def pvp_hops(
     ports: Sequence[str], guest_ports: tuple[str, str], guest_ids: tuple[int, int] = (0, 1)
-) -> list[Hop]:  # fmt: skip
+) -> list[Hop]:
     """generator -> switch -> guest NIC 0 -> guest macswap -> guest NIC 1 -> switch -> sink;
     ``guest_ids``: the DPDK port numbers of those two NICs in the guest."""
     first, second = guest_ports
@@ -91,7 +91,7 @@ def pvp_hops(
 
 def window(
     gen: HostTestPmd, counted: Sequence[Counted], seconds: float
-) -> dict[str, dict[int, PortRates]]:  # fmt: skip
+) -> dict[str, dict[int, PortRates]]:
     """One trial of ``seconds`` (the generator stopped before and after): every process's
     port rates, each hop's count over the generator's sending time."""
     before = {c.name: c.snapshot() for c in counted}
@@ -146,14 +146,27 @@ class Where:
 
 def samples_of(
     hops: Sequence[Hop], got: dict[str, dict[int, PortRates]], frame: int, rep: int, at: Where
-) -> list[Sample]:  # fmt: skip
+) -> list[Sample]:
     """A window as samples: Mpps at every hop, lost Mpps where counted, the loss between
     sent and received, and the received rate per forwarding core of the switch."""
     out = []
 
     def add(metric: str, value: float, unit: str, higher: bool) -> None:
-        out.append(Sample(at.variant, at.guest, at.level, at.accel, WORKLOAD,
-                          f"{frame}B {metric}", value, unit, higher, rep, at.command))  # fmt: skip
+        out.append(
+            Sample(
+                at.variant,
+                at.guest,
+                at.level,
+                at.accel,
+                WORKLOAD,
+                f"{frame}B {metric}",
+                value,
+                unit,
+                higher,
+                rep,
+                at.command,
+            )
+        )
 
     rate = {}
     for hop in hops:
@@ -176,10 +189,17 @@ class Toggle(Protocol):
 
 
 def measure(
-    gen: HostTestPmd, counted: Sequence[Counted], hops: Sequence[Hop], frames: Sequence[int],
-    warmup: float, seconds: float, reps: int, at: Where, progress: Progress,
+    gen: HostTestPmd,
+    counted: Sequence[Counted],
+    hops: Sequence[Hop],
+    frames: Sequence[int],
+    warmup: float,
+    seconds: float,
+    reps: int,
+    at: Where,
+    progress: Progress,
     tuning: Toggle | None = None,
-) -> list[Sample]:  # fmt: skip
+) -> list[Sample]:
     """For each frame size: a warm-up trial, then ``reps`` trials; every trial's samples.
 
     With ``tuning``, each repetition is a pair of windows, untuned and tuned in alternating
@@ -203,13 +223,16 @@ def measure(
                         here = replace(at, variant=_tuned_variant(at.variant, on))
                     done = samples_of(hops, window(gen, counted, seconds), frame, rep, here)
                     out.extend(done)
-                    received[on].append(next(s.value for s in done
-                                             if s.metric == f"{frame}B received"))  # fmt: skip
+                    received[on].append(
+                        next(s.value for s in done if s.metric == f"{frame}B received")
+                    )
             where = f"{at.level} {at.guest}"
             for on, values in received.items():
                 label = "" if tuning is None else (" tuned" if on else " untuned")
-                progress(f"{where} pvp {frame}B{label}: {statistics.median(values):.3f} Mpps "
-                         f"received (median of {reps} trials of {seconds:g} s)")  # fmt: skip
+                progress(
+                    f"{where} pvp {frame}B{label}: {statistics.median(values):.3f} Mpps "
+                    f"received (median of {reps} trials of {seconds:g} s)"
+                )
     finally:
         if tuning is not None:
             try:
@@ -231,14 +254,24 @@ def _tuned_variant(variant: str, on: bool) -> str:
 def traffic_cores(spec: SwitchSpec) -> Cores:
     """Generator and sink poll on the switch's main core (its control lcore, idle while it
     forwards); their own main lcore is the switch's first forwarding core (also idle)."""
-    return Cores(generator=spec.main_core, sink=spec.main_core,
-                 generator_main=spec.cores[0], sink_main=spec.cores[0])  # fmt: skip
+    return Cores(
+        generator=spec.main_core,
+        sink=spec.main_core,
+        generator_main=spec.cores[0],
+        sink_main=spec.cores[0],
+    )
 
 
 def loopback(
-    lab: str, spec: SwitchSpec, pvp: PvpSpec, root: Path, variant: str, reps: int,
-    progress: Progress, tuning: Toggle | None = None,
-) -> list[Sample]:  # fmt: skip
+    lab: str,
+    spec: SwitchSpec,
+    pvp: PvpSpec,
+    root: Path,
+    variant: str,
+    reps: int,
+    progress: Progress,
+    tuning: Toggle | None = None,
+) -> list[Sample]:
     """The ceiling: generator -> a switch of the lab's kind with only kvmlab's two ports ->
     sink, in ``root`` (the lab's run directory, locked by the caller)."""
     ports = [GEN_PORT, SINK_PORT]
@@ -247,14 +280,31 @@ def loopback(
         sw.start()
         work = create_owned(root / TRAFFIC_DIR, f"pvp traffic of lab {lab}")
         try:
-            with traffic(f"kvmlab-{lab}", sw.socket(GEN_PORT), sw.socket(SINK_PORT),
-                         traffic_cores(spec), work, pvp.multi_flow,
-                         server=not sw.serves_sockets) as (gen, sink):  # fmt: skip
+            with traffic(
+                f"kvmlab-{lab}",
+                sw.socket(GEN_PORT),
+                sw.socket(SINK_PORT),
+                traffic_cores(spec),
+                work,
+                pvp.multi_flow,
+                server=not sw.serves_sockets,
+            ) as (gen, sink):
                 counted = [gen, SwitchCounted(sw), sink]
-                at = Where(variant, "host", "L0", "native", describe(spec, pvp, None),
-                           len(spec.cores))  # fmt: skip
-                return measure(gen, counted, loopback_hops(ports), pvp.frame_sizes, pvp.warmup,
-                               pvp.seconds, reps, at, progress, tuning)  # fmt: skip
+                at = Where(
+                    variant, "host", "L0", "native", describe(spec, pvp, None), len(spec.cores)
+                )
+                return measure(
+                    gen,
+                    counted,
+                    loopback_hops(ports),
+                    pvp.frame_sizes,
+                    pvp.warmup,
+                    pvp.seconds,
+                    reps,
+                    at,
+                    progress,
+                    tuning,
+                )
         finally:
             remove_owned(work)
 
@@ -263,8 +313,10 @@ def describe(spec: SwitchSpec, pvp: PvpSpec, guest: str | None) -> str:
     """How the figures came: the whole path in one line."""
     flows = "many flows" if pvp.multi_flow else "one flow"
     mode = "io" if spec.kind == "testpmd" else "port-pair flows"
-    switch = (f"{spec.kind} switch ({mode}, {len(spec.cores)} core(s), "
-              f"{'huge pages' if spec.hugepages else 'no huge pages'})")  # fmt: skip
+    switch = (
+        f"{spec.kind} switch ({mode}, {len(spec.cores)} core(s), "
+        f"{'huge pages' if spec.hugepages else 'no huge pages'})"
+    )
     middle = f" -> guest {guest} testpmd macswap -> {switch}" if guest else ""
     return (
         f"testpmd txonly generator ({flows}) -> {switch}{middle} -> testpmd rxonly sink; "

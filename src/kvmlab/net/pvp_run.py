@@ -73,16 +73,17 @@ def run_pvp(
         isolated = lab.tuning.isolated or spec.cores
         accept = lab.tuning.unmovable_irqs == "accept"
         tuning = Toggle(cpu_partitioning(isolated), accept_unmovable=accept, report=progress)
-        progress(f"pvp: windows alternate untuned and tuned ({lab.tuning.profile}, CPUs "
-                 f"{','.join(map(str, isolated))} isolated)")  # fmt: skip
+        progress(
+            f"pvp: windows alternate untuned and tuned ({lab.tuning.profile}, CPUs "
+            f"{','.join(map(str, isolated))} isolated)"
+        )
     if "L0" in levels and pvp.loopback:
         at("L0", "host", "pvp")
         lab_dir = LabDir.of(lab.name)
         with lab_dir.locked():  # no kvmlab up of this lab meanwhile
             labrun.clean_stale(lab_dir)  # refuses when the lab is up; a killed run's switch goes
             try:
-                store(loopback(lab.name, spec, pvp, lab_dir.root, variant, reps, progress,
-                               tuning))  # fmt: skip
+                store(loopback(lab.name, spec, pvp, lab_dir.root, variant, reps, progress, tuning))
             finally:
                 lab_dir.clear()
                 lab_dir.remove()
@@ -90,8 +91,9 @@ def run_pvp(
     if "L1" not in levels or guest is None:
         return
     at("L1", guest, "pvp")
-    with labrun.started(loaded, host, image, progress=progress, children=False,
-                        backend=backend) as machines:  # fmt: skip
+    with labrun.started(
+        loaded, host, image, progress=progress, children=False, backend=backend
+    ) as machines:
         machine = next(m for m in machines if m.config.address == (guest,))
         lab_dir = LabDir.of(lab.name)
         sw = Switch.attached(lab.name, spec, lab_dir.root / SWITCH_DIR)
@@ -99,8 +101,10 @@ def run_pvp(
         ports = (nics[0][1].port or "", nics[1][1].port or "")
         macs = [n.mac or derived_mac(lab.name, (guest,), i) for i, n in nics]
         vm = GuestTestPmd(machine)
-        progress(f"{lab.name}/{guest}: binding {', '.join(macs)} to uio_pci_generic, "
-                 "starting testpmd (macswap)")  # fmt: skip
+        progress(
+            f"{lab.name}/{guest}: binding {', '.join(macs)} to uio_pci_generic, "
+            "starting testpmd (macswap)"
+        )
         pci = vm.bind(macs)
         if len(pci) != 2:
             raise StateError(f"{lab.name}/{guest}: expected two NICs bound, got {pci}")
@@ -109,15 +113,38 @@ def run_pvp(
         ids = vm.port_ids(macs)
         work = create_owned(lab_dir.root / TRAFFIC_DIR, f"pvp traffic of lab {lab.name}")
         try:
-            with traffic(f"kvmlab-{lab.name}", sw.socket(GEN_PORT), sw.socket(SINK_PORT),
-                         traffic_cores(spec), work, pvp.multi_flow,
-                         server=not sw.serves_sockets) as (gen, sink):  # fmt: skip
+            with traffic(
+                f"kvmlab-{lab.name}",
+                sw.socket(GEN_PORT),
+                sw.socket(SINK_PORT),
+                traffic_cores(spec),
+                work,
+                pvp.multi_flow,
+                server=not sw.serves_sockets,
+            ) as (gen, sink):
                 counted = [gen, SwitchCounted(sw), vm, sink]
-                where = Where(variant, guest, "L1", machine.config.accel,
-                              describe(spec, pvp, guest), len(spec.cores))  # fmt: skip
-                store(measure(gen, counted, pvp_hops(lab_ports(lab), ports, (ids[0], ids[1])),
-                              pvp.frame_sizes,
-                              pvp.warmup, pvp.seconds, reps, where, progress, tuning))  # fmt: skip
+                where = Where(
+                    variant,
+                    guest,
+                    "L1",
+                    machine.config.accel,
+                    describe(spec, pvp, guest),
+                    len(spec.cores),
+                )
+                store(
+                    measure(
+                        gen,
+                        counted,
+                        pvp_hops(lab_ports(lab), ports, (ids[0], ids[1])),
+                        pvp.frame_sizes,
+                        pvp.warmup,
+                        pvp.seconds,
+                        reps,
+                        where,
+                        progress,
+                        tuning,
+                    )
+                )
         finally:
             remove_owned(work)
             vm.stop()

@@ -45,10 +45,15 @@ class Snapshot:
 
 
 _KEYS = {
-    "RX-packets": "rx_packets", "RX-missed": "rx_missed", "RX-errors": "rx_errors",
-    "RX-nombuf": "rx_nombuf", "RX-bytes": "rx_bytes", "TX-packets": "tx_packets",
-    "TX-errors": "tx_errors", "TX-bytes": "tx_bytes",
-}  # fmt: skip
+    "RX-packets": "rx_packets",
+    "RX-missed": "rx_missed",
+    "RX-errors": "rx_errors",
+    "RX-nombuf": "rx_nombuf",
+    "RX-bytes": "rx_bytes",
+    "TX-packets": "tx_packets",
+    "TX-errors": "tx_errors",
+    "TX-bytes": "tx_bytes",
+}
 _FWD_KEYS = {"TX-dropped": "tx_dropped"}
 """testpmd's forwarding "RX-dropped" is the port's imissed again (RX-missed): not added."""
 
@@ -103,9 +108,7 @@ class PortRates:
     tx_bps: float
 
 
-def rates(
-    before: Snapshot, after: Snapshot, seconds: float | None = None
-) -> dict[int, PortRates]:  # fmt: skip
+def rates(before: Snapshot, after: Snapshot, seconds: float | None = None) -> dict[int, PortRates]:
     """Per-port rates between two snapshots of the same process: the counts over
     ``seconds``, by default the time between the snapshots."""
     if seconds is None:
@@ -122,9 +125,11 @@ def rates(
             return float(max(getattr(a, name) - getattr(b, name), 0)) / seconds
 
         out[port] = PortRates(
-            rx_pps=d("rx_packets"), tx_pps=d("tx_packets"),
+            rx_pps=d("rx_packets"),
+            tx_pps=d("tx_packets"),
             rx_lost_pps=d("rx_missed") + d("rx_errors") + d("rx_nombuf") + d("rx_dropped"),
             tx_lost_pps=d("tx_errors") + d("tx_dropped"),
-            rx_bps=8 * d("rx_bytes"), tx_bps=8 * d("tx_bytes"),
-        )  # fmt: skip
+            rx_bps=8 * d("rx_bytes"),
+            tx_bps=8 * d("tx_bytes"),
+        )
     return out

@@ -79,19 +79,43 @@ class Cores:
 
 @contextmanager
 def traffic(
-    prefix: str, gen_socket: Path, sink_socket: Path, cores: Cores, directory: Path,
-    multi_flow: bool, server: bool = False,
-) -> Iterator[tuple[HostTestPmd, HostTestPmd]]:  # fmt: skip
+    prefix: str,
+    gen_socket: Path,
+    sink_socket: Path,
+    cores: Cores,
+    directory: Path,
+    multi_flow: bool,
+    server: bool = False,
+) -> Iterator[tuple[HostTestPmd, HostTestPmd]]:
     """The sink and the generator started on their sockets (sink first), stopped after;
     their FIFOs and logs in ``directory`` (the caller's, removed by the caller)."""
     with ExitStack() as stack:
-        sink = TestPmd("sink", traffic_argv("rxonly", f"{prefix}-sink", sink_socket,
-                                            cores.sink, cores.sink_main, 64, False, server),
-                       directory)  # fmt: skip
+        sink = TestPmd(
+            "sink",
+            traffic_argv(
+                "rxonly",
+                f"{prefix}-sink",
+                sink_socket,
+                cores.sink,
+                cores.sink_main,
+                64,
+                False,
+                server,
+            ),
+            directory,
+        )
         stack.callback(sink.stop)
         sink.start(READY_SECONDS)
-        gen_argv = traffic_argv("txonly", f"{prefix}-gen", gen_socket, cores.generator,
-                                cores.generator_main, 64, multi_flow, server)  # fmt: skip
+        gen_argv = traffic_argv(
+            "txonly",
+            f"{prefix}-gen",
+            gen_socket,
+            cores.generator,
+            cores.generator_main,
+            64,
+            multi_flow,
+            server,
+        )
         gen = TestPmd("generator", gen_argv, directory)
         stack.callback(gen.stop)
         gen.start(READY_SECONDS)

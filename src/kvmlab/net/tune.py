@@ -72,33 +72,72 @@ def cpu_partitioning(isolated: Sequence[int], root: Path = Path("/")) -> list[Se
         raise HostError(f"cannot isolate CPU(s) {cpus}: {host_cpu_text(online)}")
     house = [c for c in online if c not in isolated]
     if not house:
-        raise TuningError(f"isolating CPUs {format_cpuset(tuple(isolated))} leaves the host "
-                          "no CPU of its own")  # fmt: skip
+        raise TuningError(
+            f"isolating CPUs {format_cpuset(tuple(isolated))} leaves the host no CPU of its own"
+        )
     keep = format_cpuset(tuple(house))
     out = [
-        Setting("nmi_watchdog", "proc/sys/kernel/nmi_watchdog", "0",
-                "the NMI watchdog interrupts every CPU periodically"),
-        Setting("numa_balancing", "proc/sys/kernel/numa_balancing", "0",
-                "NUMA balancing unmaps pages to sample accesses"),
-        Setting("vmstat interval", "proc/sys/vm/stat_interval", "10",
-                "vmstat work runs on every CPU each interval"),
-        Setting("THP", "sys/kernel/mm/transparent_hugepage/enabled", "never",
-                "khugepaged compaction stalls"),
+        Setting(
+            "nmi_watchdog",
+            "proc/sys/kernel/nmi_watchdog",
+            "0",
+            "the NMI watchdog interrupts every CPU periodically",
+        ),
+        Setting(
+            "numa_balancing",
+            "proc/sys/kernel/numa_balancing",
+            "0",
+            "NUMA balancing unmaps pages to sample accesses",
+        ),
+        Setting(
+            "vmstat interval",
+            "proc/sys/vm/stat_interval",
+            "10",
+            "vmstat work runs on every CPU each interval",
+        ),
+        Setting(
+            "THP",
+            "sys/kernel/mm/transparent_hugepage/enabled",
+            "never",
+            "khugepaged compaction stalls",
+        ),
         Setting("KSM", "sys/kernel/mm/ksm/run", "0", "ksmd scans and merges pages"),
-        Setting("workqueue cpumask", "sys/devices/virtual/workqueue/cpumask", cpu_mask(house),
-                "unbound kernel work stays on the host's CPUs"),
-        Setting("default IRQ affinity", "proc/irq/default_smp_affinity", cpu_mask(house),
-                "new IRQs start on the host's CPUs"),
-    ]  # fmt: skip
-    for irq in sorted((root / "proc/irq").iterdir() if (root / "proc/irq").is_dir() else [],
-                      key=lambda p: int(p.name) if p.name.isdigit() else -1):  # fmt: skip
+        Setting(
+            "workqueue cpumask",
+            "sys/devices/virtual/workqueue/cpumask",
+            cpu_mask(house),
+            "unbound kernel work stays on the host's CPUs",
+        ),
+        Setting(
+            "default IRQ affinity",
+            "proc/irq/default_smp_affinity",
+            cpu_mask(house),
+            "new IRQs start on the host's CPUs",
+        ),
+    ]
+    for irq in sorted(
+        (root / "proc/irq").iterdir() if (root / "proc/irq").is_dir() else [],
+        key=lambda p: int(p.name) if p.name.isdigit() else -1,
+    ):
         if irq.name.isdigit() and (irq / "smp_affinity_list").exists():
-            out.append(Setting(f"IRQ {irq.name} affinity", f"proc/irq/{irq.name}/smp_affinity_list",
-                               keep, "its interrupts stay off the isolated CPUs",
-                               irq=int(irq.name)))  # fmt: skip
+            out.append(
+                Setting(
+                    f"IRQ {irq.name} affinity",
+                    f"proc/irq/{irq.name}/smp_affinity_list",
+                    keep,
+                    "its interrupts stay off the isolated CPUs",
+                    irq=int(irq.name),
+                )
+            )
     for gov in sorted((root / "sys/devices/system/cpu").glob("cpu[0-9]*/cpufreq/scaling_governor")):
-        out.append(Setting(f"{gov.parent.parent.name} governor", str(gov.relative_to(root)),
-                           "performance", "no frequency ramp-up on bursts"))  # fmt: skip
+        out.append(
+            Setting(
+                f"{gov.parent.parent.name} governor",
+                str(gov.relative_to(root)),
+                "performance",
+                "no frequency ramp-up on bursts",
+            )
+        )
     return [s for s in out if (root / s.path).exists()]
 
 
@@ -134,8 +173,13 @@ Owner = tuple[int, int | None]
 """(pid, start time) of the kvmlab run that applied tuning and will roll it back."""
 
 
-def apply(settings: Sequence[Setting], state: State, owner: Owner | None = None,
-          root: Path = Path("/"), accept_unmovable: bool = False) -> Outcome:  # fmt: skip
+def apply(
+    settings: Sequence[Setting],
+    state: State,
+    owner: Owner | None = None,
+    root: Path = Path("/"),
+    accept_unmovable: bool = False,
+) -> Outcome:
     """Change each setting that differs, saving its original first. ``owner``: (pid, start
     time) of a kvmlab run that rolls back itself, or the next kvmlab if it dies (None: an
     explicit ``kvmlab tune apply``, undone by ``kvmlab tune rollback``).
@@ -145,8 +189,7 @@ def apply(settings: Sequence[Setting], state: State, owner: Owner | None = None,
     changed is written back and ``undone`` is set. IRQs the kernel would not move are
     recorded in the state file, so :func:`verify` knows them."""
     if state.read() is not None:
-        raise TuningError(f"tuning is applied already ({state.path}); 'kvmlab tune rollback' "
-                          "first")  # fmt: skip
+        raise TuningError(f"tuning is applied already ({state.path}); 'kvmlab tune rollback' first")
     changes: list[SavedChange] = []
     unmovable: list[str] = []
     out = Outcome([], [])
@@ -164,9 +207,11 @@ def apply(settings: Sequence[Setting], state: State, owner: Owner | None = None,
                 back = rollback(state, root)
             if back.failed:
                 names = ", ".join(f"{n} ({why})" for n, why in back.failed)
-                raise TuningError(f"apply cut short; could not write back {names}: "
-                                  f"{state.path} keeps them, 'kvmlab tune rollback' "
-                                  "retries") from None  # fmt: skip
+                raise TuningError(
+                    f"apply cut short; could not write back {names}: "
+                    f"{state.path} keeps them, 'kvmlab tune rollback' "
+                    "retries"
+                ) from None
         raise
     if out.failed and changes:
         back = rollback(state, root)
@@ -174,16 +219,29 @@ def apply(settings: Sequence[Setting], state: State, owner: Owner | None = None,
         if back.failed:  # still applied: say so, never "nothing changed"
             left = {n for n, _ in back.failed}
             out.done = [d for d in out.done if d[0] in left]
-            out.failed += [(n, f"could not be written back ({why}); {state.path} keeps it "
-                               "for 'kvmlab tune rollback'") for n, why in back.failed]  # fmt: skip
+            out.failed += [
+                (
+                    n,
+                    f"could not be written back ({why}); {state.path} keeps it "
+                    "for 'kvmlab tune rollback'",
+                )
+                for n, why in back.failed
+            ]
     elif out.failed or not (changes or unmovable):
         state.remove()
     return out
 
 
-def _apply_each(settings: Sequence[Setting], state: State, root: Path, accept_unmovable: bool,
-                out: Outcome, changes: list[SavedChange], unmovable: list[str],
-                save: Callable[[], None]) -> None:  # fmt: skip
+def _apply_each(
+    settings: Sequence[Setting],
+    state: State,
+    root: Path,
+    accept_unmovable: bool,
+    out: Outcome,
+    changes: list[SavedChange],
+    unmovable: list[str],
+    save: Callable[[], None],
+) -> None:
     """:func:`apply`'s loop: each setting that differs saved, then written."""
     for s in settings:
         try:
@@ -225,8 +283,12 @@ def _apply_each(settings: Sequence[Setting], state: State, root: Path, accept_un
         out.done.append((s.name, before, _current(root, s)))
 
 
-def verify(settings: Sequence[Setting], root: Path = Path("/"),
-           unmovable: Collection[str] = (), accept_unmovable: bool = False) -> Outcome:  # fmt: skip
+def verify(
+    settings: Sequence[Setting],
+    root: Path = Path("/"),
+    unmovable: Collection[str] = (),
+    accept_unmovable: bool = False,
+) -> Outcome:
     """Each setting as it is now against what kvmlab wants there. An IRQ the kernel will
     not move (its affinity file is read-only, or ``unmovable``: the paths an apply found
     refused, the state file's record) passes when its interrupts land on host CPUs only (or
@@ -300,8 +362,10 @@ def _unmovable(root: Path, s: Setting, accept: bool) -> tuple[bool, str]:
         )
     cpus = format_cpuset(on_isolated)
     if accept:
-        return True, (f"{label}: the kernel manages it and will not move it; it lands on "
-                      f"isolated CPU {cpus} (accepted: [tuning] unmovable_irqs)")  # fmt: skip
+        return True, (
+            f"{label}: the kernel manages it and will not move it; it lands on "
+            f"isolated CPU {cpus} (accepted: [tuning] unmovable_irqs)"
+        )
     return False, (
         f"{label} lands on isolated CPU {cpus} and the kernel will not move it (it manages "
         f"this IRQ); fix: add isolcpus=managed_irq,domain,{cpus} to the kernel command line "
@@ -363,13 +427,21 @@ def boot_findings(isolated: Sequence[int], cmdline: str) -> list[tuple[str, str]
             covered = False
         if not covered:
             value = f"managed_irq,domain,{want}" if p == "isolcpus" else want  # as tuned does
-            found.append((f"{p}={have or '(unset)'} does not cover CPUs {want}",
-                          f"add {p}={value} to GRUB_CMDLINE_LINUX in /etc/default/grub, "
-                          "then update-grub and reboot"))  # fmt: skip
+            found.append(
+                (
+                    f"{p}={have or '(unset)'} does not cover CPUs {want}",
+                    f"add {p}={value} to GRUB_CMDLINE_LINUX in /etc/default/grub, "
+                    "then update-grub and reboot",
+                )
+            )
     if "hugepagesz=1G" not in cmdline and "hugepagesz=1g" not in cmdline:
-        found.append(("no 1G huge pages reserved at boot (seed 002's guest memory)",
-                      "add default_hugepagesz=1G hugepagesz=1G hugepages=8 to "
-                      "GRUB_CMDLINE_LINUX, then update-grub and reboot"))  # fmt: skip
+        found.append(
+            (
+                "no 1G huge pages reserved at boot (seed 002's guest memory)",
+                "add default_hugepagesz=1G hugepagesz=1G hugepages=8 to "
+                "GRUB_CMDLINE_LINUX, then update-grub and reboot",
+            )
+        )
     return found
 
 
@@ -377,9 +449,13 @@ class Toggle:
     """Tuning switched on and off between PVP windows, owned by this kvmlab (a crash leaves
     the state file for the next kvmlab, which rolls it back)."""
 
-    def __init__(self, settings: Sequence[Setting], state: State | None = None,
-                 accept_unmovable: bool = False,
-                 report: Callable[[str], None] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        settings: Sequence[Setting],
+        state: State | None = None,
+        accept_unmovable: bool = False,
+        report: Callable[[str], None] | None = None,
+    ) -> None:
         self.settings = list(settings)
         self.state = state or State()
         self.accept_unmovable = accept_unmovable
@@ -388,8 +464,10 @@ class Toggle:
         self.reported = False
         self.on = False
         if self.state.read() is not None:
-            raise TuningError(f"tuning is applied already ({self.state.path}): comparing "
-                              "needs the untuned host; 'kvmlab tune rollback' first")  # fmt: skip
+            raise TuningError(
+                f"tuning is applied already ({self.state.path}): comparing "
+                "needs the untuned host; 'kvmlab tune rollback' first"
+            )
 
     def set(self, on: bool) -> None:
         """Apply (True) or roll back (False); a setting that fails to change is an error.
@@ -400,8 +478,12 @@ class Toggle:
             if self.on:
                 return
             self.on = True  # first: an apply cut short still counts as applied
-            got = apply(self.settings, self.state, owner=(os.getpid(), start_time(os.getpid())),
-                        accept_unmovable=self.accept_unmovable)  # fmt: skip
+            got = apply(
+                self.settings,
+                self.state,
+                owner=(os.getpid(), start_time(os.getpid())),
+                accept_unmovable=self.accept_unmovable,
+            )
             if self.report is not None and not self.reported and not got.failed:
                 self.reported = True
                 for _name, why in got.unmovable:

@@ -33,16 +33,23 @@ class Port:
     socket: Path
 
 
-def eal(
-    prefix: str, cores: Sequence[int], main: int, memory: int, hugepages: bool
-) -> list[str]:  # fmt: skip
+def eal(prefix: str, cores: Sequence[int], main: int, memory: int, hugepages: bool) -> list[str]:
     """DPDK's EAL options: lcores (main first), memory, no PCI, nothing on disk."""
     lcores = format_cpuset(tuple(sorted({main, *cores})))
     # --no-huge implies legacy memory, which --in-memory refuses: --no-shconf is the part of
     # it that matters there (no shared config under /var/run/dpdk)
     mem = ["--in-memory", "--single-file-segments"] if hugepages else ["--no-huge", "--no-shconf"]
-    return ["-l", lcores, "--main-lcore", str(main), *mem, f"--file-prefix={prefix}",
-            "--no-pci", "-m", str(max(memory // MIB, 64))]  # fmt: skip
+    return [
+        "-l",
+        lcores,
+        "--main-lcore",
+        str(main),
+        *mem,
+        f"--file-prefix={prefix}",
+        "--no-pci",
+        "-m",
+        str(max(memory // MIB, 64)),
+    ]
 
 
 def mbufs(memory: int) -> str:
@@ -58,17 +65,33 @@ def switch_argv(spec: SwitchSpec, prefix: str, ports: Sequence[Port]) -> list[st
     for i, port in enumerate(ports):
         vdevs += ["--vdev", f"net_vhost{i},iface={port.socket},queues={spec.queues}"]
     return [
-        TESTPMD, *eal(prefix, spec.cores, spec.main_core, spec.memory, spec.hugepages), *vdevs,
-        "--", "-i", "--forward-mode=io", "--port-topology=paired",
-        f"--nb-cores={len(spec.cores)}", f"--rxq={spec.queues}", f"--txq={spec.queues}",
-        f"--rxd={spec.descriptors}", f"--txd={spec.descriptors}", mbufs(spec.memory),
-    ]  # fmt: skip
+        TESTPMD,
+        *eal(prefix, spec.cores, spec.main_core, spec.memory, spec.hugepages),
+        *vdevs,
+        "--",
+        "-i",
+        "--forward-mode=io",
+        "--port-topology=paired",
+        f"--nb-cores={len(spec.cores)}",
+        f"--rxq={spec.queues}",
+        f"--txq={spec.queues}",
+        f"--rxd={spec.descriptors}",
+        f"--txd={spec.descriptors}",
+        mbufs(spec.memory),
+    ]
 
 
 def traffic_argv(
-    role: str, prefix: str, socket: Path, core: int, main: int, frame: int, multi_flow: bool,
-    server: bool = False, memory: int = 256 * MIB,
-) -> list[str]:  # fmt: skip
+    role: str,
+    prefix: str,
+    socket: Path,
+    core: int,
+    main: int,
+    frame: int,
+    multi_flow: bool,
+    server: bool = False,
+    memory: int = 256 * MIB,
+) -> list[str]:
     """testpmd as the generator (``role`` ``txonly``: frames of ``frame`` bytes on the wire)
     or the sink (``rxonly``) on one ``net_virtio_user`` port; ``server``: it listens on the
     socket (an OVS ``dpdkvhostuserclient`` port connects to it)."""
@@ -81,7 +104,17 @@ def traffic_argv(
     # ~32 kpps, one ring per scheduler slice).
     rings = [f"--rxd={RING}", f"--txd={RING}"]
     return [
-        TESTPMD, *eal(prefix, [core], main, memory, False), "--vdev", vdev,
-        "--", "-i", f"--forward-mode={role}", "--nb-cores=1", "--rxq=1", "--txq=1",
-        mbufs(memory), *rings, *(txonly if role == "txonly" else []),
-    ]  # fmt: skip
+        TESTPMD,
+        *eal(prefix, [core], main, memory, False),
+        "--vdev",
+        vdev,
+        "--",
+        "-i",
+        f"--forward-mode={role}",
+        "--nb-cores=1",
+        "--rxq=1",
+        "--txq=1",
+        mbufs(memory),
+        *rings,
+        *(txonly if role == "txonly" else []),
+    ]

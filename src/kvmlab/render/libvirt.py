@@ -20,14 +20,20 @@ def render_libvirt(guest: Guest, target: Target) -> str:
     guest = guest.under(accel)  # its when_tcg overrides, under TCG
     caps = target.libvirt
     if caps is not None and caps.known and accel == "kvm" and "kvm" not in caps.domain_types:
-        raise RenderError(target.name, f"runs under KVM, but {caps.label} offers no kvm "
-                          "domain on its host (no /dev/kvm its QEMU user can open); "
-                          'set accel = "tcg" or fix /dev/kvm there')  # fmt: skip
+        raise RenderError(
+            target.name,
+            f"runs under KVM, but {caps.label} offers no kvm "
+            "domain on its host (no /dev/kvm its QEMU user can open); "
+            'set accel = "tcg" or fix /dev/kvm there',
+        )
     if caps is not None and guest.boot == "image" and target.image is not None:
         share = target.image.share
         if share == "virtiofs" and "virtiofs" not in caps.fs_drivers:
-            raise RenderError(target.name, f"shares the host root by virtiofs, which "
-                              f"{caps.label} does not offer; use the 9p image")  # fmt: skip
+            raise RenderError(
+                target.name,
+                f"shares the host root by virtiofs, which "
+                f"{caps.label} does not offer; use the 9p image",
+            )
     d = DomainXml.new("kvm" if accel == "kvm" else "qemu")
     d.note(why)
     if caps is not None:

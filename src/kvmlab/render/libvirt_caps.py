@@ -57,16 +57,18 @@ class LibvirtCaps:
         return cls(version=version, known=False)
 
     @classmethod
-    def from_xml(cls, version: int, qemu_version: int, capabilities: str,
-                 domcapabilities: str) -> LibvirtCaps:  # fmt: skip
+    def from_xml(
+        cls, version: int, qemu_version: int, capabilities: str, domcapabilities: str
+    ) -> LibvirtCaps:
         """Parse ``virConnectGetCapabilities`` and ``virConnectGetDomainCapabilities``."""
         caps = ET.fromstring(capabilities)
         dom = ET.fromstring(domcapabilities)
         types = frozenset(
             str(d.get("type")) for d in caps.findall("guest/arch/domain") if d.get("type")
         )
-        modes = frozenset(str(m.get("name")) for m in dom.findall("cpu/mode")
-                          if m.get("supported") == "yes")  # fmt: skip
+        modes = frozenset(
+            str(m.get("name")) for m in dom.findall("cpu/mode") if m.get("supported") == "yes"
+        )
         return cls(
             version=version,
             qemu_version=qemu_version,

@@ -21,11 +21,19 @@ def render_qemu(guest: Guest, target: Target) -> QemuCommand:
     cpu = ",".join([q.cpu_model, *q.cpu_props])
     head = [
         target.qemu_binary,
-        "-name", f"guest={target.name},debug-threads=on",
-        "-machine", machine,
-        "-accel", accel_opt,
-        "-cpu", cpu,
-        "-nodefaults", "-no-user-config", "-display", "none",
-        "-msg", "timestamp=on",
-    ]  # fmt: skip
+        "-name",
+        f"guest={target.name},debug-threads=on",
+        "-machine",
+        machine,
+        "-accel",
+        accel_opt,
+        "-cpu",
+        cpu,
+        "-nodefaults",
+        "-no-user-config",
+        "-display",
+        "none",
+        "-msg",
+        "timestamp=on",
+    ]
     return QemuCommand(argv=head + q.args, notes=q.notes)

@@ -89,9 +89,12 @@ class Target:
             raise RenderError(self.name, f"switch port {port!r}: the lab has no [switch]")
         path = self.switch_dir / f"{port}.sock"
         if len(str(path).encode()) > UNIX_PATH_MAX:
-            raise RenderError(self.name, f"switch port socket {path} is longer than a unix "
-                              f"socket path may be ({UNIX_PATH_MAX} bytes); use a shorter "
-                              "KVMLAB_RUN_DIR")  # fmt: skip
+            raise RenderError(
+                self.name,
+                f"switch port socket {path} is longer than a unix "
+                f"socket path may be ({UNIX_PATH_MAX} bytes); use a shorter "
+                "KVMLAB_RUN_DIR",
+            )
         return path
 
     def vhost_user(self, nic: VhostUserNic) -> tuple[Path, str, int | None]:

@@ -13,11 +13,29 @@ KVMLAB_NS = "https://github.com/kvmlab/kvmlab/xmlns/guest/1"
 ET.register_namespace("kvmlab", KVMLAB_NS)
 
 SECTION_ORDER = (
-    "name", "uuid", "title", "description", "metadata", "memory", "currentMemory", "memoryBacking",
-    "vcpu", "iothreads", "cputune", "os", "features", "cpu", "clock", "on_poweroff",
-    "on_reboot", "on_crash", "devices", "seclabel", f"{{{QEMU_NS}}}commandline",
+    "name",
+    "uuid",
+    "title",
+    "description",
+    "metadata",
+    "memory",
+    "currentMemory",
+    "memoryBacking",
+    "vcpu",
+    "iothreads",
+    "cputune",
+    "os",
+    "features",
+    "cpu",
+    "clock",
+    "on_poweroff",
+    "on_reboot",
+    "on_crash",
+    "devices",
+    "seclabel",
+    f"{{{QEMU_NS}}}commandline",
     f"{{{QEMU_NS}}}override",
-)  # fmt: skip
+)
 
 
 def comment_text(text: str) -> str:

@@ -78,8 +78,10 @@ def plain_lines(
 ) -> Iterator[Text]:
     """The table as aligned lines of full values, without trailing spaces."""
     heads = [Text(" ".join(c.header.split("\n"))) for c in columns]
-    body = [[Text(" ").join(cell.split("\n")) if "\n" in cell.plain else cell for cell in row]
-            for row in rows]  # fmt: skip
+    body = [
+        [Text(" ").join(cell.split("\n")) if "\n" in cell.plain else cell for cell in row]
+        for row in rows
+    ]
     widths = [_plain_width([heads[i], *(r[i] for r in body)]) for i in range(len(columns))]
     if title:
         yield Text(title)
@@ -134,13 +136,18 @@ def _print_rich(
     from rich.table import Table
 
     heads = [Text(c.header) for c in columns]
-    least = [max(_longest_word(t) for t in [heads[i], *(r[i] for r in rows)])
-             for i in range(len(columns))]  # fmt: skip
-    most = [max(_longest_line(t) for t in [heads[i], *(r[i] for r in rows)])
-            for i in range(len(columns))]  # fmt: skip
+    least = [
+        max(_longest_word(t) for t in [heads[i], *(r[i] for r in rows)])
+        for i in range(len(columns))
+    ]
+    most = [
+        max(_longest_line(t) for t in [heads[i], *(r[i] for r in rows)])
+        for i in range(len(columns))
+    ]
     frame = 3 * len(columns) + 1  # a border before each column and after the last, padding
-    widths = fit_widths(least, [max(a, b) for a, b in zip(least, most, strict=True)],
-                        console.width - frame)  # fmt: skip
+    widths = fit_widths(
+        least, [max(a, b) for a, b in zip(least, most, strict=True)], console.width - frame
+    )
     words = max(_longest_word(Text(t)) for t in (title or "", caption or ""))
     if columns and words > sum(widths) + frame:  # a path in the title is not cut either
         widths[-1] += words - sum(widths) - frame

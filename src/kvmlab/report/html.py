@@ -216,10 +216,17 @@ def _failures(table: LevelTable) -> Markup:
     for f in table.failures:
         detail = h("pre", f.detail) if f.detail else ""
         items.append(h("li", h("strong", f"{f.short}: "), f.message, detail))
-    note = ("The run is incomplete: the table holds what was measured before, and a guest "
-            "that failed before anything was measured has an empty column.")  # fmt: skip
-    return h("section", h("h3", "Incomplete run"), h("ul", *items), h("p", note, class_="note"),
-             class_="card failure")  # fmt: skip
+    note = (
+        "The run is incomplete: the table holds what was measured before, and a guest "
+        "that failed before anything was measured has an empty column."
+    )
+    return h(
+        "section",
+        h("h3", "Incomplete run"),
+        h("ul", *items),
+        h("p", note, class_="note"),
+        class_="card failure",
+    )
 
 
 def _cut_short(table: LevelTable, col: Column) -> bool:
@@ -278,10 +285,14 @@ def _level_table(table: LevelTable) -> Markup:
         else []
     )
     labels = (
-        h("th", table.heading(c), scope="col",
-          class_=_num(c in firsts) + (" failed" if _cut_short(table, c) else ""))
+        h(
+            "th",
+            table.heading(c),
+            scope="col",
+            class_=_num(c in firsts) + (" failed" if _cut_short(table, c) else ""),
+        )
         for c in columns
-    )  # fmt: skip
+    )
     head.append(h("tr", h("th", "workload"), h("th", "metric"), h("th", "unit"), *labels))
     body = []
     for i, row in enumerate(table.rows):

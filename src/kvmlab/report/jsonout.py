@@ -42,22 +42,33 @@ def report_json(
         for row in table.rows:
             for col, cell in row.cells.items():
                 s = cell.summary
-                rows.append({
-                    "run": run_id, "variant": col.variant, "guest": col.guest,
-                    "level": col.level, "accelerator": col.accel, "workload": row.workload,
-                    "metric": row.metric, "unit": row.unit,
-                    "higher_is_better": row.higher_is_better, "value": _finite(s.median),
-                    "min": _finite(s.minimum), "max": _finite(s.maximum),
-                    "stdev": _finite(s.stdev), "n": s.n,
-                    "spread_pct": _finite(round(s.spread_pct, 3)),
-                    "change_pct": None if cell.change_pct is None else _finite(
-                        round(cell.change_pct, 3)),
-                    "command": s.command,
-                })  # fmt: skip
-    moved = [{"run": run, "variant": variant, "comparison": doc}
-             for run, variant, doc in migrations]  # fmt: skip
-    doc = {"schema": SCHEMA, "runs": [asdict(r) for r in runs], "rows": rows,
-           "migrations": moved}  # fmt: skip
+                rows.append(
+                    {
+                        "run": run_id,
+                        "variant": col.variant,
+                        "guest": col.guest,
+                        "level": col.level,
+                        "accelerator": col.accel,
+                        "workload": row.workload,
+                        "metric": row.metric,
+                        "unit": row.unit,
+                        "higher_is_better": row.higher_is_better,
+                        "value": _finite(s.median),
+                        "min": _finite(s.minimum),
+                        "max": _finite(s.maximum),
+                        "stdev": _finite(s.stdev),
+                        "n": s.n,
+                        "spread_pct": _finite(round(s.spread_pct, 3)),
+                        "change_pct": None
+                        if cell.change_pct is None
+                        else _finite(round(cell.change_pct, 3)),
+                        "command": s.command,
+                    }
+                )
+    moved = [
+        {"run": run, "variant": variant, "comparison": doc} for run, variant, doc in migrations
+    ]
+    doc = {"schema": SCHEMA, "runs": [asdict(r) for r in runs], "rows": rows, "migrations": moved}
     return json.dumps(_json_safe(doc), indent=2, allow_nan=False)
 
 

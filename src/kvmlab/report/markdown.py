@@ -9,8 +9,9 @@ from kvmlab.report.table import LevelTable
 def markdown_table(table: LevelTable, title: str) -> str:
     """A Markdown section: a heading, the table, how to read it, and what failed."""
     several = len(table.variants) > 1
-    heads = [f"{c.variant} {table.heading(c)}" if several else table.heading(c)
-             for c in table.columns]  # fmt: skip
+    heads = [
+        f"{c.variant} {table.heading(c)}" if several else table.heading(c) for c in table.columns
+    ]
     lines = [
         f"## {title}",
         "",

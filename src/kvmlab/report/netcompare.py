@@ -34,8 +34,9 @@ def cell(s: Summary | None) -> str:
     return f"{s.median:.3g} ±{half:.0f}%" if s.n > 1 else f"{s.median:.3g}"
 
 
-def grids(summaries: Sequence[Summary],
-          documents: Sequence[tuple[str, dict[str, Any]]] = ()) -> list[Grid]:  # fmt: skip
+def grids(
+    summaries: Sequence[Summary], documents: Sequence[tuple[str, dict[str, Any]]] = ()
+) -> list[Grid]:
     """The path table and the multiqueue table of each variant (none without netcompare);
     the documents add each channel count's spread over the RX queues."""
     mine = [s for s in summaries if s.workload == WORKLOAD and SEP in s.metric]
@@ -48,8 +49,12 @@ def grids(summaries: Sequence[Summary],
             by.setdefault(path, {})[test] = s
         shown = "" if len(variants) == 1 else f" ({variant})"
         out.append(_paths(by, shown))
-        spreads = {path: nic.get("spreads", {}) for v, doc in documents if v == variant
-                   for path, nic in doc.get("multiqueue", {}).items()}  # fmt: skip
+        spreads = {
+            path: nic.get("spreads", {})
+            for v, doc in documents
+            if v == variant
+            for path, nic in doc.get("multiqueue", {}).items()
+        }
         queues = _queues(by, shown, spreads)
         if queues is not None:
             out.append(queues)
@@ -57,14 +62,22 @@ def grids(summaries: Sequence[Summary],
 
 
 def _paths(by: dict[str, dict[str, Summary]], shown: str) -> Grid:
-    tests = list(dict.fromkeys(t for tests in by.values() for t in tests
-                               if not _QUEUES.match(t) and not t.endswith(_SIDE)
-                               and t not in _SIDE))  # fmt: skip
+    tests = list(
+        dict.fromkeys(
+            t
+            for tests in by.values()
+            for t in tests
+            if not _QUEUES.match(t) and not t.endswith(_SIDE) and t not in _SIDE
+        )
+    )
     units = {t: next(s.unit for x in by.values() for n, s in x.items() if n == t) for t in tests}
     columns = [Col("path"), *(Col(f"{t}\n{units[t]}", "right") for t in tests)]
     rows = [[path, *(cell(got.get(t)) for t in tests)] for path, got in by.items()]
-    return Grid(f"netcompare{shown}: every path (->: the first guest sends; median ±half the "
-                "spread)", columns, rows)  # fmt: skip
+    return Grid(
+        f"netcompare{shown}: every path (->: the first guest sends; median ±half the spread)",
+        columns,
+        rows,
+    )
 
 
 def _rx_spread(lines: Sequence[str]) -> str:
@@ -76,8 +89,9 @@ def _rx_spread(lines: Sequence[str]) -> str:
     return "-"
 
 
-def _queues(by: dict[str, dict[str, Summary]], shown: str,
-            spreads: dict[str, dict[str, list[str]]]) -> Grid | None:  # fmt: skip
+def _queues(
+    by: dict[str, dict[str, Summary]], shown: str, spreads: dict[str, dict[str, list[str]]]
+) -> Grid | None:
     per: dict[tuple[str, int], dict[str, Summary]] = {}
     for path, got in by.items():
         for test, s in got.items():
@@ -88,11 +102,21 @@ def _queues(by: dict[str, dict[str, Summary]], shown: str,
         return None
     heads = sorted({h for v in per.values() for h in v if "busiest" not in h})
     order = sorted(per, key=lambda k: (list(by).index(k[0]), k[1]))
-    rows = [[path, str(n), *(cell(per[(path, n)].get(h)) for h in heads),
-             *(_rx_spread(spreads.get(path, {}).get(f"{n}q {h}", [])) for h in heads)]
-            for path, n in order]  # fmt: skip
-    columns = [Col("path"), Col("queues", "right"), *(Col(f"{h}\nGbit/s", "right") for h in heads),
-               *(Col(f"{h}\nRX queues %", "right") for h in heads)]  # fmt: skip
+    rows = [
+        [
+            path,
+            str(n),
+            *(cell(per[(path, n)].get(h)) for h in heads),
+            *(_rx_spread(spreads.get(path, {}).get(f"{n}q {h}", [])) for h in heads),
+        ]
+        for path, n in order
+    ]
+    columns = [
+        Col("path"),
+        Col("queues", "right"),
+        *(Col(f"{h}\nGbit/s", "right") for h in heads),
+        *(Col(f"{h}\nRX queues %", "right") for h in heads),
+    ]
     return Grid(
         f"netcompare{shown}: multiqueue, channels set in the guests (ethtool -L)", columns, rows
     )
@@ -109,6 +133,8 @@ def notes(documents: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
                 f"{shown}{path}: {nic.get('guest')} {nic.get('device')}: "
                 f"{nic.get('in_use')} of {nic.get('asked')} queue pair(s) in use"
             )
-            out += [f"{shown}{path}: FINDING {f['what']}: {f['reason']}; fix: {f['fix']}"
-                    for f in nic.get("findings", [])]  # fmt: skip
+            out += [
+                f"{shown}{path}: FINDING {f['what']}: {f['reason']}; fix: {f['fix']}"
+                for f in nic.get("findings", [])
+            ]
     return out

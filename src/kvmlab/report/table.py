@@ -53,8 +53,13 @@ class Cell:
     def worse(self) -> bool | None:
         """Whether the change is a loss (lower throughput, longer time); None without one.
         Also against a base too small for a ratio (0.0005% loss growing to 40%)."""
-        delta = (self.change_pct if self.change_pct is not None else
-                 None if self.base is None else self.summary.median - self.base)  # fmt: skip
+        delta = (
+            self.change_pct
+            if self.change_pct is not None
+            else None
+            if self.base is None
+            else self.summary.median - self.base
+        )
         if delta is None or delta == 0:
             return None
         return (delta < 0) == self.summary.higher_is_better
@@ -87,8 +92,16 @@ class LevelTable:
 
     def failed(self, col: Column) -> Failure | None:
         """The failure at this column's guest (not its teardown), if one happened there."""
-        return next((f for f in self.failures if (f.variant, f.level) == (col.variant, col.level)
-                     and col.guest in _guests(f) and f.stage != "teardown"), None)  # fmt: skip
+        return next(
+            (
+                f
+                for f in self.failures
+                if (f.variant, f.level) == (col.variant, col.level)
+                and col.guest in _guests(f)
+                and f.stage != "teardown"
+            ),
+            None,
+        )
 
     def heading(self, col: Column) -> str:
         """The column's label, ``failed`` (``interrupted``) after it when its guest was cut short
@@ -119,21 +132,22 @@ def _column_key(c: Column, variants: list[str]) -> tuple[int, int, str]:
 def level_table(summaries: list[Summary], failures: Sequence[Failure] = ()) -> LevelTable:
     """Arrange run summaries into the level table; ``failures`` add columns for the guests
     that failed before anything was measured there (accelerator ``failed``)."""
-    variants = list(dict.fromkeys([*(s.variant for s in summaries),
-                                   *(f.variant for f in failures)]))  # fmt: skip
+    variants = list(
+        dict.fromkeys([*(s.variant for s in summaries), *(f.variant for f in failures)])
+    )
     columns: dict[tuple[str, str], Column] = {}
     for s in summaries:
         columns.setdefault((s.variant, s.guest), Column(s.variant, s.guest, s.level, s.accel))
     for f in failures:
         for guest in _guests(f) if f.level in LEVELS else []:
-            columns.setdefault((f.variant, guest), Column(f.variant, guest, f.level,
-                                                          _outcome(f)))  # fmt: skip
+            columns.setdefault((f.variant, guest), Column(f.variant, guest, f.level, _outcome(f)))
     ordered = sorted(columns.values(), key=lambda c: _column_key(c, variants))
     index = {(s.variant, s.guest, s.workload, s.metric): s for s in summaries}
     rows: dict[tuple[str, str], Row] = {}
     for s in summaries:
-        rows.setdefault((s.workload, s.metric), Row(s.workload, s.metric, s.unit,
-                                                    s.higher_is_better))  # fmt: skip
+        rows.setdefault(
+            (s.workload, s.metric), Row(s.workload, s.metric, s.unit, s.higher_is_better)
+        )
     for row in rows.values():
         for col in ordered:
             here = index.get((col.variant, col.guest, row.workload, row.metric))

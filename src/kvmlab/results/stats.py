@@ -22,14 +22,22 @@ def summarize(samples: Iterable[Sample]) -> list[Summary]:
         first = group[0]
         out.append(
             Summary(
-                variant=first.variant, guest=first.guest, level=first.level, accel=first.accel,
-                workload=first.workload, metric=first.metric, unit=first.unit,
-                higher_is_better=first.higher_is_better, n=len(values),
-                median=statistics.median(values), minimum=min(values), maximum=max(values),
+                variant=first.variant,
+                guest=first.guest,
+                level=first.level,
+                accel=first.accel,
+                workload=first.workload,
+                metric=first.metric,
+                unit=first.unit,
+                higher_is_better=first.higher_is_better,
+                n=len(values),
+                median=statistics.median(values),
+                minimum=min(values),
+                maximum=max(values),
                 stdev=statistics.stdev(values) if len(values) > 1 else 0.0,
                 command=first.command,
             )
-        )  # fmt: skip
+        )
     return out
 
 

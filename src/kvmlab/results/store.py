@@ -58,9 +58,18 @@ CREATE TABLE IF NOT EXISTS documents (
 """
 
 SAMPLE_COLUMNS = (
-    "variant", "guest", "level", "accel", "workload", "metric", "value", "unit",
-    "higher_is_better", "repetition", "command",
-)  # fmt: skip
+    "variant",
+    "guest",
+    "level",
+    "accel",
+    "workload",
+    "metric",
+    "value",
+    "unit",
+    "higher_is_better",
+    "repetition",
+    "command",
+)
 FAILURE_COLUMNS = ("variant", "level", "guest", "stage", "message", "exit_code", "detail")
 
 
@@ -88,16 +97,21 @@ def prepare_database_file(path: Path, shown: str) -> None:
     if path.is_symlink():
         raise UsageError(f"{shown} is a symlink; name the database file itself")
     if path.is_dir():
-        raise UsageError(f"{shown} is a directory; it names the results database file, "
-                         f"e.g. {path / DB_FILE}")  # fmt: skip
+        raise UsageError(
+            f"{shown} is a directory; it names the results database file, e.g. {path / DB_FILE}"
+        )
     if path.exists() and not path.is_file():
         raise UsageError(f"{shown} is not a regular file; it names the results database file")
     if path.exists() and not _is_sqlite(path):
-        raise UsageError(f"{shown} is a file that is not a SQLite database; kvmlab will not "
-                         "touch it: name a new file or an existing results database")  # fmt: skip
+        raise UsageError(
+            f"{shown} is a file that is not a SQLite database; kvmlab will not "
+            "touch it: name a new file or an existing results database"
+        )
     if not path.parent.is_dir():
-        raise UsageError(f"{shown}: directory {path.parent} does not exist; "
-                         "create it first or choose another path")  # fmt: skip
+        raise UsageError(
+            f"{shown}: directory {path.parent} does not exist; "
+            "create it first or choose another path"
+        )
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         os.close(fd)
@@ -182,8 +196,9 @@ class ResultStore:
                 )
             self._db.executescript(_SCHEMA)
             if found != SCHEMA_VERSION:
-                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)",
-                                 (str(SCHEMA_VERSION),))  # fmt: skip
+                self._db.execute(
+                    "INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),)
+                )
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -198,9 +213,16 @@ class ResultStore:
             cur = db.execute(
                 "INSERT INTO runs (lab, lab_file, spec_digest, suite, kvmlab_version, host, "
                 "started) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (run.lab, run.lab_file, run.spec_digest, run.suite, run.kvmlab_version,
-                 json.dumps(run.host, sort_keys=True), run.started),
-            )  # fmt: skip
+                (
+                    run.lab,
+                    run.lab_file,
+                    run.spec_digest,
+                    run.suite,
+                    run.kvmlab_version,
+                    json.dumps(run.host, sort_keys=True),
+                    run.started,
+                ),
+            )
         run.id = int(cur.lastrowid or 0)
         return run.id
 
@@ -230,22 +252,26 @@ class ResultStore:
         with self._tx() as db:
             row = db.execute("SELECT host FROM runs WHERE id = ?", (run_id,)).fetchone()
             host = {**json.loads(row[0]), **facts}
-            db.execute("UPDATE runs SET host = ? WHERE id = ?",
-                       (json.dumps(host, sort_keys=True), run_id))  # fmt: skip
+            db.execute(
+                "UPDATE runs SET host = ? WHERE id = ?", (json.dumps(host, sort_keys=True), run_id)
+            )
 
     def add_failure(self, run_id: int, failure: Failure) -> None:
         """Record what cut the run short (a run may have several: an error, then teardown's)."""
         marks = ", ".join("?" * (len(FAILURE_COLUMNS) + 1))
         with self._tx() as db:
-            db.execute(f"INSERT INTO failures (run, {', '.join(FAILURE_COLUMNS)}) "
-                       f"VALUES ({marks})",
-                       (run_id, *(getattr(failure, c) for c in FAILURE_COLUMNS)))  # fmt: skip
+            db.execute(
+                f"INSERT INTO failures (run, {', '.join(FAILURE_COLUMNS)}) VALUES ({marks})",
+                (run_id, *(getattr(failure, c) for c in FAILURE_COLUMNS)),
+            )
 
     def add_document(self, run_id: int, variant: str, kind: str, body: dict[str, Any]) -> None:
         """Keep a JSON document of a run (``kind`` names its schema, e.g. ``migrations``)."""
         with self._tx() as db:
-            db.execute("INSERT INTO documents (run, variant, kind, body) VALUES (?, ?, ?, ?)",
-                       (run_id, variant, kind, json.dumps(body, sort_keys=True)))  # fmt: skip
+            db.execute(
+                "INSERT INTO documents (run, variant, kind, body) VALUES (?, ?, ?, ?)",
+                (run_id, variant, kind, json.dumps(body, sort_keys=True)),
+            )
 
     def finish(self, run_id: int, complete: bool = True) -> None:
         """Mark the run ended (and complete, unless it was cut short)."""

@@ -55,8 +55,7 @@ def destination_argv(
         if previous == "-netdev" and arg.startswith("user,"):
             parts = arg.split(",")
             netdev = next((p[3:] for p in parts if p.startswith("id=")), "")
-            forwards += [(netdev, p[len("hostfwd="):]) for p in parts
-                         if p.startswith("hostfwd=")]  # fmt: skip
+            forwards += [(netdev, p[len("hostfwd=") :]) for p in parts if p.startswith("hostfwd=")]
             arg = ",".join(p for p in parts if not p.startswith("hostfwd="))
         out.append(arg)
         previous = arg
@@ -68,8 +67,9 @@ def destination_argv(
     return [*out, INCOMING_FLAG, "defer"], forwards
 
 
-def adopt(guest_dir: Path, dest_dir: Path, record: GuestRecord, pid: int,
-          pid_start: int | None) -> GuestRecord:  # fmt: skip
+def adopt(
+    guest_dir: Path, dest_dir: Path, record: GuestRecord, pid: int, pid_start: int | None
+) -> GuestRecord:
     """Move the destination's sockets and logs into the guest's directory and record it.
 
     Call once the source QEMU has exited. The source's logs are kept as ``NAME.source``.
@@ -81,8 +81,15 @@ def adopt(guest_dir: Path, dest_dir: Path, record: GuestRecord, pid: int,
     for name in (*MOVED, *LOGS):
         if (dest_dir / name).exists():
             (dest_dir / name).replace(guest_dir / name)
-    adopted = replace(record, pid=pid, pid_start=pid_start, state="running", owner=None,
-                      owner_start=None, migrations=record.migrations + 1)  # fmt: skip
+    adopted = replace(
+        record,
+        pid=pid,
+        pid_start=pid_start,
+        state="running",
+        owner=None,
+        owner_start=None,
+        migrations=record.migrations + 1,
+    )
     adopted.save(guest_dir)
     if record.migrations:  # best effort: the guest is handed over whatever happens here
         earlier = guest_dir / f".migration-{record.migrations}"

@@ -49,19 +49,41 @@ EMPTY_FILE = "hostview.empty"
 
 LIVE_DIRS = ("/proc", "/sys", "/dev", "/run", "/tmp", "/var/tmp")
 SECRET_FILES = (
-    "/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/security/opasswd",
-    "/etc/krb5.keytab", "/var/backups/shadow.bak", "/var/backups/gshadow.bak",
-)  # fmt: skip
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/security/opasswd",
+    "/etc/krb5.keytab",
+    "/var/backups/shadow.bak",
+    "/var/backups/gshadow.bak",
+)
 SECRET_GLOBS = ("/etc/ssh/ssh_host_*_key",)
 SECRET_DIRS = (
-    "/etc/ssl/private", "/etc/wireguard", "/etc/NetworkManager/system-connections",
-    "/etc/libvirt/secrets", "/var/lib/libvirt/secrets",
-)  # fmt: skip
+    "/etc/ssl/private",
+    "/etc/wireguard",
+    "/etc/NetworkManager/system-connections",
+    "/etc/libvirt/secrets",
+    "/var/lib/libvirt/secrets",
+)
 HOME_SECRETS = (
-    ".ssh", ".gnupg", ".password-store", ".local/share/keyrings", ".aws", ".azure",
-    ".config/gcloud", ".config/gh", ".kube", ".docker", ".netrc", ".npmrc", ".pypirc",
-    ".git-credentials", ".pgpass", ".vault-token",
-)  # fmt: skip
+    ".ssh",
+    ".gnupg",
+    ".password-store",
+    ".local/share/keyrings",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".config/gh",
+    ".kube",
+    ".docker",
+    ".netrc",
+    ".npmrc",
+    ".pypirc",
+    ".git-credentials",
+    ".pgpass",
+    ".vault-token",
+)
 """Relative to every home directory in the password database (and ``$HOME``)."""
 
 SCRIPT = Path(__file__).with_name("hostview.sh")
@@ -183,8 +205,22 @@ def wrap(
             args += ["k", path]
         args += ["r", mask.path]
     userns = ["--user", "--map-root-user"] if user_namespace else []
-    return ["unshare", *userns, "--mount", "--propagation", propagation, "--", "sh", str(SCRIPT),
-            busybox or "", view, str(run_dir / EMPTY_FILE), *args, "--", *qemu]  # fmt: skip
+    return [
+        "unshare",
+        *userns,
+        "--mount",
+        "--propagation",
+        propagation,
+        "--",
+        "sh",
+        str(SCRIPT),
+        busybox or "",
+        view,
+        str(run_dir / EMPTY_FILE),
+        *args,
+        "--",
+        *qemu,
+    ]
 
 
 def export_view(argv: Sequence[str], view: str) -> list[str]:
@@ -200,8 +236,10 @@ def export_view(argv: Sequence[str], view: str) -> list[str]:
             out[i] = ",".join(opts)
             changed += 1
     if changed != 1:
-        raise RuntimeFailure(f"cannot restrict the host view: expected one 9p export of / in "
-                             f"the QEMU command line, found {changed}")  # fmt: skip
+        raise RuntimeFailure(
+            f"cannot restrict the host view: expected one 9p export of / in "
+            f"the QEMU command line, found {changed}"
+        )
     return out
 
 
@@ -239,17 +277,26 @@ def restricted(
         raise HostError(
             f"cannot hide the host's secrets from the guest: as a user kvmlab needs a user "
             f"namespace, and {why}",
-            fix=["run kvmlab as root", f"or allow user namespaces ({why})",
-                 'or share the whole host root: host_view = { show = ["/"] } on the guest'],
-        )  # fmt: skip
+            fix=[
+                "run kvmlab as root",
+                f"or allow user namespaces ({why})",
+                'or share the whole host root: host_view = { show = ["/"] } on the guest',
+            ],
+        )
     kept: list[str] = []
     for path in sorted({os.path.realpath(p) for p in keep if p.is_dir()}):
         if not any(_below(path, k) for k in kept):
             kept.append(path)
     targets = [str(run_dir / VIEW_DIR), *(m.path for m in masks), *kept]
-    return wrap(argv, masks, run_dir, kept, user_namespace=user,
-                busybox=shutil.which("busybox"),
-                propagation=root_propagation(targets=targets))  # fmt: skip
+    return wrap(
+        argv,
+        masks,
+        run_dir,
+        kept,
+        user_namespace=user,
+        busybox=shutil.which("busybox"),
+        propagation=root_propagation(targets=targets),
+    )
 
 
 def _mountinfo(path: str) -> list[list[str]]:
@@ -287,8 +334,11 @@ def root_propagation(
             continue
         at = f[4]
         holds_chroot = prefix is None or _below(prefix or "/", at)  # or unknown: assume so
-        inside = prefix is not None and _below(at, prefix) and any(
-            _below(t, at[len(prefix):] or "/") for t in targets)  # fmt: skip
+        inside = (
+            prefix is not None
+            and _below(at, prefix)
+            and any(_below(t, at[len(prefix) :] or "/") for t in targets)
+        )
         if holds_chroot or inside:
             shared.append(at)
     if not shared:
@@ -297,16 +347,17 @@ def root_propagation(
         "cannot hide the host's secrets from the guest: / is not a mount point here (a "
         f"chroot?) and mounts are shared ({', '.join(shared[:3])}), so masks would reach "
         "the host",
-        fix=["run kvmlab outside the chroot",
-             "or make the mounts private: mount --make-rprivate / (on the host)",
-             'or share the whole host root: host_view = { show = ["/"] } on the guest'],
-    )  # fmt: skip
+        fix=[
+            "run kvmlab outside the chroot",
+            "or make the mounts private: mount --make-rprivate / (on the host)",
+            'or share the whole host root: host_view = { show = ["/"] } on the guest',
+        ],
+    )
 
 
 def _is_shared(fields: list[str]) -> bool:
     """Whether a mountinfo line's optional fields say ``shared:N``."""
-    return any(t.startswith("shared:") for t in fields[6:fields.index("-")]
-               if "-" in fields)  # fmt: skip
+    return any(t.startswith("shared:") for t in fields[6 : fields.index("-")] if "-" in fields)
 
 
 def _chroot_dir(mine: list[list[str]], init: list[list[str]]) -> str | None:
@@ -323,8 +374,10 @@ USERNS_SWITCHES = {
     "/proc/sys/user/max_user_namespaces": ("0", "user.max_user_namespaces is 0"),
     "/proc/sys/kernel/unprivileged_userns_clone": ("0", "kernel.unprivileged_userns_clone is 0"),
     "/proc/sys/kernel/apparmor_restrict_unprivileged_userns": (
-        "1", "kernel.apparmor_restrict_unprivileged_userns is 1"),
-}  # fmt: skip
+        "1",
+        "kernel.apparmor_restrict_unprivileged_userns is 1",
+    ),
+}
 
 
 def userns_blocked() -> str | None:

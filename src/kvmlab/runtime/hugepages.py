@@ -57,8 +57,10 @@ def reserve(size: int, what: str, root: Path = SYSFS) -> Reservation:
             total = _read("nr_hugepages", root)
             free = _read("free_hugepages", root) - _read("resv_hugepages", root)
         except (OSError, ValueError):
-            raise HostError(f"{what} needs {need} huge pages of 2 MiB, and this kernel offers "
-                            f"none ({root} is missing)") from None  # fmt: skip
+            raise HostError(
+                f"{what} needs {need} huge pages of 2 MiB, and this kernel offers "
+                f"none ({root} is missing)"
+            ) from None
         if free >= need:
             return Reservation(total, total)
         wanted = total + need - free
@@ -66,15 +68,20 @@ def reserve(size: int, what: str, root: Path = SYSFS) -> Reservation:
             (root / "nr_hugepages").write_text(f"{wanted}\n")
             got = _read("nr_hugepages", root)
         except OSError as exc:
-            raise HostError(f"{what} needs {need} free huge pages of 2 MiB ({free} free) and "
-                            f"kvmlab cannot reserve them: {exc.strerror}",
-                            fix=[f"echo {wanted} > {root}/nr_hugepages"]) from None  # fmt: skip
+            raise HostError(
+                f"{what} needs {need} free huge pages of 2 MiB ({free} free) and "
+                f"kvmlab cannot reserve them: {exc.strerror}",
+                fix=[f"echo {wanted} > {root}/nr_hugepages"],
+            ) from None
         if got < wanted:
             _write_back(root, total)
-            raise HostError(f"{what} needs {need} free huge pages of 2 MiB; the kernel found "
-                            f"only {got - total + free} (memory too fragmented or too small)",
-                            fix=[f"echo {wanted} > {root}/nr_hugepages   # early, or at boot: "
-                                 f"hugepages={wanted}"])  # fmt: skip
+            raise HostError(
+                f"{what} needs {need} free huge pages of 2 MiB; the kernel found "
+                f"only {got - total + free} (memory too fragmented or too small)",
+                fix=[
+                    f"echo {wanted} > {root}/nr_hugepages   # early, or at boot: hugepages={wanted}"
+                ],
+            )
         return Reservation(total, got)
 
 

@@ -81,8 +81,9 @@ def make_target(
     extra: dict[str, Any] = {"qemu_binary": guest.qemu} if guest.qemu else {}
     switch = loaded.lab.switch
     if switch is not None and len(path) == 1:
-        extra.update(switch_dir=LabDir.of(loaded.lab.name).root / SWITCH_DIR,
-                     switch_kind=switch.kind)  # fmt: skip
+        extra.update(
+            switch_dir=LabDir.of(loaded.lab.name).root / SWITCH_DIR, switch_kind=switch.kind
+        )
     return Target(
         lab=loaded.lab.name,
         address=path,
@@ -138,11 +139,19 @@ def guest_config(
             key = f"{guest_key(path)}.host_view.{exc.key}"
             raise SpecError([Problem(str(loaded.path), key, exc.message)]) from None
     return MachineConfig(
-        lab=loaded.lab.name, address=path, argv=argv,
-        run_dir=run_dir, accel=accel, accel_reason=reason, vcpus=guest.vcpus,
-        memory=guest.memory.size, boots_image=guest.boot == "image", pinning=pins,
-        emulator_pinning=guest.pinning.emulator, children=bool(guest.nested and guest.guests),
-    )  # fmt: skip
+        lab=loaded.lab.name,
+        address=path,
+        argv=argv,
+        run_dir=run_dir,
+        accel=accel,
+        accel_reason=reason,
+        vcpus=guest.vcpus,
+        memory=guest.memory.size,
+        boots_image=guest.boot == "image",
+        pinning=pins,
+        emulator_pinning=guest.pinning.emulator,
+        children=bool(guest.nested and guest.guests),
+    )
 
 
 def ensure_disks(loaded: LoadedLab, path: tuple[str, ...], guest: Guest) -> None:
@@ -158,8 +167,9 @@ def ensure_disks(loaded: LoadedLab, path: tuple[str, ...], guest: Guest) -> None
         argv = ["qemu-img", "create", "-q", "-f", disk.format, str(file), str(disk.size)]
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         if proc.returncode != 0:
-            raise ProcessFailure(f"cannot create {file}", argv, proc.returncode,
-                                 proc.stderr.splitlines()[-5:])  # fmt: skip
+            raise ProcessFailure(
+                f"cannot create {file}", argv, proc.returncode, proc.stderr.splitlines()[-5:]
+            )
 
 
 def prepare_guest(machine: Machine, lab: Lab, path: tuple[str, ...], guest: Guest) -> None:
@@ -261,8 +271,9 @@ def started(
     ours = [((n,), list(g.guests)) for n, g in chosen if backend is None]
     sw_ports = [] if within or loaded.lab.switch is None else lab_ports(loaded.lab)
     sw_dir = lab_dir.root / SWITCH_DIR
-    check_socket_paths(lab_dir, ours, [(f"switch port {p}", sw_dir / f"{p}.sock")
-                                       for p in sw_ports])  # fmt: skip
+    check_socket_paths(
+        lab_dir, ours, [(f"switch port {p}", sw_dir / f"{p}.sock") for p in sw_ports]
+    )
     if backend is not None:
         backend.check(loaded, only, children)  # before anything is created
     machines: list[Machine] = []
@@ -277,8 +288,11 @@ def started(
                 mine = True
             for name in stale:
                 progress(f"cleaned up {name}: its QEMU had died")
-            here = [(n, g) for n, g in chosen  # guests of a daemon elsewhere bind there
-                    if backend is None or backend.on_this_host(g)]  # fmt: skip
+            here = [
+                (n, g)
+                for n, g in chosen  # guests of a daemon elsewhere bind there
+                if backend is None or backend.on_this_host(g)
+            ]
             if not within and here:
                 # a guest hypervisor's forwards live in its own network stack
                 ports.check_free(str(loaded.path), [((n,), g) for n, g in here])
@@ -294,11 +308,25 @@ def started(
             if loaded.lab.networks and not within:
                 nets.append(LabNet(loaded.lab, lab_dir.root / NET_DIR))
                 plans = tap_plans(loaded.lab, [n for n, _ in chosen])
-                progress(f"creating the lab's networks ({', '.join(loaded.lab.networks)}) in "
-                         f"network namespace {nets[0].ns}")  # fmt: skip
+                progress(
+                    f"creating the lab's networks ({', '.join(loaded.lab.networks)}) in "
+                    f"network namespace {nets[0].ns}"
+                )
                 nets[0].start(plans)
-            _boot_all(loaded, host, image, chosen, lab_dir, machines, progress, outer, path,
-                      children, nets[0] if nets else None, backend)  # fmt: skip
+            _boot_all(
+                loaded,
+                host,
+                image,
+                chosen,
+                lab_dir,
+                machines,
+                progress,
+                outer,
+                path,
+                children,
+                nets[0] if nets else None,
+                backend,
+            )
             yield machines
         finally:
             if mine:
@@ -309,13 +337,17 @@ def started(
 
 def tap_plans(lab: Lab, guests: Sequence[str]) -> list[TapPlan]:
     """The taps of these top-level guests' NICs on the lab's networks."""
-    return [TapPlan(name, tap_name(lab.name, (name,), i), nic.network)
-            for name in guests for i, nic in enumerate(lab.guests[name].nics)
-            if isinstance(nic, TapNic) and nic.network is not None]  # fmt: skip
+    return [
+        TapPlan(name, tap_name(lab.name, (name,), i), nic.network)
+        for name in guests
+        for i, nic in enumerate(lab.guests[name].nics)
+        if isinstance(nic, TapNic) and nic.network is not None
+    ]
 
 
-def _start_switch(loaded: LoadedLab, lab_dir: LabDir, out: list[Switch], progress: Progress
-                  ) -> None:  # fmt: skip
+def _start_switch(
+    loaded: LoadedLab, lab_dir: LabDir, out: list[Switch], progress: Progress
+) -> None:
     """Start the lab's switch (on record in ``out`` from the moment it spawns)."""
     spec = loaded.lab.switch
     assert spec is not None
@@ -325,8 +357,9 @@ def _start_switch(loaded: LoadedLab, lab_dir: LabDir, out: list[Switch], progres
     sw.start(outlive=True)
 
 
-def _stop_owned(machines: list[Machine], lab_dir: LabDir, failing: bool,
-                switch: Sequence[Switch | LabNet] = ()) -> None:  # fmt: skip
+def _stop_owned(
+    machines: list[Machine], lab_dir: LabDir, failing: bool, switch: Sequence[Switch | LabNet] = ()
+) -> None:
     """Stop the machines not handed over (children first); remove the lab's state if none was.
 
     A machine that cannot be stopped keeps the state on disk for ``kvmlab down``. The
@@ -339,8 +372,9 @@ def _stop_owned(machines: list[Machine], lab_dir: LabDir, failing: bool,
         machine.shutdown(force=failing)
     survivors = [m.config.name for m in owned if m.is_alive()]
     if survivors:
-        raise RuntimeFailure(f"could not stop {', '.join(survivors)}; its state is kept: "
-                             f"'kvmlab down {lab_dir.lab}'")  # fmt: skip
+        raise RuntimeFailure(
+            f"could not stop {', '.join(survivors)}; its state is kept: 'kvmlab down {lab_dir.lab}'"
+        )
     if len(owned) == len(machines):
         failed: list[BaseException] = []
         for part in switch:  # each is stopped even when another would not stop
@@ -411,8 +445,10 @@ def start_nested(
     children = nested.start_children(machine, outer, address, image)
     for child in children:
         took = child.boot.get("total", 0)
-        progress(f"{child.name} is up inside {machine.config.name} ({child.accel}, "
-                 f"{took:.1f} s to its agent): {child.accel_reason}")  # fmt: skip
+        progress(
+            f"{child.name} is up inside {machine.config.name} ({child.accel}, "
+            f"{took:.1f} s to its agent): {child.accel_reason}"
+        )
     return children
 
 
@@ -450,16 +486,18 @@ def down(lab: str, force: bool = False, progress: Progress = lambda _: None) -> 
             with deferred_signals():  # one guest stopped, or not touched
                 if _stop_entry(entry, lab_dir.lab, force, progress):
                     stopped.append(entry.name)
-        survivors = [f"{e.name} (pid {', '.join(map(str, e.processes()))})"
-                     for e in entries if e.processes()]  # fmt: skip
+        survivors = [
+            f"{e.name} (pid {', '.join(map(str, e.processes()))})" for e in entries if e.processes()
+        ]
         for name in SWITCH_DIRS if not survivors else ():
             if stop_recorded(lab_dir.root / name):
                 progress(f"stopped the switch ({name})")
         if not survivors and stop_recorded_net(lab_dir.root / NET_DIR, lab_dir.lab):
             progress("deleted the lab's networks")
         if survivors:
-            raise RuntimeFailure(f"could not stop {', '.join(survivors)}; the run state in "
-                                 f"{lab_dir.root} is kept")  # fmt: skip
+            raise RuntimeFailure(
+                f"could not stop {', '.join(survivors)}; the run state in {lab_dir.root} is kept"
+            )
         lab_dir.remove()
     return stopped
 

@@ -33,12 +33,18 @@ def check_vhost_net(lab_file: str, lab: Lab, guests: Sequence[str]) -> None:
     and the host no /dev/vhost-net (QEMU would fail at start with a less helpful message)."""
     if VHOST_NET.exists():
         return
-    keys = [f"guests.{g}.nics[{i}]" for g in guests
-            for i, n in enumerate(lab.guests[g].nics) if n.type == "vhost-net"]  # fmt: skip
+    keys = [
+        f"guests.{g}.nics[{i}]"
+        for g in guests
+        for i, n in enumerate(lab.guests[g].nics)
+        if n.type == "vhost-net"
+    ]
     if keys:
-        raise StateError(f"{lab_file}: {', '.join(keys)}: vhost-net needs {VHOST_NET}, which "
-                         "this host lacks: modprobe vhost_net (or use type = \"tap\"); "
-                         "`kvmlab run` measures the lab's other paths without it")  # fmt: skip
+        raise StateError(
+            f"{lab_file}: {', '.join(keys)}: vhost-net needs {VHOST_NET}, which "
+            'this host lacks: modprobe vhost_net (or use type = "tap"); '
+            "`kvmlab run` measures the lab's other paths without it"
+        )
 
 
 def bridge_name(index: int) -> str:
@@ -72,12 +78,17 @@ class LabNet:
         """Namespace (on record from its creation), bridges with their host addresses;
         refused when a tap name is already an interface of the host (QEMU would attach a
         guest to somebody else's tap)."""
-        taken = [f"{t.tap} (guest {t.guest}'s on network {t.network})" for t in taps
-                 if Path(f"/sys/class/net/{t.tap}").exists()]  # fmt: skip
+        taken = [
+            f"{t.tap} (guest {t.guest}'s on network {t.network})"
+            for t in taps
+            if Path(f"/sys/class/net/{t.tap}").exists()
+        ]
         if taken:
-            raise StateError(f"lab {self.lab.name}: interface {', '.join(taken)} exists on the "
-                             "host; QEMU would join that tap instead of making kvmlab's (a "
-                             "kvmlab with another KVMLAB_RUN_DIR running this lab?)")  # fmt: skip
+            raise StateError(
+                f"lab {self.lab.name}: interface {', '.join(taken)} exists on the "
+                "host; QEMU would join that tap instead of making kvmlab's (a "
+                "kvmlab with another KVMLAB_RUN_DIR running this lab?)"
+            )
         if netns.exists(self.ns):
             netns.create(self.ns)  # refuses, saying whose it may be
         create_owned(self.dir, f"networks of lab {self.lab.name}")
@@ -87,20 +98,48 @@ class LabNet:
             netns.create(self.ns)
         for i, (name, net) in enumerate(self.lab.networks.items()):
             br = bridge_name(i)
-            netns.ip("link", "add", br, "type", "bridge", netns=self.ns,
-                     what=f"creating the bridge of network {name}")  # fmt: skip
-            netns.ip("addr", "add", str(net.host), "dev", br, netns=self.ns,
-                     what=f"giving network {name} its host address")  # fmt: skip
+            netns.ip(
+                "link",
+                "add",
+                br,
+                "type",
+                "bridge",
+                netns=self.ns,
+                what=f"creating the bridge of network {name}",
+            )
+            netns.ip(
+                "addr",
+                "add",
+                str(net.host),
+                "dev",
+                br,
+                netns=self.ns,
+                what=f"giving network {name} its host address",
+            )
             netns.ip("link", "set", br, "up", netns=self.ns, what=f"bringing {br} up")
 
     def attach(self, plan: TapPlan) -> None:
         """Move a running guest's tap into the namespace, onto its bridge, up."""
         if not Path(f"/sys/class/net/{plan.tap}").exists():
             raise StateError(f"{plan.guest}: its tap {plan.tap} did not appear")
-        netns.ip("link", "set", plan.tap, "netns", self.ns,
-                 what=f"{plan.guest}: moving tap {plan.tap} into {self.ns}")  # fmt: skip
-        netns.ip("link", "set", plan.tap, "master", self.bridge(plan.network), "up",
-                 netns=self.ns, what=f"{plan.guest}: putting {plan.tap} on its bridge")  # fmt: skip
+        netns.ip(
+            "link",
+            "set",
+            plan.tap,
+            "netns",
+            self.ns,
+            what=f"{plan.guest}: moving tap {plan.tap} into {self.ns}",
+        )
+        netns.ip(
+            "link",
+            "set",
+            plan.tap,
+            "master",
+            self.bridge(plan.network),
+            "up",
+            netns=self.ns,
+            what=f"{plan.guest}: putting {plan.tap} on its bridge",
+        )
 
     def attacher(self, plans: Sequence[TapPlan]) -> Callable[[], None] | None:
         """A callable attaching these taps (None when there are none)."""

@@ -103,8 +103,9 @@ class Machine:
 
     # -- life cycle ---------------------------------------------------------------------
 
-    def launch(self, ceiling: float | None = None,
-               on_qmp: Callable[[], None] | None = None) -> dict[str, float]:  # fmt: skip
+    def launch(
+        self, ceiling: float | None = None, on_qmp: Callable[[], None] | None = None
+    ) -> dict[str, float]:
         """Start QEMU and wait until the guest agent answers; return the boot stages (s).
 
         The guest is on record before QEMU is spawned and gets its pid at once after, so
@@ -160,8 +161,9 @@ class Machine:
     def _spawn(self) -> float:
         """Create the run directory, spawn QEMU and put it on record; the start instant."""
         t0 = self._on_record()
-        log_fd = os.open(self.run_dir / QEMU_LOG,
-                         os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)  # fmt: skip
+        log_fd = os.open(
+            self.run_dir / QEMU_LOG, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600
+        )
         try:
             with deferred_signals():  # spawned and recorded, or neither
                 self._proc = subprocess.Popen(
@@ -186,11 +188,16 @@ class Machine:
         markers = boottime.MarkerWatch(self.run_dir / SERIAL_LOG, t0)
         serial = self.run_dir / SERIAL_LOG
         pid = self.pid or 0
-        watch = Watch(LIMITS["boot"], f"{self.config.name}: its guest agent did not answer", {
-            "serial output": lambda: serial.stat().st_size if serial.exists() else 0,
-            "boot markers": lambda: len(markers.seen),
-            "QEMU's CPU time": cpu_steps(lambda: cpu_seconds(pid)),
-        }, start=t0)  # fmt: skip
+        watch = Watch(
+            LIMITS["boot"],
+            f"{self.config.name}: its guest agent did not answer",
+            {
+                "serial output": lambda: serial.stat().st_size if serial.exists() else 0,
+                "boot markers": lambda: len(markers.seen),
+                "QEMU's CPU time": cpu_steps(lambda: cpu_seconds(pid)),
+            },
+            start=t0,
+        )
         if ceiling is not None:
             watch.ceiling = ceiling
         with GuestAgent(self.run_dir / AGENT_SOCKET) as agent:
@@ -259,8 +266,11 @@ class Machine:
     def _died(self, what: str) -> RuntimeFailure:
         """The error for a guest whose QEMU exited under us, with its serial log's tail."""
         status = self._proc.poll() if self._proc is not None else None
-        how = f"its QEMU exited ({describe_status(status)})" if status is not None else (
-            "its QEMU exited")  # fmt: skip
+        how = (
+            f"its QEMU exited ({describe_status(status)})"
+            if status is not None
+            else ("its QEMU exited")
+        )
         logs = [
             *(f"qemu: {line}" for line in tail(Path(self._marker) / QEMU_LOG, 6)),
             *(f"serial: {line}" for line in tail(Path(self._marker) / SERIAL_LOG, 12)),
@@ -275,10 +285,17 @@ class Machine:
 
             return LibvirtMachine.attach_libvirt(run_dir, record)
         config = MachineConfig(
-            lab=record.lab, address=tuple(record.address), argv=record.argv, run_dir=run_dir,
-            accel=record.accel, accel_reason=record.accel_reason, vcpus=record.vcpus,
-            memory=record.memory, boots_image=record.boots_image, children=record.children,
-        )  # fmt: skip
+            lab=record.lab,
+            address=tuple(record.address),
+            argv=record.argv,
+            run_dir=run_dir,
+            accel=record.accel,
+            accel_reason=record.accel_reason,
+            vcpus=record.vcpus,
+            memory=record.memory,
+            boots_image=record.boots_image,
+            children=record.children,
+        )
         machine = cls(config)
         machine.pid = record.pid
         machine._pid_start = record.pid_start
@@ -462,14 +479,23 @@ class Machine:
         cfg = self.config
         launching = self.state is not MachineState.RUNNING
         return GuestRecord(
-            lab=cfg.lab, address=list(cfg.address), pid=self.pid or 0, argv=cfg.argv,
-            accel=cfg.accel, accel_reason=cfg.accel_reason, vcpus=cfg.vcpus,
-            memory=cfg.memory, started=self._started, boots_image=cfg.boots_image,
-            children=cfg.children, boot=self.boot, pid_start=self._pid_start,
+            lab=cfg.lab,
+            address=list(cfg.address),
+            pid=self.pid or 0,
+            argv=cfg.argv,
+            accel=cfg.accel,
+            accel_reason=cfg.accel_reason,
+            vcpus=cfg.vcpus,
+            memory=cfg.memory,
+            started=self._started,
+            boots_image=cfg.boots_image,
+            children=cfg.children,
+            boot=self.boot,
+            pid_start=self._pid_start,
             state="launching" if launching else "running",
             owner=os.getpid() if launching else None,
             owner_start=start_time(os.getpid()) if launching else None,
-        )  # fmt: skip
+        )
 
     def _require(self, state: MachineState, action: str) -> None:
         if self.state is not state:

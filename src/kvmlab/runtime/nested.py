@@ -62,8 +62,9 @@ def inner_failure(result: ExecResult, argv: list[str], what: str) -> ProcessFail
     ours = [line for line in lines if line.startswith("kvmlab:")]
     tail = (ours or lines)[-15:]
     why = ours[0].removeprefix("kvmlab:").strip() if ours else ""
-    return ProcessFailure(f"{what} inside the guest" + (f": {why}" if why else ""), argv,
-                          result.returncode, tail)  # fmt: skip
+    return ProcessFailure(
+        f"{what} inside the guest" + (f": {why}" if why else ""), argv, result.returncode, tail
+    )
 
 
 def _checked(machine: Machine, argv: list[str], result: ExecResult, what: str) -> ExecResult:
@@ -89,8 +90,14 @@ def inner_evidence(machine: Machine, lab: str) -> list[str]:
 
 def copy_lab(machine: Machine, loaded: LoadedLab) -> None:
     """Put the lab file at the same path inside the guest (host /tmp is private there)."""
-    argv = ["sh", "-c", 'mkdir -p "$1" && cat > "$2"', "sh", str(loaded.directory),
-            str(loaded.path)]  # fmt: skip
+    argv = [
+        "sh",
+        "-c",
+        'mkdir -p "$1" && cat > "$2"',
+        "sh",
+        str(loaded.directory),
+        str(loaded.path),
+    ]
     result = machine.exec(argv, timeout=60, input=loaded.path.read_bytes())
     _checked(machine, argv, result, "copying the lab file")
 
@@ -126,8 +133,9 @@ def start_children(
         result = machine.exec(argv, timeout=timeout, env=guest_env(image, machine.config.accel))
     except GuestExecTimeout:
         stalled = limit.exceeded(f"{machine.config.name}: starting its guests", timeout)
-        raise ProcessFailure(str(stalled), argv, None,
-                             inner_evidence(machine, loaded.lab.name)) from None  # fmt: skip
+        raise ProcessFailure(
+            str(stalled), argv, None, inner_evidence(machine, loaded.lab.name)
+        ) from None
     if result.returncode != 0:
         failure = inner_failure(result, argv, f"{machine.config.name}: starting its guests failed")
         failure.log_tail.extend(inner_evidence(machine, loaded.lab.name))
@@ -142,12 +150,20 @@ def start_children(
         run_dir = lab_dir.create_guest_dir([*machine.config.address, child])
         (run_dir / AGENT_SOCKET).symlink_to(machine.relay_socket(child))
         record = GuestRecord(
-            lab=loaded.lab.name, address=[*machine.config.address, child],
-            pid=machine.pid or 0, argv=row["argv"], accel=row["accel"],
-            accel_reason=row["accel_reason"], vcpus=row["vcpus"], memory=row["memory"],
-            started=row["started"], boots_image=row["boots_image"], boot=row["boot"],
-            via="/".join(machine.config.address), marker=marker,
-        )  # fmt: skip
+            lab=loaded.lab.name,
+            address=[*machine.config.address, child],
+            pid=machine.pid or 0,
+            argv=row["argv"],
+            accel=row["accel"],
+            accel_reason=row["accel_reason"],
+            vcpus=row["vcpus"],
+            memory=row["memory"],
+            started=row["started"],
+            boots_image=row["boots_image"],
+            boot=row["boot"],
+            via="/".join(machine.config.address),
+            marker=marker,
+        )
         record.save(run_dir)
         records.append(record)
     return records

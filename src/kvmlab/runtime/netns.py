@@ -38,8 +38,12 @@ def ip(*args: str, netns: str | None = None, what: str = "") -> str:
     argv = exec_argv(netns, ["ip", *args]) if netns else ["ip", *args]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     if done.returncode != 0:
-        raise ProcessFailure(what or f"ip {' '.join(args)} failed", argv, done.returncode,
-                             done.stderr.splitlines()[-5:])  # fmt: skip
+        raise ProcessFailure(
+            what or f"ip {' '.join(args)} failed",
+            argv,
+            done.returncode,
+            done.stderr.splitlines()[-5:],
+        )
     return done.stdout
 
 
@@ -47,10 +51,12 @@ def create(name: str) -> None:
     """Create a namespace with its loopback up; :class:`StateError` when one of that name
     exists (kvmlab did not record it, so it is not kvmlab's to reuse or delete)."""
     if exists(name):
-        raise StateError(f"network namespace {name} exists and is not on kvmlab's record: "
-                         "a kvmlab with another KVMLAB_RUN_DIR may be running the same lab; "
-                         f"if `ip netns pids {name}` prints nothing it is a leftover: "
-                         f"`ip netns del {name}`")  # fmt: skip
+        raise StateError(
+            f"network namespace {name} exists and is not on kvmlab's record: "
+            "a kvmlab with another KVMLAB_RUN_DIR may be running the same lab; "
+            f"if `ip netns pids {name}` prints nothing it is a leftover: "
+            f"`ip netns del {name}`"
+        )
     ip("netns", "add", name, what=f"creating network namespace {name}")
     ip("link", "set", "lo", "up", netns=name, what=f"bringing lo up in {name}")
 
@@ -61,8 +67,7 @@ def delete(name: str) -> None:
         with contextlib.suppress(ProcessFailure):
             ip("netns", "del", name, what=f"deleting network namespace {name}")
         if exists(name):
-            raise StateError(f"could not delete network namespace {name}: "
-                             f"`ip netns del {name}`")  # fmt: skip
+            raise StateError(f"could not delete network namespace {name}: `ip netns del {name}`")
 
 
 def exec_argv(name: str, argv: list[str]) -> list[str]:

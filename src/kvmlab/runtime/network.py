@@ -67,8 +67,9 @@ def lab_addresses(lab: Lab, path: tuple[str, ...], guest: Guest) -> list[LabAddr
         if isinstance(nic, VhostUserNic) and nic.port is not None and nic.address is not None:
             addr = nic.address
         if addr is not None:
-            out.append(LabAddress(i, nic.mac or derived_mac(lab.name, path, i), str(addr),
-                                  nic.queues))  # fmt: skip
+            out.append(
+                LabAddress(i, nic.mac or derived_mac(lab.name, path, i), str(addr), nic.queues)
+            )
     return out
 
 

@@ -35,9 +35,11 @@ def require() -> None:
     """:class:`RuntimeFailure` naming what is missing when OVS-DPDK is not installed."""
     missing = [t for t in TOOLS if shutil.which(t) is None]
     if missing or not Path(VSWITCHD).exists():
-        raise RuntimeFailure(f"OVS-DPDK is not installed ({', '.join(missing) or VSWITCHD} "
-                             "missing): apt-get install openvswitch-switch-dpdk "
-                             "(make deps does)")  # fmt: skip
+        raise RuntimeFailure(
+            f"OVS-DPDK is not installed ({', '.join(missing) or VSWITCHD} "
+            "missing): apt-get install openvswitch-switch-dpdk "
+            "(make deps does)"
+        )
 
 
 def mask(cpus: Sequence[int]) -> str:
@@ -45,24 +47,42 @@ def mask(cpus: Sequence[int]) -> str:
     return hex(sum(1 << c for c in cpus))
 
 
-def config_commands(spec: SwitchSpec, ports: Sequence[tuple[str, Path]],
-                    prefix: str = "kvmlab-ovs") -> list[list[str]]:  # fmt: skip
+def config_commands(
+    spec: SwitchSpec, ports: Sequence[tuple[str, Path]], prefix: str = "kvmlab-ovs"
+) -> list[list[str]]:
     """The ``ovs-vsctl`` arguments that set DPDK up and build the bridge (pure). OVS adds
     ``--in-memory`` itself: its huge pages are unlinked at once, nothing left on disk."""
     extra = f"--no-pci --single-file-segments --file-prefix={prefix}"
     cmds = [
-        ["set", "Open_vSwitch", ".", "other_config:dpdk-init=true",
-         f"other_config:dpdk-socket-mem={spec.memory // MIB}",
-         f"other_config:dpdk-socket-limit={spec.memory // MIB}",
-         f"other_config:dpdk-lcore-mask={mask([spec.main_core])}",
-         f"other_config:pmd-cpu-mask={mask(spec.cores)}",
-         f"other_config:dpdk-extra={extra}"],
+        [
+            "set",
+            "Open_vSwitch",
+            ".",
+            "other_config:dpdk-init=true",
+            f"other_config:dpdk-socket-mem={spec.memory // MIB}",
+            f"other_config:dpdk-socket-limit={spec.memory // MIB}",
+            f"other_config:dpdk-lcore-mask={mask([spec.main_core])}",
+            f"other_config:pmd-cpu-mask={mask(spec.cores)}",
+            f"other_config:dpdk-extra={extra}",
+        ],
         ["add-br", BRIDGE, "--", "set", "bridge", BRIDGE, "datapath_type=netdev"],
-    ]  # fmt: skip
+    ]
     for i, (name, socket) in enumerate(ports):
-        cmds.append(["add-port", BRIDGE, name, "--", "set", "Interface", name,
-                     "type=dpdkvhostuserclient", f"options:vhost-server-path={socket}",
-                     f"options:n_rxq={spec.queues}", f"ofport_request={i + 1}"])  # fmt: skip
+        cmds.append(
+            [
+                "add-port",
+                BRIDGE,
+                name,
+                "--",
+                "set",
+                "Interface",
+                name,
+                "type=dpdkvhostuserclient",
+                f"options:vhost-server-path={socket}",
+                f"options:n_rxq={spec.queues}",
+                f"ofport_request={i + 1}",
+            ]
+        )
     return cmds
 
 
@@ -77,9 +97,13 @@ def flows(count: int) -> list[str]:
 class Ovs:
     """ovsdb-server and ovs-vswitchd-dpdk of one switch directory."""
 
-    def __init__(self, directory: Path, pids: Sequence[tuple[str, int, int | None]] = (),
-                 on_spawn: Callable[[], None] | None = None,
-                 netns: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        directory: Path,
+        pids: Sequence[tuple[str, int, int | None]] = (),
+        on_spawn: Callable[[], None] | None = None,
+        netns: str | None = None,
+    ) -> None:
         self.dir = directory
         self.netns = netns
         """The namespace ovs-vswitchd runs in: its datapath's tap devices (``ovs-netdev``,
@@ -93,36 +117,50 @@ class Ovs:
     def env(self) -> dict[str, str]:
         """Every OVS tool looks in the switch's directory, never /var/run/openvswitch."""
         d = str(self.dir)
-        return {**os.environ, "OVS_RUNDIR": d, "OVS_DBDIR": d, "OVS_LOGDIR": d,
-                "OVS_SYSCONFDIR": d}  # fmt: skip
+        return {**os.environ, "OVS_RUNDIR": d, "OVS_DBDIR": d, "OVS_LOGDIR": d, "OVS_SYSCONFDIR": d}
 
     @property
     def db(self) -> str:
         """The database's socket."""
         return f"unix:{self.dir / 'db.sock'}"
 
-    def run(self, argv: list[str], what: str, timeout: float = 30.0,
-            unblock: bool = False) -> str:  # fmt: skip
+    def run(self, argv: list[str], what: str, timeout: float = 30.0, unblock: bool = False) -> str:
         """An OVS tool in this switch's environment; :class:`ProcessFailure` when it fails.
         ``unblock``: it starts a daemon inside :func:`deferred_signals`, which must not
         inherit the held signals blocked."""
         try:
-            done = subprocess.run(argv, env=self.env, capture_output=True, text=True,
-                                  timeout=timeout,
-                                  preexec_fn=unblock_in_child if unblock else None)  # fmt: skip
+            done = subprocess.run(
+                argv,
+                env=self.env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                preexec_fn=unblock_in_child if unblock else None,
+            )
         except subprocess.TimeoutExpired:
-            raise ProcessFailure(f"{what}: no answer in {timeout:.0f} s", argv, None,
-                                 tail(self.dir / "ovs-vswitchd.log", 10)) from None  # fmt: skip
+            raise ProcessFailure(
+                f"{what}: no answer in {timeout:.0f} s",
+                argv,
+                None,
+                tail(self.dir / "ovs-vswitchd.log", 10),
+            ) from None
         if done.returncode != 0:
-            raise ProcessFailure(f"{what} failed", argv, done.returncode,
-                                 (done.stderr or done.stdout).splitlines()[-10:])  # fmt: skip
+            raise ProcessFailure(
+                f"{what} failed",
+                argv,
+                done.returncode,
+                (done.stderr or done.stdout).splitlines()[-10:],
+            )
         return done.stdout
 
     def vsctl(self, *args: str, wait: bool = True) -> str:
         """``ovs-vsctl`` against this switch's database."""
         flags = [] if wait else ["--no-wait"]
-        return self.run(["ovs-vsctl", f"--db={self.db}", "--timeout=60", *flags, *args],
-                        f"ovs-vsctl {args[0]}", 90)  # fmt: skip
+        return self.run(
+            ["ovs-vsctl", f"--db={self.db}", "--timeout=60", *flags, *args],
+            f"ovs-vsctl {args[0]}",
+            90,
+        )
 
     def _daemon(self, argv: list[str], pidfile: Path, what: str) -> None:
         with deferred_signals():  # on record (self.pids) as soon as it reports its pid
@@ -135,17 +173,27 @@ class Ovs:
                     if self.on_spawn is not None:
                         self.on_spawn()
 
-    def start(self, spec: SwitchSpec, ports: Sequence[tuple[str, Path]],
-              prefix: str = "kvmlab-ovs") -> None:  # fmt: skip
+    def start(
+        self, spec: SwitchSpec, ports: Sequence[tuple[str, Path]], prefix: str = "kvmlab-ovs"
+    ) -> None:
         """Database, daemon, bridge, ports and flows; OVS then connects to each port's socket
         whenever its server (QEMU, the generator) is there."""
         require()
         db = self.dir / "conf.db"
         self.run(["ovsdb-tool", "create", str(db), SCHEMA], "creating the OVS database")
-        self._daemon(["ovsdb-server", str(db), f"--remote=p{self.db}",
-                      f"--pidfile={self.dir / 'ovsdb-server.pid'}",
-                      f"--log-file={self.dir / 'ovsdb-server.log'}", "--detach",
-                      "--no-chdir"], self.dir / "ovsdb-server.pid", "ovsdb-server")  # fmt: skip
+        self._daemon(
+            [
+                "ovsdb-server",
+                str(db),
+                f"--remote=p{self.db}",
+                f"--pidfile={self.dir / 'ovsdb-server.pid'}",
+                f"--log-file={self.dir / 'ovsdb-server.log'}",
+                "--detach",
+                "--no-chdir",
+            ],
+            self.dir / "ovsdb-server.pid",
+            "ovsdb-server",
+        )
         self.vsctl("init", wait=False)
         commands = config_commands(spec, ports, prefix)
         self.vsctl(*commands[0], wait=False)

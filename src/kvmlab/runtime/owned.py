@@ -42,8 +42,9 @@ def checked_run_root(create: bool = True) -> Path:
         raise StateError("KVMLAB_RUN_DIR must not be /")
     missing = [p for p in (root, *root.parents) if not p.exists()]
     if why := unsafe_parent(root):
-        raise StateError(f"run directory {root}: {why}; set KVMLAB_RUN_DIR to a private "
-                         "directory of your own")  # fmt: skip
+        raise StateError(
+            f"run directory {root}: {why}; set KVMLAB_RUN_DIR to a private directory of your own"
+        )
     if missing:
         if not create:
             return root

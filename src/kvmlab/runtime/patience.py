@@ -47,8 +47,10 @@ class Limit:
             value = float("nan")
         if not 0 < value <= MAX_SECONDS:
             shown = raw if len(raw) <= 40 else raw[:37] + "..."
-            raise UsageError(f"{self.env(kind)}={printable(repr(shown))}: give a number of "
-                             f"seconds above 0 and at most {MAX_SECONDS:g}")  # fmt: skip
+            raise UsageError(
+                f"{self.env(kind)}={printable(repr(shown))}: give a number of "
+                f"seconds above 0 and at most {MAX_SECONDS:g}"
+            )
         return value
 
     def exceeded(self, subject: str, seconds: float, detail: str = "") -> Stalled:
@@ -60,16 +62,29 @@ class Limit:
         )
 
 
-LIMITS = {limit.name: limit for limit in (
-    Limit("qmp", 60, 120, "QEMU's monitor socket answering after QEMU started"),
-    Limit("boot", 120, 1200, "a guest booting until its agent answers (progress: serial "
-          "output, boot markers, QEMU's CPU time)"),
-    Limit("agent", 60, 120, "a running guest's agent answering before a command"),
-    Limit("setup", 60, 60, "guest-side set-up after boot: disk mounts, network"),
-    Limit("inner-up", 300, 900, "'kvmlab up' inside a guest hypervisor starting its guests "
-          "(progress: the hypervisor's QEMU CPU time)"),
-    Limit("inner-down", 120, 300, "'kvmlab down' inside a guest hypervisor"),
-)}  # fmt: skip
+LIMITS = {
+    limit.name: limit
+    for limit in (
+        Limit("qmp", 60, 120, "QEMU's monitor socket answering after QEMU started"),
+        Limit(
+            "boot",
+            120,
+            1200,
+            "a guest booting until its agent answers (progress: serial "
+            "output, boot markers, QEMU's CPU time)",
+        ),
+        Limit("agent", 60, 120, "a running guest's agent answering before a command"),
+        Limit("setup", 60, 60, "guest-side set-up after boot: disk mounts, network"),
+        Limit(
+            "inner-up",
+            300,
+            900,
+            "'kvmlab up' inside a guest hypervisor starting its guests "
+            "(progress: the hypervisor's QEMU CPU time)",
+        ),
+        Limit("inner-down", 120, 300, "'kvmlab down' inside a guest hypervisor"),
+    )
+}
 """Every wait kvmlab bounds; ``docs/timeouts.md`` lists them (generated from here)."""
 
 MAX_SECONDS = 1e6
@@ -157,11 +172,15 @@ def cpu_steps(read: Callable[[], float | None], step: float = 5.0) -> Callable[[
 
 def limits_markdown() -> str:
     """The table of limits for ``docs/timeouts.md``."""
-    rows = ["| limit | stall (s) | ceiling (s, x level factor) | what it bounds | override |",
-            "|---|---|---|---|---|"]  # fmt: skip
+    rows = [
+        "| limit | stall (s) | ceiling (s, x level factor) | what it bounds | override |",
+        "|---|---|---|---|---|",
+    ]
     for limit in LIMITS.values():
-        rows.append(f"| `{limit.name}` | {limit.stall:g} | {limit.ceiling:g} | {limit.what} | "
-                    f"`{limit.env('stall')}`, `{limit.env('ceiling')}` |")  # fmt: skip
+        rows.append(
+            f"| `{limit.name}` | {limit.stall:g} | {limit.ceiling:g} | {limit.what} | "
+            f"`{limit.env('stall')}`, `{limit.env('ceiling')}` |"
+        )
     return "\n".join(rows) + "\n"
 
 
@@ -188,8 +207,12 @@ guest they run in, so a slow level gets the time its tools need to start.
 
 def timeouts_doc() -> str:
     """``docs/timeouts.md``: ``python -m kvmlab.runtime.patience > docs/timeouts.md``."""
-    return (DOC_INTRO + limits_markdown() + DOC_WORKLOADS
-            + "\nGenerated from `kvmlab.runtime.patience.LIMITS` (`make docs`).\n")  # fmt: skip
+    return (
+        DOC_INTRO
+        + limits_markdown()
+        + DOC_WORKLOADS
+        + "\nGenerated from `kvmlab.runtime.patience.LIMITS` (`make docs`).\n"
+    )
 
 
 if __name__ == "__main__":

@@ -114,8 +114,7 @@ class QmpSession:
             for task in pending:
                 task.cancel()
             if pending:
-                self._loop.run_until_complete(
-                    asyncio.gather(*pending, return_exceptions=True))  # fmt: skip
+                self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         finally:
             self._loop.close()
 

@@ -239,8 +239,11 @@ class LabDir:
     def live(self) -> list[GuestEntry]:
         """The lab's guests whose QEMU runs (inside a hypervisor: whose hypervisor runs),
         unreadable ones included when a QEMU names their run directory."""
-        return [e for e in self.entries()
-                if e.state() != "dead" and (e.record is not None or e.processes())]  # fmt: skip
+        return [
+            e
+            for e in self.entries()
+            if e.state() != "dead" and (e.record is not None or e.processes())
+        ]
 
     def write_info(self, lab_file: Path, digest: str) -> None:
         """Remember which lab file is up."""
@@ -298,10 +301,10 @@ def guest_sockets(
     own = (("QMP", QMP_SOCKET), ("guest agent", AGENT_SOCKET), ("console", CONSOLE_SOCKET))
     found = [(f"{what} socket of guest {name}", run_dir / sock) for what, sock in own]
     for child in children:
-        found += [(f"relay socket of guest {name} (to {child})",
-                   run_dir / RELAY_SOCKET.format(child)),
-                  (f"guest agent socket of guest {name}/{child}",
-                   run_dir / child / AGENT_SOCKET)]  # fmt: skip
+        found += [
+            (f"relay socket of guest {name} (to {child})", run_dir / RELAY_SOCKET.format(child)),
+            (f"guest agent socket of guest {name}/{child}", run_dir / child / AGENT_SOCKET),
+        ]
     return found
 
 
@@ -315,23 +318,32 @@ def check_socket_paths(
     (:data:`UNIX_PATH_MAX` bytes), where QEMU would fail to bind it. ``guests``: each
     top-level guest's address and the names of the guests inside it; ``others``: more
     sockets under the lab's directory (the switch's ports), each with what it is."""
-    found = [sock for address, children in guests
-             for sock in guest_sockets(lab_dir, address, children)]  # fmt: skip
+    found = [
+        sock for address, children in guests for sock in guest_sockets(lab_dir, address, children)
+    ]
     found += [(f"{what} socket of lab {lab_dir.lab}", path) for what, path in others]
     size, what = max(((len(os.fsencode(p)), what) for what, p in found), default=(0, ""))
     if size <= UNIX_PATH_MAX:
         return
     root = str(run_root())
     fits = len(os.fsencode(root)) - (size - UNIX_PATH_MAX)
-    sock = (f"the {what} would be {size} bytes long, and a unix socket path takes at most "
-            f"{UNIX_PATH_MAX}")  # fmt: skip
+    sock = (
+        f"the {what} would be {size} bytes long, and a unix socket path takes at most "
+        f"{UNIX_PATH_MAX}"
+    )
     if fits < 2:  # not even /x would do: the names make the path too long
-        raise StateError(f"{sock}, whatever the run directory; give the lab or its guests "
-                         "shorter names")  # fmt: skip
-    where = ("KVMLAB_RUN_DIR" if os.environ.get("KVMLAB_RUN_DIR")
-             else "the run directory (KVMLAB_RUN_DIR unset)")  # fmt: skip
-    raise StateError(f"{where} {quoted(root)} is too long: {sock}; set KVMLAB_RUN_DIR to a "
-                     f"directory of at most {fits} bytes")  # fmt: skip
+        raise StateError(
+            f"{sock}, whatever the run directory; give the lab or its guests shorter names"
+        )
+    where = (
+        "KVMLAB_RUN_DIR"
+        if os.environ.get("KVMLAB_RUN_DIR")
+        else "the run directory (KVMLAB_RUN_DIR unset)"
+    )
+    raise StateError(
+        f"{where} {quoted(root)} is too long: {sock}; set KVMLAB_RUN_DIR to a "
+        f"directory of at most {fits} bytes"
+    )
 
 
 def running_labs() -> list[LabDir]:
@@ -339,5 +351,8 @@ def running_labs() -> list[LabDir]:
     root = checked_run_root(create=False)
     if not root.is_dir():
         return []
-    return [LabDir(p.name, p) for p in sorted(root.iterdir())
-            if is_name(p.name) and p.is_dir() and not p.is_symlink()]  # fmt: skip
+    return [
+        LabDir(p.name, p)
+        for p in sorted(root.iterdir())
+        if is_name(p.name) and p.is_dir() and not p.is_symlink()
+    ]

@@ -78,8 +78,9 @@ def lab_ports(lab: Lab) -> list[str]:
 class Switch:
     """A switch of one lab (either kind), a context manager that stops it."""
 
-    def __init__(self, lab: str, spec: SwitchSpec, root: Path, ports: Sequence[str],
-                 name: str = "switch") -> None:  # fmt: skip
+    def __init__(
+        self, lab: str, spec: SwitchSpec, root: Path, ports: Sequence[str], name: str = "switch"
+    ) -> None:
         self.lab = lab
         self.spec = spec
         self.dir = root
@@ -108,8 +109,7 @@ class Switch:
         """Create the directory, reserve huge pages if it needs them, start the switch; a
         testpmd switch has every port's socket listening when this returns."""
         if self.kind == "testpmd" and shutil.which(TESTPMD) is None:
-            raise RuntimeFailure(f"{TESTPMD} not found: apt-get install dpdk-dev "
-                                 "(make deps does)")  # fmt: skip
+            raise RuntimeFailure(f"{TESTPMD} not found: apt-get install dpdk-dev (make deps does)")
         if self.kind == "ovs-dpdk":
             ovs.require()  # before anything exists: nothing half-done
         create_owned(self.dir, f"switch of lab {self.lab}")
@@ -132,8 +132,11 @@ class Switch:
                     self._record()
                     netns.create(ns)
                 self.ovs = Ovs(self.dir, on_spawn=self._record, netns=ns)
-                self.ovs.start(self.spec, [(p, self.socket(p)) for p in self.ports],
-                               f"kvmlab-{self.lab}-{self.name}")  # fmt: skip
+                self.ovs.start(
+                    self.spec,
+                    [(p, self.socket(p)) for p in self.ports],
+                    f"kvmlab-{self.lab}-{self.name}",
+                )
         finally:
             self._record()
 
@@ -188,8 +191,10 @@ class Switch:
         if self.ovs is not None:
             return self.ovs.dump_ports()
         if self.process is None or not self.process.running():
-            raise RuntimeFailure(f"the {self.name} of lab {self.lab} is not running "
-                                 f"(its log: {self.dir / (self.name + '.log')})")  # fmt: skip
+            raise RuntimeFailure(
+                f"the {self.name} of lab {self.lab} is not running "
+                f"(its log: {self.dir / (self.name + '.log')})"
+            )
         return self.process.command("show port stats all") + self.process.command(
             "show fwd stats all"
         )
@@ -255,8 +260,9 @@ def stop_recorded(root: Path) -> bool:
             Ovs(root, record.processes).stop()
         for name, pid, started in record.processes:
             if alive(pid, started=started) and not terminate(pid, started=started, grace=5.0):
-                raise RuntimeFailure(f"could not stop the switch's {name} (pid {pid}); "
-                                     f"{root} is kept")  # fmt: skip
+                raise RuntimeFailure(
+                    f"could not stop the switch's {name} (pid {pid}); {root} is kept"
+                )
         if record.kind == "ovs-dpdk":  # by the lab's and switch's names, not the record's
             netns.delete(netns.ns_name(root.parent.name, SWITCH_NAMES.get(root.name, "")))
         if record.hugepages is not None:

@@ -59,8 +59,9 @@ class TestPmd:
         tp.pid, tp.started = pid, started
         return tp
 
-    def start(self, patience: float, outlive: bool = False,
-              on_spawn: Callable[[], None] | None = None) -> None:  # fmt: skip
+    def start(
+        self, patience: float, outlive: bool = False, on_spawn: Callable[[], None] | None = None
+    ) -> None:
         """Spawn it and wait for its first prompt (its ports are set up by then).
 
         ``outlive``: keep running when kvmlab exits (a lab's switch, stopped by ``kvmlab
@@ -73,8 +74,7 @@ class TestPmd:
         fd_in = os.open(self.fifo, os.O_RDWR | os.O_NOFOLLOW)
         try:
             # a fresh log: a prompt left by an earlier testpmd must not answer for this one
-            fd_out = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
-                             0o600)  # fmt: skip
+            fd_out = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         except OSError:
             os.close(fd_in)
             raise
@@ -82,14 +82,17 @@ class TestPmd:
             with deferred_signals():  # spawned and on record, or not spawned
                 try:
                     self._proc = subprocess.Popen(
-                        [*LINE_BUFFERED, *self.argv], stdin=fd_in, stdout=fd_out,
+                        [*LINE_BUFFERED, *self.argv],
+                        stdin=fd_in,
+                        stdout=fd_out,
                         stderr=subprocess.STDOUT,
                         start_new_session=True,
                         preexec_fn=unblock_in_child if outlive else die_with_parent,
-                    )  # fmt: skip
+                    )
                 except OSError as exc:
-                    raise RuntimeFailure(f"{self.name}: cannot start {self.argv[0]}: "
-                                         f"{exc.strerror}") from None  # fmt: skip
+                    raise RuntimeFailure(
+                        f"{self.name}: cannot start {self.argv[0]}: {exc.strerror}"
+                    ) from None
                 self.pid = self._proc.pid
                 self.started = start_time(self.pid)
                 if on_spawn is not None:
@@ -132,9 +135,13 @@ class TestPmd:
 
     def _failure(self, what: str) -> ProcessFailure:
         code = self._proc.poll() if self._proc else None
-        return ProcessFailure(f"{self.name} ({self.argv[0] if self.argv else 'testpmd'}) "
-                              f"{what}", self.argv, code, tail(self.log, 15),
-                              self.log)  # fmt: skip
+        return ProcessFailure(
+            f"{self.name} ({self.argv[0] if self.argv else 'testpmd'}) {what}",
+            self.argv,
+            code,
+            tail(self.log, 15),
+            self.log,
+        )
 
     def command(self, line: str, timeout: float = 30.0) -> str:
         """Type ``line`` and return what testpmd printed before its next prompt."""

@@ -24,8 +24,7 @@ def _agent(run_dir: Path, record: GuestRecord | None) -> GuestAgent:
     return GuestAgent(run_dir / AGENT_SOCKET)
 
 
-def guest_cpu_ticks(run_dir: Path, record: GuestRecord | None = None
-                    ) -> tuple[int, int] | None:  # fmt: skip
+def guest_cpu_ticks(run_dir: Path, record: GuestRecord | None = None) -> tuple[int, int] | None:
     """(busy, total) jiffies from the guest's /proc/stat, through the agent; None if unreachable."""
     try:
         with _agent(run_dir, record) as agent:

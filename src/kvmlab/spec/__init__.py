@@ -9,7 +9,23 @@ from kvmlab.spec.load import LoadedLab, load_lab, parse_lab
 from kvmlab.spec.machine import Clock, Cpu, HyperV, Memory, NumaCell, Pinning, Timer
 
 __all__ = [
-    "Clock", "CloudInit", "Cpu", "Disk", "Forward", "Guest", "HyperV", "Lab", "LoadedLab", "Memory",
-    "Nic", "NumaCell", "Pinning", "TapNic", "Timer", "UserNic", "VhostUserNic",
-    "load_lab", "parse_lab",
-]  # fmt: skip
+    "Clock",
+    "CloudInit",
+    "Cpu",
+    "Disk",
+    "Forward",
+    "Guest",
+    "HyperV",
+    "Lab",
+    "LoadedLab",
+    "Memory",
+    "Nic",
+    "NumaCell",
+    "Pinning",
+    "TapNic",
+    "Timer",
+    "UserNic",
+    "VhostUserNic",
+    "load_lab",
+    "parse_lab",
+]

@@ -29,8 +29,9 @@ def check_uri(value: str) -> str:
     """A libvirt QEMU driver URI (``qemu:///system``, ``qemu+ssh://host/system``, ...)."""
     shown = quoted(value)
     if len(value) > MAX_URI:
-        raise ValueError(f"{shown} is too long: a libvirt URI here takes at most {MAX_URI} "
-                         "characters")  # fmt: skip
+        raise ValueError(
+            f"{shown} is too long: a libvirt URI here takes at most {MAX_URI} characters"
+        )
     match = URI_PATTERN.match(value)
     if not match:
         raise ValueError(
@@ -42,8 +43,9 @@ def check_uri(value: str) -> str:
     if host.startswith("-"):
         raise ValueError(f"{shown}: a host name cannot start with '-'")
     if len(host) > 253:
-        raise ValueError(f"{shown}: its host name has {len(host)} characters; a host name has "
-                         "at most 253")  # fmt: skip
+        raise ValueError(
+            f"{shown}: its host name has {len(host)} characters; a host name has at most 253"
+        )
     port = match.group("port")
     if port is not None and not 0 < int(port) < 65536:
         raise ValueError(f"{shown}: port {port} is not 1-65535")

@@ -10,8 +10,9 @@ from kvmlab.spec.base import SpecModel
 from kvmlab.spec.network import NetCompareSpec
 from kvmlab.spec.switch import PvpSpec
 
-WorkloadName = Literal["cpu", "memory", "disk", "network", "boot", "kbuild", "pvp",
-                       "migrations", "netcompare"]  # fmt: skip
+WorkloadName = Literal[
+    "cpu", "memory", "disk", "network", "boot", "kbuild", "pvp", "migrations", "netcompare"
+]
 WORKLOADS: tuple[WorkloadName, ...] = ("cpu", "memory", "disk", "network", "boot", "kbuild")
 """The suite's workloads: the same commands at every level."""
 LAB_WORKLOADS: tuple[WorkloadName, ...] = ("pvp", "migrations", "netcompare")

@@ -160,8 +160,9 @@ class VhostUserNic(NicBase):
     @model_validator(mode="after")
     def _socket_or_port(self) -> VhostUserNic:
         if (self.socket is None) == (self.port is None):
-            raise ValueError("give either socket (a switch of your own) or port (a port of "
-                             "the lab's [switch])")  # fmt: skip
+            raise ValueError(
+                "give either socket (a switch of your own) or port (a port of the lab's [switch])"
+            )
         return self
 
 

@@ -33,8 +33,9 @@ def _host_path(value: str) -> str:
     if not value.startswith("/"):
         raise ValueError(f"{quoted(value)} is not an absolute path")
     if value != "/" and any(p in ("", ".", "..") for p in parts[1:]):
-        raise ValueError(f"{quoted(value)} is not a normalised path (no '.', '..', '//' or "
-                         "trailing /)")  # fmt: skip
+        raise ValueError(
+            f"{quoted(value)} is not a normalised path (no '.', '..', '//' or trailing /)"
+        )
     return value
 
 
@@ -171,8 +172,9 @@ class Guest(SpecModel):
         if self.when_tcg:
             from kvmlab.spec.messages import explain
 
-            base = self.model_dump(exclude={"when_tcg", "guests"}, exclude_unset=True,
-                                   by_alias=True)  # fmt: skip
+            base = self.model_dump(
+                exclude={"when_tcg", "guests"}, exclude_unset=True, by_alias=True
+            )
             try:
                 merged = Guest.model_validate(deep_merge(base, self.when_tcg))
             except ValidationError as exc:
@@ -196,8 +198,9 @@ class Guest(SpecModel):
 
 def _when_tcg_error(where: str, message: str) -> PydanticCustomError:
     """A problem at ``when_tcg.WHERE``: the loader names that key (kvmlab.spec.messages)."""
-    return PydanticCustomError("when_tcg", "when_tcg.{where}: {message}",
-                               {"where": where, "message": message})  # fmt: skip
+    return PydanticCustomError(
+        "when_tcg", "when_tcg.{where}: {message}", {"where": where, "message": message}
+    )
 
 
 _SEES = "when_tcg may not widen what a guest sees of the host"
@@ -213,42 +216,82 @@ def _more_exposed(written: Guest, merged: Guest) -> Iterator[tuple[str, str]]:
 
     if shares(merged) and not shares(written):
         key = "boot" if merged.boot != written.boot else "migratable"
-        yield key, (f"shares the host's root with the guest, which the guest as written does "
-                    f"not; {_SEES}: set {key} on the guest itself")  # fmt: skip
+        yield (
+            key,
+            (
+                f"shares the host's root with the guest, which the guest as written does "
+                f"not; {_SEES}: set {key} on the guest itself"
+            ),
+        )
     shown = written.host_view.show
     for path in merged.host_view.show:
         if not any(path == s or s == "/" or path.startswith(s + "/") for s in shown):
-            yield "host_view.show", (f"{quoted(path)} shows the guest more of the host than "
-                                     f"as written; {_SEES}: set host_view on the guest "
-                                     "itself")  # fmt: skip
+            yield (
+                "host_view.show",
+                (
+                    f"{quoted(path)} shows the guest more of the host than "
+                    f"as written; {_SEES}: set host_view on the guest "
+                    "itself"
+                ),
+            )
     for path in written.host_view.hide:
         if path not in merged.host_view.hide:
-            yield "host_view.hide", (f"drops {quoted(path)}, which the guest as written "
-                                     f"hides; {_SEES}: keep it in the list")  # fmt: skip
+            yield (
+                "host_view.hide",
+                (
+                    f"drops {quoted(path)}, which the guest as written "
+                    f"hides; {_SEES}: keep it in the list"
+                ),
+            )
     for key in ("kernel", "initrd", "qemu"):  # host files read into the guest, or run
         if getattr(merged, key) != getattr(written, key):
-            yield key, (f"changes the host file the guest as written uses ("
-                        f"{quoted(str(getattr(merged, key)))}); {_SEES}: set {key} on the "
-                        "guest itself")  # fmt: skip
+            yield (
+                key,
+                (
+                    f"changes the host file the guest as written uses ("
+                    f"{quoted(str(getattr(merged, key)))}); {_SEES}: set {key} on the "
+                    "guest itself"
+                ),
+            )
     disks = {d.path: d for d in written.disks}
     for i, disk in enumerate(merged.disks):
         same = disks.get(disk.path)
         if same is None:
-            yield f"disks[{i}].path", (f"{quoted(disk.path)} gives the guest a host file the "
-                                       f"guest as written does not have; {_SEES}: add the disk "
-                                       "on the guest itself")  # fmt: skip
+            yield (
+                f"disks[{i}].path",
+                (
+                    f"{quoted(disk.path)} gives the guest a host file the "
+                    f"guest as written does not have; {_SEES}: add the disk "
+                    "on the guest itself"
+                ),
+            )
         elif same.readonly and not disk.readonly:
-            yield f"disks[{i}].readonly", (f"makes {quoted(disk.path)} writable, which the "
-                                           f"guest as written reads only; {_SEES}: keep "
-                                           "readonly = true")  # fmt: skip
+            yield (
+                f"disks[{i}].readonly",
+                (
+                    f"makes {quoted(disk.path)} writable, which the "
+                    f"guest as written reads only; {_SEES}: keep "
+                    "readonly = true"
+                ),
+            )
     attached = [_attachment(n) for n in written.nics if not isinstance(n, UserNic)]
     for i, nic in enumerate(merged.nics):
         if not isinstance(nic, UserNic) and _attachment(nic) not in attached:
-            yield f"nics[{i}]", (f"attaches the guest to the host ({nic.type} NIC) where the "
-                                 f"guest as written is not; {_SEES}: add the NIC on the "
-                                 "guest itself")  # fmt: skip
-    listening = {fwd for nic in written.nics if isinstance(nic, UserNic)
-                 for fwd in nic.forwards if not fwd.host_addr.is_loopback}  # fmt: skip
+            yield (
+                f"nics[{i}]",
+                (
+                    f"attaches the guest to the host ({nic.type} NIC) where the "
+                    f"guest as written is not; {_SEES}: add the NIC on the "
+                    "guest itself"
+                ),
+            )
+    listening = {
+        fwd
+        for nic in written.nics
+        if isinstance(nic, UserNic)
+        for fwd in nic.forwards
+        if not fwd.host_addr.is_loopback
+    }
     for i, nic in enumerate(merged.nics):
         for j, fwd in enumerate(nic.forwards if isinstance(nic, UserNic) else ()):
             if not fwd.host_addr.is_loopback and fwd not in listening:
@@ -313,8 +356,10 @@ class Lab(SpecModel):
     @classmethod
     def _not_as_written(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         if "default" in value:
-            raise ValueError("'default' names the lab as written, measured beside every "
-                             "variant: give this variant another name")  # fmt: skip
+            raise ValueError(
+                "'default' names the lab as written, measured beside every "
+                "variant: give this variant another name"
+            )
         return value
 
     def within(self, address: str) -> Lab:

@@ -51,8 +51,10 @@ class LoadedLab:
         for name in names:
             if name not in out:
                 have = ", ".join(out)
-                raise UsageError(f"{self.path} has no variant {name!r} (it has: {have}; "
-                                 f"{AS_WRITTEN} is the lab as written)")  # fmt: skip
+                raise UsageError(
+                    f"{self.path} has no variant {name!r} (it has: {have}; "
+                    f"{AS_WRITTEN} is the lab as written)"
+                )
         return {name: out[name] for name in dict.fromkeys(names)} if names else out
 
     def variant_named(self, name: str) -> LoadedLab:
@@ -69,8 +71,12 @@ class LoadedLab:
 MAX_LAB_BYTES = 1 << 20
 """Lab files are regular files of at most 1 MiB (a lab is a few KiB; this stops /dev/zero)."""
 
-_KINDS = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
+_KINDS = (
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def load_lab(path: Path | str) -> LoadedLab:
@@ -193,8 +199,9 @@ MAX_DEPTH = 32
 
 
 def _too_deep(shown: str) -> Problem:
-    return Problem(shown, "", f"tables and arrays nest more than {MAX_DEPTH} levels deep; "
-                              "a lab nests a few")  # fmt: skip
+    return Problem(
+        shown, "", f"tables and arrays nest more than {MAX_DEPTH} levels deep; a lab nests a few"
+    )
 
 
 def _depth(data: Any) -> int:

@@ -161,9 +161,20 @@ class Clock(SpecModel):
 
 
 HypervFeature = Literal[
-    "relaxed", "vapic", "spinlocks", "vpindex", "runtime", "synic", "stimer",
-    "reset", "frequencies", "reenlightenment", "tlbflush", "ipi", "evmcs",
-]  # fmt: skip
+    "relaxed",
+    "vapic",
+    "spinlocks",
+    "vpindex",
+    "runtime",
+    "synic",
+    "stimer",
+    "reset",
+    "frequencies",
+    "reenlightenment",
+    "tlbflush",
+    "ipi",
+    "evmcs",
+]
 
 HYPERV_NEEDS: dict[str, tuple[str, ...]] = {
     "synic": ("vpindex",),

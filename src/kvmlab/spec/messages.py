@@ -157,10 +157,20 @@ def _allowed(root: type[BaseModel], loc: Sequence[int | str], ctx: dict[str, Any
         for item in field.metadata:
             bounds.update({k: getattr(item, k) for k in _BOUNDS if hasattr(item, k)})
         whole = _strip_optional(field.annotation) is int
-    low = (f"above {_number(bounds['gt'])}" if "gt" in bounds
-           else f"at least {_number(bounds['ge'])}" if "ge" in bounds else "")  # fmt: skip
-    high = (f"below {_number(bounds['lt'])}" if "lt" in bounds
-            else f"at most {_number(bounds['le'])}" if "le" in bounds else "")  # fmt: skip
+    low = (
+        f"above {_number(bounds['gt'])}"
+        if "gt" in bounds
+        else f"at least {_number(bounds['ge'])}"
+        if "ge" in bounds
+        else ""
+    )
+    high = (
+        f"below {_number(bounds['lt'])}"
+        if "lt" in bounds
+        else f"at most {_number(bounds['le'])}"
+        if "le" in bounds
+        else ""
+    )
     if "ge" in bounds and "le" in bounds:
         span = f"from {_number(bounds['ge'])} to {_number(bounds['le'])}"
     else:

@@ -10,8 +10,9 @@ from pydantic import Field
 from kvmlab.spec.base import SpecModel
 from kvmlab.spec.units import NAME_PATTERN
 
-MigrationMode = Literal["precopy", "postcopy", "multifd", "auto-converge", "xbzrle",
-                        "dirty-limit", "auto"]  # fmt: skip
+MigrationMode = Literal[
+    "precopy", "postcopy", "multifd", "auto-converge", "xbzrle", "dirty-limit", "auto"
+]
 
 
 class MigrationSpec(SpecModel):

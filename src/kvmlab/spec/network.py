@@ -26,9 +26,13 @@ def unusable(net: IPv4Network) -> str | None:
     """Why a subnet cannot be a lab's private network (None when it can)."""
     if net.prefixlen < 8:
         return f"{net} is wider than any private range: use e.g. 10.77.0.0/24"
-    for what, bad in (("loopback", net.is_loopback), ("link-local", net.is_link_local),
-                      ("multicast", net.is_multicast), ("reserved", net.is_reserved),
-                      ("unspecified", net.subnet_of(IPv4Network("0.0.0.0/8")))):  # fmt: skip
+    for what, bad in (
+        ("loopback", net.is_loopback),
+        ("link-local", net.is_link_local),
+        ("multicast", net.is_multicast),
+        ("reserved", net.is_reserved),
+        ("unspecified", net.subnet_of(IPv4Network("0.0.0.0/8"))),
+    ):
         if bad:
             return f"{net} is a {what} range: use a private one, e.g. 10.77.0.0/24"
     if not net.is_private:
@@ -175,11 +179,15 @@ def check_networks(lab: Lab) -> Iterator[tuple[str, str]]:
                     yield f"{key}.ifname", "kvmlab names the taps of a network: leave it out"
                 addr = given.get((path, i))
                 if nic.address is not None and (
-                    nic.address.ip not in net.subnet or nic.address.ip == net.host.ip
-                    or nic.address.ip in (net.subnet.network_address,
-                                          net.subnet.broadcast_address)):  # fmt: skip
-                    yield (f"{key}.address", f"{nic.address.ip} is not a guest address of "
-                           f"{net.subnet} (the host side is {net.host.ip})")  # fmt: skip
+                    nic.address.ip not in net.subnet
+                    or nic.address.ip == net.host.ip
+                    or nic.address.ip in (net.subnet.network_address, net.subnet.broadcast_address)
+                ):
+                    yield (
+                        f"{key}.address",
+                        f"{nic.address.ip} is not a guest address of "
+                        f"{net.subnet} (the host side is {net.host.ip})",
+                    )
                 elif addr is None:
                     yield f"{key}.network", f"{net.subnet} has no free address left"
                 else:
@@ -192,8 +200,9 @@ def check_networks(lab: Lab) -> Iterator[tuple[str, str]]:
                 yield from _switch_address(lab, key, nic.port, nic.address, owners)
 
 
-def _switch_address(lab: Lab, key: str, port: str | None, addr: IPv4Interface,
-                    owners: dict[IPv4Address, str]) -> Iterator[tuple[str, str]]:  # fmt: skip
+def _switch_address(
+    lab: Lab, key: str, port: str | None, addr: IPv4Interface, owners: dict[IPv4Address, str]
+) -> Iterator[tuple[str, str]]:
     """The address of a switch port's NIC: a guest address of a usable private subnet of
     its own, not a lab network's, not taken."""
     net = addr.network

@@ -236,8 +236,16 @@ def _children(key: str, g: Guest) -> Iterator[Finding]:
 
 
 GUEST_RULES: tuple[GuestRule, ...] = (
-    _topology, _pinning, _memory, _nics, _disks, _boot, _clock, _hyperv, _children,
-)  # fmt: skip
+    _topology,
+    _pinning,
+    _memory,
+    _nics,
+    _disks,
+    _boot,
+    _clock,
+    _hyperv,
+    _children,
+)
 
 
 def _unique(lab: Lab) -> Iterator[Finding]:
@@ -279,8 +287,13 @@ def check_lab(lab: Lab) -> list[Finding]:
     for path, guest in lab.walk():
         key = guest_key(path)
         if len(path) == MAX_DEPTH + 1:  # said once, at the first guest too deep
-            found.append((key, f"guests nest at most {MAX_DEPTH} levels (L1 to L{MAX_DEPTH}); "
-                               f"this one would be L{len(path)}"))  # fmt: skip
+            found.append(
+                (
+                    key,
+                    f"guests nest at most {MAX_DEPTH} levels (L1 to L{MAX_DEPTH}); "
+                    f"this one would be L{len(path)}",
+                )
+            )
         for rule in GUEST_RULES:
             found.extend(rule(key, guest))
     found.extend(_unique(lab))
@@ -305,8 +318,11 @@ RESERVED_PORT_PREFIX = "kvmlab-"
 
 def switch_ports(guest: Guest) -> list[tuple[int, VhostUserNic]]:
     """The guest's NICs on ports of the lab's switch, with their index."""
-    return [(i, n) for i, n in enumerate(guest.nics)
-            if isinstance(n, VhostUserNic) and n.port is not None]  # fmt: skip
+    return [
+        (i, n)
+        for i, n in enumerate(guest.nics)
+        if isinstance(n, VhostUserNic) and n.port is not None
+    ]
 
 
 def _switch(lab: Lab) -> Iterator[Finding]:
@@ -323,12 +339,17 @@ def _switch(lab: Lab) -> Iterator[Finding]:
             if nic.port.startswith(RESERVED_PORT_PREFIX):
                 yield f"{key}.port", f"port names starting {RESERVED_PORT_PREFIX!r} are kvmlab's"
             if nic.queues != sw.queues:
-                yield (f"{key}.queues", f"{nic.queues} queue pair(s), but switch.queues is "
-                       f"{sw.queues}: set both alike")  # fmt: skip
+                yield (
+                    f"{key}.queues",
+                    f"{nic.queues} queue pair(s), but switch.queues is {sw.queues}: set both alike",
+                )
             need = "client" if sw.kind == "testpmd" else "server"
             if "mode" in nic.model_fields_set and nic.mode != need:
-                yield (f"{key}.mode", f"a {sw.kind} switch port needs QEMU as the socket "
-                       f"{need} (leave mode out: kvmlab sets it)")  # fmt: skip
+                yield (
+                    f"{key}.mode",
+                    f"a {sw.kind} switch port needs QEMU as the socket "
+                    f"{need} (leave mode out: kvmlab sets it)",
+                )
     if sw is not None and sw.main_core in sw.cores:
         yield "switch.main_core", f"CPU {sw.main_core} is also in switch.cores"
     pvp = lab.bench.pvp
@@ -337,8 +358,13 @@ def _switch(lab: Lab) -> Iterator[Finding]:
         if pvp_guest is None:
             yield "bench.pvp.guest", f"no top-level guest {pvp.guest!r}"
         elif len(switch_ports(pvp_guest)) < 2:
-            yield "bench.pvp.guest", (f"guest {pvp.guest} needs two vhost-user NICs on switch "
-                                      "ports (port = ...) to forward between")  # fmt: skip
+            yield (
+                "bench.pvp.guest",
+                (
+                    f"guest {pvp.guest} needs two vhost-user NICs on switch "
+                    "ports (port = ...) to forward between"
+                ),
+            )
         if sw is None:
             yield "bench.pvp.guest", "PVP runs through the lab's [switch]; the lab has none"
     if pvp.compare_tuning and lab.tuning is None:
@@ -358,6 +384,9 @@ def _migrations(lab: Lab) -> Iterator[Finding]:
         elif not guest.migratable:
             yield f"{key}.guest", f"guest {m.guest} needs migratable = true (9p blocks migration)"
         elif any(isinstance(n, TapNic) and n.network for n in guest.nics):
-            yield (f"{key}.guest", f"guest {m.guest} is on a lab network: kvmlab does not "
-                   "yet move the destination's tap onto the bridge, so it cannot be "
-                   "migrated")  # fmt: skip
+            yield (
+                f"{key}.guest",
+                f"guest {m.guest} is on a lab network: kvmlab does not "
+                "yet move the destination's tap onto the bridge, so it cannot be "
+                "migrated",
+            )

@@ -39,8 +39,9 @@ def parse_size(value: Any) -> int:
     elif isinstance(value, str):
         match = _SIZE_RE.match(value)
         if not match:
-            raise ValueError(f"{quoted(value, 40)} is not a size; write it like '2G', '512M' or "
-                             "'1GiB'")  # fmt: skip
+            raise ValueError(
+                f"{quoted(value, 40)} is not a size; write it like '2G', '512M' or '1GiB'"
+            )
         whole, fraction, unit = match.groups()
         exact = Fraction(f"{whole}.{fraction or 0}") * _UNITS[unit.lower()]
         if exact.denominator != 1 or exact <= 0:
@@ -65,8 +66,7 @@ def parse_memory(value: Any) -> int:
     if size % MIB:
         below, above = size // MIB * MIB, (size // MIB + 1) * MIB
         near = " or ".join(repr(format_size(s)) for s in (below, above) if s > 0)
-        raise ValueError(f"{shown} is not a whole number of MiB, which QEMU takes: "
-                         f"use {near}")  # fmt: skip
+        raise ValueError(f"{shown} is not a whole number of MiB, which QEMU takes: use {near}")
     return size
 
 
@@ -174,11 +174,14 @@ def path_text(value: str) -> str:
         raise ValueError("is empty; give a path")
     bad = next((i for i, c in enumerate(value) if not c.isprintable()), None)
     if bad is not None:
-        raise ValueError(f"holds {value[bad]!r} at character {bad + 1}; a path is printable "
-                         "text, without NUL, newline or other control characters")  # fmt: skip
+        raise ValueError(
+            f"holds {value[bad]!r} at character {bad + 1}; a path is printable "
+            "text, without NUL, newline or other control characters"
+        )
     if len(value.encode()) > PATH_MAX:
-        raise ValueError(f"{quoted(value)} is longer than {PATH_MAX} bytes, the longest path "
-                         "Linux takes")  # fmt: skip
+        raise ValueError(
+            f"{quoted(value)} is longer than {PATH_MAX} bytes, the longest path Linux takes"
+        )
     return value
 
 
@@ -191,8 +194,9 @@ def one_line(value: str) -> str:
     kernel command line or an authorized_keys entry is."""
     bad = next((i for i, c in enumerate(value) if not c.isprintable()), None)
     if bad is not None:
-        raise ValueError(f"holds {value[bad]!r} at character {bad + 1}; write it as one line "
-                         "of printable text")  # fmt: skip
+        raise ValueError(
+            f"holds {value[bad]!r} at character {bad + 1}; write it as one line of printable text"
+        )
     return value
 
 

@@ -57,8 +57,17 @@ class BootPart:
         if image.share == "none":
             return
         if image.share == "9p":
-            q.add("-fsdev", opts("local", id="hostfs", path="/", security_model_="passthrough",
-                                 readonly=True, multidevs="remap"))  # fmt: skip
+            q.add(
+                "-fsdev",
+                opts(
+                    "local",
+                    id="hostfs",
+                    path="/",
+                    security_model_="passthrough",
+                    readonly=True,
+                    multidevs="remap",
+                ),
+            )
             q.add("-device", opts(q.virtio("9p"), fsdev="hostfs", mount_tag_=image.share_tag))
         else:
             sock = self.target.run_path(VIRTIOFS_SOCKET)
@@ -87,8 +96,13 @@ class BootPart:
         image = self.image
         if image is not None and image.share != "none":
             driver = "path" if image.share == "9p" else "virtiofs"
-            fs = sub(d.devices, "filesystem", type="mount", accessmode="passthrough",
-                     multidevs="remap" if image.share == "9p" else None)  # fmt: skip
+            fs = sub(
+                d.devices,
+                "filesystem",
+                type="mount",
+                accessmode="passthrough",
+                multidevs="remap" if image.share == "9p" else None,
+            )
             sub(fs, "driver", type=driver)
             sub(fs, "source", dir="/")
             sub(fs, "target", dir=image.share_tag)

@@ -41,27 +41,48 @@ class ControlPart:
 
     def qemu(self, q: QemuArgs) -> None:
         run = self.target.run_path
-        q.add("-chardev", opts("socket", id="qmp", path=str(run(QMP_SOCKET)), server=True,
-                               wait=False))  # fmt: skip
+        q.add(
+            "-chardev", opts("socket", id="qmp", path=str(run(QMP_SOCKET)), server=True, wait=False)
+        )
         q.add("-mon", "chardev=qmp,mode=control")
-        q.add("-chardev", opts("socket", id="console", path=str(run(CONSOLE_SOCKET)),
-                               server=True, wait=False, logfile=str(run(SERIAL_LOG)),
-                               logappend=False))  # fmt: skip
+        q.add(
+            "-chardev",
+            opts(
+                "socket",
+                id="console",
+                path=str(run(CONSOLE_SOCKET)),
+                server=True,
+                wait=False,
+                logfile=str(run(SERIAL_LOG)),
+                logappend=False,
+            ),
+        )
         q.add("-serial", "chardev:console")
         q.add("-device", opts(q.virtio("serial"), id="vser0"))
-        q.add("-chardev", opts("socket", id="qga0", path=str(run(AGENT_SOCKET)), server=True,
-                               wait=False))  # fmt: skip
+        q.add(
+            "-chardev",
+            opts("socket", id="qga0", path=str(run(AGENT_SOCKET)), server=True, wait=False),
+        )
         q.add("-device", opts("virtserialport", bus="vser0.0", chardev="qga0", name=AGENT_PORT))
         for child in self.relays:
             sock = str(run(RELAY_SOCKET.format(child)))
-            q.add("-chardev", opts("socket", id=f"relay-{child}", path=sock, server=True,
-                                   wait=False))  # fmt: skip
-            q.add("-device", opts("virtserialport", bus="vser0.0", chardev=f"relay-{child}",
-                                  name=RELAY_PORT.format(child)))  # fmt: skip
+            q.add(
+                "-chardev", opts("socket", id=f"relay-{child}", path=sock, server=True, wait=False)
+            )
+            q.add(
+                "-device",
+                opts(
+                    "virtserialport",
+                    bus="vser0.0",
+                    chardev=f"relay-{child}",
+                    name=RELAY_PORT.format(child),
+                ),
+            )
         if self.probe:
             q.add("-chardev", opts("file", id="probe", path=str(run(PROBE_LOG))))
-            q.add("-device", opts("virtserialport", bus="vser0.0", chardev="probe",
-                                  name=PROBE_PORT))  # fmt: skip
+            q.add(
+                "-device", opts("virtserialport", bus="vser0.0", chardev="probe", name=PROBE_PORT)
+            )
         q.add("-device", q.virtio("rng"))
         q.add("-pidfile", str(run(PID_FILE)))
 

@@ -57,8 +57,9 @@ class DiskSet:
         disks = list(self.guest.disks)
         if self.guest.cloud_init is not None:
             seed = str(self.target.seed_image or self.target.run_path(SEED_IMAGE))
-            disks.append(Disk(path=seed, format="raw", readonly=True, cache="writeback",
-                              serial="cidata"))  # fmt: skip
+            disks.append(
+                Disk(path=seed, format="raw", readonly=True, cache="writeback", serial="cidata")
+            )
         for i, disk in enumerate(disks):
             out.append((i, disk, _dev_name(disk.bus, counts[disk.bus])))
             counts[disk.bus] += 1
@@ -70,25 +71,50 @@ class DiskSet:
             q.add("-object", f"iothread,id=iothread{n}")
         if any(d.bus == "virtio-scsi" for d in self.guest.disks):
             tid = threads.get(-1)
-            q.add("-device", opts(q.virtio("scsi"), id="scsi0",
-                                  iothread=f"iothread{tid}" if tid else None))  # fmt: skip
+            q.add(
+                "-device",
+                opts(q.virtio("scsi"), id="scsi0", iothread=f"iothread{tid}" if tid else None),
+            )
         boot = self.guest.boot == "disk"
         for i, disk, _ in self._numbered():
             direct, no_flush, write_cache = CACHE_MODES[disk.cache]
             cache = {"cache.direct": direct, "cache.no-flush": no_flush}
             node = f"disk{i}"
             ro = True if disk.readonly else None
-            q.add("-blockdev", opts("driver=file", node_name=f"{node}-file",
-                                    filename=str(self.target.path(disk.path)),
-                                    aio=disk.aio, read_only=ro, **cache))  # fmt: skip
-            q.add("-blockdev", opts(f"driver={disk.format}", node_name=node,
-                                    file=f"{node}-file", read_only=ro, **cache))  # fmt: skip
-            common = {"id": node, "drive": node, "write_cache": write_cache, "serial": disk.serial,
-                      "bootindex": 1 if boot and i == 0 else None}  # fmt: skip
+            q.add(
+                "-blockdev",
+                opts(
+                    "driver=file",
+                    node_name=f"{node}-file",
+                    filename=str(self.target.path(disk.path)),
+                    aio=disk.aio,
+                    read_only=ro,
+                    **cache,
+                ),
+            )
+            q.add(
+                "-blockdev",
+                opts(
+                    f"driver={disk.format}",
+                    node_name=node,
+                    file=f"{node}-file",
+                    read_only=ro,
+                    **cache,
+                ),
+            )
+            common = {
+                "id": node,
+                "drive": node,
+                "write_cache": write_cache,
+                "serial": disk.serial,
+                "bootindex": 1 if boot and i == 0 else None,
+            }
             if disk.bus == "virtio-blk":
                 tid = threads.get(i)
-                q.add("-device", opts(q.virtio("blk"), iothread=f"iothread{tid}" if tid else None,
-                                      **common))  # fmt: skip
+                q.add(
+                    "-device",
+                    opts(q.virtio("blk"), iothread=f"iothread{tid}" if tid else None, **common),
+                )
             else:
                 q.add("-device", opts("scsi-hd", bus="scsi0.0", **common))
 
@@ -100,8 +126,15 @@ class DiskSet:
         for i, disk, dev in self._numbered():
             el = sub(d.devices, "disk", type="file", device="disk")
             tid = threads.get(i)
-            sub(el, "driver", name="qemu", type=disk.format, cache=disk.cache, io=disk.aio,
-                iothread=tid)  # fmt: skip
+            sub(
+                el,
+                "driver",
+                name="qemu",
+                type=disk.format,
+                cache=disk.cache,
+                io=disk.aio,
+                iothread=tid,
+            )
             sub(el, "source", file=str(self.target.path(disk.path)))
             sub(el, "target", dev=dev, bus="virtio" if disk.bus == "virtio-blk" else "scsi")
             if disk.serial:

@@ -32,15 +32,17 @@ class RamLayout:
         mem = self.memory
         prealloc = True if mem.prealloc else None
         if mem.backing == "anonymous":
-            return opts("memory-backend-ram", id=obj_id, size=format_size(size),
-                        prealloc=prealloc)  # fmt: skip
+            return opts("memory-backend-ram", id=obj_id, size=format_size(size), prealloc=prealloc)
         hugetlb = mem.backing == "hugepages"
         return opts(
-            "memory-backend-memfd", id=obj_id, size=format_size(size),
+            "memory-backend-memfd",
+            id=obj_id,
+            size=format_size(size),
             hugetlb=True if hugetlb else None,
             hugetlbsize=mem.hugepage_size if hugetlb else None,
-            share=share, prealloc=prealloc,
-        )  # fmt: skip
+            share=share,
+            prealloc=prealloc,
+        )
 
     def qemu(self, q: QemuArgs) -> None:
         mem = self.memory
@@ -79,6 +81,12 @@ class RamLayout:
         if mem.numa:
             numa = sub(d.section("cpu"), "numa")
             for i, cell in enumerate(mem.numa):
-                sub(numa, "cell", id=i, cpus=format_cpuset(cell.cpus),
-                    memory=cell.memory // 1024, unit="KiB",
-                    memAccess=cell.mem_access)  # fmt: skip
+                sub(
+                    numa,
+                    "cell",
+                    id=i,
+                    cpus=format_cpuset(cell.cpus),
+                    memory=cell.memory // 1024,
+                    unit="KiB",
+                    memAccess=cell.mem_access,
+                )

@@ -54,8 +54,9 @@ class NicPart:
         ``type='user'`` cannot forward, so QEMU gets the NIC as slirp with hostfwd, the
         way kvmlab's QEMU backend starts it (libvirt then marks the domain tainted)."""
         net = f"kvnet{self.index}"
-        fwd = [f"hostfwd={f.proto}:{f.host_addr}:{f.host_port}-:{f.guest_port}"
-               for f in nic.forwards]  # fmt: skip
+        fwd = [
+            f"hostfwd={f.proto}:{f.host_addr}:{f.host_port}-:{f.guest_port}" for f in nic.forwards
+        ]
         model = "e1000e" if nic.model == "e1000e" else "virtio-net-pci"
         # A slot of its own on the root bus, far above the ones libvirt hands out from the
         # bottom up (QEMU realizes these arguments before libvirt's own devices).
@@ -73,28 +74,48 @@ class NicPart:
                 addr=f"0x{0x10 + self.index:x}",
             ),
         )
-        d.note(f"interface {self.index}: port forwards through QEMU's own slirp "
-               "(qemu:commandline): this libvirt has no passt backend")  # fmt: skip
+        d.note(
+            f"interface {self.index}: port forwards through QEMU's own slirp "
+            "(qemu:commandline): this libvirt has no passt backend"
+        )
 
     def qemu(self, q: QemuArgs) -> None:
         nic, net = self.nic, f"net{self.index}"
         queues = nic.queues if nic.queues > 1 else None
         if isinstance(nic, UserNic):
-            fwd = [f"hostfwd={f.proto}:{f.host_addr}:{f.host_port}-:{f.guest_port}"
-                   for f in nic.forwards]  # fmt: skip
+            fwd = [
+                f"hostfwd={f.proto}:{f.host_addr}:{f.host_port}-:{f.guest_port}"
+                for f in nic.forwards
+            ]
             q.add("-netdev", ",".join(["user", f"id={net}", *fwd]))
         elif isinstance(nic, TapNic):
-            q.add("-netdev", opts("tap", id=net, ifname=self.ifname, script="no",
-                                  downscript="no", vhost=nic.type == "vhost-net",
-                                  queues=queues))  # fmt: skip
+            q.add(
+                "-netdev",
+                opts(
+                    "tap",
+                    id=net,
+                    ifname=self.ifname,
+                    script="no",
+                    downscript="no",
+                    vhost=nic.type == "vhost-net",
+                    queues=queues,
+                ),
+            )
         else:
             chardev = f"chr-{net}"
             path, mode, reconnect = self.target.vhost_user(nic)
             server = mode == "server"
-            q.add("-chardev", opts("socket", id=chardev, path=str(path),
-                                   server=True if server else None,
-                                   wait=False if server else None,
-                                   reconnect=reconnect))  # fmt: skip
+            q.add(
+                "-chardev",
+                opts(
+                    "socket",
+                    id=chardev,
+                    path=str(path),
+                    server=True if server else None,
+                    wait=False if server else None,
+                    reconnect=reconnect,
+                ),
+            )
             q.add("-netdev", opts("vhost-user", id=net, chardev=chardev, queues=queues))
         if nic.model == "e1000e":
             q.add("-device", opts("e1000e", id=f"nic{self.index}", netdev=net, mac=self.mac))
@@ -103,10 +124,19 @@ class NicPart:
         if self.msix_off and q.pci:
             vectors = 0
             q.note(TCG_VHOST_USER_NOTE)
-        q.add("-device", opts(q.virtio("net"), id=f"nic{self.index}", netdev=net, mac=self.mac,
-                              mq=True if queues else None, vectors=vectors,
-                              rx_queue_size_=nic.rx_queue_size,
-                              tx_queue_size_=nic.tx_queue_size))  # fmt: skip
+        q.add(
+            "-device",
+            opts(
+                q.virtio("net"),
+                id=f"nic{self.index}",
+                netdev=net,
+                mac=self.mac,
+                mq=True if queues else None,
+                vectors=vectors,
+                rx_queue_size_=nic.rx_queue_size,
+                tx_queue_size_=nic.tx_queue_size,
+            ),
+        )
 
     def xml(self, d: DomainXml) -> None:
         nic = self.nic

@@ -12,12 +12,20 @@ from kvmlab.spec.units import format_cpuset
 
 # QEMU's property names for the enlightenments lab files name as libvirt does.
 HV_QEMU = {
-    "relaxed": "hv-relaxed", "vapic": "hv-vapic", "spinlocks": "hv-spinlocks",
-    "vpindex": "hv-vpindex", "runtime": "hv-runtime", "synic": "hv-synic",
-    "stimer": "hv-stimer", "reset": "hv-reset", "frequencies": "hv-frequencies",
-    "reenlightenment": "hv-reenlightenment", "tlbflush": "hv-tlbflush", "ipi": "hv-ipi",
+    "relaxed": "hv-relaxed",
+    "vapic": "hv-vapic",
+    "spinlocks": "hv-spinlocks",
+    "vpindex": "hv-vpindex",
+    "runtime": "hv-runtime",
+    "synic": "hv-synic",
+    "stimer": "hv-stimer",
+    "reset": "hv-reset",
+    "frequencies": "hv-frequencies",
+    "reenlightenment": "hv-reenlightenment",
+    "tlbflush": "hv-tlbflush",
+    "ipi": "hv-ipi",
     "evmcs": "hv-evmcs",
-}  # fmt: skip
+}
 
 TCG_LACKS_HV = ("vpindex",)
 TCG_VPINDEX_NOTE = (
@@ -114,8 +122,14 @@ class Processor:
             el = d.section("cpu", mode="custom", match="exact", check="partial")
             sub(el, "model", cpu.model, fallback="forbid")
         if cpu.topology_given:
-            sub(el, "topology", sockets=cpu.sockets or 1, dies=1, cores=cpu.cores or 1,
-                threads=cpu.threads or 1)  # fmt: skip
+            sub(
+                el,
+                "topology",
+                sockets=cpu.sockets or 1,
+                dies=1,
+                cores=cpu.cores or 1,
+                threads=cpu.threads or 1,
+            )
         if self.exposed:
             sub(el, "feature", policy="require", name=self.exposed)
         for flag in cpu.features:

@@ -20,8 +20,9 @@ class LibvirtFailure(KvmlabError):
 
     exit_code = 3
 
-    def __init__(self, what: str, uri: str, guest: str | None = None,
-                 fix: Sequence[str] = ()) -> None:  # fmt: skip
+    def __init__(
+        self, what: str, uri: str, guest: str | None = None, fix: Sequence[str] = ()
+    ) -> None:
         self.uri, self.guest, self.fix = uri, guest, list(fix)
         where = f"guest {guest} on {uri}" if guest else uri
         super().__init__(f"{where}: {what}")
@@ -49,12 +50,16 @@ def start_fix(uri: str) -> list[str]:
     """The exact command that makes a daemon answer on ``uri``."""
     parts = urlsplit(uri)
     if is_local(uri):
-        return ["start libvirtd: systemctl start libvirtd (without systemd: virtlogd -d && "
-                "libvirtd -d), or a private one: kvmlab libvirtd start NAME"]  # fmt: skip
+        return [
+            "start libvirtd: systemctl start libvirtd (without systemd: virtlogd -d && "
+            "libvirtd -d), or a private one: kvmlab libvirtd start NAME"
+        ]
     if parts.scheme.startswith("qemu+ssh"):
         return [f"check that 'ssh {parts.netloc} virsh -c qemu:///system version' works"]
-    return [f"check that libvirtd on {parts.hostname} listens (listen_tcp = 1 and "
-            f"libvirtd --listen) on port {parts.port or 16509}"]  # fmt: skip
+    return [
+        f"check that libvirtd on {parts.hostname} listens (listen_tcp = 1 and "
+        f"libvirtd --listen) on port {parts.port or 16509}"
+    ]
 
 
 def describe(exc: libvirt.libvirtError) -> str:
@@ -67,8 +72,9 @@ def open_uri(uri: str, guest: str | None = None) -> libvirt.virConnect:
     try:
         return libvirt.open(uri)
     except libvirt.libvirtError as exc:
-        raise LibvirtUnreachable(f"no libvirtd answers ({describe(exc)})", uri, guest,
-                                 start_fix(uri)) from None  # fmt: skip
+        raise LibvirtUnreachable(
+            f"no libvirtd answers ({describe(exc)})", uri, guest, start_fix(uri)
+        ) from None
 
 
 @contextmanager

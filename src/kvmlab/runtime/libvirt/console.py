@@ -26,9 +26,12 @@ def console_socket(conn: Any, dom: Any, uri: str, guest: str) -> socket.socket:
     except libvirt.libvirtError as exc:
         with contextlib.suppress(libvirt.libvirtError):
             stream.abort()
-        raise LibvirtFailure(f"cannot open the serial console: {describe(exc)}", uri, guest,
-                             ["if another 'kvmlab console' or 'virsh console' holds it: "
-                              "detach that one first"]) from None  # fmt: skip
+        raise LibvirtFailure(
+            f"cannot open the serial console: {describe(exc)}",
+            uri,
+            guest,
+            ["if another 'kvmlab console' or 'virsh console' holds it: detach that one first"],
+        ) from None
     ours, bridged = socket.socketpair()
     done = threading.Event()
 

@@ -38,8 +38,12 @@ from kvmlab.spec.rules import guest_key
 Progress = Callable[[str], None]
 
 
-def refusals(loaded: LoadedLab, only: str | None = None, children: bool = True,
-             uri_of: Callable[[Guest], str] | None = None) -> list[Problem]:  # fmt: skip
+def refusals(
+    loaded: LoadedLab,
+    only: str | None = None,
+    children: bool = True,
+    uri_of: Callable[[Guest], str] | None = None,
+) -> list[Problem]:
     """What the libvirt backend cannot run yet, each naming the lab file and key
     (``uri_of``: the daemon of each top-level guest; None: all on this host)."""
     lab, file = loaded.lab, str(loaded.path)
@@ -62,13 +66,25 @@ def refusals(loaded: LoadedLab, only: str | None = None, children: bool = True,
             )
         for i, nic in enumerate(guest.nics):
             if isinstance(nic, TapNic) and nic.network is not None and not local:
-                out.append(Problem(file, f"{key}.nics[{i}]", "NICs on the lab's networks "
-                                   "join its namespace on this host: a libvirt daemon of "
-                                   "this host (or the qemu backend)"))  # fmt: skip
+                out.append(
+                    Problem(
+                        file,
+                        f"{key}.nics[{i}]",
+                        "NICs on the lab's networks "
+                        "join its namespace on this host: a libvirt daemon of "
+                        "this host (or the qemu backend)",
+                    )
+                )
             elif isinstance(nic, VhostUserNic) and not local:
-                out.append(Problem(file, f"{key}.nics[{i}]", "vhost-user NICs need their "
-                                   "switch on the guest's host: a libvirt daemon of this host "
-                                   "(or the qemu backend)"))  # fmt: skip
+                out.append(
+                    Problem(
+                        file,
+                        f"{key}.nics[{i}]",
+                        "vhost-user NICs need their "
+                        "switch on the guest's host: a libvirt daemon of this host "
+                        "(or the qemu backend)",
+                    )
+                )
     return out
 
 
@@ -80,8 +96,9 @@ def why_unreachable(path: Path, uid: int, gid: int) -> str | None:
             st = parent.stat()
         except OSError:
             return f"{parent} cannot be read"
-        bits = (stat.S_IXUSR if st.st_uid == uid else
-                stat.S_IXGRP if st.st_gid == gid else stat.S_IXOTH)  # fmt: skip
+        bits = (
+            stat.S_IXUSR if st.st_uid == uid else stat.S_IXGRP if st.st_gid == gid else stat.S_IXOTH
+        )
         if not st.st_mode & bits:
             return f"directory {parent} is closed to uid {uid} (mode {st.st_mode & 0o7777:o})"
     return None
@@ -95,8 +112,9 @@ def backing_chain(path: Path, fmt: str) -> list[Path]:
         return [path]
     argv = ["qemu-img", "info", "-U", "-f", fmt, "--backing-chain", "--output=json", str(path)]
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True,
-                              stdin=subprocess.DEVNULL)  # fmt: skip
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=60, check=True, stdin=subprocess.DEVNULL
+        )
         chain = json.loads(proc.stdout)
     except (OSError, subprocess.SubprocessError, ValueError):
         return [path]
@@ -105,20 +123,25 @@ def backing_chain(path: Path, fmt: str) -> list[Path]:
     return plain or [path]
 
 
-def _check_disk(index: int, path: Path, fmt: str, user: tuple[int, int], uri: str,
-                guest: str) -> None:  # fmt: skip
+def _check_disk(
+    index: int, path: Path, fmt: str, user: tuple[int, int], uri: str, guest: str
+) -> None:
     """Refuse a disk (or a backing file of it) libvirt's QEMU user cannot reach."""
     for n, file in enumerate(backing_chain(path, fmt)):
         why = why_unreachable(file, *user)
         if why is None:
             continue
         what = f"disk {index} ({path})" + (f", backing file {file}" if n else "")
-        fix = (f"make the disk standalone (qemu-img convert -f {fmt} -O qcow2 {path} NEW, "
-               "and point the lab at NEW), or move its backing file where every user may enter"
-               if n else "put the lab's disks under a directory every user may enter, or "
-               "run the lab on the qemu backend")  # fmt: skip
-        raise LibvirtFailure(f"{what}: libvirt's QEMU user cannot reach it: {why}", uri,
-                             guest, [fix])  # fmt: skip
+        fix = (
+            f"make the disk standalone (qemu-img convert -f {fmt} -O qcow2 {path} NEW, "
+            "and point the lab at NEW), or move its backing file where every user may enter"
+            if n
+            else "put the lab's disks under a directory every user may enter, or "
+            "run the lab on the qemu backend"
+        )
+        raise LibvirtFailure(
+            f"{what}: libvirt's QEMU user cannot reach it: {why}", uri, guest, [fix]
+        )
 
 
 def _check_taps(guest: Guest, uri: str, name: str) -> None:
@@ -167,8 +190,9 @@ class LibvirtBackend:
 
     def nested_local(self, loaded: LoadedLab) -> bool:
         """Whether every guest hypervisor with guests inside runs on a daemon of this host."""
-        return all(is_local(self.uri_of(g)) for g in loaded.lab.guests.values()
-                   if g.nested and g.guests)  # fmt: skip
+        return all(
+            is_local(self.uri_of(g)) for g in loaded.lab.guests.values() if g.nested and g.guests
+        )
 
     def connect(self, uri: str | None = None) -> LibvirtCaps:
         """Ask a daemon what it offers (an unreachable URI fails here, before anything)."""
@@ -187,16 +211,18 @@ class LibvirtBackend:
     def facts(self, loaded: LoadedLab) -> dict[str, str]:
         """What a stored run records of the daemons that ran its guests (it connects)."""
         mode = "persistent" if self.persistent else "transient"
-        uris = list(dict.fromkeys([self.uri, *(self.uri_of(g) for g in
-                                               loaded.lab.guests.values())]))  # fmt: skip
+        uris = list(
+            dict.fromkeys([self.uri, *(self.uri_of(g) for g in loaded.lab.guests.values())])
+        )
         caps = [self.connect(uri) for uri in uris]
-        return {"backend": "; ".join(f"{c.label} at {u}" for c, u in zip(caps, uris, strict=True))
-                + f" ({mode} domains)",
-                "qemu": "; ".join(dict.fromkeys(f"QEMU {version_text(c.qemu_version)}"
-                                                for c in caps)) + " (libvirt's)"}  # fmt: skip
+        return {
+            "backend": "; ".join(f"{c.label} at {u}" for c, u in zip(caps, uris, strict=True))
+            + f" ({mode} domains)",
+            "qemu": "; ".join(dict.fromkeys(f"QEMU {version_text(c.qemu_version)}" for c in caps))
+            + " (libvirt's)",
+        }
 
-    def check(self, loaded: LoadedLab, only: str | None = None, children: bool = True
-              ) -> None:  # fmt: skip
+    def check(self, loaded: LoadedLab, only: str | None = None, children: bool = True) -> None:
         """Refuse, before anything starts, what this backend cannot run (``children``
         False: a guest hypervisor's own guests are not started, so not refused); every
         daemon the guests name is asked once, so an unreachable one fails first."""
@@ -212,9 +238,16 @@ class LibvirtBackend:
                     _check_taps(guest, self.uri_of(guest), f"{loaded.lab.name}/{name}")
         self.connect()
 
-    def machine(self, loaded: LoadedLab, path: tuple[str, ...], guest: Guest,
-                config: MachineConfig, target: Any, image: GuestImage | None,
-                progress: Progress) -> LibvirtMachine:  # fmt: skip
+    def machine(
+        self,
+        loaded: LoadedLab,
+        path: tuple[str, ...],
+        guest: Guest,
+        config: MachineConfig,
+        target: Any,
+        image: GuestImage | None,
+        progress: Progress,
+    ) -> LibvirtMachine:
         """The machine for one guest: image published, XML rendered for this libvirt."""
         uri = self.uri_of(guest)
         caps, local = self.connect(uri), is_local(uri)
@@ -225,8 +258,9 @@ class LibvirtBackend:
         target = replace(target, libvirt=caps, libvirt_token=token, libvirt_as_root=as_root)
         if caps.qemu_user is not None and local and as_root is None:
             for i, disk in enumerate(guest.disks):
-                _check_disk(i, target.path(disk.path), disk.format, caps.qemu_user, uri,
-                            config.name)  # fmt: skip
+                _check_disk(
+                    i, target.path(disk.path), disk.format, caps.qemu_user, uri, config.name
+                )
         if target.image is not None and target.image.share == "virtiofs":
             raise LibvirtFailure(
                 "shares the host root by virtiofs, whose daemon libvirt runs "
@@ -242,9 +276,14 @@ class LibvirtBackend:
                 files = [target.image.kernel, target.image.initrd]
                 progress(f"publishing the guest image to libvirt ({uri})")
                 where = publish(self._conns[uri], uri, files)
-                target = replace(target, image=replace(
-                    target.image, kernel=where[target.image.kernel],
-                    initrd=where[target.image.initrd]))  # fmt: skip
+                target = replace(
+                    target,
+                    image=replace(
+                        target.image,
+                        kernel=where[target.image.kernel],
+                        initrd=where[target.image.initrd],
+                    ),
+                )
             if guest.cloud_init is not None:  # written by the caller into the run directory
                 seed = publish_seed(self._conns[uri], uri, config.run_dir / SEED_IMAGE, token)
                 target = replace(target, seed_image=seed)
@@ -254,12 +293,17 @@ class LibvirtBackend:
             with contextlib.suppress(Exception):
                 unpublish_unused(self._conns[uri])
             raise
-        return LibvirtMachine(config, uri, xml, target_uuid(target),
-                              persistent=self.persistent,
-                              serial_log=str(target.libvirt_log("serial")), token=token,
-                              qemu_uid=0 if as_root else
-                              caps.qemu_user[0] if caps.qemu_user else None,
-                              holds_publish=True)  # fmt: skip
+        return LibvirtMachine(
+            config,
+            uri,
+            xml,
+            target_uuid(target),
+            persistent=self.persistent,
+            serial_log=str(target.libvirt_log("serial")),
+            token=token,
+            qemu_uid=0 if as_root else caps.qemu_user[0] if caps.qemu_user else None,
+            holds_publish=True,
+        )
 
     def root_reason(self, guest: Guest, children: bool) -> str | None:
         """Why a top-level guest's QEMU must run as root on a daemon of this host, or None:
@@ -293,7 +337,7 @@ class LibvirtBackend:
             ("kvmlab's Python", Path(sys.base_prefix)),
             ("kvmlab's source", Path(kvmlab.__file__).resolve().parent),
             ("the guest image cache", default_root()),
-        ):  # fmt: skip
+        ):
             why = why_unreachable(path / "any", *user)  # the directory and above
             if why:
                 return (
@@ -339,8 +383,11 @@ def stop_domain(run_dir: Path, record: GuestRecord, force: bool, progress: Progr
     if running and record.children and record.state == "running" and not force:
         progress(f"stopping the guests inside {record.name}")
         nested.stop_children(machine, record.lab)
-    progress(f"stopping {record.name} (libvirt {record.uri})" if running else
-             f"forgetting {record.name} (its domain no longer runs)")  # fmt: skip
+    progress(
+        f"stopping {record.name} (libvirt {record.uri})"
+        if running
+        else f"forgetting {record.name} (its domain no longer runs)"
+    )
     machine.shutdown(force=force or record.state != "running")
     machine.disconnect()
     return running

@@ -16,8 +16,9 @@ def guest_mark(dom: Any) -> dict[str, str]:
     """The attributes of kvmlab's ``<kvmlab:guest lab= address= token=/>`` in a domain's
     metadata; empty when it has none (not kvmlab's) or it cannot be read."""
     try:
-        return dict(ET.fromstring(dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT,
-                                               KVMLAB_NS, 0)).attrib)  # fmt: skip
+        return dict(
+            ET.fromstring(dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, KVMLAB_NS, 0)).attrib
+        )
     except (libvirt.libvirtError, ET.ParseError):
         return {}
 

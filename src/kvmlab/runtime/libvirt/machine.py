@@ -36,36 +36,54 @@ from kvmlab.runtime.qmp import QmpSession
 from kvmlab.runtime.rundir import GuestRecord
 from kvmlab.runtime.signals import deferred_signals
 
-UNDEFINE_ALL = (libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE
-                | libvirt.VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA
-                | libvirt.VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA
-                | libvirt.VIR_DOMAIN_UNDEFINE_NVRAM)  # fmt: skip
+UNDEFINE_ALL = (
+    libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE
+    | libvirt.VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA
+    | libvirt.VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA
+    | libvirt.VIR_DOMAIN_UNDEFINE_NVRAM
+)
 
 
 def start_fix(message: str, guest: str, uri: str) -> list[str]:
     """What a user does about libvirt's refusal to define or start a domain."""
     if "Permission denied" in message:
-        return ["libvirt runs QEMU as its own user (see 'virsh capabilities', secmodel dac): "
-                "put the file where that user can read it"]  # fmt: skip
+        return [
+            "libvirt runs QEMU as its own user (see 'virsh capabilities', secmodel dac): "
+            "put the file where that user can read it"
+        ]
     if "already exists" in message or "already defined" in message:
-        return [f"a domain of that name exists: virsh -c '{uri}' undefine {guest} (if it is a "
-                "leftover)"]  # fmt: skip
+        return [
+            f"a domain of that name exists: virsh -c '{uri}' undefine {guest} (if it is a leftover)"
+        ]
     if "tap" in message.lower():
-        return ["a tap the lab names must exist on the daemon's host (ip tuntap add dev NAME "
-                "mode tap, multi_queue for queues > 1); kvmlab's own taps (NICs on the lab's "
-                "networks) need a daemon of this host"]  # fmt: skip
+        return [
+            "a tap the lab names must exist on the daemon's host (ip tuntap add dev NAME "
+            "mode tap, multi_queue for queues > 1); kvmlab's own taps (NICs on the lab's "
+            "networks) need a daemon of this host"
+        ]
     if "passt" in message or "Invalid value" in message:
-        return ["kvmlab renders for the libvirt it asked; report this with 'kvmlab render "
-                "--format libvirt --connect URI'"]  # fmt: skip
+        return [
+            "kvmlab renders for the libvirt it asked; report this with 'kvmlab render "
+            "--format libvirt --connect URI'"
+        ]
     return []
 
 
 class LibvirtMachine(Machine):
     """One libvirt domain, rendered by kvmlab, at ``uri``."""
 
-    def __init__(self, config: MachineConfig, uri: str, xml: str = "", uuid: str = "",
-                 persistent: bool = False, serial_log: str = "", token: str = "",
-                 qemu_uid: int | None = None, holds_publish: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        config: MachineConfig,
+        uri: str,
+        xml: str = "",
+        uuid: str = "",
+        persistent: bool = False,
+        serial_log: str = "",
+        token: str = "",
+        qemu_uid: int | None = None,
+        holds_publish: bool = False,
+    ) -> None:
         super().__init__(config)
         self._holds_publish = holds_publish
         """Whether this machine holds the publish lock (its uploads are not in use until
@@ -126,8 +144,10 @@ class LibvirtMachine(Machine):
     def _make_domain(self) -> None:
         conn, name = self._conn, self.config.name
         step = "define" if self.persistent else "start"
-        for lookup, key in ((conn.lookupByName, self.domain_name),
-                            (conn.lookupByUUIDString, self.uuid)):  # fmt: skip
+        for lookup, key in (
+            (conn.lookupByName, self.domain_name),
+            (conn.lookupByUUIDString, self.uuid),
+        ):
             with contextlib.suppress(libvirt.libvirtError):
                 self._taken(lookup(key))
         try:
@@ -157,14 +177,22 @@ class LibvirtMachine(Machine):
         other = owner_of(dom)
         here = f"a domain named {self.domain_name} (or with its UUID {self.uuid}) exists already"
         if other is not None and other != self.config.name:
-            raise LibvirtFailure(f"{here}: it is kvmlab's guest {other} of another lab, whose "
-                                 "name joins to the same domain name", self.uri,
-                                 self.config.name, ["rename this lab or guest (or stop "
-                                                    f"{other} first)"])  # fmt: skip
+            raise LibvirtFailure(
+                f"{here}: it is kvmlab's guest {other} of another lab, whose "
+                "name joins to the same domain name",
+                self.uri,
+                self.config.name,
+                [f"rename this lab or guest (or stop {other} first)"],
+            )
         raise LibvirtFailure(
-            f"{here}; kvmlab leaves it alone", self.uri, self.config.name,
-            [f"if it is a leftover: virsh -c '{self.uri}' destroy {self.domain_name}; "
-             f"virsh -c '{self.uri}' undefine {self.domain_name}"])  # fmt: skip
+            f"{here}; kvmlab leaves it alone",
+            self.uri,
+            self.config.name,
+            [
+                f"if it is a leftover: virsh -c '{self.uri}' destroy {self.domain_name}; "
+                f"virsh -c '{self.uri}' undefine {self.domain_name}"
+            ],
+        )
 
     def _find_pid(self, exclude: int | None = None) -> None:
         """QEMU's pid when the daemon is on this host (found by the domain's UUID;
@@ -196,8 +224,9 @@ class LibvirtMachine(Machine):
             return None
         return Path(f"/proc/{self.pid}/root{self.serial_log}")
 
-    def _wait_for_agent(self, t0: float, t_started: float,
-                        ceiling: float | None) -> dict[str, float]:  # fmt: skip
+    def _wait_for_agent(
+        self, t0: float, t_started: float, ceiling: float | None
+    ) -> dict[str, float]:
         serial = self._serial_path()
         markers = boottime.MarkerWatch(serial, t0) if serial is not None else None
         pid = self.pid or 0
@@ -209,8 +238,12 @@ class LibvirtMachine(Machine):
             progress["boot markers"] = lambda: len(markers.seen)
         if pid:
             progress["QEMU's CPU time"] = cpu_steps(lambda: cpu_seconds(pid))
-        watch = Watch(LIMITS["boot"], f"{self.config.name}: its guest agent did not answer "
-                      "through libvirt", progress, start=t0)  # fmt: skip
+        watch = Watch(
+            LIMITS["boot"],
+            f"{self.config.name}: its guest agent did not answer through libvirt",
+            progress,
+            start=t0,
+        )
         if ceiling is not None:
             watch.ceiling = ceiling
         agent = self.agent()
@@ -253,15 +286,17 @@ class LibvirtMachine(Machine):
         if self._dom is not None:
             return self._dom
         if not self._created:
-            raise LibvirtFailure(f"domain {self.domain_name} was not created by kvmlab",
-                                 self.uri, self.config.name)  # fmt: skip
+            raise LibvirtFailure(
+                f"domain {self.domain_name} was not created by kvmlab", self.uri, self.config.name
+            )
         if self._conn is None:
             self._conn = open_uri(self.uri, self.config.name)
         try:
             dom = self._conn.lookupByUUIDString(self.uuid)
         except libvirt.libvirtError as exc:
-            raise LibvirtFailure(f"domain {self.domain_name} is gone ({describe(exc)})",
-                                 self.uri, self.config.name) from None  # fmt: skip
+            raise LibvirtFailure(
+                f"domain {self.domain_name} is gone ({describe(exc)})", self.uri, self.config.name
+            ) from None
         if guest_mark(dom).get("token") != self.token:
             raise LibvirtFailure(
                 f"domain {self.domain_name} does not carry this run's token: not kvmlab's to touch",
@@ -275,13 +310,25 @@ class LibvirtMachine(Machine):
     def attach_libvirt(cls, run_dir: Path, record: GuestRecord) -> LibvirtMachine:
         """A machine for a libvirt guest another kvmlab command started."""
         config = MachineConfig(
-            lab=record.lab, address=tuple(record.address), argv=record.argv, run_dir=run_dir,
-            accel=record.accel, accel_reason=record.accel_reason, vcpus=record.vcpus,
-            memory=record.memory, boots_image=record.boots_image, children=record.children,
-        )  # fmt: skip
-        machine = cls(config, record.uri or "", uuid=record.domain or "",
-                      persistent=record.persistent, serial_log=record.serial_log or "",
-                      token=record.token or "")  # fmt: skip
+            lab=record.lab,
+            address=tuple(record.address),
+            argv=record.argv,
+            run_dir=run_dir,
+            accel=record.accel,
+            accel_reason=record.accel_reason,
+            vcpus=record.vcpus,
+            memory=record.memory,
+            boots_image=record.boots_image,
+            children=record.children,
+        )
+        machine = cls(
+            config,
+            record.uri or "",
+            uuid=record.domain or "",
+            persistent=record.persistent,
+            serial_log=record.serial_log or "",
+            token=record.token or "",
+        )
         machine.pid = record.pid or None
         machine._pid_start = record.pid_start
         machine.boot = dict(record.boot)
@@ -331,8 +378,10 @@ class LibvirtMachine(Machine):
         )
 
     def qmp(self) -> QmpSession:
-        raise StateError(f"{self.config.name} runs under libvirt, which owns its QMP monitor "
-                         "(use 'virsh qemu-monitor-command' or the qemu backend)")  # fmt: skip
+        raise StateError(
+            f"{self.config.name} runs under libvirt, which owns its QMP monitor "
+            "(use 'virsh qemu-monitor-command' or the qemu backend)"
+        )
 
     def _release(self) -> None:
         self._undefine()

@@ -29,8 +29,13 @@ from kvmlab.runtime.owned import checked_run_root, create_owned, remove_owned, w
 from kvmlab.runtime.procs import alive, start_time, terminate
 from kvmlab.spec.names import is_name
 
-MOUNTS = ("/etc/libvirt", "/run/libvirt", "/var/lib/libvirt", "/var/cache/libvirt",
-          "/var/log/libvirt")  # fmt: skip
+MOUNTS = (
+    "/etc/libvirt",
+    "/run/libvirt",
+    "/var/lib/libvirt",
+    "/var/cache/libvirt",
+    "/var/log/libvirt",
+)
 RECORD = "daemon.json"
 DIR = ".libvirtd"
 HOST_UUID_NS = uuid.UUID("6b766d6c-6162-5f68-6f73-740000000000")
@@ -89,8 +94,10 @@ class PrivateDaemon:
 
 def check_name(name: str) -> None:
     if not is_name(name):
-        raise UsageError(f"private libvirtd name {name!r}: use lower-case letters, digits "
-                         "and dashes, starting with a letter")  # fmt: skip
+        raise UsageError(
+            f"private libvirtd name {name!r}: use lower-case letters, digits "
+            "and dashes, starting with a letter"
+        )
 
 
 def _qemu_user() -> tuple[int, int] | None:
@@ -122,8 +129,10 @@ def kvm_blocked() -> str | None:
     )
     if ok:
         return None
-    return (f"/dev/kvm (mode {st.st_mode & 0o777:o}, gid {st.st_gid}) is closed to libvirt's "
-            f"QEMU user (uid {uid})")  # fmt: skip
+    return (
+        f"/dev/kvm (mode {st.st_mode & 0o777:o}, gid {st.st_gid}) is closed to libvirt's "
+        f"QEMU user (uid {uid})"
+    )
 
 
 def _shared_parent(target: str) -> str | None:
@@ -146,18 +155,26 @@ def _config(root: Path, name: str, tcp_port: int | None) -> None:
     own (libvirt refuses a migration between daemons that report the same one)."""
     etc = root / "etc"
     etc.mkdir(mode=0o755)
-    (etc / "qemu.conf").write_text('# kvmlab private daemon\nnamespaces = []\n'
-                                   'stdio_handler = "file"\n')  # fmt: skip
+    (etc / "qemu.conf").write_text(
+        '# kvmlab private daemon\nnamespaces = []\nstdio_handler = "file"\n'
+    )
     lines = [
-        "# kvmlab private daemon", f'unix_sock_dir = "{root / "sock"}"',
-        'unix_sock_rw_perms = "0700"', 'unix_sock_ro_perms = "0700"',
-        'unix_sock_admin_perms = "0700"', "listen_tls = 0",
+        "# kvmlab private daemon",
+        f'unix_sock_dir = "{root / "sock"}"',
+        'unix_sock_rw_perms = "0700"',
+        'unix_sock_ro_perms = "0700"',
+        'unix_sock_admin_perms = "0700"',
+        "listen_tls = 0",
         f'log_outputs = "3:file:{root / "libvirtd.log"}"',
         f'host_uuid = "{uuid.uuid5(HOST_UUID_NS, name)}"',
-    ]  # fmt: skip
+    ]
     if tcp_port:
-        lines += ["listen_tcp = 1", 'listen_addr = "127.0.0.1"', f'tcp_port = "{tcp_port}"',
-                  'auth_tcp = "none"']  # fmt: skip
+        lines += [
+            "listen_tcp = 1",
+            'listen_addr = "127.0.0.1"',
+            f'tcp_port = "{tcp_port}"',
+            'auth_tcp = "none"',
+        ]
     else:
         lines += ["listen_tcp = 0"]
     (etc / "libvirtd.conf").write_text("\n".join(lines) + "\n")
@@ -167,13 +184,16 @@ def start(name: str, tcp_port: int | None = None) -> PrivateDaemon:
     """Start the private daemon ``name``; its record. Refuses a second one of that name."""
     check_name(name)
     if shutil.which("libvirtd") is None:
-        raise ToolMissing("libvirtd", "apt-get install libvirt-daemon-system "
-                          "libvirt-daemon-driver-qemu (make deps does)")  # fmt: skip
+        raise ToolMissing(
+            "libvirtd",
+            "apt-get install libvirt-daemon-system libvirt-daemon-driver-qemu (make deps does)",
+        )
     daemon = PrivateDaemon.read(name)
     if daemon.running():
         raise UsageError(f"private libvirtd {name} runs already ({daemon.uri})")
-    whole_root = any(line.split()[4] == "/" for line in
-                     Path("/proc/self/mountinfo").read_text().splitlines())  # fmt: skip
+    whole_root = any(
+        line.split()[4] == "/" for line in Path("/proc/self/mountinfo").read_text().splitlines()
+    )
     # unshare makes every mount private where / is a mount point; in a chroot it cannot,
     # and a bind mount under a shared mount would then show in the host's namespace.
     for target in () if whole_root else (*MOUNTS, "/dev/kvm", str(checked_run_root())):
@@ -225,9 +245,11 @@ def start(name: str, tcp_port: int | None = None) -> PrivateDaemon:
     log = (root / "daemon.out").open("wb")
     proc = subprocess.Popen(
         ["unshare", "--mount", f"--propagation={propagation}", "sh", "-c", script],
-        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
-    )  # fmt: skip
+    )
     log.close()
     daemon.pid, daemon.pid_start = proc.pid, start_time(proc.pid)
     daemon.save()
@@ -237,8 +259,10 @@ def start(name: str, tcp_port: int | None = None) -> PrivateDaemon:
             tail = (root / "daemon.out").read_text(errors="replace")[-2000:]
             log_tail = _tail(root / "libvirtd.log")
             stop(name)
-            raise HostError(f"private libvirtd {name} did not start: {tail.strip() or '?'}",
-                            [f"libvirtd.log: {line}" for line in log_tail])  # fmt: skip
+            raise HostError(
+                f"private libvirtd {name} did not start: {tail.strip() or '?'}",
+                [f"libvirtd.log: {line}" for line in log_tail],
+            )
         time.sleep(0.1)
     with contextlib.suppress(OSError):
         daemon.mnt_ns = str(Path(f"/proc/{daemon.pid}/ns/mnt").readlink())

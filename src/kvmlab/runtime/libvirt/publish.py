@@ -49,8 +49,7 @@ def hold() -> None:
     """Take the publish lock (re-entrant within this process; waits for other kvmlabs)."""
     with _lock:
         if _depth[0] == 0:
-            fd = os.open(checked_run_root() / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW,
-                         0o600)  # fmt: skip
+            fd = os.open(checked_run_root() / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
             except BaseException:
@@ -125,16 +124,18 @@ def pool(conn: libvirt.virConnect, uri: str) -> Any:
         # deletes only inactive pools, and an inactive transient pool is gone).
         made = conn.storagePoolDefineXML(_pool_xml(), 0)
     except libvirt.libvirtError as exc:
-        raise LibvirtFailure(f"cannot use the storage pool {POOL} at {IMAGE_POOL_DIR} "
-                             f"({describe(exc)})", uri) from None  # fmt: skip
+        raise LibvirtFailure(
+            f"cannot use the storage pool {POOL} at {IMAGE_POOL_DIR} ({describe(exc)})", uri
+        ) from None
     try:
         made.build(0)
         made.create(0)
     except libvirt.libvirtError as exc:
         with contextlib.suppress(libvirt.libvirtError):
             made.undefine()
-        raise LibvirtFailure(f"cannot create the storage pool {POOL} at {IMAGE_POOL_DIR} "
-                             f"({describe(exc)})", uri) from None  # fmt: skip
+        raise LibvirtFailure(
+            f"cannot create the storage pool {POOL} at {IMAGE_POOL_DIR} ({describe(exc)})", uri
+        ) from None
     return made
 
 
@@ -166,8 +167,15 @@ def publish_seed(conn: libvirt.virConnect, uri: str, file: Path, token: str) -> 
     return Path(_upload(conn, uri, where, name, file, file.stat().st_size, mode="0600"))
 
 
-def _upload(conn: libvirt.virConnect, uri: str, where: Any, name: str, file: Path,
-            size: int, mode: str = "0644") -> str:  # fmt: skip
+def _upload(
+    conn: libvirt.virConnect,
+    uri: str,
+    where: Any,
+    name: str,
+    file: Path,
+    size: int,
+    mode: str = "0644",
+) -> str:
     volume = ET.Element("volume")
     sub(volume, "name", name)
     sub(volume, "capacity", str(size), unit="bytes")
@@ -213,10 +221,14 @@ def in_use(conn: libvirt.virConnect) -> set[str] | None:
             return None
         for tag in ("os/kernel", "os/initrd"):
             paths.update(el.text for el in root.findall(tag) if el.text)
-        paths.update(str(el.get("file")) for el in root.findall("devices/disk/source")
-                     if el.get("file"))  # fmt: skip
-        paths.update(str(el.get("volume")) for el in root.findall("devices/disk/source")
-                     if el.get("pool") == POOL and el.get("volume"))  # fmt: skip
+        paths.update(
+            str(el.get("file")) for el in root.findall("devices/disk/source") if el.get("file")
+        )
+        paths.update(
+            str(el.get("volume"))
+            for el in root.findall("devices/disk/source")
+            if el.get("pool") == POOL and el.get("volume")
+        )
     return paths
 
 
