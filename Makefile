@@ -32,7 +32,7 @@ lint: deps
 
 docs: deps
 	$(BIN)/kvmlab check --explain -o md > docs/lab-reference.md
-	$(BIN)/python -m kvmlab.runtime.patience > docs/timeouts.md
+	$(BIN)/python -m kvmlab.runtime.waits > docs/timeouts.md
 
 # After an intended rendering change: rewrite tests/golden (tests never write it), then review the diff.
 golden: deps

@@ -137,7 +137,7 @@ def main() -> None:
         print(f"{len(MODES)} collector commands built")
         return
     os.environ.setdefault("KVMLAB_RUN_DIR", tempfile.mkdtemp(prefix="kvmlab-overhead-"))
-    from kvmlab.runtime.disks import scratch_device
+    from kvmlab.runtime.guest_disks import scratch_device
     from kvmlab.spec import load_lab
 
     loaded = load_lab(ROOT / "labs" / "nested.toml")

@@ -87,7 +87,7 @@ def main() -> None:
     args = parser.parse_args()
     rounds, seconds = (1, 5) if args.smoke else (args.rounds, args.seconds)
     os.environ.setdefault("KVMLAB_RUN_DIR", tempfile.mkdtemp(prefix="kvmlab-soak-"))
-    from kvmlab.runtime.disks import scratch_device
+    from kvmlab.runtime.guest_disks import scratch_device
     from kvmlab.spec import load_lab
 
     loaded = load_lab(args.lab)

@@ -196,7 +196,7 @@ def test_doctor_in_a_pipe_keeps_every_fix_and_path_on_one_line() -> None:
 def test_ps_in_a_pipe_prints_whole_addresses(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import kvmlab.runtime.usage as usage
+    import kvmlab.runtime.cpu_compare as usage
 
     monkeypatch.setattr(usage, "guest_cpu_ticks", lambda *_: None)  # no agent to ask
     monkeypatch.setenv("KVMLAB_RUN_DIR", str(tmp_path / "run"))

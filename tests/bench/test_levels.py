@@ -8,10 +8,9 @@ import pytest
 
 from kvmlab.bench.session import lab_levels, parse_levels, run_bench
 from kvmlab.bench.suite import settings_for
-from kvmlab.errors import UsageError
+from kvmlab.errors import StateError, UsageError
 from kvmlab.guest.image import GuestImage
 from kvmlab.results.store import ResultStore
-from kvmlab.runtime.errors import StateError
 from kvmlab.runtime.lab import HostAccel
 from kvmlab.spec import LoadedLab, load_lab
 from tests.conftest import LABS

@@ -19,11 +19,11 @@ import pytest
 import kvmlab.bench.session as session
 from kvmlab.bench.executor import Completed, HostExecutor
 from kvmlab.cli.main import main
+from kvmlab.errors import RuntimeFailure
 from kvmlab.guest.agent import ExecResult
 from kvmlab.results.store import ResultStore
 from kvmlab.runtime import nested
-from kvmlab.runtime.errors import RuntimeFailure
-from kvmlab.runtime.machine import MachineConfig
+from kvmlab.runtime.qemu.machine import MachineConfig
 from tests.bench.recorded import recorded
 
 LAB = """

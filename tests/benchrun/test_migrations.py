@@ -21,7 +21,7 @@ from kvmlab.migrate.guestside import Check
 from kvmlab.migrate.result import Outcome
 from kvmlab.migrate.stats import parse
 from kvmlab.results.store import ResultStore
-from kvmlab.runtime.machine import MachineConfig
+from kvmlab.runtime.qemu.machine import MachineConfig
 from tests.benchrun.test_failure import RecordedHost, StandIn, kvmlab
 
 LAB = """

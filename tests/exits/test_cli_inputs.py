@@ -15,13 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from kvmlab.errors import HostError, UsageError
+from kvmlab.errors import HostError, QmpFailure, UsageError
 from kvmlab.exits import qstats, tracepoints
 from kvmlab.exits.cputime import ThreadTimes, add_guest_side
 from kvmlab.exits.model import CpuWindow
 from kvmlab.exits.pcimap import iomem_regions, pci_regions
 from kvmlab.exits.perfkvm import parse_report
-from kvmlab.runtime.errors import QmpFailure
 from tests.conftest import LABS, ROOT
 from tests.fakeguest import running_guest
 

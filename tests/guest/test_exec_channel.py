@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from kvmlab.guest.agent import MAX_INPUT, MAX_OUTPUT
+from kvmlab.proc.confined import checked_run_root, create_owned
+from kvmlab.proc.processes import start_time
 from kvmlab.render.devices.control import AGENT_SOCKET, CONSOLE_SOCKET
-from kvmlab.runtime.owned import checked_run_root, create_owned
-from kvmlab.runtime.procs import start_time
 from kvmlab.runtime.rundir import GuestRecord, LabDir
 from tests.runtime.conftest import KVMLAB, wait_for
 

@@ -14,7 +14,7 @@ from kvmlab.migrate.modes import Settings, check_settings, plan
 from kvmlab.migrate.probe import HeartbeatWatch
 from kvmlab.migrate.result import Outcome, text
 from kvmlab.migrate.stats import info_migrate, parse, passes
-from kvmlab.runtime.handover import destination_argv
+from kvmlab.runtime.qemu.handover import destination_argv
 
 GUEST = Path("/run/kvmlab/mig/vm")
 DEST = GUEST / ".migration-1"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kvmlab.errors import HostError
-from kvmlab.runtime.hugepages import Reservation, release, reserve
+from kvmlab.fabric.hugepages import Reservation, release, reserve
 from kvmlab.spec.units import MIB
 
 

@@ -160,8 +160,8 @@ nics = [{ type = "vhost-net", network = "lan" }, { type = "tap", network = "san"
 
 
 def test_paths_follow_the_switch_pairs_other_guests_and_name_their_network() -> None:
+    from kvmlab.fabric.switch import lab_ports
     from kvmlab.net.netcompare import switch_pairs, unpaired
-    from kvmlab.runtime.switch import lab_ports
     from kvmlab.spec import parse_lab
 
     lab = parse_lab(SWITCHED.encode(), "lab.toml")

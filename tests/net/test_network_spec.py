@@ -10,8 +10,8 @@ import pytest
 from kvmlab.errors import SpecError
 from kvmlab.render import render_qemu
 from kvmlab.render.identity import tap_name
+from kvmlab.runtime.guest_network import address_script, lab_addresses
 from kvmlab.runtime.lab import tap_plans
-from kvmlab.runtime.network import address_script, lab_addresses
 from kvmlab.spec import LoadedLab, parse_lab
 from kvmlab.spec.network import addresses
 from tests.conftest import target_for

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from kvmlab.fabric.ovs import config_commands, flows, mask
 from kvmlab.net.ovs_stats import parse_dump_ports, pmd_packets, pmd_processing, rxq_placement
 from kvmlab.net.testpmd_stats import StatsParseError
-from kvmlab.runtime.ovs import config_commands, flows, mask
 from kvmlab.spec.switch import SwitchSpec
 
 DATA = Path(__file__).parent / "data"

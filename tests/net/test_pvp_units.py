@@ -317,7 +317,7 @@ def test_the_generators_drops_count_although_start_resets_them(
 
 def test_a_sink_that_never_drains_fails_the_trial(monkeypatch: pytest.MonkeyPatch) -> None:
     import kvmlab.net.pvp as pvp
-    from kvmlab.runtime.errors import RuntimeFailure
+    from kvmlab.errors import RuntimeFailure
 
     gen, counted = fake_loopback(monkeypatch)
 

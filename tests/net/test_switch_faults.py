@@ -6,16 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from kvmlab.runtime.errors import RuntimeFailure
-from kvmlab.runtime.switch import Switch
+from kvmlab.errors import RuntimeFailure
+from kvmlab.fabric.switch import Switch
 from kvmlab.spec.switch import SwitchSpec
 
 
 @pytest.mark.parametrize(
     ("kind", "module", "says"),
     [
-        ("ovs-dpdk", "kvmlab.runtime.ovs.shutil.which", "apt-get install openvswitch-switch-dpdk"),
-        ("testpmd", "kvmlab.runtime.switch.shutil.which", "apt-get install dpdk-dev"),
+        ("ovs-dpdk", "kvmlab.fabric.ovs.shutil.which", "apt-get install openvswitch-switch-dpdk"),
+        ("testpmd", "kvmlab.fabric.switch.shutil.which", "apt-get install dpdk-dev"),
     ],
 )
 def test_a_missing_switch_program_is_named_and_nothing_is_created(

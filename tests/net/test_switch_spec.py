@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from kvmlab.errors import RenderError, SpecError
+from kvmlab.fabric.switch import lab_ports
 from kvmlab.render import render_libvirt, render_qemu
-from kvmlab.runtime.switch import lab_ports
 from kvmlab.spec import LoadedLab, parse_lab
 from tests.conftest import target_for
 

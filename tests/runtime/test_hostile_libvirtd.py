@@ -27,7 +27,7 @@ def test_stopping_a_daemon_that_never_existed_is_refused(
 ) -> None:
     monkeypatch.setenv("KVMLAB_RUN_DIR", str(tmp_path / "run"))
     if made_root:
-        from kvmlab.runtime.owned import checked_run_root
+        from kvmlab.proc.confined import checked_run_root
 
         checked_run_root()
     assert run(["libvirtd", "stop", "ghost"], monkeypatch) == 2
@@ -41,8 +41,8 @@ def test_stopping_a_daemon_that_never_existed_is_refused(
 def test_stopping_a_dead_daemon_on_record_removes_its_state(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from kvmlab.proc.confined import create_owned
     from kvmlab.runtime.libvirt.private import PrivateDaemon
-    from kvmlab.runtime.owned import create_owned
 
     monkeypatch.setenv("KVMLAB_RUN_DIR", str(tmp_path / "run"))
     daemon = PrivateDaemon("gone")

@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kvmlab.errors import HostError, SpecError
+from kvmlab.errors import HostError, RuntimeFailure, SpecError
 from kvmlab.runtime import hostview
-from kvmlab.runtime.errors import RuntimeFailure
 from kvmlab.runtime.hostview import Mask
 from kvmlab.spec import parse_lab
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from kvmlab.errors import StateError
 from kvmlab.render.libvirt_caps import LibvirtCaps
-from kvmlab.runtime.errors import StateError
 from kvmlab.runtime.libvirt.conn import LibvirtFailure
 from kvmlab.runtime.libvirt.lab import LibvirtBackend
 from kvmlab.runtime.libvirt.lookup import guest_mark
 from kvmlab.runtime.libvirt.machine import LibvirtMachine
-from kvmlab.runtime.machine import MachineConfig
+from kvmlab.runtime.qemu.machine import MachineConfig
 from kvmlab.spec import LoadedLab, load_lab
 
 HERE, FAR = "qemu:///system", "qemu+tcp://far.example/system"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kvmlab.errors import UsageError
-from kvmlab.runtime.patience import (
+from kvmlab.runtime.waits import (
     LIMITS,
     Stalled,
     Watch,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kvmlab.errors import HostError
-from kvmlab.runtime.ports import check_free, holders
+from kvmlab.runtime.forwarded_ports import check_free, holders
 from kvmlab.spec import load_lab
 
 

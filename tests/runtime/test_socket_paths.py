@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from kvmlab.cli.main import app
+from kvmlab.errors import StateError
 from kvmlab.render.target import UNIX_PATH_MAX
 from kvmlab.runtime import lab as labrun
-from kvmlab.runtime.errors import StateError
 from kvmlab.runtime.rundir import LabDir, check_socket_paths
 
 

@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from kvmlab.errors import UsageError
+from kvmlab.errors import StateError, UsageError
+from kvmlab.proc.confined import MARKER, checked_run_root, remove_owned, write_private
+from kvmlab.proc.processes import alive, find_marked, start_time
 from kvmlab.runtime import lab as labrun
-from kvmlab.runtime.errors import StateError
-from kvmlab.runtime.owned import MARKER, checked_run_root, remove_owned, write_private
-from kvmlab.runtime.procs import alive, find_marked, start_time
 from kvmlab.runtime.rundir import GuestRecord, LabDir
 from kvmlab.spec.names import lab_name, parse_address
 from tests.runtime.conftest import kvmlab

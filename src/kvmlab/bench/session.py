@@ -20,9 +20,9 @@ from kvmlab.guest.image import GuestImage
 from kvmlab.results.model import LEVELS, Run
 from kvmlab.results.store import ResultStore
 from kvmlab.runtime import lab as labrun
-from kvmlab.runtime.disks import scratch_device
-from kvmlab.runtime.machine import Machine
-from kvmlab.runtime.network import SLIRP_HOST, user_net
+from kvmlab.runtime.guest_disks import scratch_device
+from kvmlab.runtime.guest_network import SLIRP_HOST, user_net
+from kvmlab.runtime.qemu.machine import Machine
 from kvmlab.runtime.rundir import LabDir
 from kvmlab.spec import Guest, LoadedLab
 

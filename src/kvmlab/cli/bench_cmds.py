@@ -113,8 +113,8 @@ def run_bench_cmd(
     from kvmlab.cli.backend_opts import choose_backend, libvirt_extras, libvirt_levels
     from kvmlab.cli.bench_extras import split_only
     from kvmlab.cli.hostinfo import host_accel, print_nested_preflight
+    from kvmlab.cli.lab_cmds import image_factory, interruptible
     from kvmlab.cli.outfile import check_out
-    from kvmlab.cli.run_cmds import image_factory, interruptible
     from kvmlab.runtime.lab import assert_not_up
     from kvmlab.spec import load_lab
 

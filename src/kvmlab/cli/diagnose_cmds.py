@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kvmlab.cli.exits_cmds import DEFAULT_SECONDS
-from kvmlab.cli.run_cmds import find_guest, image_factory, interruptible
+from kvmlab.cli.lab_cmds import find_guest, image_factory, interruptible
 from kvmlab.errors import UsageError, printable
 
 if TYPE_CHECKING:
@@ -268,10 +268,10 @@ def run_compare(
 
     from kvmlab.cli.exits_cmds import LIVE_SECONDS, check_seconds
     from kvmlab.cli.hostinfo import host_accel
+    from kvmlab.errors import RuntimeFailure
     from kvmlab.exits.collect import profile_guest
     from kvmlab.exits.compare import show_compare
     from kvmlab.runtime import lab as labrun
-    from kvmlab.runtime.errors import RuntimeFailure
     from kvmlab.runtime.rundir import LabDir
     from kvmlab.spec import load_lab
 

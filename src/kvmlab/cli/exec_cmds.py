@@ -16,11 +16,10 @@ import sys
 import threading
 from typing import BinaryIO
 
-from kvmlab.cli.run_cmds import find_guest, interruptible
-from kvmlab.errors import UsageError
+from kvmlab.cli.lab_cmds import find_guest, interruptible
+from kvmlab.errors import Interrupted, UsageError
 from kvmlab.guest.agent import MAX_INPUT
 from kvmlab.guest.errors import GuestExecInterrupted, GuestInputTooLarge
-from kvmlab.runtime.errors import Interrupted
 
 STDIN_HINT_AFTER = 10.0  # seconds without EOF on stdin before saying what kvmlab waits for
 
@@ -34,7 +33,7 @@ def check_timeout(timeout: float) -> float:
 
 def run_exec(address: str, command: list[str], timeout: float) -> int:
     """Run a command in a guest, pass its output through, return its exit code."""
-    from kvmlab.runtime.machine import Machine
+    from kvmlab.runtime.qemu.machine import Machine
 
     if not command:
         raise UsageError("give the command to run after --, e.g. kvmlab exec basic/vm1 -- uname -r")
@@ -120,7 +119,7 @@ def _write(stream: BinaryIO, data: bytes) -> bool:
 def run_console(address: str) -> None:
     """Attach the terminal to a guest's serial console (Ctrl-] detaches)."""
     from kvmlab.cli.console import attach_socket
-    from kvmlab.runtime.machine import Machine
+    from kvmlab.runtime.qemu.machine import Machine
 
     run_dir, record = find_guest(address)
     if record.via is not None:

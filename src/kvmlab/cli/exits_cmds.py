@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from kvmlab.cli.run_cmds import find_guest, interruptible
+from kvmlab.cli.lab_cmds import find_guest, interruptible
 from kvmlab.errors import UsageError, printable
 
 PROVIDERS = ("auto", "tracepoints", "counters", "perf")

@@ -21,7 +21,7 @@ from kvmlab.cli.libvirtd_cmd import libvirtd_app
 from kvmlab.cli.options import output_choice
 from kvmlab.cli.tune_cmd import tune_app
 from kvmlab.errors import KvmlabError, UsageError
-from kvmlab.runtime.signals import interrupting
+from kvmlab.proc.signals import interrupting
 
 PIPE_CLOSED = 141
 """Exit status when the reader of stdout went away (128 + SIGPIPE, as a shell reports it)."""
@@ -188,7 +188,7 @@ def up(
     qemu_as_root: RootOpt = None,
 ) -> None:
     """Start a lab's guests, wait for their agents, print boot stages; they keep running."""
-    from kvmlab.cli.run_cmds import run_up
+    from kvmlab.cli.lab_cmds import run_up
 
     run_up(
         lab,
@@ -519,7 +519,7 @@ def down(
     force: Annotated[bool, typer.Option("--force", help="Kill without a graceful stop.")] = False,
 ) -> None:
     """Stop a lab's guests (gracefully, then by force) and remove everything kvmlab created."""
-    from kvmlab.cli.run_cmds import run_down
+    from kvmlab.cli.lab_cmds import run_down
 
     run_down(lab, force)
 

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from kvmlab.cli.run_cmds import interruptible
+from kvmlab.cli.lab_cmds import interruptible
 from kvmlab.errors import UsageError
 
 EXIT_NOT_COMPLETED = 3
@@ -90,8 +90,8 @@ def run_compare(
     from rich.console import Console
 
     from kvmlab.cli.hostinfo import host_accel
+    from kvmlab.cli.lab_cmds import image_factory
     from kvmlab.cli.outfile import check_out, write_out
-    from kvmlab.cli.run_cmds import image_factory
     from kvmlab.migrate.compare import run_migrations, table, to_json
     from kvmlab.report.grid import Col, print_grid
     from kvmlab.report.migration_html import migration_html

@@ -12,7 +12,7 @@ from kvmlab.spec.units import format_size
 
 def run_ps(output: str) -> None:
     """List running labs and guests with host CPU next to guest CPU."""
-    from kvmlab.runtime.usage import sample_usage
+    from kvmlab.runtime.cpu_compare import sample_usage
 
     entries = [e for lab_dir in running_labs() for e in lab_dir.entries()]
     rows = [

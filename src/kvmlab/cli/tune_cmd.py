@@ -183,7 +183,7 @@ def restore_abandoned(tuning: bool = False) -> None:
     tune``, which refuses it itself)."""
     from kvmlab.errors import KvmlabError
     from kvmlab.net.tune import State, rollback
-    from kvmlab.runtime.procs import alive
+    from kvmlab.proc.processes import alive
 
     state = State()
     try:

@@ -24,8 +24,8 @@ from kvmlab.exits.cputime import ThreadTimes, add_guest_side, cpu_window
 from kvmlab.exits.model import Profile, from_json
 from kvmlab.exits.pcimap import Region, iomem_regions, pci_regions
 from kvmlab.render.devices.control import PID_FILE
-from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.nested import INNER_RUN_ROOT, guest_env, inner_failure, kvmlab_argv
+from kvmlab.runtime.qemu.machine import Machine
 from kvmlab.runtime.rundir import GuestRecord, LabDir
 
 Provider = Literal["auto", "tracepoints", "counters", "perf"]

@@ -10,9 +10,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kvmlab.errors import HostError
+from kvmlab.errors import HostError, QmpFailure
 from kvmlab.exits.model import Profile
-from kvmlab.runtime.errors import QmpFailure
 
 PROVIDER = "counters"
 NOTE = "KVM binary statistics through QMP query-stats (counters only: no times, no breakdown)"

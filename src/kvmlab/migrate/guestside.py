@@ -11,9 +11,8 @@ import re
 import time
 from dataclasses import dataclass
 
-from kvmlab.errors import KvmlabError
-from kvmlab.runtime.errors import RuntimeFailure
-from kvmlab.runtime.machine import Machine
+from kvmlab.errors import KvmlabError, RuntimeFailure
+from kvmlab.runtime.qemu.machine import Machine
 
 STATE_DIR = "/run/kvmlab-dirty"
 CHECK_FILE = "/root/kvmlab-migration-check"

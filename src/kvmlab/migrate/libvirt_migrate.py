@@ -23,7 +23,7 @@ from typing import Any
 import libvirt
 import libvirt_qemu
 
-from kvmlab.errors import KvmlabError, UsageError
+from kvmlab.errors import KvmlabError, StateError, UsageError
 from kvmlab.guest.kernel import default_cache_dir
 from kvmlab.migrate import guestside
 from kvmlab.migrate.jobinfo import job_stats
@@ -39,14 +39,13 @@ from kvmlab.migrate.session import (
     start_workload,
 )
 from kvmlab.migrate.stats import parse
+from kvmlab.proc.processes import find_marked
+from kvmlab.proc.signals import deferred_signals
 from kvmlab.render.devices.control import PROBE_PORT
 from kvmlab.render.xmldom import QEMU_NS  # (importing it registers the XML prefixes)
-from kvmlab.runtime.errors import StateError
 from kvmlab.runtime.libvirt.conn import LibvirtFailure, describe, is_local, open_uri
 from kvmlab.runtime.libvirt.machine import LibvirtMachine
 from kvmlab.runtime.libvirt.publish import VOLUME, hold, publish, release, unpublish_unused
-from kvmlab.runtime.procs import find_marked
-from kvmlab.runtime.signals import deferred_signals
 from kvmlab.spec.backend import check_uri
 
 Progress = Callable[[str], None]

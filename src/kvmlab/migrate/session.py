@@ -1,7 +1,7 @@
 """One live migration of a running guest, from the dirtying workload to the verdict.
 
 The destination QEMU is the source's command line with its own run directory and
-``-incoming defer`` (same devices by construction; :mod:`kvmlab.runtime.handover`). The
+``-incoming defer`` (same devices by construction; :mod:`kvmlab.runtime.qemu.handover`). The
 source keeps running and intact whatever happens before the switch-over: a destination
 that fails to start, dies, or a cut connection leaves the source running (QEMU resumes
 it), a timeout or Ctrl-C cancels (``migrate_cancel``), and kvmlab checks the source
@@ -19,12 +19,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from kvmlab.errors import KvmlabError, UsageError, printable
+from kvmlab.errors import KvmlabError, QmpFailure, RuntimeFailure, StateError, UsageError, printable
 from kvmlab.migrate import guestside
 from kvmlab.migrate.modes import AUTO_PASSES, Plan, Settings, check_settings, plan
 from kvmlab.migrate.probe import STEADY_CEILING_S, HeartbeatWatch, measure_downtime
 from kvmlab.migrate.result import Outcome
 from kvmlab.migrate.stats import FINISHED, parse
+from kvmlab.proc.confined import remove_owned
+from kvmlab.proc.processes import find_marked
+from kvmlab.proc.signals import deferred_signals
 from kvmlab.render.devices.control import (
     AGENT_SOCKET,
     CONSOLE_SOCKET,
@@ -33,14 +36,10 @@ from kvmlab.render.devices.control import (
     QMP_SOCKET,
 )
 from kvmlab.render.target import UNIX_PATH_MAX
-from kvmlab.runtime import handover
-from kvmlab.runtime.errors import QmpFailure, RuntimeFailure, StateError
-from kvmlab.runtime.machine import Machine, qemu_command
-from kvmlab.runtime.owned import remove_owned
-from kvmlab.runtime.procs import find_marked
-from kvmlab.runtime.qmp import QmpSession
+from kvmlab.runtime.qemu import handover
+from kvmlab.runtime.qemu.machine import Machine, qemu_command
+from kvmlab.runtime.qemu.qmp import QmpSession
 from kvmlab.runtime.rundir import GuestRecord, LabDir
-from kvmlab.runtime.signals import deferred_signals
 
 Progress = Callable[[str], None]
 SAMPLE_S = 0.1
@@ -654,8 +653,8 @@ def _verify(
 
 def _kernel_faults(run_dir: Path) -> str:
     """The guest kernel's first faults and its panic from the serial log, or ``""``."""
+    from kvmlab.proc.processes import tail
     from kvmlab.render.devices.control import SERIAL_LOG
-    from kvmlab.runtime.procs import tail
 
     lines = [x.strip() for x in tail(run_dir / SERIAL_LOG, 400) if x.strip()]
     worst = [x for x in lines if guestside.KERNEL_FAULT.search(x)]
@@ -665,8 +664,8 @@ def _kernel_faults(run_dir: Path) -> str:
 
 def _serial_tail(run_dir: Path) -> str:
     """The last lines of a guest's serial log, kernel faults first."""
+    from kvmlab.proc.processes import tail
     from kvmlab.render.devices.control import SERIAL_LOG
-    from kvmlab.runtime.procs import tail
 
     faults = _kernel_faults(run_dir)
     if faults:  # the first faults and the panic, not the call traces after them

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kvmlab.bench.parsers.errors import ParseError
+from kvmlab.errors import RuntimeFailure
 from kvmlab.net.nicstats import (
     Channels,
     MqFinding,
@@ -21,8 +22,7 @@ from kvmlab.net.nicstats import (
     virtio_device,
 )
 from kvmlab.results.model import Sample
-from kvmlab.runtime.errors import RuntimeFailure
-from kvmlab.runtime.machine import Machine
+from kvmlab.runtime.qemu.machine import Machine
 
 _FIND = (
     'dev=; for d in /sys/class/net/*; do [ "$(cat $d/address)" = "{mac}" ] && '

@@ -18,10 +18,10 @@ from typing import Literal
 
 from kvmlab.bench.parsers._common import Source
 from kvmlab.bench.parsers.errors import ParseError
+from kvmlab.fabric.switch import lab_ports
 from kvmlab.render.identity import derived_mac
 from kvmlab.results.model import NETCOMPARE_DOCUMENT
-from kvmlab.runtime.network import SLIRP_HOST
-from kvmlab.runtime.switch import lab_ports
+from kvmlab.runtime.guest_network import SLIRP_HOST
 from kvmlab.spec import Lab, TapNic, UserNic, VhostUserNic
 from kvmlab.spec.network import addresses
 

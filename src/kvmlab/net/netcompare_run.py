@@ -15,7 +15,9 @@ from typing import Any
 
 from kvmlab.bench.parsers.iperf3 import parse_iperf3
 from kvmlab.bench.parsers.ping import parse_ping
-from kvmlab.errors import KvmlabError
+from kvmlab.errors import KvmlabError, RuntimeFailure, StateError
+from kvmlab.fabric import namespaces
+from kvmlab.fabric.lab_networks import VHOST_NET
 from kvmlab.guest.image import GuestImage
 from kvmlab.net.multiqueue import QueueWatch
 from kvmlab.net.netcompare import (
@@ -31,13 +33,10 @@ from kvmlab.net.netcompare import (
     unpaired,
     without_vhost_net,
 )
+from kvmlab.proc.processes import die_with_parent, terminate
 from kvmlab.results.model import Sample
 from kvmlab.runtime import lab as labrun
-from kvmlab.runtime import netns
-from kvmlab.runtime.errors import RuntimeFailure, StateError
-from kvmlab.runtime.labnet import VHOST_NET
-from kvmlab.runtime.machine import Machine
-from kvmlab.runtime.procs import die_with_parent, terminate
+from kvmlab.runtime.qemu.machine import Machine
 from kvmlab.spec import LoadedLab
 
 Progress = Callable[[str], None]
@@ -66,7 +65,7 @@ def server(path: NetPath, machines: dict[str, Machine], lab: str) -> Iterator[in
     port = SERVER_PORT if b.kind == "netns" else _free_loopback_port()
     argv = ["iperf3", "-s", "-B", b.addr, "-p", str(port)]
     if b.kind == "netns":
-        argv = netns.exec_argv(netns.ns_name(lab, "net"), argv)
+        argv = namespaces.exec_argv(namespaces.ns_name(lab, "net"), argv)
     proc = subprocess.Popen(
         argv,
         stdin=subprocess.DEVNULL,

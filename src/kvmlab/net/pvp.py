@@ -19,7 +19,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from kvmlab.errors import KvmlabError
+from kvmlab.errors import KvmlabError, RuntimeFailure
+from kvmlab.fabric.switch import GEN_PORT, SINK_PORT, SWITCH_DIRS, Switch
 from kvmlab.net.testpmd_stats import PortRates, rates
 from kvmlab.net.traffic import (
     Cores,
@@ -31,10 +32,8 @@ from kvmlab.net.traffic import (
     resume,
     traffic,
 )
+from kvmlab.proc.confined import create_owned, remove_owned
 from kvmlab.results.model import Sample
-from kvmlab.runtime.errors import RuntimeFailure
-from kvmlab.runtime.owned import create_owned, remove_owned
-from kvmlab.runtime.switch import GEN_PORT, SINK_PORT, SWITCH_DIRS, Switch
 from kvmlab.spec.switch import PvpSpec, SwitchSpec
 
 WORKLOAD = "pvp"

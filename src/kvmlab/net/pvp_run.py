@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kvmlab.errors import StateError
+from kvmlab.fabric.switch import GEN_PORT, SINK_PORT, SWITCH_DIR, Switch, lab_ports
 from kvmlab.guest.image import GuestImage
 from kvmlab.net.guest_dpdk import GuestTestPmd, guest_argv
 from kvmlab.net.pvp import (
@@ -20,13 +22,11 @@ from kvmlab.net.pvp import (
 )
 from kvmlab.net.traffic import SwitchCounted, traffic
 from kvmlab.net.tune import Toggle, cpu_partitioning
+from kvmlab.proc.confined import create_owned, remove_owned
 from kvmlab.render.identity import derived_mac
 from kvmlab.results.model import Sample
 from kvmlab.runtime import lab as labrun
-from kvmlab.runtime.errors import StateError
-from kvmlab.runtime.owned import create_owned, remove_owned
 from kvmlab.runtime.rundir import LabDir
-from kvmlab.runtime.switch import GEN_PORT, SINK_PORT, SWITCH_DIR, Switch, lab_ports
 from kvmlab.spec import LoadedLab
 from kvmlab.spec.rules import switch_ports
 

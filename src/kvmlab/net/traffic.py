@@ -12,11 +12,11 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvmlab.fabric.switch import Switch
+from kvmlab.fabric.testpmd import TestPmd
 from kvmlab.net.ovs_stats import parse_dump_ports
 from kvmlab.net.testpmd_stats import Snapshot, add_fwd_stats, parse_port_stats
 from kvmlab.render.dpdk import CRC_BYTES, traffic_argv
-from kvmlab.runtime.switch import Switch
-from kvmlab.runtime.testpmd import TestPmd
 
 READY_SECONDS = 60.0
 

@@ -201,7 +201,7 @@ def apply(
         _apply_each(settings, state, root, accept_unmovable, out, changes, unmovable, save)
     except BaseException:  # Ctrl-C, SIGTERM (as KeyboardInterrupt), a state write refused
         if changes:  # all or nothing: what this call wrote goes back before it ends
-            from kvmlab.runtime.signals import deferred_signals
+            from kvmlab.proc.signals import deferred_signals
 
             with deferred_signals():
                 back = rollback(state, root)
@@ -472,7 +472,7 @@ class Toggle:
     def set(self, on: bool) -> None:
         """Apply (True) or roll back (False); a setting that fails to change is an error.
         Rolling back goes by the state file, so tuning cut short part-way is undone too."""
-        from kvmlab.runtime.procs import start_time
+        from kvmlab.proc.processes import start_time
 
         if on:
             if self.on:

@@ -39,8 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from kvmlab.errors import HostError, KvmlabError, ToolMissing
-from kvmlab.runtime.errors import RuntimeFailure
+from kvmlab.errors import HostError, KvmlabError, RuntimeFailure, ToolMissing
 
 VIEW_DIR = "hostview"
 """Below the guest's run directory: where the masked copy of ``/`` is mounted."""

@@ -11,26 +11,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from kvmlab.errors import Problem, ProcessFailure, SpecError
-from kvmlab.guest.errors import GuestExecTimeout
-from kvmlab.guest.image import STANDALONE, GuestImage, build_image
-from kvmlab.render import BootImage, Target, render_qemu
-from kvmlab.render.devices.disk import SEED_IMAGE
-from kvmlab.render.identity import tap_name
-from kvmlab.render.target import Accel
-from kvmlab.runtime import nested, ports
-from kvmlab.runtime.disks import mount_script
-from kvmlab.runtime.errors import RuntimeFailure, StateError
-from kvmlab.runtime.hostcpus import check_host_cpus
-from kvmlab.runtime.labnet import NET_DIR, LabNet, TapPlan, check_vhost_net
-from kvmlab.runtime.labnet import stop_recorded as stop_recorded_net
-from kvmlab.runtime.machine import Machine, MachineConfig
-from kvmlab.runtime.network import address_script, lab_addresses, setup_script, user_net
-from kvmlab.runtime.patience import LIMITS, check_environment
-from kvmlab.runtime.procs import terminate
-from kvmlab.runtime.rundir import GuestEntry, GuestRecord, LabDir, check_socket_paths
-from kvmlab.runtime.signals import deferred_signals
-from kvmlab.runtime.switch import (
+from kvmlab.errors import Problem, ProcessFailure, RuntimeFailure, SpecError, StateError
+from kvmlab.fabric.lab_networks import NET_DIR, LabNet, TapPlan, check_vhost_net
+from kvmlab.fabric.lab_networks import stop_recorded as stop_recorded_net
+from kvmlab.fabric.switch import (
     SWITCH_DIR,
     SWITCH_DIRS,
     Switch,
@@ -38,6 +22,21 @@ from kvmlab.runtime.switch import (
     recorded_alive,
     stop_recorded,
 )
+from kvmlab.guest.errors import GuestExecTimeout
+from kvmlab.guest.image import STANDALONE, GuestImage, build_image
+from kvmlab.proc.processes import terminate
+from kvmlab.proc.signals import deferred_signals
+from kvmlab.render import BootImage, Target, render_qemu
+from kvmlab.render.devices.disk import SEED_IMAGE
+from kvmlab.render.identity import tap_name
+from kvmlab.render.target import Accel
+from kvmlab.runtime import forwarded_ports, nested
+from kvmlab.runtime.guest_disks import mount_script
+from kvmlab.runtime.guest_network import address_script, lab_addresses, setup_script, user_net
+from kvmlab.runtime.hostcpus import check_host_cpus
+from kvmlab.runtime.qemu.machine import Machine, MachineConfig
+from kvmlab.runtime.rundir import GuestEntry, GuestRecord, LabDir, check_socket_paths
+from kvmlab.runtime.waits import LIMITS, check_environment
 from kvmlab.spec import Guest, Lab, LoadedLab, TapNic
 from kvmlab.spec.hostcpus import guest_cpu_uses, switch_cpu_uses, tuning_cpu_uses
 
@@ -295,7 +294,7 @@ def started(
             ]
             if not within and here:
                 # a guest hypervisor's forwards live in its own network stack
-                ports.check_free(str(loaded.path), [((n,), g) for n, g in here])
+                forwarded_ports.check_free(str(loaded.path), [((n,), g) for n, g in here])
                 check_vhost_net(str(loaded.path), loaded.lab, [n for n, _ in here])
             cpu_uses = guest_cpu_uses(loaded.lab, [n for n, _ in here])
             if loaded.lab.switch is not None and not within:

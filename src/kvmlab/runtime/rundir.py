@@ -1,7 +1,7 @@
 """Run directories: private per-lab and per-guest state that outlives one kvmlab command.
 
 Layout under the run root (``kvmlab.paths.run_root()``), every directory 0700 and marked
-as kvmlab's (:mod:`kvmlab.runtime.owned`), every state file 0600::
+as kvmlab's (:mod:`kvmlab.proc.confined`), every state file 0600::
 
     LAB/lab.json            which lab file, when it went up
     LAB/.lock               held (flock) while a command changes the lab
@@ -27,18 +27,18 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from kvmlab.errors import StateError
 from kvmlab.paths import run_root
-from kvmlab.render.devices.control import AGENT_SOCKET, CONSOLE_SOCKET, QMP_SOCKET, RELAY_SOCKET
-from kvmlab.render.target import UNIX_PATH_MAX
-from kvmlab.runtime.errors import StateError
-from kvmlab.runtime.owned import (
+from kvmlab.proc.confined import (
     MARKER,
     checked_run_root,
     create_owned,
     remove_owned,
     write_private,
 )
-from kvmlab.runtime.procs import alive, find_marked
+from kvmlab.proc.processes import alive, find_marked
+from kvmlab.render.devices.control import AGENT_SOCKET, CONSOLE_SOCKET, QMP_SOCKET, RELAY_SOCKET
+from kvmlab.render.target import UNIX_PATH_MAX
 from kvmlab.spec.names import is_name, lab_name
 from kvmlab.spec.units import quoted
 

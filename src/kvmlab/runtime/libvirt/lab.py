@@ -30,7 +30,7 @@ from kvmlab.runtime.libvirt.publish import (
     release,
     unpublish_unused,
 )
-from kvmlab.runtime.machine import MachineConfig
+from kvmlab.runtime.qemu.machine import MachineConfig
 from kvmlab.runtime.rundir import GuestRecord
 from kvmlab.spec import Guest, LoadedLab, TapNic, VhostUserNic
 from kvmlab.spec.rules import guest_key

@@ -1,4 +1,4 @@
-"""A guest a libvirtd runs: the same life cycle as :class:`~kvmlab.runtime.machine.Machine`
+"""A guest a libvirtd runs: the same life cycle as :class:`~kvmlab.runtime.qemu.machine.Machine`
 (launch, exec through the agent, shutdown graceful then forced, context manager), with
 libvirt defining, starting and stopping the domain and its QEMU.
 
@@ -20,21 +20,21 @@ from typing import Any, NoReturn
 
 import libvirt
 
+from kvmlab.errors import StateError
 from kvmlab.guest.agent import GuestAgent
 from kvmlab.guest.agent_libvirt import LibvirtAgent
 from kvmlab.guest.errors import AgentError
+from kvmlab.proc.processes import alive, cpu_seconds, find_marked, start_time
+from kvmlab.proc.signals import deferred_signals
 from kvmlab.render.devices.control import RELAY_PORT
 from kvmlab.runtime import boottime
-from kvmlab.runtime.errors import StateError
 from kvmlab.runtime.libvirt.conn import LibvirtFailure, describe, is_local, open_uri
 from kvmlab.runtime.libvirt.lookup import guest_mark
 from kvmlab.runtime.libvirt.publish import release, unpublish_unused
-from kvmlab.runtime.machine import Machine, MachineConfig, MachineState
-from kvmlab.runtime.patience import LIMITS, Stalled, Watch, cpu_steps
-from kvmlab.runtime.procs import alive, cpu_seconds, find_marked, start_time
-from kvmlab.runtime.qmp import QmpSession
+from kvmlab.runtime.qemu.machine import Machine, MachineConfig, MachineState
+from kvmlab.runtime.qemu.qmp import QmpSession
 from kvmlab.runtime.rundir import GuestRecord
-from kvmlab.runtime.signals import deferred_signals
+from kvmlab.runtime.waits import LIMITS, Stalled, Watch, cpu_steps
 
 UNDEFINE_ALL = (
     libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE

@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kvmlab.errors import HostError, ToolMissing, UsageError
-from kvmlab.runtime.owned import checked_run_root, create_owned, remove_owned, write_private
-from kvmlab.runtime.procs import alive, start_time, terminate
+from kvmlab.proc.confined import checked_run_root, create_owned, remove_owned, write_private
+from kvmlab.proc.processes import alive, start_time, terminate
 from kvmlab.spec.names import is_name
 
 MOUNTS = (

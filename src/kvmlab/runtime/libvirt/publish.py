@@ -22,10 +22,10 @@ from typing import Any
 
 import libvirt
 
+from kvmlab.proc.confined import checked_run_root
 from kvmlab.render.libvirt_caps import IMAGE_POOL_DIR
 from kvmlab.render.xmldom import sub
 from kvmlab.runtime.libvirt.conn import LibvirtFailure, describe
-from kvmlab.runtime.owned import checked_run_root
 
 POOL = "kvmlab"
 POOL_UUID = "6b766d6c-6162-5f70-6f6f-6c0000000001"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvmlab.errors import HostError
-from kvmlab.runtime.owned import checked_run_root
+from kvmlab.proc.confined import checked_run_root
 from kvmlab.spec.units import MIB
 
 SYSFS = Path("/sys/kernel/mm/hugepages/hugepages-2048kB")

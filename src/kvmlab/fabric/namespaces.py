@@ -13,8 +13,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from kvmlab.errors import ProcessFailure
-from kvmlab.runtime.errors import StateError
+from kvmlab.errors import ProcessFailure, StateError
 
 NETNS_DIR = Path("/run/netns")
 _OURS = re.compile(r"^kvmlab-[a-z][a-z0-9-]{0,70}$")

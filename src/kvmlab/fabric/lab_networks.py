@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvmlab.runtime import netns
-from kvmlab.runtime.errors import StateError
-from kvmlab.runtime.owned import create_owned, remove_owned, write_private
-from kvmlab.runtime.signals import deferred_signals
+from kvmlab.errors import StateError
+from kvmlab.fabric import namespaces
+from kvmlab.proc.confined import create_owned, remove_owned, write_private
+from kvmlab.proc.signals import deferred_signals
 from kvmlab.spec.lab import Lab
 
 NET_DIR = ".net"
@@ -67,7 +67,7 @@ class LabNet:
     def __init__(self, lab: Lab, root: Path) -> None:
         self.lab = lab
         self.dir = root
-        self.ns = netns.ns_name(lab.name, "net")
+        self.ns = namespaces.ns_name(lab.name, "net")
         self.created = False
 
     def bridge(self, network: str) -> str:
@@ -89,16 +89,16 @@ class LabNet:
                 "host; QEMU would join that tap instead of making kvmlab's (a "
                 "kvmlab with another KVMLAB_RUN_DIR running this lab?)"
             )
-        if netns.exists(self.ns):
-            netns.create(self.ns)  # refuses, saying whose it may be
+        if namespaces.exists(self.ns):
+            namespaces.create(self.ns)  # refuses, saying whose it may be
         create_owned(self.dir, f"networks of lab {self.lab.name}")
         with deferred_signals():  # on record before it exists: a crash leaves no stray one
             write_private(self.dir / RECORD, json.dumps({"netns": self.ns}))
             self.created = True
-            netns.create(self.ns)
+            namespaces.create(self.ns)
         for i, (name, net) in enumerate(self.lab.networks.items()):
             br = bridge_name(i)
-            netns.ip(
+            namespaces.ip(
                 "link",
                 "add",
                 br,
@@ -107,7 +107,7 @@ class LabNet:
                 netns=self.ns,
                 what=f"creating the bridge of network {name}",
             )
-            netns.ip(
+            namespaces.ip(
                 "addr",
                 "add",
                 str(net.host),
@@ -116,13 +116,13 @@ class LabNet:
                 netns=self.ns,
                 what=f"giving network {name} its host address",
             )
-            netns.ip("link", "set", br, "up", netns=self.ns, what=f"bringing {br} up")
+            namespaces.ip("link", "set", br, "up", netns=self.ns, what=f"bringing {br} up")
 
     def attach(self, plan: TapPlan) -> None:
         """Move a running guest's tap into the namespace, onto its bridge, up."""
         if not Path(f"/sys/class/net/{plan.tap}").exists():
             raise StateError(f"{plan.guest}: its tap {plan.tap} did not appear")
-        netns.ip(
+        namespaces.ip(
             "link",
             "set",
             plan.tap,
@@ -130,7 +130,7 @@ class LabNet:
             self.ns,
             what=f"{plan.guest}: moving tap {plan.tap} into {self.ns}",
         )
-        netns.ip(
+        namespaces.ip(
             "link",
             "set",
             plan.tap,
@@ -155,7 +155,7 @@ class LabNet:
     def stop(self) -> None:
         """Delete the namespace (bridges and any tap left in it go with it), then the dir."""
         if self.created:
-            netns.delete(self.ns)
+            namespaces.delete(self.ns)
             self.created = False
         remove_owned(self.dir)
 
@@ -172,8 +172,8 @@ def stop_recorded(root: Path, lab: str) -> bool:
     when there was a namespace."""
     if not root.exists():
         return False
-    name = netns.ns_name(lab, "net")
-    had = netns.exists(name)
-    netns.delete(name)
+    name = namespaces.ns_name(lab, "net")
+    had = namespaces.exists(name)
+    namespaces.delete(name)
     remove_owned(root)
     return had

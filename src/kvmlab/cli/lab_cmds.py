@@ -10,11 +10,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kvmlab.errors import UsageError
+from kvmlab.errors import Interrupted, StateError, UsageError
 from kvmlab.guest.image import GuestImage
-from kvmlab.runtime.errors import Interrupted, StateError
+from kvmlab.proc.signals import interrupting
 from kvmlab.runtime.rundir import GuestRecord, LabDir
-from kvmlab.runtime.signals import interrupting
 from kvmlab.spec.names import lab_name, parse_address
 
 if TYPE_CHECKING:

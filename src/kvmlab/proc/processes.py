@@ -9,7 +9,7 @@ import signal
 import time
 from pathlib import Path
 
-from kvmlab.runtime.signals import unblock_in_child
+from kvmlab.proc.signals import unblock_in_child
 
 
 def _stat_fields(pid: int) -> list[str] | None:

@@ -18,8 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from kvmlab.errors import UsageError, printable
-from kvmlab.runtime.errors import RuntimeFailure
+from kvmlab.errors import RuntimeFailure, UsageError, printable
 
 
 @dataclass(frozen=True)
@@ -206,12 +205,12 @@ guest they run in, so a slow level gets the time its tools need to start.
 
 
 def timeouts_doc() -> str:
-    """``docs/timeouts.md``: ``python -m kvmlab.runtime.patience > docs/timeouts.md``."""
+    """``docs/timeouts.md``: ``python -m kvmlab.runtime.waits > docs/timeouts.md``."""
     return (
         DOC_INTRO
         + limits_markdown()
         + DOC_WORKLOADS
-        + "\nGenerated from `kvmlab.runtime.patience.LIMITS` (`make docs`).\n"
+        + "\nGenerated from `kvmlab.runtime.waits.LIMITS` (`make docs`).\n"
     )
 
 

@@ -18,10 +18,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kvmlab.errors import ProcessFailure
-from kvmlab.runtime.errors import RuntimeFailure, StateError
-from kvmlab.runtime.procs import alive, die_with_parent, start_time, tail, terminate, wait_gone
-from kvmlab.runtime.signals import deferred_signals, unblock_in_child
+from kvmlab.errors import ProcessFailure, RuntimeFailure, StateError
+from kvmlab.proc.processes import alive, die_with_parent, start_time, tail, terminate, wait_gone
+from kvmlab.proc.signals import deferred_signals, unblock_in_child
 
 PROMPT = b"testpmd> "
 LINE_BUFFERED = ("stdbuf", "-oL", "-eL")

@@ -16,6 +16,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from kvmlab.errors import KvmlabError
+from kvmlab.proc.confined import remove_owned
+from kvmlab.proc.processes import find_marked
 from kvmlab.render.devices.control import (
     AGENT_SOCKET,
     CONSOLE_SOCKET,
@@ -23,8 +25,6 @@ from kvmlab.render.devices.control import (
     QMP_SOCKET,
     SERIAL_LOG,
 )
-from kvmlab.runtime.owned import remove_owned
-from kvmlab.runtime.procs import find_marked
 from kvmlab.runtime.rundir import GuestRecord
 
 MOVED = (QMP_SOCKET, AGENT_SOCKET, CONSOLE_SOCKET, "qemu.pid")

@@ -17,11 +17,10 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from kvmlab.errors import ProcessFailure
-from kvmlab.runtime import netns
-from kvmlab.runtime.errors import RuntimeFailure
-from kvmlab.runtime.procs import alive, start_time, tail, terminate
-from kvmlab.runtime.signals import deferred_signals, unblock_in_child
+from kvmlab.errors import ProcessFailure, RuntimeFailure
+from kvmlab.fabric import namespaces
+from kvmlab.proc.processes import alive, start_time, tail, terminate
+from kvmlab.proc.signals import deferred_signals, unblock_in_child
 from kvmlab.spec.switch import SwitchSpec
 from kvmlab.spec.units import MIB
 
@@ -207,7 +206,7 @@ class Ovs:
             "--no-chdir",
         ]
         if self.netns is not None:
-            argv = netns.exec_argv(self.netns, argv)
+            argv = namespaces.exec_argv(self.netns, argv)
         self._daemon(argv, pidfile, "ovs-vswitchd-dpdk")
         for cmd in commands[1:]:
             self.vsctl(*cmd)

@@ -20,8 +20,8 @@ from typing import Any, Self, TypeVar
 
 from qemu.qmp import EventListener, QMPClient, QMPError
 
-from kvmlab.runtime.errors import QmpFailure
-from kvmlab.runtime.signals import deferred_signals
+from kvmlab.errors import QmpFailure
+from kvmlab.proc.signals import deferred_signals
 
 T = TypeVar("T")
 

@@ -14,8 +14,8 @@ import shutil
 import stat
 from pathlib import Path
 
+from kvmlab.errors import StateError
 from kvmlab.paths import run_root, unsafe_own_dir, unsafe_parent
-from kvmlab.runtime.errors import StateError
 
 MARKER = ".kvmlab-owned"
 """Written into every directory kvmlab creates under the run root; its text says what."""

@@ -21,9 +21,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import NoReturn, Self
 
-from kvmlab.errors import ProcessFailure
+from kvmlab.errors import ProcessFailure, QmpFailure, RuntimeFailure, StateError
 from kvmlab.guest.agent import ExecResult, GuestAgent
 from kvmlab.guest.errors import AgentError
+from kvmlab.proc.confined import create_owned, remove_owned
+from kvmlab.proc.processes import alive, cpu_seconds, start_time, tail, terminate, wait_gone
+from kvmlab.proc.signals import deferred_signals, unblock_in_child
 from kvmlab.render.devices.control import (
     AGENT_SOCKET,
     CONSOLE_SOCKET,
@@ -32,13 +35,9 @@ from kvmlab.render.devices.control import (
     SERIAL_LOG,
 )
 from kvmlab.runtime import boottime
-from kvmlab.runtime.errors import QmpFailure, RuntimeFailure, StateError
-from kvmlab.runtime.owned import create_owned, remove_owned
-from kvmlab.runtime.patience import LIMITS, Stalled, Watch, cpu_steps, level_factor
-from kvmlab.runtime.procs import alive, cpu_seconds, start_time, tail, terminate, wait_gone
-from kvmlab.runtime.qmp import QmpSession
+from kvmlab.runtime.qemu.qmp import QmpSession
 from kvmlab.runtime.rundir import GuestRecord
-from kvmlab.runtime.signals import deferred_signals, unblock_in_child
+from kvmlab.runtime.waits import LIMITS, Stalled, Watch, cpu_steps, level_factor
 
 QEMU_LOG = "qemu.log"
 
@@ -379,7 +378,7 @@ class Machine:
             self._proc.wait(10)
 
     def _cleanup(self) -> None:
-        """Remove the guest's run directory (only kvmlab's own, see kvmlab.runtime.owned)."""
+        """Remove the guest's run directory (only kvmlab's own, see kvmlab.proc.confined)."""
         if not self.is_alive():
             remove_owned(self.run_dir)
 

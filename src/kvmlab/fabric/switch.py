@@ -21,14 +21,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from kvmlab.errors import RuntimeFailure, StateError
+from kvmlab.fabric import hugepages, namespaces, ovs
+from kvmlab.fabric.ovs import Ovs
+from kvmlab.fabric.testpmd import TestPmd
+from kvmlab.proc.confined import create_owned, remove_owned, write_private
+from kvmlab.proc.processes import alive, terminate
+from kvmlab.proc.signals import deferred_signals
 from kvmlab.render.dpdk import TESTPMD, Port, switch_argv
-from kvmlab.runtime import hugepages, netns, ovs
-from kvmlab.runtime.errors import RuntimeFailure, StateError
-from kvmlab.runtime.ovs import Ovs
-from kvmlab.runtime.owned import create_owned, remove_owned, write_private
-from kvmlab.runtime.procs import alive, terminate
-from kvmlab.runtime.signals import deferred_signals
-from kvmlab.runtime.testpmd import TestPmd
 from kvmlab.spec.lab import Lab
 from kvmlab.spec.rules import switch_ports
 from kvmlab.spec.switch import SwitchSpec
@@ -124,13 +124,13 @@ class Switch:
             if self.kind == "testpmd":
                 self._start_testpmd(outlive)
             else:
-                ns = netns.ns_name(self.lab, self.name)
-                if netns.exists(ns):
-                    netns.create(ns)  # refuses, saying whose it may be
+                ns = namespaces.ns_name(self.lab, self.name)
+                if namespaces.exists(ns):
+                    namespaces.create(ns)  # refuses, saying whose it may be
                 with deferred_signals():  # on record before it exists
                     self.netns = ns
                     self._record()
-                    netns.create(ns)
+                    namespaces.create(ns)
                 self.ovs = Ovs(self.dir, on_spawn=self._record, netns=ns)
                 self.ovs.start(
                     self.spec,
@@ -208,7 +208,7 @@ class Switch:
             if self.ovs is not None:
                 self.ovs.stop()
             if self.netns is not None:
-                netns.delete(self.netns)
+                namespaces.delete(self.netns)
                 self.netns = None
         finally:
             if self.reserved is not None:
@@ -264,7 +264,7 @@ def stop_recorded(root: Path) -> bool:
                     f"could not stop the switch's {name} (pid {pid}); {root} is kept"
                 )
         if record.kind == "ovs-dpdk":  # by the lab's and switch's names, not the record's
-            netns.delete(netns.ns_name(root.parent.name, SWITCH_NAMES.get(root.name, "")))
+            namespaces.delete(namespaces.ns_name(root.parent.name, SWITCH_NAMES.get(root.name, "")))
         if record.hugepages is not None:
             hugepages.release(hugepages.Reservation(*record.hugepages))
     if root.exists():
