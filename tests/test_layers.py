@@ -1,0 +1,153 @@
+"""Imports run one way: each package names what it may import, and a guest backend
+(``runtime/qemu``, ``runtime/libvirt``) is imported only where the backends are chosen.
+
+Read from the source (every ``import`` and ``from … import``, at any depth, including the
+ones inside functions), so a lazy import cannot hide an upward dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+PACKAGE = ROOT / "src" / "kvmlab"
+
+# Utility modules every package may use (and the package's version).
+BASE = {"errors", "paths", "bounded", "__version__"}
+
+# What each package may import besides itself and BASE. Lower layers first:
+# spec → render → proc → fabric → guest/runtime → bench/exits/migrate/net/report → cli;
+# host stands alone.
+MAY_IMPORT: dict[str, set[str]] = {
+    "spec": set(),
+    "render": {"spec"},
+    "host": set(),
+    "results": set(),
+    "proc": set(),
+    "fabric": {"proc", "render", "spec"},
+    "guest": {"spec"},
+    "runtime": {"guest", "fabric", "proc", "render", "spec", "host", "results"},
+    "bench": {"runtime", "guest", "results", "spec"},
+    "report": {"results"},
+    "exits": {"report", "runtime", "render", "spec"},
+    "migrate": {"runtime", "guest", "proc", "render", "results", "spec"},
+    "net": {"bench", "fabric", "runtime", "guest", "proc", "render", "results", "spec"},
+    "labs": set(),
+    "cli": {"bench", "exits", "guest", "host", "labs", "migrate", "net", "proc", "render"}
+    | {"report", "results", "runtime", "spec"},
+    **{name: set() for name in BASE},
+}
+
+BACKENDS = ("kvmlab.runtime.qemu", "kvmlab.runtime.libvirt")
+
+# Modules outside the backends that still import one, by name: the debt issue 29's guest
+# contract pays off. The list may only shrink: a new module here fails, and so does an
+# entry that no longer imports a backend (delete it).
+BACKEND_IMPORTS_OWED = {
+    "kvmlab.bench.executor",
+    "kvmlab.bench.session",
+    "kvmlab.cli.backend_opts",
+    "kvmlab.cli.bench_extras",
+    "kvmlab.cli.exec_cmds",
+    "kvmlab.cli.libvirtd_cmd",
+    "kvmlab.cli.spec_cmds",
+    "kvmlab.exits.collect",
+    "kvmlab.migrate.compare",
+    "kvmlab.migrate.guestside",
+    "kvmlab.migrate.libvirt_migrate",
+    "kvmlab.migrate.session",
+    "kvmlab.net.guest_dpdk",
+    "kvmlab.net.multiqueue",
+    "kvmlab.net.netcompare_run",
+    "kvmlab.runtime.cpu_compare",
+    "kvmlab.runtime.lab",
+    "kvmlab.runtime.nested",
+    "kvmlab.runtime.rundir",
+    # a backend that imports its sibling
+    "kvmlab.runtime.qemu.machine",
+    "kvmlab.runtime.libvirt.lab",
+    "kvmlab.runtime.libvirt.machine",
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported(path: Path, name: str | None = None) -> Iterator[str]:
+    """Every module ``path`` (module ``name``) imports, relative imports resolved."""
+    here = (name or module_name(path)).split(".")
+    package = here if path.name == "__init__.py" else here[:-1]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            yield target
+            yield from (f"{target}.{alias.name}" for alias in node.names)
+
+
+def sources() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def test_every_package_is_placed() -> None:
+    packages = {module_name(p).split(".")[1] for p in sources() if module_name(p) != "kvmlab"}
+    assert packages <= MAY_IMPORT.keys(), packages - MAY_IMPORT.keys()
+
+
+@pytest.mark.parametrize("path", sources(), ids=lambda p: module_name(p))
+def test_imports_run_downward(path: Path) -> None:
+    name = module_name(path)
+    if name == "kvmlab":
+        return
+    own = name.split(".")[1]
+    allowed = MAY_IMPORT[own] | BASE | {own}
+    upward = sorted(
+        target
+        for target in imported(path)
+        if target.startswith("kvmlab.") and target.split(".")[1] not in allowed
+    )
+    assert not upward, f"{name} ({own}) may import {sorted(allowed)}, not {upward}"
+
+
+def backend_importers(modules: dict[str, Path]) -> set[str]:
+    found = set()
+    for name, path in modules.items():
+        own_backend = next((b for b in BACKENDS if name.startswith(b)), None)
+        for target in imported(path, name):
+            backend = next((b for b in BACKENDS if target.startswith(b)), None)
+            if backend is not None and backend != own_backend:
+                found.add(name)
+    return found
+
+
+def test_backends_are_imported_only_where_owed() -> None:
+    found = backend_importers({module_name(path): path for path in sources()})
+    assert not found - BACKEND_IMPORTS_OWED, (
+        "imports a guest backend (runtime/qemu, runtime/libvirt) directly; go through the "
+        f"guest contract: {sorted(found - BACKEND_IMPORTS_OWED)}"
+    )
+    assert not BACKEND_IMPORTS_OWED - found, (
+        f"paid off, delete from BACKEND_IMPORTS_OWED: {sorted(BACKEND_IMPORTS_OWED - found)}"
+    )
+
+
+def test_the_checker_sees_a_lazy_relative_backend_import(tmp_path: Path) -> None:
+    """The fault it exists for: an import inside a function, relative, into a backend."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f():\n    from ..runtime.qemu import machine\n    return machine\n")
+    targets = set(imported(probe, "kvmlab.render.probe"))
+    assert {"kvmlab.runtime.qemu", "kvmlab.runtime.qemu.machine"} <= targets
+    assert backend_importers({"kvmlab.render.probe": probe}) == {"kvmlab.render.probe"}
+    assert backend_importers({"kvmlab.runtime.qemu.probe": probe}) == set()
