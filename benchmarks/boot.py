@@ -60,7 +60,7 @@ from kvmlab.errors import KvmlabError
 from kvmlab.guest.image import FLAVOUR_FOR_SHARE, GuestImage, build_default_image
 from kvmlab.guest.kernel import Kernel, default_cache_dir, fetch_kernel, resolve_kernel_package
 from kvmlab.runtime.lab import HostAccel, guest_config, started
-from kvmlab.runtime.qemu.machine import MachineConfig
+from kvmlab.runtime.machine import MachineConfig
 from kvmlab.runtime.rundir import LabDir
 from kvmlab.spec import LoadedLab, load_lab
 

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from kvmlab.errors import ProcessFailure
 from kvmlab.guest.errors import AgentError
-from kvmlab.runtime.qemu.machine import Machine
+from kvmlab.runtime.machine import Machine
 
 
 @dataclass(frozen=True)

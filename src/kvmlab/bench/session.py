@@ -19,10 +19,11 @@ from kvmlab.errors import UsageError
 from kvmlab.guest.image import GuestImage
 from kvmlab.results.model import LEVELS, Run
 from kvmlab.results.store import ResultStore
+from kvmlab.runtime import backends
 from kvmlab.runtime import lab as labrun
 from kvmlab.runtime.guest_disks import scratch_device
 from kvmlab.runtime.guest_network import SLIRP_HOST, user_net
-from kvmlab.runtime.qemu.machine import Machine
+from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.rundir import LabDir
 from kvmlab.spec import Guest, LoadedLab
 
@@ -280,7 +281,7 @@ def _measure(
     )
     lab_dir = LabDir.of(loaded.lab.name)
     for child in children:
-        inner = _guest_executor(loaded, Machine.attach(lab_dir.guest_dir(child.address), child))
+        inner = _guest_executor(loaded, backends.attach(lab_dir.guest_dir(child.address), child))
         runner.at("L2", inner.place.guest, "boot")
         runner.boot(inner, inner.machine.boot, say=False)  # start_nested said it
         runner.workloads(inner, executor)

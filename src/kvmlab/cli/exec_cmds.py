@@ -20,6 +20,7 @@ from kvmlab.cli.lab_cmds import find_guest, interruptible
 from kvmlab.errors import Interrupted, UsageError
 from kvmlab.guest.agent import MAX_INPUT
 from kvmlab.guest.errors import GuestExecInterrupted, GuestInputTooLarge
+from kvmlab.runtime import backends
 
 STDIN_HINT_AFTER = 10.0  # seconds without EOF on stdin before saying what kvmlab waits for
 
@@ -33,7 +34,6 @@ def check_timeout(timeout: float) -> float:
 
 def run_exec(address: str, command: list[str], timeout: float) -> int:
     """Run a command in a guest, pass its output through, return its exit code."""
-    from kvmlab.runtime.qemu.machine import Machine
 
     if not command:
         raise UsageError("give the command to run after --, e.g. kvmlab exec basic/vm1 -- uname -r")
@@ -43,7 +43,7 @@ def run_exec(address: str, command: list[str], timeout: float) -> int:
         with interruptible(f"running {shlex.join(command)} in {address}"):
             data = read_input()
             try:
-                machine = Machine.attach(run_dir, record)
+                machine = backends.attach(run_dir, record)
                 result = machine.exec(command, timeout=timeout, input=data)
             except GuestExecInterrupted as exc:
                 raise Interrupted(f"interrupted: {exc}") from None
@@ -119,7 +119,6 @@ def _write(stream: BinaryIO, data: bytes) -> bool:
 def run_console(address: str) -> None:
     """Attach the terminal to a guest's serial console (Ctrl-] detaches)."""
     from kvmlab.cli.console import attach_socket
-    from kvmlab.runtime.qemu.machine import Machine
 
     run_dir, record = find_guest(address)
     if record.via is not None:
@@ -130,4 +129,4 @@ def run_console(address: str) -> None:
         )
     with interruptible(f"attached to the console of {address}"):
         # QEMU's socket, or libvirt's console stream (its connection closes as kvmlab exits)
-        attach_socket(Machine.attach(run_dir, record).console_socket())
+        attach_socket(backends.attach(run_dir, record).console_socket())

@@ -24,8 +24,9 @@ from kvmlab.exits.cputime import ThreadTimes, add_guest_side, cpu_window
 from kvmlab.exits.model import Profile, from_json
 from kvmlab.exits.pcimap import Region, iomem_regions, pci_regions
 from kvmlab.render.devices.control import PID_FILE
+from kvmlab.runtime import backends
+from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.nested import INNER_RUN_ROOT, guest_env, inner_failure, kvmlab_argv
-from kvmlab.runtime.qemu.machine import Machine
 from kvmlab.runtime.rundir import GuestRecord, LabDir
 
 Provider = Literal["auto", "tracepoints", "counters", "perf"]
@@ -62,7 +63,7 @@ def profile_guest(
     name = name or tracefs_name()
     if record.via is None and record.accel != "kvm":
         raise NoExits(_tcg_reason(record, address))
-    guest = Machine.attach(run_dir, record)
+    guest = backends.attach(run_dir, record)
     hyper = _hypervisor(record, address) if record.via is not None else None
     before = _guest_read(guest) if guest_side else ("", "")
     t0 = time.monotonic()
@@ -73,7 +74,7 @@ def profile_guest(
         regions = iomem_regions(before[1])
         if hyper is None and not regions:
             with suppress(KvmlabError):  # names only: tracing does not need QMP
-                regions = pci_regions(guest.qmp().execute("query-pci"))
+                regions = pci_regions(guest.monitor().execute("query-pci"))
         profile = _traced(
             address, _pid_arg(record, guest), seconds, name, hyper, provider == "auto", regions
         )
@@ -109,7 +110,7 @@ def _hypervisor(record: GuestRecord, address: str) -> Machine:
     hyper = next((e.record for e in lab_dir.entries() if list(e.address) == via), None)
     if hyper is None:
         raise NoExits(f"{address}: its guest hypervisor {record.lab}/{record.via} is gone")
-    return Machine.attach(lab_dir.guest_dir(via), hyper)
+    return backends.attach(lab_dir.guest_dir(via), hyper)
 
 
 def _inner_address(record: GuestRecord) -> list[str]:
@@ -245,7 +246,7 @@ def _run_here(argv: list[str], timeout: float, what: str) -> subprocess.Complete
 def _counted(address: str, machine: Machine, seconds: float) -> Profile:
     pid = machine.pid or 0
     start = _thread_times(pid)
-    profile = qstats.profile(address, machine.qmp().execute, seconds, time.sleep)
+    profile = qstats.profile(address, machine.monitor().execute, seconds, time.sleep)
     profile.cpu = cpu_window(start, _thread_times(pid))
     return profile
 

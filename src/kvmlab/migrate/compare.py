@@ -18,7 +18,7 @@ from kvmlab.migrate.modes import Settings
 from kvmlab.migrate.result import Outcome
 from kvmlab.migrate.session import Workload, migrate
 from kvmlab.runtime import lab as labrun
-from kvmlab.runtime.qemu.machine import Machine
+from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.rundir import LabDir
 from kvmlab.spec import LoadedLab
 from kvmlab.spec.migration import MigrationSpec

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 
 from kvmlab.errors import KvmlabError, RuntimeFailure
-from kvmlab.runtime.qemu.machine import Machine
+from kvmlab.runtime.machine import Machine
 
 STATE_DIR = "/run/kvmlab-dirty"
 CHECK_FILE = "/root/kvmlab-migration-check"

@@ -161,7 +161,7 @@ def migrate_libvirt(
         if to_uri == record.uri:
             raise UsageError(f"--to {to_uri}: {address} runs there already")
         check_fits(workload, record, address)
-        source = LibvirtMachine.attach_libvirt(guest_dir, record)
+        source = LibvirtMachine.from_record(guest_dir, record)
         if not source.is_alive():
             raise StateError(f"{address} is not running")
         live = ET.fromstring(source._domain().XMLDesc(0))
@@ -310,7 +310,7 @@ def _job(
     if "error" in done:
         outcome.status = "cancelled" if outcome.cancelled else "failed"
         outcome.error = done["error"] + _hint(done["error"])
-        source_after = LibvirtMachine.attach_libvirt(guest_dir, source.record())
+        source_after = LibvirtMachine.from_record(guest_dir, source.record())
         outcome.source_resumed = source_after.is_alive()
         outcome.source_checks = _verify(source_after, dirtier, digest, klines, "source")
         guestside.stop_dirtier(source_after, dirtier)
@@ -453,7 +453,7 @@ def _follow_record(source: LibvirtMachine, to_uri: str, guest_dir: Any) -> Libvi
     record = source.record()
     old = record.pid
     record.uri, record.pid, record.pid_start = to_uri, 0, None
-    moved = LibvirtMachine.attach_libvirt(guest_dir, record)
+    moved = LibvirtMachine.from_record(guest_dir, record)
     moved._find_pid(exclude=old)
     record = moved.record()
     record.save(guest_dir)

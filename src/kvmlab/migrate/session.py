@@ -36,8 +36,10 @@ from kvmlab.render.devices.control import (
     QMP_SOCKET,
 )
 from kvmlab.render.target import UNIX_PATH_MAX
+from kvmlab.runtime import backends
+from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.qemu import handover
-from kvmlab.runtime.qemu.machine import Machine, qemu_command
+from kvmlab.runtime.qemu.machine import QemuMachine, qemu_command
 from kvmlab.runtime.qemu.qmp import QmpSession
 from kvmlab.runtime.rundir import GuestRecord, LabDir
 
@@ -108,7 +110,18 @@ def _free_port() -> int:
         return port
 
 
-def _set(machine: Machine, caps: dict[str, bool], params: dict[str, object]) -> None:
+def _attach_qemu(guest_dir: Path, record: GuestRecord) -> QemuMachine:
+    """The guest on record as kvmlab's own QEMU: this engine drives QEMU's migration over
+    QMP (a libvirt guest migrates through libvirt, :mod:`kvmlab.migrate.libvirt_migrate`)."""
+    machine = backends.attach(guest_dir, record)
+    if not isinstance(machine, QemuMachine):
+        raise StateError(
+            f"{record.name} runs under {record.backend}, whose migration goes through that backend"
+        )
+    return machine
+
+
+def _set(machine: QemuMachine, caps: dict[str, bool], params: dict[str, object]) -> None:
     if caps:
         machine.qmp().execute(
             "migrate-set-capabilities",
@@ -137,7 +150,7 @@ def migrate(
     lab_dir, _, _ = _source(address)  # checked before the lock, which creates the lab dir
     with lab_dir.locked():
         _, guest_dir, record = _source(address)  # again: another command may have changed it
-        source = Machine.attach(guest_dir, record)
+        source = _attach_qemu(guest_dir, record)
         try:
             return _migrate(
                 source,
@@ -155,7 +168,7 @@ def migrate(
 
 
 def _migrate(
-    source: Machine,
+    source: QemuMachine,
     address: str,
     guest_dir: Path,
     record: GuestRecord,
@@ -195,7 +208,7 @@ def _migrate(
     )
     ref = start_workload(source, address, workload, outcome, progress)
     dirtier = ref.dirtier
-    dest = Machine(replace(source.config, argv=argv, run_dir=dest_dir))
+    dest = QemuMachine(replace(source.config, argv=argv, run_dir=dest_dir))
     try:
         return _attempt(
             source,
@@ -280,12 +293,12 @@ def start_workload(
 def _stop_anyway(guest_dir: Path, dirtier: guestside.Dirtier) -> None:
     """Stop kvmlab-dirty wherever the guest runs now (best effort, interrupts held)."""
     with deferred_signals(), contextlib.suppress(KvmlabError, OSError):
-        guestside.stop_dirtier(Machine.attach(guest_dir, GuestRecord.read(guest_dir)), dirtier)
+        guestside.stop_dirtier(_attach_qemu(guest_dir, GuestRecord.read(guest_dir)), dirtier)
 
 
 def _attempt(
-    source: Machine,
-    dest: Machine,
+    source: QemuMachine,
+    dest: QemuMachine,
     forwards: list[tuple[str, str]],
     guest_dir: Path,
     record: GuestRecord,
@@ -404,7 +417,7 @@ def _attempt(
         outcome.wall_seconds = time.monotonic() - t_start
         return outcome
     dest.disconnect()
-    migrated = Machine.attach(guest_dir, adopted)
+    migrated = _attach_qemu(guest_dir, adopted)
     t_verify = time.monotonic()
     outcome.checks_after.extend(_verify(migrated, dirtier, digest, klines, "destination"))
     outcome.verify_seconds += time.monotonic() - t_verify
@@ -421,7 +434,12 @@ class _Unfinished(Exception):
 
 
 def _follow(
-    source: Machine, dest: Machine, the_plan: Plan, outcome: Outcome, t0: float, progress: Progress
+    source: QemuMachine,
+    dest: QemuMachine,
+    the_plan: Plan,
+    outcome: Outcome,
+    t0: float,
+    progress: Progress,
 ) -> None:
     """Sample ``query-migrate`` until the migration ends; start postcopy or cancel as planned."""
     settings = the_plan.settings
@@ -511,7 +529,7 @@ def _final_times(qmp: QmpSession, outcome: Outcome, t0: float) -> None:
         outcome.raw_last = reply
 
 
-def _wait_running(dest: Machine, outcome: Outcome) -> float:
+def _wait_running(dest: QemuMachine, outcome: Outcome) -> float:
     """Wait until the destination's guest runs; the instant it was seen running."""
     deadline = time.monotonic() + 60.0
     while time.monotonic() < deadline:
@@ -525,7 +543,9 @@ def _wait_running(dest: Machine, outcome: Outcome) -> float:
     raise RuntimeFailure("the destination's guest did not start running within 60 s")
 
 
-def _hand_over(source: Machine, dest: Machine, guest_dir: Path, record: GuestRecord) -> GuestRecord:
+def _hand_over(
+    source: QemuMachine, dest: QemuMachine, guest_dir: Path, record: GuestRecord
+) -> GuestRecord:
     """Stop the source and give the guest's address to the destination: both or neither,
     whatever signal arrives (held until it is done)."""
     with deferred_signals():
@@ -583,14 +603,14 @@ def _forwarded(usernet: str, host_port: str) -> bool:
     return False
 
 
-def hmp(machine: Machine, command: str) -> str:
+def hmp(machine: QemuMachine, command: str) -> str:
     """An HMP command through QMP (for what QMP has no command of its own for)."""
     reply = machine.qmp().execute("human-monitor-command", {"command-line": command})
     return str(reply)
 
 
 def _back_out(
-    source: Machine, dest: Machine, dest_dir: Path, outcome: Outcome, progress: Progress
+    source: QemuMachine, dest: QemuMachine, dest_dir: Path, outcome: Outcome, progress: Progress
 ) -> None:
     """Leave the source running and remove every trace of the destination."""
     with contextlib.suppress(QmpFailure, StateError):

@@ -17,7 +17,7 @@ from pathlib import Path
 from kvmlab.errors import RuntimeFailure
 from kvmlab.net.testpmd_stats import Snapshot, add_fwd_stats, parse_port_stats
 from kvmlab.net.traffic import Counted
-from kvmlab.runtime.qemu.machine import Machine
+from kvmlab.runtime.machine import Machine
 
 WORK = "/run/kvmlab-pvp"
 HUGEPAGES_2M = 128

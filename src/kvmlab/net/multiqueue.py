@@ -22,7 +22,7 @@ from kvmlab.net.nicstats import (
     virtio_device,
 )
 from kvmlab.results.model import Sample
-from kvmlab.runtime.qemu.machine import Machine
+from kvmlab.runtime.machine import Machine
 
 _FIND = (
     'dev=; for d in /sys/class/net/*; do [ "$(cat $d/address)" = "{mac}" ] && '

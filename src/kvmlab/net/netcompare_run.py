@@ -36,7 +36,7 @@ from kvmlab.net.netcompare import (
 from kvmlab.proc.processes import die_with_parent, terminate
 from kvmlab.results.model import Sample
 from kvmlab.runtime import lab as labrun
-from kvmlab.runtime.qemu.machine import Machine
+from kvmlab.runtime.machine import Machine
 from kvmlab.spec import LoadedLab
 
 Progress = Callable[[str], None]

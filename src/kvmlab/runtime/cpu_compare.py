@@ -10,6 +10,7 @@ from kvmlab.guest.agent import GuestAgent
 from kvmlab.guest.errors import AgentError
 from kvmlab.proc.processes import cpu_seconds
 from kvmlab.render.devices.control import AGENT_SOCKET
+from kvmlab.runtime import backends
 from kvmlab.runtime.rundir import GuestRecord
 
 Sample = tuple[float | None, tuple[int, int] | None]
@@ -18,9 +19,7 @@ Sample = tuple[float | None, tuple[int, int] | None]
 def _agent(run_dir: Path, record: GuestRecord | None) -> GuestAgent:
     """The guest's agent: its socket, or through libvirt for a libvirt guest."""
     if record is not None and record.backend == "libvirt":
-        from kvmlab.runtime.qemu.machine import Machine
-
-        return Machine.attach(run_dir, record).agent()
+        return backends.attach(run_dir, record).agent()
     return GuestAgent(run_dir / AGENT_SOCKET)
 
 

@@ -30,11 +30,12 @@ from kvmlab.render import BootImage, Target, render_qemu
 from kvmlab.render.devices.disk import SEED_IMAGE
 from kvmlab.render.identity import tap_name
 from kvmlab.render.target import Accel
-from kvmlab.runtime import forwarded_ports, nested
+from kvmlab.runtime import backends, forwarded_ports, nested
 from kvmlab.runtime.guest_disks import mount_script
 from kvmlab.runtime.guest_network import address_script, lab_addresses, setup_script, user_net
 from kvmlab.runtime.hostcpus import check_host_cpus
-from kvmlab.runtime.qemu.machine import Machine, MachineConfig
+from kvmlab.runtime.machine import Machine, MachineConfig
+from kvmlab.runtime.qemu.machine import QemuMachine
 from kvmlab.runtime.rundir import GuestEntry, GuestRecord, LabDir, check_socket_paths
 from kvmlab.runtime.waits import LIMITS, check_environment
 from kvmlab.spec import Guest, Lab, LoadedLab, TapNic
@@ -417,7 +418,7 @@ def _boot_all(
 
             lab_dir.create_guest_dir(path)
             write_seed(config.run_dir / SEED_IMAGE, guest.cloud_init, hostname=name)
-        machine = Machine(config)
+        machine: Machine = QemuMachine(config)
         if backend is not None:
             own = image_for(guest, built)
             target = make_target(loaded, path, guest, host, config.run_dir, own)
@@ -425,7 +426,7 @@ def _boot_all(
         machines.append(machine)
         progress(f"starting {config.name} ({config.accel}: {config.accel_reason})")
         attach = net.attacher(tap_plans(loaded.lab, [name])) if net is not None else None
-        machine.launch(on_qmp=attach)  # the taps leave the host's namespace at once
+        machine.launch(on_up=attach)  # the taps leave the host's namespace at once
         prepare_guest(machine, loaded.lab, path, guest)
         if config.children and children:
             start_nested(machine, outer, built, progress, within)
@@ -512,7 +513,7 @@ def _stop_entry(entry: GuestEntry, lab: str, force: bool, progress: Progress) ->
 
         return stop_domain(entry.run_dir, record, force, progress)
     if record is not None and record.running(entry.run_dir):
-        machine = Machine.attach(entry.run_dir, record)
+        machine = backends.attach(entry.run_dir, record)
         if record.children and record.state == "running" and not force:
             progress(f"stopping the guests inside {record.name}")
             nested.stop_children(machine, lab)

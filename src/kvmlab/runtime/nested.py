@@ -21,7 +21,7 @@ from kvmlab.guest.agent import ExecResult
 from kvmlab.guest.errors import GuestExecTimeout
 from kvmlab.guest.image import GuestImage
 from kvmlab.render.devices.control import AGENT_SOCKET, RELAY_PORT
-from kvmlab.runtime.qemu.machine import Machine
+from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.rundir import GuestRecord, LabDir
 from kvmlab.runtime.waits import LIMITS
 from kvmlab.spec import LoadedLab

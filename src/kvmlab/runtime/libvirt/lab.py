@@ -30,7 +30,7 @@ from kvmlab.runtime.libvirt.publish import (
     release,
     unpublish_unused,
 )
-from kvmlab.runtime.qemu.machine import MachineConfig
+from kvmlab.runtime.machine import MachineConfig
 from kvmlab.runtime.rundir import GuestRecord
 from kvmlab.spec import Guest, LoadedLab, TapNic, VhostUserNic
 from kvmlab.spec.rules import guest_key
@@ -378,7 +378,7 @@ def stop_domain(run_dir: Path, record: GuestRecord, force: bool, progress: Progr
     """``kvmlab down`` of a libvirt guest: stop, undefine, unpublish; True if one ran."""
     if record.uri and record.domain:
         open_uri(record.uri, record.name).close()  # unreachable: down fails, state is kept
-    machine = LibvirtMachine.attach_libvirt(run_dir, record)
+    machine = LibvirtMachine.from_record(run_dir, record)
     running = machine.is_alive()
     if running and record.children and record.state == "running" and not force:
         progress(f"stopping the guests inside {record.name}")

@@ -1,5 +1,5 @@
-"""A guest a libvirtd runs: the same life cycle as :class:`~kvmlab.runtime.qemu.machine.Machine`
-(launch, exec through the agent, shutdown graceful then forced, context manager), with
+"""A guest a libvirtd runs: the guest contract (:class:`kvmlab.runtime.machine.Machine`:
+launch, exec through the agent, shutdown graceful then forced, context manager), with
 libvirt defining, starting and stopping the domain and its QEMU.
 
 The guest is on record (its run directory, ``backend = "libvirt"``, the URI and the domain's
@@ -16,7 +16,7 @@ import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Self
 
 import libvirt
 
@@ -24,15 +24,14 @@ from kvmlab.errors import StateError
 from kvmlab.guest.agent import GuestAgent
 from kvmlab.guest.agent_libvirt import LibvirtAgent
 from kvmlab.guest.errors import AgentError
-from kvmlab.proc.processes import alive, cpu_seconds, find_marked, start_time
+from kvmlab.proc.processes import alive, cpu_seconds, find_marked, start_time, tail
 from kvmlab.proc.signals import deferred_signals
 from kvmlab.render.devices.control import RELAY_PORT
 from kvmlab.runtime import boottime
 from kvmlab.runtime.libvirt.conn import LibvirtFailure, describe, is_local, open_uri
 from kvmlab.runtime.libvirt.lookup import guest_mark
 from kvmlab.runtime.libvirt.publish import release, unpublish_unused
-from kvmlab.runtime.qemu.machine import Machine, MachineConfig, MachineState
-from kvmlab.runtime.qemu.qmp import QmpSession
+from kvmlab.runtime.machine import Machine, MachineConfig, MachineState, Monitor
 from kvmlab.runtime.rundir import GuestRecord
 from kvmlab.runtime.waits import LIMITS, Stalled, Watch, cpu_steps
 
@@ -101,6 +100,8 @@ class LibvirtMachine(Machine):
         at, stopped or undefined (a user's domain of the same name or UUID never is)."""
         self.qemu_uid = qemu_uid
         self._created = bool(uuid and token) and not xml
+        self._marker = uuid or str(config.run_dir)
+        """What the domain's QEMU command line contains (its UUID)."""
 
     @property
     def domain_name(self) -> str:
@@ -109,25 +110,16 @@ class LibvirtMachine(Machine):
 
     # -- life cycle ---------------------------------------------------------------------
 
-    def _spawn(self) -> float:
-        """On record, then the domain defined and started (destroyed again if that fails
-        half-way); the start instant."""
-        t0 = self._on_record()  # on record before libvirt hears of it
-        try:
-            self._conn = open_uri(self.uri, self.config.name)
-            self._start_domain()
-        except BaseException:
-            self.state = MachineState.FAILED
-            self._kill()
-            raise
-        return t0
+    def start(self) -> None:
+        """The domain defined and started (on record before libvirt hears of it; the
+        contract destroys it again if this fails half-way)."""
+        self._conn = open_uri(self.uri, self.config.name)
+        self._start_domain()
 
-    def _come_up(self, t0: float, on_qmp: Callable[[], None] | None) -> float:
+    def come_up(self, on_up: Callable[[], None] | None) -> None:
         """libvirt holds QMP: QEMU is up once the domain started."""
-        t_started = time.monotonic()
-        if on_qmp is not None:
-            on_qmp()
-        return t_started
+        if on_up is not None:
+            on_up()
 
     def _let_go(self) -> None:
         """Release the publish lock if this machine holds it."""
@@ -224,9 +216,7 @@ class LibvirtMachine(Machine):
             return None
         return Path(f"/proc/{self.pid}/root{self.serial_log}")
 
-    def _wait_for_agent(
-        self, t0: float, t_started: float, ceiling: float | None
-    ) -> dict[str, float]:
+    def wait_ready(self, t0: float, t_up: float, ceiling: float | None) -> dict[str, float]:
         serial = self._serial_path()
         markers = boottime.MarkerWatch(serial, t0) if serial is not None else None
         pid = self.pid or 0
@@ -273,7 +263,7 @@ class LibvirtMachine(Machine):
         seen = markers.seen if markers is not None else {}
         if markers is not None:
             markers.poll()
-        return boottime.stages(t0, t_started, seen, time.monotonic())
+        return boottime.stages(t0, t_up, seen, time.monotonic())
 
     def _state_code(self) -> int:
         try:
@@ -307,22 +297,10 @@ class LibvirtMachine(Machine):
         return self._dom
 
     @classmethod
-    def attach_libvirt(cls, run_dir: Path, record: GuestRecord) -> LibvirtMachine:
+    def from_record(cls, run_dir: Path, record: GuestRecord) -> Self:
         """A machine for a libvirt guest another kvmlab command started."""
-        config = MachineConfig(
-            lab=record.lab,
-            address=tuple(record.address),
-            argv=record.argv,
-            run_dir=run_dir,
-            accel=record.accel,
-            accel_reason=record.accel_reason,
-            vcpus=record.vcpus,
-            memory=record.memory,
-            boots_image=record.boots_image,
-            children=record.children,
-        )
         machine = cls(
-            config,
+            MachineConfig.from_record(run_dir, record),
             record.uri or "",
             uuid=record.domain or "",
             persistent=record.persistent,
@@ -377,16 +355,23 @@ class LibvirtMachine(Machine):
             f"{self.config.name}: libvirt made no socket for channel {name} on this host"
         )
 
-    def qmp(self) -> QmpSession:
+    def monitor(self) -> Monitor:
         raise StateError(
             f"{self.config.name} runs under libvirt, which owns its QMP monitor "
             "(use 'virsh qemu-monitor-command' or the qemu backend)"
         )
 
-    def _release(self) -> None:
+    def log_tail(self) -> list[str]:
+        """The serial log's tail (seen through QEMU's root); libvirt keeps QEMU's own log."""
+        serial = self._serial_path()
+        lines = [f"serial: {line}" for line in tail(serial, 12)] if serial is not None else []
+        return [*lines, f"libvirt's log of the domain: {self.domain_name}.log on the daemon's host"]
+
+    def release(self) -> None:
+        """A stopped domain: undefined, its uploads deleted."""
         self._undefine()
 
-    def _polite_stop(self, timeout: float) -> None:
+    def polite_stop(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         with contextlib.suppress(AgentError, LibvirtFailure):
             agent = self.agent()
@@ -399,7 +384,7 @@ class LibvirtMachine(Machine):
             while self.is_alive() and time.monotonic() < deadline:
                 time.sleep(0.2)
 
-    def _kill(self) -> None:
+    def kill(self) -> None:
         """Destroy (if running) and undefine the domain; nothing of it is left in libvirt."""
         if not self._created:
             self._unmade()
@@ -442,27 +427,18 @@ class LibvirtMachine(Machine):
             if self._conn is not None:
                 unpublish_unused(self._conn)
 
-    def _close_qmp(self) -> None:
-        pass
-
     def disconnect(self) -> None:
+        """Close the libvirt connection (the domain is not touched)."""
         if self._conn is not None:
             with contextlib.suppress(libvirt.libvirtError):
                 self._conn.close()
         self._conn = self._dom = None
 
-    def detach(self) -> None:
-        self._require(MachineState.RUNNING, "detach")
-        self._detached = True
-        self.disconnect()
-
-    def record(self) -> GuestRecord:
-        rec = super().record()
-        rec.backend, rec.uri = "libvirt", self.uri
-        rec.domain, rec.token = self.uuid, self.token
-        rec.persistent, rec.serial_log = self.persistent, self.serial_log
-        rec.marker = self.uuid
-        return rec
+    def extend_record(self, record: GuestRecord) -> None:
+        record.backend, record.uri = "libvirt", self.uri
+        record.domain, record.token = self.uuid, self.token
+        record.persistent, record.serial_log = self.persistent, self.serial_log
+        record.marker = self.uuid
 
 
 def owner_of(dom: Any) -> str | None:

@@ -1,0 +1,34 @@
+"""The guest backends by name: the one place that maps a record to the class that runs it.
+
+``qemu``: kvmlab's own QEMU process (:mod:`kvmlab.runtime.qemu.machine`); ``libvirt``: a
+domain of a libvirtd, local or remote (:mod:`kvmlab.runtime.libvirt.machine`, imported only
+when a record names it: libvirt-python is not needed otherwise).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kvmlab.errors import StateError
+from kvmlab.runtime.machine import Machine
+from kvmlab.runtime.rundir import GuestRecord
+
+BACKEND_NAMES = ("qemu", "libvirt")
+
+
+def machine_class(backend: str) -> type[Machine]:
+    """The :class:`Machine` subclass that runs a guest of ``backend``."""
+    if backend == "qemu":
+        from kvmlab.runtime.qemu.machine import QemuMachine
+
+        return QemuMachine
+    if backend == "libvirt":
+        from kvmlab.runtime.libvirt.machine import LibvirtMachine
+
+        return LibvirtMachine
+    raise StateError(f"unknown guest backend {backend!r} on record (kvmlab knows qemu, libvirt)")
+
+
+def attach(run_dir: Path, record: GuestRecord) -> Machine:
+    """A machine for a guest another kvmlab command started (for exec, down, exits)."""
+    return machine_class(record.backend).from_record(run_dir, record)

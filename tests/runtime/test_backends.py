@@ -1,0 +1,67 @@
+"""The registry maps a record's backend to the class that runs it; the contract's life
+cycle is the same for both (a record in, the same record out)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvmlab.errors import StateError
+from kvmlab.runtime import backends
+from kvmlab.runtime.libvirt.machine import LibvirtMachine
+from kvmlab.runtime.machine import Machine, MachineState
+from kvmlab.runtime.qemu.machine import QemuMachine
+from kvmlab.runtime.rundir import GuestRecord
+
+
+def record(**extra: object) -> GuestRecord:
+    base: dict[str, object] = {
+        "lab": "lab",
+        "address": ["vm"],
+        "pid": 0,
+        "argv": ["qemu-system-x86_64"],
+        "accel": "tcg",
+        "accel_reason": "test",
+        "vcpus": 1,
+        "memory": 512,
+        "started": 1.0,
+    }
+    return GuestRecord(**{**base, **extra})  # type: ignore[arg-type]
+
+
+def test_each_backend_attaches_as_its_own_class(tmp_path: Path) -> None:
+    qemu = backends.attach(tmp_path, record())
+    assert type(qemu) is QemuMachine and qemu.state is MachineState.STOPPED
+    lv = backends.attach(
+        tmp_path, record(backend="libvirt", uri="qemu:///system", domain="u", token="t")
+    )
+    assert type(lv) is LibvirtMachine
+    assert isinstance(qemu, Machine) and isinstance(lv, Machine)
+    saved = lv.record()
+    assert (saved.backend, saved.uri, saved.domain, saved.token) == (
+        "libvirt",
+        "qemu:///system",
+        "u",
+        "t",
+    )
+    assert qemu.record().backend == "qemu"
+
+
+def test_an_unknown_backend_on_record_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(StateError, match="unknown guest backend 'xen'"):
+        backends.attach(tmp_path, record(backend="xen"))
+
+
+def test_a_libvirt_guest_lends_no_monitor(tmp_path: Path) -> None:
+    lv = backends.attach(tmp_path, record(backend="libvirt", uri="test:///default"))
+    with pytest.raises(StateError, match="libvirt, which owns its QMP monitor"):
+        lv.monitor()
+
+
+def test_the_contract_cannot_be_instantiated_half_done() -> None:
+    class Half(Machine):  # implements none of the hooks
+        pass
+
+    with pytest.raises(TypeError, match="abstract"):
+        Half(QemuMachine.from_record(Path("/nonexistent"), record()).config)  # type: ignore[abstract]
