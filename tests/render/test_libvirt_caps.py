@@ -80,9 +80,9 @@ def test_backend_options() -> None:
     from kvmlab.cli.backend_opts import choose_backend
 
     loaded = load_lab(LABS / "basic.toml")
-    assert choose_backend(loaded, None, None, None) is None
+    assert choose_backend(loaded, None, None, None).name == "qemu"
     chosen = choose_backend(loaded, "libvirt", "qemu+tcp://127.0.0.1:16510/system", None)
-    assert chosen is not None and chosen.uri.startswith("qemu+tcp://")
+    assert chosen.name == "libvirt" and chosen.uri.startswith("qemu+tcp://")  # type: ignore[attr-defined]
     assert chosen.on_this_host(loaded.lab.guests["vm1"])  # loopback: a daemon on this host
     with pytest.raises(UsageError, match="need --backend libvirt"):
         choose_backend(loaded, "qemu", None, True)

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kvmlab import __version__
 from kvmlab.bench.executor import GuestExecutor, HostExecutor, Place
@@ -23,12 +23,9 @@ from kvmlab.runtime import backends
 from kvmlab.runtime import lab as labrun
 from kvmlab.runtime.guest_disks import scratch_device
 from kvmlab.runtime.guest_network import SLIRP_HOST, user_net
-from kvmlab.runtime.machine import Machine
+from kvmlab.runtime.machine import Backend, Machine
 from kvmlab.runtime.rundir import LabDir
 from kvmlab.spec import Guest, LoadedLab
-
-if TYPE_CHECKING:
-    from kvmlab.runtime.libvirt.lab import LibvirtBackend
 
 SCRATCH_PARENT = Path("/var/tmp")
 """Where L0's fio file lives: on disk (O_DIRECT), not a tmpfs."""
@@ -144,7 +141,7 @@ def run_bench(
     status: Progress | None = None,
     on_start: Callable[[int], None] | None = None,
     after: Callable[[LevelRunner, LoadedLab], None] | None = None,
-    backend: LibvirtBackend | None = None,
+    backend: Backend = backends.QEMU,
 ) -> int:
     """Measure the suite at the requested levels, for every variant; the stored run's id.
 
@@ -159,7 +156,7 @@ def run_bench(
     complete only if everything finished. A failure or Ctrl-C is stored with the level,
     guest and stage it cut short (teardown already done), then raised as it was.
     Nothing is measured or stored when the lab is up already or lacks a level asked for.
-    With ``backend`` (libvirt), a libvirtd runs the guests.
+    ``backend`` runs the guests (kvmlab's own QEMU, or a libvirtd).
     """
     labrun.assert_not_up(loaded.lab.name)
     check_levels(loaded, levels)
@@ -223,7 +220,7 @@ def _guests(
     image: Callable[[], GuestImage],
     host_exec: HostExecutor,
     progress: Progress,
-    backend: LibvirtBackend | None = None,
+    backend: Backend = backends.QEMU,
 ) -> None:
     """Boot L1, measure it, then start the L2s inside and measure them; tear down.
 

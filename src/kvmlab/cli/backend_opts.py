@@ -11,8 +11,7 @@ from kvmlab.spec import LoadedLab
 from kvmlab.spec.backend import check_uri
 
 if TYPE_CHECKING:
-    from kvmlab.cli.bench_extras import Extras
-    from kvmlab.runtime.libvirt.lab import LibvirtBackend
+    from kvmlab.runtime.machine import Backend
 
 BACKEND_HELP = "qemu (kvmlab runs QEMU) or libvirt (a libvirtd does); default: the lab's."
 CONNECT_HELP = "libvirt URI for the libvirt backend (default: the lab's libvirt.uri)."
@@ -39,8 +38,10 @@ def choose_backend(
     connect: str | None,
     persistent: bool | None,
     as_root: bool | None = None,
-) -> LibvirtBackend | None:
-    """The libvirt backend the options and the lab ask for, or None for kvmlab's QEMU."""
+) -> Backend:
+    """The backend the options and the lab ask for: kvmlab's QEMU, or a libvirtd."""
+    from kvmlab.runtime import backends
+
     if backend not in (None, "qemu", "libvirt"):
         raise UsageError(f"--backend {backend!r}: choose qemu or libvirt")
     if connect is not None:
@@ -64,11 +65,9 @@ def choose_backend(
                 "daemon, but the lab runs on the qemu backend (add --backend "
                 'libvirt, or backend = "libvirt" in the lab)'
             )
-        return None
-    from kvmlab.runtime.libvirt.lab import LibvirtBackend
-
+        return backends.QEMU
     spec = loaded.lab.libvirt
-    return LibvirtBackend(
+    return backends.libvirt(
         connect or spec.uri,
         spec.persistent if persistent is None else persistent,
         spec.qemu_as_root if as_root is None else as_root,
@@ -82,31 +81,3 @@ def qemu_only(loaded: LoadedLab, command: str) -> None:
             f"{loaded.path}: backend = \"libvirt\": 'kvmlab {command}' runs only "
             "on the qemu backend so far (kvmlab up/ps/exec/down run on libvirt)"
         )
-
-
-def libvirt_levels(loaded: LoadedLab, wanted: set[str], asked: bool, local: bool) -> set[str]:
-    """The levels ``kvmlab bench``/``run`` measures on the libvirt backend: all of them on a
-    daemon of this host; L0 and L1 on a remote one (a guest hypervisor's own guests are
-    reached through a socket of its QEMU). L2 asked for by ``--levels`` of a remote daemon
-    is refused; the default levels simply leave it out."""
-    if local:
-        return wanted
-    if "L2" in wanted and asked:
-        raise UsageError(
-            f"{loaded.path}: --levels L2 on a remote libvirt: guests inside a "
-            "guest hypervisor run on a libvirt daemon of this host or on the "
-            "qemu backend (use --levels L0,L1)"
-        )
-    return wanted - {"L2"}
-
-
-def libvirt_extras(loaded: LoadedLab, extras: Extras, backend: LibvirtBackend) -> None:
-    """Refuse the lab's own workloads the libvirt backend does not run yet, by name; the
-    others (PVP, netcompare) run their guests through ``backend``."""
-    if extras.migrations:
-        raise UsageError(
-            f"{loaded.path}: migrations run only on the qemu backend so far; "
-            "on libvirt leave them out with --only (e.g. --only cpu,memory,disk,"
-            "net,boot), or migrate a libvirt guest with kvmlab migrate --to URI"
-        )
-    extras.backend = backend

@@ -110,7 +110,7 @@ def run_bench_cmd(
 
     from kvmlab.bench.session import lab_levels, parse_levels, run_bench
     from kvmlab.bench.suite import settings_for
-    from kvmlab.cli.backend_opts import choose_backend, libvirt_extras, libvirt_levels
+    from kvmlab.cli.backend_opts import choose_backend
     from kvmlab.cli.bench_extras import split_only
     from kvmlab.cli.hostinfo import host_accel, print_nested_preflight
     from kvmlab.cli.lab_cmds import image_factory, interruptible
@@ -121,14 +121,13 @@ def run_bench_cmd(
     loaded = load_lab(lab_path)
     backend = choose_backend(loaded, *backend_opts)
     wanted = parse_levels(levels, loaded) if levels is not None else lab_levels(loaded)
-    if backend is not None:
-        wanted = libvirt_levels(loaded, wanted, levels is not None, backend.nested_local(loaded))
+    wanted = backend.levels(loaded, wanted, levels is not None)
     chosen = loaded.variants(variants)  # an unknown name is refused before anything runs
     suite_only, suite_runs, extras = split_only(loaded, only, wanted)
-    if backend is not None:
-        libvirt_extras(loaded, extras, backend)
-        for variant in chosen.values():  # refused before L0 is measured
-            backend.check(variant, children="L2" in wanted)
+    backend.check_workloads(loaded, migrations=bool(extras.migrations))
+    extras.backend = backend  # PVP's and netcompare's guests run on it too
+    for variant in chosen.values():  # refused before L0 is measured
+        backend.check(variant, children="L2" in wanted)
     settings = replace(
         settings_for(suite, loaded.lab.bench, suite_only),
         variants=tuple(chosen) if variants else (),
@@ -142,9 +141,9 @@ def run_bench_cmd(
     with ResultStore() as store, interruptible(f"benchmarking {loaded.lab.name}"):
         host, choice = host_accel()
         facts = host_facts(choice.accel, choice.reason, choice.flavour)
-        if backend is not None:
-            facts.update(backend.facts(loaded))
-            err.print(f"guests run through libvirt: {facts['backend']}", markup=False)
+        facts.update(backend.facts(loaded))
+        if "backend" in facts:
+            err.print(f"guests run through {backend.name}: {facts['backend']}", markup=False)
         plan = (", ".join(settings.workloads) or "no workloads") + extras.describe(loaded)
         err.print(
             f"suite {settings.suite}: {plan}; "

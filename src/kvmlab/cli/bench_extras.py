@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 from kvmlab.errors import UsageError
 from kvmlab.net.netcompare import plan_paths
+from kvmlab.runtime import backends
+from kvmlab.runtime.machine import Backend
 from kvmlab.spec import LoadedLab, VhostUserNic
 
 if TYPE_CHECKING:
     from kvmlab.bench.runner import LevelRunner
     from kvmlab.guest.image import GuestImage
     from kvmlab.runtime.lab import HostAccel
-    from kvmlab.runtime.libvirt.lab import LibvirtBackend
 
 MIGRATIONS, PVP, NETCOMPARE = "migrations", "pvp", "netcompare"
 OWN = (MIGRATIONS, PVP, NETCOMPARE)
@@ -31,8 +32,8 @@ class Extras:
     levels: set[str]
     netcompare: bool = False
     corrupted: list[str] = field(default_factory=list)
-    backend: LibvirtBackend | None = None
-    """The libvirt backend the lab runs on (PVP's guest is its domain), or None."""
+    backend: Backend = backends.QEMU
+    """The backend the lab runs on (PVP's and netcompare's guests run on it)."""
 
     @property
     def wanted(self) -> bool:

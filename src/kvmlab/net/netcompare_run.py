@@ -35,8 +35,9 @@ from kvmlab.net.netcompare import (
 )
 from kvmlab.proc.processes import die_with_parent, terminate
 from kvmlab.results.model import Sample
+from kvmlab.runtime import backends
 from kvmlab.runtime import lab as labrun
-from kvmlab.runtime.machine import Machine
+from kvmlab.runtime.machine import Backend, Machine
 from kvmlab.spec import LoadedLab
 
 Progress = Callable[[str], None]
@@ -224,7 +225,7 @@ def run_netcompare(
     at: At,
     store: Callable[[list[Sample]], None],
     keep: Callable[[dict[str, Any]], None],
-    backend: Any = None,
+    backend: Backend = backends.QEMU,
 ) -> None:
     """Bring the lab up (its guests libvirt domains with ``backend``) and measure every
     path; ``store`` gets each path's samples, ``keep`` the document of the multiqueue

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from kvmlab.errors import StateError
 from kvmlab.fabric.switch import GEN_PORT, SINK_PORT, SWITCH_DIR, Switch, lab_ports
@@ -25,7 +24,9 @@ from kvmlab.net.tune import Toggle, cpu_partitioning
 from kvmlab.proc.confined import create_owned, remove_owned
 from kvmlab.render.identity import derived_mac
 from kvmlab.results.model import Sample
+from kvmlab.runtime import backends
 from kvmlab.runtime import lab as labrun
+from kvmlab.runtime.machine import Backend
 from kvmlab.runtime.rundir import LabDir
 from kvmlab.spec import LoadedLab
 from kvmlab.spec.rules import switch_ports
@@ -59,7 +60,7 @@ def run_pvp(
     progress: Progress,
     at: At,
     store: Callable[[list[Sample]], None],
-    backend: Any = None,
+    backend: Backend = backends.QEMU,
 ) -> None:
     """Loopback at L0 (when asked), PVP through the guest at L1 (when the lab has one, a
     libvirt domain with ``backend``); ``store`` gets each part's samples as soon as they

@@ -17,8 +17,8 @@ Sample = tuple[float | None, tuple[int, int] | None]
 
 
 def _agent(run_dir: Path, record: GuestRecord | None) -> GuestAgent:
-    """The guest's agent: its socket, or through libvirt for a libvirt guest."""
-    if record is not None and record.backend == "libvirt":
+    """The guest's agent, as its backend reaches it (without a record: its socket)."""
+    if record is not None:
         return backends.attach(run_dir, record).agent()
     return GuestAgent(run_dir / AGENT_SOCKET)
 

@@ -8,8 +8,9 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from kvmlab.errors import Problem, ProcessFailure, RuntimeFailure, SpecError, StateError
 from kvmlab.fabric.lab_networks import NET_DIR, LabNet, TapPlan, check_vhost_net
@@ -34,18 +35,12 @@ from kvmlab.runtime import backends, forwarded_ports, nested
 from kvmlab.runtime.guest_disks import mount_script
 from kvmlab.runtime.guest_network import address_script, lab_addresses, setup_script, user_net
 from kvmlab.runtime.hostcpus import check_host_cpus
-from kvmlab.runtime.machine import Machine, MachineConfig
-from kvmlab.runtime.qemu.machine import QemuMachine
+from kvmlab.runtime.machine import Backend, Machine, MachineConfig, Progress
 from kvmlab.runtime.rundir import GuestEntry, GuestRecord, LabDir, check_socket_paths
 from kvmlab.runtime.waits import LIMITS, check_environment
 from kvmlab.spec import Guest, Lab, LoadedLab, TapNic
 from kvmlab.spec.hostcpus import guest_cpu_uses, switch_cpu_uses, tuning_cpu_uses
-
-if TYPE_CHECKING:
-    from kvmlab.runtime.libvirt.lab import LibvirtBackend
 from kvmlab.spec.rules import guest_key
-
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -246,7 +241,7 @@ def started(
     progress: Progress = lambda _: None,
     within: str | None = None,
     children: bool = True,
-    backend: LibvirtBackend | None = None,
+    backend: Backend = backends.QEMU,
 ) -> Iterator[list[Machine]]:
     """The lab's top-level guests (or ``only`` one), booted, for the ``with`` block.
 
@@ -254,8 +249,8 @@ def started(
     take the top level. Guest hypervisors start their own guests with kvmlab inside,
     at once, or (``children=False``) when the caller asks with :func:`start_nested`.
     On leaving the block, by an error, Ctrl-C or normally, every guest not detached
-    is stopped (children first) and the lab's run directory removed. With ``backend``
-    (libvirt), a libvirtd runs the guests.
+    is stopped (children first) and the lab's run directory removed. ``backend`` runs the
+    guests (kvmlab's own QEMU, or a libvirtd).
     """
     check_environment()  # every limit the environment sets, before anything starts
     outer = loaded
@@ -268,14 +263,13 @@ def started(
         known = ", ".join(loaded.lab.guests)
         raise StateError(f"lab {loaded.lab.name} has no top-level guest {only!r} ({known})")
     # every unix socket path fits, before anything starts (libvirt makes its own)
-    ours = [((n,), list(g.guests)) for n, g in chosen if backend is None]
+    ours = [((n,), list(g.guests)) for n, g in chosen if backend.makes_guest_sockets]
     sw_ports = [] if within or loaded.lab.switch is None else lab_ports(loaded.lab)
     sw_dir = lab_dir.root / SWITCH_DIR
     check_socket_paths(
         lab_dir, ours, [(f"switch port {p}", sw_dir / f"{p}.sock") for p in sw_ports]
     )
-    if backend is not None:
-        backend.check(loaded, only, children)  # before anything is created
+    backend.check(loaded, only, children)  # before anything is created
     machines: list[Machine] = []
     switch: list[Switch] = []
     nets: list[LabNet] = []
@@ -291,7 +285,7 @@ def started(
             here = [
                 (n, g)
                 for n, g in chosen  # guests of a daemon elsewhere bind there
-                if backend is None or backend.on_this_host(g)
+                if backend.on_this_host(g)
             ]
             if not within and here:
                 # a guest hypervisor's forwards live in its own network stack
@@ -400,7 +394,7 @@ def _boot_all(
     within: tuple[str, ...],
     children: bool,
     net: LabNet | None = None,
-    backend: LibvirtBackend | None = None,
+    backend: Backend = backends.QEMU,
 ) -> None:
     """Boot each chosen guest in order, appending each to ``machines`` before it launches;
     its taps join the lab's networks once it is up.
@@ -418,11 +412,16 @@ def _boot_all(
 
             lab_dir.create_guest_dir(path)
             write_seed(config.run_dir / SEED_IMAGE, guest.cloud_init, hostname=name)
-        machine: Machine = QemuMachine(config)
-        if backend is not None:
-            own = image_for(guest, built)
-            target = make_target(loaded, path, guest, host, config.run_dir, own)
-            machine = backend.machine(loaded, path, guest, config, target, own, progress)
+        own = image_for(guest, built)
+        machine = backend.machine(
+            loaded,
+            path,
+            guest,
+            config,
+            partial(make_target, loaded, path, guest, host, config.run_dir, own),
+            own,
+            progress,
+        )
         machines.append(machine)
         progress(f"starting {config.name} ({config.accel}: {config.accel_reason})")
         attach = net.attacher(tap_plans(loaded.lab, [name])) if net is not None else None
@@ -459,7 +458,7 @@ def up(
     only: str | None = None,
     progress: Progress = lambda _: None,
     within: str | None = None,
-    backend: LibvirtBackend | None = None,
+    backend: Backend = backends.QEMU,
 ) -> list[Machine]:
     """Start the lab's top-level guests (or ``only`` one) and leave them running."""
     with started(loaded, host, image, only, progress, within, backend=backend) as machines:
@@ -508,18 +507,9 @@ def _stop_entry(entry: GuestEntry, lab: str, force: bool, progress: Progress) ->
     if record is not None and record.via is not None:
         return False  # stopped from inside its guest hypervisor
     stopped = False
-    if record is not None and record.backend == "libvirt":
-        from kvmlab.runtime.libvirt.lab import stop_domain
-
-        return stop_domain(entry.run_dir, record, force, progress)
-    if record is not None and record.running(entry.run_dir):
+    if record is not None:
         machine = backends.attach(entry.run_dir, record)
-        if record.children and record.state == "running" and not force:
-            progress(f"stopping the guests inside {record.name}")
-            nested.stop_children(machine, lab)
-        progress(f"stopping {record.name}")
-        machine.shutdown(force=force or record.state != "running")
-        stopped = True
+        stopped = machine.stop_as_recorded(record, force, progress, nested.stop_children)
     for pid in entry.processes():  # never recorded, or recorded unreadably
         why = entry.problem or "its record has no pid"
         progress(f"stopping QEMU pid {pid} of {entry.name} ({why})")

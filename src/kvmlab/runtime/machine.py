@@ -13,8 +13,9 @@ cycle is the same for every backend and is written once here:
   run directory, unless :meth:`Machine.detach` handed the guest to a later command.
 
 A backend (``runtime/qemu``: kvmlab's own QEMU process; ``runtime/libvirt``: a libvirt
-domain) implements the hooks marked abstract. :mod:`kvmlab.runtime.backends` maps a
-record's backend to its class; this module imports no backend.
+domain) implements the hooks marked abstract, and a :class:`Backend` object says, before
+anything starts, what it can run and makes its machines. :mod:`kvmlab.runtime.backends`
+maps a name or a record to them; this module imports no backend.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self
 
 from kvmlab.errors import ProcessFailure, RuntimeFailure, StateError
 from kvmlab.guest.agent import ExecResult, GuestAgent
@@ -38,6 +39,13 @@ from kvmlab.proc.confined import create_owned, remove_owned
 from kvmlab.proc.processes import start_time
 from kvmlab.runtime.rundir import GuestRecord
 from kvmlab.runtime.waits import LIMITS, level_factor
+
+if TYPE_CHECKING:
+    from kvmlab.guest.image import GuestImage
+    from kvmlab.render.target import Target
+    from kvmlab.spec import Guest, LoadedLab
+
+Progress = Callable[[str], None]
 
 
 class MachineState(enum.Enum):
@@ -331,6 +339,33 @@ class Machine(abc.ABC):
         self.extend_record(record)
         return record
 
+    def stop_as_recorded(
+        self,
+        record: GuestRecord,
+        force: bool,
+        progress: Progress,
+        stop_children: Callable[[Machine, str], None],
+    ) -> bool:
+        """``kvmlab down`` of this guest as on record: its own guests first (unless
+        ``force``), then it; True if it ran."""
+        if not self.is_alive():
+            return False
+        self._stop_inside(record, force, progress, stop_children)
+        progress(f"stopping {record.name}")
+        self.shutdown(force=force or record.state != "running")
+        return True
+
+    def _stop_inside(
+        self,
+        record: GuestRecord,
+        force: bool,
+        progress: Progress,
+        stop_children: Callable[[Machine, str], None],
+    ) -> None:
+        if record.children and record.state == "running" and not force:
+            progress(f"stopping the guests inside {record.name}")
+            stop_children(self, record.lab)
+
     def _require(self, state: MachineState, action: str) -> None:
         if self.state is not state:
             raise StateError(
@@ -351,6 +386,55 @@ class Machine(abc.ABC):
             self.shutdown(force=kind is not None)
         finally:
             self.remove_run_dir()
+
+
+class Backend(abc.ABC):
+    """Who runs a lab's guests (kvmlab's own QEMU, or a libvirtd): asked before anything
+    starts what it can run, then asked for each guest's :class:`Machine`."""
+
+    name: ClassVar[str]
+    makes_guest_sockets: ClassVar[bool] = True
+    """Whether kvmlab makes the guests' unix sockets in its run directory (a libvirtd makes
+    its own), so their paths are checked before anything starts."""
+
+    @abc.abstractmethod
+    def machine(
+        self,
+        loaded: LoadedLab,
+        path: tuple[str, ...],
+        guest: Guest,
+        config: MachineConfig,
+        target: Callable[[], Target],
+        image: GuestImage | None,
+        progress: Progress,
+    ) -> Machine:
+        """The machine for one top-level guest (``target``: how it renders here)."""
+
+    @abc.abstractmethod
+    def check(self, loaded: LoadedLab, only: str | None = None, children: bool = True) -> None:
+        """Refuse, before anything is created, what this backend cannot run (``children``:
+        a guest hypervisor's own guests start in this run)."""
+
+    @abc.abstractmethod
+    def levels(self, loaded: LoadedLab, wanted: set[str], asked: bool) -> set[str]:
+        """The levels a benchmark measures on this backend, of ``wanted`` (``asked``: given
+        by ``--levels``, so refused rather than left out)."""
+
+    @abc.abstractmethod
+    def check_workloads(self, loaded: LoadedLab, migrations: bool) -> None:
+        """Refuse the lab's own workloads this backend does not run (by name)."""
+
+    @abc.abstractmethod
+    def on_this_host(self, guest: Guest) -> bool:
+        """Whether a top-level guest runs on this host (its port forwards bind here)."""
+
+    @abc.abstractmethod
+    def facts(self, loaded: LoadedLab) -> dict[str, str]:
+        """What a stored run records of who ran its guests."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Let go of every connection this object opened."""
 
 
 def describe_status(status: int) -> str:

@@ -13,14 +13,14 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from kvmlab.errors import Problem, SpecError
+from kvmlab.errors import Problem, SpecError, UsageError
 from kvmlab.guest.image import GuestImage
 from kvmlab.render import render_libvirt
 from kvmlab.render.devices.disk import SEED_IMAGE
 from kvmlab.render.libvirt_caps import LibvirtCaps, version_text
-from kvmlab.runtime import nested
+from kvmlab.render.target import Target
 from kvmlab.runtime.libvirt.conn import LibvirtFailure, capabilities, is_local, open_uri
 from kvmlab.runtime.libvirt.machine import LibvirtMachine
 from kvmlab.runtime.libvirt.publish import (
@@ -30,12 +30,9 @@ from kvmlab.runtime.libvirt.publish import (
     release,
     unpublish_unused,
 )
-from kvmlab.runtime.machine import MachineConfig
-from kvmlab.runtime.rundir import GuestRecord
+from kvmlab.runtime.machine import Backend, MachineConfig, Progress
 from kvmlab.spec import Guest, LoadedLab, TapNic, VhostUserNic
 from kvmlab.spec.rules import guest_key
-
-Progress = Callable[[str], None]
 
 
 def refusals(
@@ -166,9 +163,12 @@ def _check_taps(guest: Guest, uri: str, name: str) -> None:
 
 
 @dataclass
-class LibvirtBackend:
+class LibvirtBackend(Backend):
     """The libvirtd(s) running one ``kvmlab up``/``run``'s guests: the one at ``uri``, and
     any other a guest names (``libvirt_uri``: one lab over several hosts)."""
+
+    name: ClassVar[str] = "libvirt"
+    makes_guest_sockets: ClassVar[bool] = False
 
     uri: str
     persistent: bool = False
@@ -202,6 +202,29 @@ class LibvirtBackend:
             self._caps[uri] = capabilities(conn)
             self._conns[uri] = conn
         return self._caps[uri]
+
+    def levels(self, loaded: LoadedLab, wanted: set[str], asked: bool) -> set[str]:
+        """All of them on a daemon of this host; L0 and L1 on a remote one (a guest
+        hypervisor's own guests are reached through a socket of its QEMU). L2 asked for by
+        ``--levels`` of a remote daemon is refused; the default levels leave it out."""
+        if self.nested_local(loaded):
+            return wanted
+        if "L2" in wanted and asked:
+            raise UsageError(
+                f"{loaded.path}: --levels L2 on a remote libvirt: guests inside a "
+                "guest hypervisor run on a libvirt daemon of this host or on the "
+                "qemu backend (use --levels L0,L1)"
+            )
+        return wanted - {"L2"}
+
+    def check_workloads(self, loaded: LoadedLab, migrations: bool) -> None:
+        """Migrations run on the qemu backend only (PVP and netcompare run here)."""
+        if migrations:
+            raise UsageError(
+                f"{loaded.path}: migrations run only on the qemu backend so far; "
+                "on libvirt leave them out with --only (e.g. --only cpu,memory,disk,"
+                "net,boot), or migrate a libvirt guest with kvmlab migrate --to URI"
+            )
 
     def close(self) -> None:
         for conn in self._conns.values():
@@ -244,11 +267,16 @@ class LibvirtBackend:
         path: tuple[str, ...],
         guest: Guest,
         config: MachineConfig,
-        target: Any,
+        target: Callable[[], Target],
         image: GuestImage | None,
         progress: Progress,
     ) -> LibvirtMachine:
         """The machine for one guest: image published, XML rendered for this libvirt."""
+        return self._machine(guest, config, target(), progress)
+
+    def _machine(
+        self, guest: Guest, config: MachineConfig, target: Target, progress: Progress
+    ) -> LibvirtMachine:
         uri = self.uri_of(guest)
         caps, local = self.connect(uri), is_local(uri)
         token = secrets.token_hex(12)
@@ -372,22 +400,3 @@ def target_uuid(target: Any) -> str:
     from kvmlab.render.identity import domain_uuid
 
     return domain_uuid(target.lab, target.address)
-
-
-def stop_domain(run_dir: Path, record: GuestRecord, force: bool, progress: Progress) -> bool:
-    """``kvmlab down`` of a libvirt guest: stop, undefine, unpublish; True if one ran."""
-    if record.uri and record.domain:
-        open_uri(record.uri, record.name).close()  # unreachable: down fails, state is kept
-    machine = LibvirtMachine.from_record(run_dir, record)
-    running = machine.is_alive()
-    if running and record.children and record.state == "running" and not force:
-        progress(f"stopping the guests inside {record.name}")
-        nested.stop_children(machine, record.lab)
-    progress(
-        f"stopping {record.name} (libvirt {record.uri})"
-        if running
-        else f"forgetting {record.name} (its domain no longer runs)"
-    )
-    machine.shutdown(force=force or record.state != "running")
-    machine.disconnect()
-    return running

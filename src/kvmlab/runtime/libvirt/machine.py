@@ -31,7 +31,7 @@ from kvmlab.runtime import boottime
 from kvmlab.runtime.libvirt.conn import LibvirtFailure, describe, is_local, open_uri
 from kvmlab.runtime.libvirt.lookup import guest_mark
 from kvmlab.runtime.libvirt.publish import release, unpublish_unused
-from kvmlab.runtime.machine import Machine, MachineConfig, MachineState, Monitor
+from kvmlab.runtime.machine import Machine, MachineConfig, MachineState, Monitor, Progress
 from kvmlab.runtime.rundir import GuestRecord
 from kvmlab.runtime.waits import LIMITS, Stalled, Watch, cpu_steps
 
@@ -426,6 +426,29 @@ class LibvirtMachine(Machine):
         with contextlib.suppress(libvirt.libvirtError, LibvirtFailure):
             if self._conn is not None:
                 unpublish_unused(self._conn)
+
+    def stop_as_recorded(
+        self,
+        record: GuestRecord,
+        force: bool,
+        progress: Progress,
+        stop_children: Callable[[Machine, str], None],
+    ) -> bool:
+        """Stop, undefine, unpublish; a domain that no longer runs is forgotten alike. An
+        unreachable daemon fails here, and the run state is kept."""
+        if self.uri and self.uuid:
+            open_uri(self.uri, self.config.name).close()
+        running = self.is_alive()
+        if running:
+            self._stop_inside(record, force, progress, stop_children)
+        progress(
+            f"stopping {record.name} (libvirt {self.uri})"
+            if running
+            else f"forgetting {record.name} (its domain no longer runs)"
+        )
+        self.shutdown(force=force or record.state != "running")
+        self.disconnect()
+        return running
 
     def disconnect(self) -> None:
         """Close the libvirt connection (the domain is not touched)."""
