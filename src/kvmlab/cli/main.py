@@ -455,7 +455,7 @@ def migrate(
     Exit status: 0 migrated and verified; 3 failed or cancelled (the source kept running);
     5 completed but the guest failed verification (corrupted); 130 interrupted.
     """
-    from kvmlab.cli.migrate_cmd import run_compare, run_migrate
+    from kvmlab.cli.migrate_cmd import MigrateOptions, run_compare, run_migrate
 
     if lab is not None:
         if address is not None:
@@ -469,22 +469,22 @@ def migrate(
         mode = "auto"
     if variant or reps or html:
         raise UsageError("--variant, --reps and --html go with --lab")
-    return run_migrate(
-        address,
-        mode,
-        downtime_limit,
-        bandwidth,
-        dirty_mem,
-        dirty,
-        multifd_channels,
-        max_time,
-        on_timeout,
-        postcopy_after,
-        qemu,
-        transport,
-        _output(output, "text", "json"),
-        to,
+    options = MigrateOptions(
+        address=address,
+        mode=mode,
+        downtime_limit_ms=downtime_limit,
+        bandwidth_mibs=bandwidth,
+        dirty_mib=dirty_mem,
+        dirty_rate_mibs=dirty,
+        multifd_channels=multifd_channels,
+        max_seconds=max_time,
+        on_timeout=on_timeout,
+        postcopy_after_pass=postcopy_after,
+        dest_qemu=qemu,
+        transport=transport,
+        to=to,
     )
+    return run_migrate(options, _output(output, "text", "json"))
 
 
 @app.command(name="exec", context_settings={"ignore_unknown_options": True})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from kvmlab.cli.lab_cmds import interruptible
@@ -15,63 +16,71 @@ EXIT_CORRUPTED = 5
 """The migration completed but the guest failed verification on the destination."""
 
 
-def run_migrate(
-    address: str,
-    mode: str,
-    downtime_limit: int | None,
-    bandwidth: float | None,
-    dirty_mib: int,
-    dirty_rate: float,
-    multifd_channels: int | None,
-    max_time: float,
-    on_timeout: str,
-    postcopy_after: int,
-    dest_qemu: str | None,
-    transport: str,
-    output: str,
-    to: str | None = None,
-) -> int:
-    """Migrate ``address``; print the outcome; the exit status says how it ended."""
+@dataclass(frozen=True)
+class MigrateOptions:
+    """``kvmlab migrate LAB/GUEST``'s options as typed, by name (checked by :meth:`checked`)."""
+
+    address: str
+    mode: str = "precopy"
+    downtime_limit_ms: int | None = None
+    bandwidth_mibs: float | None = None
+    dirty_mib: int = 128
+    dirty_rate_mibs: float = 20.0
+    multifd_channels: int | None = None
+    max_seconds: float = 300.0
+    on_timeout: str = "cancel"
+    postcopy_after_pass: int = 1
+    dest_qemu: str | None = None
+    transport: str = "tcp"
+    to: str | None = None
+    """A libvirt guest: the destination daemon's URI."""
+
+    def checked(self) -> MigrateOptions:
+        """These options, or a :class:`UsageError` naming the first that is out of range."""
+        if not 1 <= self.dirty_mib <= 1 << 20:
+            raise UsageError("--dirty-mem must be 1..1048576 MiB")
+        if not 0 <= self.dirty_rate_mibs <= 1e6:
+            raise UsageError("--dirty must be 0 (as fast as possible) .. 1000000 MiB/s")
+        if not 1 <= self.postcopy_after_pass <= 1000:
+            raise UsageError("--postcopy-after must be 1..1000 passes")
+        if self.to is not None and (self.dest_qemu is not None or self.transport != "tcp"):
+            raise UsageError(
+                "--qemu and --transport are kvmlab's own migrations; with --to libvirt chooses both"
+            )
+        if self.dest_qemu is not None and not self.dest_qemu.startswith("/"):
+            raise UsageError("--qemu must be an absolute path to a qemu-system binary")
+        return self
+
+
+def run_migrate(options: MigrateOptions, output: str) -> int:
+    """Migrate ``options.address``; print the outcome; the exit status says how it ended."""
     from kvmlab.migrate.modes import Settings
     from kvmlab.migrate.result import text
     from kvmlab.migrate.session import Workload, migrate
 
-    if not 1 <= dirty_mib <= 1 << 20:
-        raise UsageError("--dirty-mem must be 1..1048576 MiB")
-    if not 0 <= dirty_rate <= 1e6:
-        raise UsageError("--dirty must be 0 (as fast as possible) .. 1000000 MiB/s")
-    if not 1 <= postcopy_after <= 1000:
-        raise UsageError("--postcopy-after must be 1..1000 passes")
-    if to is not None and (dest_qemu is not None or transport != "tcp"):
-        raise UsageError(
-            "--qemu and --transport are kvmlab's own migrations; with --to libvirt chooses both"
-        )
-    if dest_qemu is not None and not dest_qemu.startswith("/"):
-        raise UsageError("--qemu must be an absolute path to a qemu-system binary")
+    opts = options.checked()
     settings = Settings(
-        mode=mode,
-        downtime_limit_ms=downtime_limit,
-        bandwidth_mibs=bandwidth,
-        multifd_channels=multifd_channels,
-        postcopy_after_pass=postcopy_after,
-        max_seconds=max_time,
-        on_timeout=on_timeout,
+        mode=opts.mode,
+        downtime_limit_ms=opts.downtime_limit_ms,
+        bandwidth_mibs=opts.bandwidth_mibs,
+        multifd_channels=opts.multifd_channels,
+        postcopy_after_pass=opts.postcopy_after_pass,
+        max_seconds=opts.max_seconds,
+        on_timeout=opts.on_timeout,
     )
+    workload = Workload(opts.dirty_mib, opts.dirty_rate_mibs)
+    address = opts.address
 
     def progress(line: str) -> None:
         print(f"kvmlab: {line}", file=sys.stderr, flush=True)
 
     with interruptible(f"migrating {address}"):
-        if to is not None:
+        if opts.to is not None:
             from kvmlab.migrate.libvirt_migrate import migrate_libvirt
 
-            outcome = migrate_libvirt(
-                address, to, settings, Workload(dirty_mib, dirty_rate), progress
-            )
+            outcome = migrate_libvirt(address, opts.to, settings, workload, progress)
         else:
-            outcome = migrate(
-                address, settings, Workload(dirty_mib, dirty_rate), progress, dest_qemu, transport
-            )
+            outcome = migrate(address, settings, workload, progress, opts.dest_qemu, opts.transport)
     if output == "json":
         print(json.dumps(outcome.to_json(), indent=2))
     else:
