@@ -59,7 +59,7 @@ from kvmlab import __version__ as kvmlab_version
 from kvmlab.errors import KvmlabError
 from kvmlab.guest.image import FLAVOUR_FOR_SHARE, GuestImage, build_default_image
 from kvmlab.guest.kernel import Kernel, default_cache_dir, fetch_kernel, resolve_kernel_package
-from kvmlab.runtime.lab import HostAccel, guest_config, started
+from kvmlab.runtime.lab import HostAccel, Launch, guest_config, started
 from kvmlab.runtime.machine import MachineConfig
 from kvmlab.runtime.rundir import LabDir
 from kvmlab.spec import LoadedLab, load_lab
@@ -235,7 +235,7 @@ def kernel_package(image: GuestImage) -> Kernel:
 def kvmlab_run(lab: Kvmlab) -> dict[str, float]:
     """One boot as ``kvmlab up`` does it, ``true`` run in it; the boot stages and ready."""
     start = time.monotonic()
-    with started(lab.loaded, HOST, lambda: lab.image) as machines:
+    with started(lab.loaded, Launch(HOST, lambda: lab.image)) as machines:
         [machine] = machines
         result = machine.exec(["true"], timeout=60.0)
         ready = time.monotonic() - start

@@ -11,7 +11,7 @@ from kvmlab.bench.suite import settings_for
 from kvmlab.errors import StateError, UsageError
 from kvmlab.guest.image import GuestImage
 from kvmlab.results.store import ResultStore
-from kvmlab.runtime.lab import HostAccel
+from kvmlab.runtime.lab import HostAccel, Launch
 from kvmlab.spec import LoadedLab, load_lab
 from tests.conftest import LABS
 from tests.fakeguest import running_guest
@@ -40,10 +40,8 @@ def bench(loaded: LoadedLab, levels: set[str], db: Path) -> ResultStore:
         settings,
         levels,
         store,
-        HostAccel("tcg", "test", None),
+        Launch(HostAccel("tcg", "test", None), no_image),
         {},
-        no_image,
-        lambda _: None,
     )
     return store
 

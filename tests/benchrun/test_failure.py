@@ -96,8 +96,8 @@ def stand_in(
     """L1 boots as a stand-in; starting L2 inside it fails as the real inner kvmlab does."""
 
     @contextmanager
-    def started(loaded: Any, host: Any, image: Any, **kw: Any) -> Iterator[list[StandIn]]:
-        kw["progress"]("starting deep/l1 (tcg: test host)")
+    def started(loaded: Any, launch: Any, **kw: Any) -> Iterator[list[StandIn]]:
+        launch.progress("starting deep/l1 (tcg: test host)")
         config = MachineConfig(
             "deep",
             ("l1",),

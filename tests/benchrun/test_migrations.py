@@ -82,7 +82,7 @@ def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     seen: dict[str, Any] = {"booted": 0, "migrations": 0, "corrupt": False}
 
     @contextmanager
-    def started(loaded: Any, host: Any, image: Any, **kw: Any) -> Iterator[list[StandIn]]:
+    def started(loaded: Any, launch: Any, **kw: Any) -> Iterator[list[StandIn]]:
         seen["booted"] += 1
         config = MachineConfig(
             "mv",

@@ -23,7 +23,7 @@ from kvmlab.runtime import backends
 from kvmlab.runtime import lab as labrun
 from kvmlab.runtime.guest_disks import scratch_device
 from kvmlab.runtime.guest_network import SLIRP_HOST, user_net
-from kvmlab.runtime.machine import Backend, Machine
+from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.rundir import LabDir
 from kvmlab.spec import Guest, LoadedLab
 
@@ -132,20 +132,17 @@ def run_bench(
     settings: Settings,
     levels: set[str],
     store: ResultStore,
-    host: labrun.HostAccel,
+    launch: labrun.Launch,
     host_facts: dict[str, Any],
-    image: Callable[[], GuestImage],
-    progress: Progress,
     timings: dict[str, float] | None = None,
     *,
     status: Progress | None = None,
     on_start: Callable[[int], None] | None = None,
     after: Callable[[LevelRunner, LoadedLab], None] | None = None,
-    backend: Backend = backends.QEMU,
 ) -> int:
     """Measure the suite at the requested levels, for every variant; the stored run's id.
 
-    ``progress`` gets a line per stage (a guest booting, booted, a workload done) and
+    ``launch.progress`` gets a line per stage (a guest booting, booted, a workload done) and
     ``status`` the passing detail (each repetition); ``timings`` (when given) receives the
     wall seconds of each boot and workload; ``on_start`` the run's id once it is stored.
 
@@ -156,8 +153,9 @@ def run_bench(
     complete only if everything finished. A failure or Ctrl-C is stored with the level,
     guest and stage it cut short (teardown already done), then raised as it was.
     Nothing is measured or stored when the lab is up already or lacks a level asked for.
-    ``backend`` runs the guests (kvmlab's own QEMU, or a libvirtd).
+    ``launch.backend`` runs the guests (kvmlab's own QEMU, or a libvirtd).
     """
+    progress = launch.progress
     labrun.assert_not_up(loaded.lab.name)
     check_levels(loaded, levels)
     check_measurable(loaded, settings, levels)
@@ -195,7 +193,7 @@ def run_bench(
                 store.add(run_id, [replace(s, variant=name) for s in host_samples])
             runner.variant = name
             if levels & {"L1", "L2"} and settings.workloads:
-                _guests(variant, levels, runner, host, image, host_exec, progress, backend)
+                _guests(variant, levels, runner, launch, host_exec)
             if after is not None:
                 after(runner, variant)
         if runner.skipped:
@@ -216,11 +214,8 @@ def _guests(
     loaded: LoadedLab,
     levels: set[str],
     runner: LevelRunner,
-    host: labrun.HostAccel,
-    image: Callable[[], GuestImage],
+    launch: labrun.Launch,
     host_exec: HostExecutor,
-    progress: Progress,
-    backend: Backend = backends.QEMU,
 ) -> None:
     """Boot L1, measure it, then start the L2s inside and measure them; tear down.
 
@@ -228,12 +223,11 @@ def _guests(
     disturb L1's figures, and not at all when L2 is not asked for. An error is stored
     before the teardown, so a teardown failing after it cannot hide it.
     """
+    image, progress = launch.image, launch.progress
     tops = ", ".join(loaded.lab.guests)
     runner.at("L1", tops, "boot")
     start = time.monotonic()
-    with labrun.started(
-        loaded, host, image, progress=progress, children=False, backend=backend
-    ) as machines:
+    with labrun.started(loaded, launch, children=False) as machines:
         try:
             runner.timings[f"boot {loaded.lab.name} L1"] = time.monotonic() - start
             for machine in machines:

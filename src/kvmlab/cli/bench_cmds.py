@@ -115,7 +115,7 @@ def run_bench_cmd(
     from kvmlab.cli.hostinfo import host_accel, print_nested_preflight
     from kvmlab.cli.lab_cmds import image_factory, interruptible
     from kvmlab.cli.outfile import check_out
-    from kvmlab.runtime.lab import assert_not_up
+    from kvmlab.runtime.lab import Launch, assert_not_up
     from kvmlab.spec import load_lab
 
     loaded = load_lab(lab_path)
@@ -125,7 +125,6 @@ def run_bench_cmd(
     chosen = loaded.variants(variants)  # an unknown name is refused before anything runs
     suite_only, suite_runs, extras = split_only(loaded, only, wanted)
     backend.check_workloads(loaded, migrations=bool(extras.migrations))
-    extras.backend = backend  # PVP's and netcompare's guests run on it too
     for variant in chosen.values():  # refused before L0 is measured
         backend.check(variant, children="L2" in wanted)
     settings = replace(
@@ -158,6 +157,7 @@ def run_bench_cmd(
         timings: dict[str, float] = {}
         stored: list[int] = []
         failure: BaseException | None = None
+        launch = Launch(host, image_factory(), backend, log.line)
         with log.live():
             try:
                 run_id = run_bench(
@@ -165,17 +165,12 @@ def run_bench_cmd(
                     settings,
                     wanted,
                     store,
-                    host,
+                    launch,
                     facts,
-                    image_factory(),
-                    log.line,
                     timings,
                     status=log.status,
                     on_start=stored.append,
-                    after=extras.after(
-                        host, image_factory(), log.line, log.status, settings.repetitions
-                    ),
-                    backend=backend,
+                    after=extras.after(launch, log.status, settings.repetitions),
                 )
             except (Exception, KeyboardInterrupt) as exc:
                 if not stored:  # refused before anything was stored: nothing to report

@@ -10,14 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from kvmlab.errors import UsageError
 from kvmlab.net.netcompare import plan_paths
-from kvmlab.runtime import backends
-from kvmlab.runtime.machine import Backend
 from kvmlab.spec import LoadedLab, VhostUserNic
 
 if TYPE_CHECKING:
     from kvmlab.bench.runner import LevelRunner
-    from kvmlab.guest.image import GuestImage
-    from kvmlab.runtime.lab import HostAccel
+    from kvmlab.runtime.lab import Launch
 
 MIGRATIONS, PVP, NETCOMPARE = "migrations", "pvp", "netcompare"
 OWN = (MIGRATIONS, PVP, NETCOMPARE)
@@ -32,8 +29,6 @@ class Extras:
     levels: set[str]
     netcompare: bool = False
     corrupted: list[str] = field(default_factory=list)
-    backend: Backend = backends.QEMU
-    """The backend the lab runs on (PVP's and netcompare's guests run on it)."""
 
     @property
     def wanted(self) -> bool:
@@ -52,14 +47,10 @@ class Extras:
         return "".join(f"; {p} after the suite" for p in parts)
 
     def after(
-        self,
-        host: HostAccel,
-        image: Callable[[], GuestImage],
-        line: Callable[[str], None],
-        status: Callable[[str], None],
-        reps: int,
+        self, launch: Launch, status: Callable[[str], None], reps: int
     ) -> Callable[[LevelRunner, LoadedLab], None] | None:
-        """The hook :func:`kvmlab.bench.session.run_bench` calls after each variant's suite."""
+        """The hook :func:`kvmlab.bench.session.run_bench` calls after each variant's suite
+        (PVP's and netcompare's guests run on ``launch.backend``)."""
         if not self.wanted:
             return None
 
@@ -74,12 +65,9 @@ class Extras:
                     runner.variant,
                     self.levels,
                     reps,
-                    host,
-                    image,
-                    line,
+                    launch,
                     runner.at,
                     lambda got: runner.store.add(runner.run_id, got),
-                    self.backend,
                 )
                 runner.timings[f"{shown}pvp"] = time.monotonic() - start
             if self.netcompare:
@@ -95,13 +83,10 @@ class Extras:
                     variant,
                     runner.variant,
                     reps,
-                    host,
-                    image,
-                    line,
+                    launch,
                     runner.at,
                     lambda got: runner.store.add(runner.run_id, got),
                     keep,
-                    self.backend,
                 )
                 runner.timings[f"{shown}netcompare"] = time.monotonic() - start
             if self.migrations:
@@ -111,7 +96,14 @@ class Extras:
                 runner.at("L1", guests, MIGRATIONS)
                 start = time.monotonic()
                 found = measure(
-                    runner.store, runner.run_id, runner.variant, variant, host, image, line, status
+                    runner.store,
+                    runner.run_id,
+                    runner.variant,
+                    variant,
+                    launch.host,
+                    launch.image,
+                    launch.progress,
+                    status,
                 )
                 runner.timings[f"{shown}migrations"] = time.monotonic() - start
                 self.corrupted.extend(f"{shown.replace(' ', ': ')}{f}" for f in found)

@@ -310,7 +310,7 @@ def run_compare(
         # Up and down as the commands do (guests detached, reached through their records),
         # so the profile is taken exactly as `kvmlab exits` takes it.
         with interruptible(f"comparing variant {name} of {loaded.lab.name}"):
-            labrun.up(variant, host, image_factory(), progress=progress)
+            labrun.up(variant, labrun.Launch(host, image_factory(), progress=progress))
             try:
                 progress(f"up; settling for {settle:g} s, then {seconds:g} s")
                 time.sleep(settle)

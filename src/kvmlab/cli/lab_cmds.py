@@ -78,15 +78,8 @@ def run_up(
             status.update(text)
             console.print(f"  {text}")
 
-        machines = labrun.up(
-            loaded,
-            host,
-            image_factory(),
-            only=guest,
-            progress=progress,
-            within=within,
-            backend=backend,
-        )
+        launch = labrun.Launch(host, image_factory(), backend, progress)
+        machines = labrun.up(loaded, launch, only=guest, within=within)
     if as_json:
         from dataclasses import asdict
 

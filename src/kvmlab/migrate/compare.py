@@ -119,7 +119,8 @@ def run_migrations(
     strategies[:] = [Strategy(m) for m in loaded.lab.migrations]
     rounds = max(reps or s.spec.repetitions for s in strategies)
     lab = loaded.lab.name
-    accel = _accel(labrun.up(loaded, host, image, progress=detail))
+    launch = labrun.Launch(host, image, progress=detail)
+    accel = _accel(labrun.up(loaded, launch))
     fresh = True
     try:
         for rep in range(rounds):
@@ -135,7 +136,7 @@ def run_migrations(
                         "bringing the lab up again"
                     )
                     labrun.down(lab, force=True, progress=detail)
-                    accel = _accel(labrun.up(loaded, host, image, progress=detail))
+                    accel = _accel(labrun.up(loaded, launch))
                 strategy.accel = accel.get(spec.guest, strategy.accel)
                 detail(f"{spec.name}: run {len(strategy.outcomes) + 1}")
                 try:

@@ -18,7 +18,6 @@ from kvmlab.bench.parsers.ping import parse_ping
 from kvmlab.errors import KvmlabError, RuntimeFailure, StateError
 from kvmlab.fabric import namespaces
 from kvmlab.fabric.lab_networks import VHOST_NET
-from kvmlab.guest.image import GuestImage
 from kvmlab.net.multiqueue import QueueWatch
 from kvmlab.net.netcompare import (
     SERVER_PORT,
@@ -35,9 +34,8 @@ from kvmlab.net.netcompare import (
 )
 from kvmlab.proc.processes import die_with_parent, terminate
 from kvmlab.results.model import Sample
-from kvmlab.runtime import backends
 from kvmlab.runtime import lab as labrun
-from kvmlab.runtime.machine import Backend, Machine
+from kvmlab.runtime.machine import Machine
 from kvmlab.spec import LoadedLab
 
 Progress = Callable[[str], None]
@@ -219,17 +217,15 @@ def run_netcompare(
     loaded: LoadedLab,
     variant: str,
     reps: int,
-    host: labrun.HostAccel,
-    image: Callable[[], GuestImage],
-    progress: Progress,
+    launch: labrun.Launch,
     at: At,
     store: Callable[[list[Sample]], None],
     keep: Callable[[dict[str, Any]], None],
-    backend: Backend = backends.QEMU,
 ) -> None:
-    """Bring the lab up (its guests libvirt domains with ``backend``) and measure every
-    path; ``store`` gets each path's samples, ``keep`` the document of the multiqueue
-    checks (paths, left-out NICs, findings, spreads)."""
+    """Bring the lab up (its guests run by ``launch.backend``) and measure every path;
+    ``store`` gets each path's samples, ``keep`` the document of the multiqueue checks
+    (paths, left-out NICs, findings, spreads)."""
+    progress = launch.progress
     dropped: list[str] = []
     if not VHOST_NET.exists():
         lab, dropped = without_vhost_net(loaded.lab)
@@ -265,9 +261,7 @@ def run_netcompare(
         "multiqueue": {},
         "left_out": [f"{k}: no {VHOST_NET} on this host" for k in dropped] + loose,
     }
-    with labrun.started(
-        loaded, host, image, progress=progress, children=False, backend=backend
-    ) as machines:
+    with labrun.started(loaded, launch, children=False) as machines:
         by_name = {m.config.address[0]: m for m in machines}
         try:
             for path in paths:

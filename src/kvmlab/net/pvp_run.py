@@ -7,11 +7,9 @@ from collections.abc import Callable
 
 from kvmlab.errors import StateError
 from kvmlab.fabric.switch import GEN_PORT, SINK_PORT, SWITCH_DIR, Switch, lab_ports
-from kvmlab.guest.image import GuestImage
 from kvmlab.net.guest_dpdk import GuestTestPmd, guest_argv
 from kvmlab.net.pvp import (
     TRAFFIC_DIR,
-    Progress,
     Where,
     describe,
     loopback,
@@ -24,9 +22,7 @@ from kvmlab.net.tune import Toggle, cpu_partitioning
 from kvmlab.proc.confined import create_owned, remove_owned
 from kvmlab.render.identity import derived_mac
 from kvmlab.results.model import Sample
-from kvmlab.runtime import backends
 from kvmlab.runtime import lab as labrun
-from kvmlab.runtime.machine import Backend
 from kvmlab.runtime.rundir import LabDir
 from kvmlab.spec import LoadedLab
 from kvmlab.spec.rules import switch_ports
@@ -55,16 +51,14 @@ def run_pvp(
     variant: str,
     levels: set[str],
     reps: int,
-    host: labrun.HostAccel,
-    image: Callable[[], GuestImage],
-    progress: Progress,
+    launch: labrun.Launch,
     at: At,
     store: Callable[[list[Sample]], None],
-    backend: Backend = backends.QEMU,
 ) -> None:
-    """Loopback at L0 (when asked), PVP through the guest at L1 (when the lab has one, a
-    libvirt domain with ``backend``); ``store`` gets each part's samples as soon as they
-    are measured."""
+    """Loopback at L0 (when asked), PVP through the guest at L1 (when the lab has one, run
+    by ``launch.backend``); ``store`` gets each part's samples as soon as they are
+    measured."""
+    progress = launch.progress
     lab, spec = loaded.lab, loaded.lab.switch
     assert spec is not None
     pvp = lab.bench.pvp
@@ -92,9 +86,7 @@ def run_pvp(
     if "L1" not in levels or guest is None:
         return
     at("L1", guest, "pvp")
-    with labrun.started(
-        loaded, host, image, progress=progress, children=False, backend=backend
-    ) as machines:
+    with labrun.started(loaded, launch, children=False) as machines:
         machine = next(m for m in machines if m.config.address == (guest,))
         lab_dir = LabDir.of(lab.name)
         sw = Switch.attached(lab.name, spec, lab_dir.root / SWITCH_DIR)

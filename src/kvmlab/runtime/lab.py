@@ -53,6 +53,21 @@ class HostAccel:
     """The host CPU's vmx/svm flag, for guest hypervisors with a named CPU model."""
 
 
+def _quiet(_: str) -> None:
+    """Progress nobody reads."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How a command starts guests: the host's acceleration, the default image (built on
+    first use), the backend that runs them, and where progress lines go."""
+
+    host: HostAccel
+    image: Callable[[], GuestImage]
+    backend: Backend = backends.QEMU
+    progress: Progress = _quiet
+
+
 def boot_image(image: GuestImage, guest: Guest, hostname: str) -> BootImage:
     """The render-side description of the default image for one guest."""
     return BootImage(
@@ -235,13 +250,10 @@ def clean_stale(lab_dir: LabDir) -> list[str]:
 @contextmanager
 def started(
     loaded: LoadedLab,
-    host: HostAccel,
-    image: Callable[[], GuestImage],
+    launch: Launch,
     only: str | None = None,
-    progress: Progress = lambda _: None,
     within: str | None = None,
     children: bool = True,
-    backend: Backend = backends.QEMU,
 ) -> Iterator[list[Machine]]:
     """The lab's top-level guests (or ``only`` one), booted, for the ``with`` block.
 
@@ -249,9 +261,10 @@ def started(
     take the top level. Guest hypervisors start their own guests with kvmlab inside,
     at once, or (``children=False``) when the caller asks with :func:`start_nested`.
     On leaving the block, by an error, Ctrl-C or normally, every guest not detached
-    is stopped (children first) and the lab's run directory removed. ``backend`` runs the
-    guests (kvmlab's own QEMU, or a libvirtd).
+    is stopped (children first) and the lab's run directory removed. ``launch.backend``
+    runs the guests (kvmlab's own QEMU, or a libvirtd).
     """
+    backend, progress = launch.backend, launch.progress
     check_environment()  # every limit the environment sets, before anything starts
     outer = loaded
     path = tuple(within.split("/")) if within else ()
@@ -307,20 +320,8 @@ def started(
                     f"network namespace {nets[0].ns}"
                 )
                 nets[0].start(plans)
-            _boot_all(
-                loaded,
-                host,
-                image,
-                chosen,
-                lab_dir,
-                machines,
-                progress,
-                outer,
-                path,
-                children,
-                nets[0] if nets else None,
-                backend,
-            )
+            booting = Booting(loaded, outer, lab_dir, path, children, nets[0] if nets else None)
+            _boot_all(booting, launch, chosen, machines)
             yield machines
         finally:
             if mine:
@@ -382,25 +383,31 @@ def _stop_owned(
         lab_dir.remove()
 
 
+@dataclass(frozen=True)
+class Booting:
+    """The lab being booted: as started (``loaded``, within a guest hypervisor when
+    ``within``) and as written (``outer``), its run directory, whether guest hypervisors
+    start their own guests now (``children``), and its networks."""
+
+    loaded: LoadedLab
+    outer: LoadedLab
+    lab_dir: LabDir
+    within: tuple[str, ...]
+    children: bool
+    net: LabNet | None
+
+
 def _boot_all(
-    loaded: LoadedLab,
-    host: HostAccel,
-    image: Callable[[], GuestImage],
-    chosen: list[tuple[str, Guest]],
-    lab_dir: LabDir,
-    machines: list[Machine],
-    progress: Progress,
-    outer: LoadedLab,
-    within: tuple[str, ...],
-    children: bool,
-    net: LabNet | None = None,
-    backend: Backend = backends.QEMU,
+    booting: Booting, launch: Launch, chosen: list[tuple[str, Guest]], machines: list[Machine]
 ) -> None:
     """Boot each chosen guest in order, appending each to ``machines`` before it launches;
     its taps join the lab's networks once it is up.
 
-    ``children`` False: the guests' own guests are left for :func:`start_nested`.
+    ``booting.children`` False: the guests' own guests are left for :func:`start_nested`.
     """
+    loaded, outer, lab_dir, within = booting.loaded, booting.outer, booting.lab_dir, booting.within
+    host, image, backend, progress = launch.host, launch.image, launch.backend, launch.progress
+    children, net = booting.children, booting.net
     lab_dir.write_info(loaded.path, loaded.digest)
     built = image() if any(g.boot == "image" for _, g in chosen) else None
     for name, guest in chosen:
@@ -452,16 +459,10 @@ def start_nested(
 
 
 def up(
-    loaded: LoadedLab,
-    host: HostAccel,
-    image: Callable[[], GuestImage],
-    only: str | None = None,
-    progress: Progress = lambda _: None,
-    within: str | None = None,
-    backend: Backend = backends.QEMU,
+    loaded: LoadedLab, launch: Launch, only: str | None = None, within: str | None = None
 ) -> list[Machine]:
     """Start the lab's top-level guests (or ``only`` one) and leave them running."""
-    with started(loaded, host, image, only, progress, within, backend=backend) as machines:
+    with started(loaded, launch, only, within) as machines:
         for machine in machines:
             machine.detach()
     return machines
