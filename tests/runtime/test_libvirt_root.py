@@ -47,7 +47,7 @@ def test_vhost_user_on_the_labs_switch_needs_root_and_is_refused_unless_asked(
     tmp_path: Path,
 ) -> None:
     loaded = lab(tmp_path, SWITCHED)
-    why = backend().root_reason(loaded.lab.guests["vm"], children=False)
+    why = backend().root_reason(loaded.lab.guests["vm"], start_inner=False)
     assert why is not None and "switch's sockets" in why
     with pytest.raises(LibvirtFailure) as caught:
         backend().check(loaded)
@@ -72,17 +72,17 @@ def test_a_guest_hypervisor_needs_root_only_when_its_guests_start_and_its_reads_
     monkeypatch.setattr(lvlab, "why_unreachable", reachable)
     loaded = lab(tmp_path, '[guests.l1]\nnested = true\nmemory = "4G"\n[guests.l1.guests.l2]\n')
     l1 = loaded.lab.guests["l1"]
-    assert backend().root_reason(l1, children=False) is None  # L1 alone: no kvmlab inside
-    why = backend().root_reason(l1, children=True)
+    assert backend().root_reason(l1, start_inner=False) is None  # L1 alone: no kvmlab inside
+    why = backend().root_reason(l1, start_inner=True)
     assert why is not None and f"the guest image cache ({cache})" in why
     monkeypatch.setattr(lvlab, "why_unreachable", lambda *a: None)
-    assert backend().root_reason(l1, children=True) is None  # everything readable: no root
+    assert backend().root_reason(l1, start_inner=True) is None  # everything readable: no root
 
 
 def test_a_daemon_elsewhere_never_runs_qemu_as_root(tmp_path: Path) -> None:
     far = f'[guests.vm]\nlibvirt_uri = "{FAR}"\n'
     loaded = lab(tmp_path, SWITCHED.replace("[guests.vm]\n", far))
-    assert backend().root_reason(loaded.lab.guests["vm"], children=True) is None
+    assert backend().root_reason(loaded.lab.guests["vm"], start_inner=True) is None
 
 
 class Dom:

@@ -227,7 +227,7 @@ def _guests(
     tops = ", ".join(loaded.lab.guests)
     runner.at("L1", tops, "boot")
     start = time.monotonic()
-    with labrun.started(loaded, launch, children=False) as machines:
+    with labrun.started(loaded, launch, start_inner=False) as machines:
         try:
             runner.timings[f"boot {loaded.lab.name} L1"] = time.monotonic() - start
             for machine in machines:

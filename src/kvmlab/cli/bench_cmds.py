@@ -126,7 +126,7 @@ def run_bench_cmd(
     suite_only, suite_runs, extras = split_only(loaded, only, wanted)
     backend.check_workloads(loaded, migrations=bool(extras.migrations))
     for variant in chosen.values():  # refused before L0 is measured
-        backend.check(variant, children="L2" in wanted)
+        backend.check(variant, start_inner="L2" in wanted)
     settings = replace(
         settings_for(suite, loaded.lab.bench, suite_only),
         variants=tuple(chosen) if variants else (),

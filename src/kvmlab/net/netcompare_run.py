@@ -261,7 +261,7 @@ def run_netcompare(
         "multiqueue": {},
         "left_out": [f"{k}: no {VHOST_NET} on this host" for k in dropped] + loose,
     }
-    with labrun.started(loaded, launch, children=False) as machines:
+    with labrun.started(loaded, launch, start_inner=False) as machines:
         by_name = {m.config.address[0]: m for m in machines}
         try:
             for path in paths:

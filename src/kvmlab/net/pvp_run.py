@@ -86,7 +86,7 @@ def run_pvp(
     if "L1" not in levels or guest is None:
         return
     at("L1", guest, "pvp")
-    with labrun.started(loaded, launch, children=False) as machines:
+    with labrun.started(loaded, launch, start_inner=False) as machines:
         machine = next(m for m in machines if m.config.address == (guest,))
         lab_dir = LabDir.of(lab.name)
         sw = Switch.attached(lab.name, spec, lab_dir.root / SWITCH_DIR)

@@ -253,13 +253,13 @@ def started(
     launch: Launch,
     only: str | None = None,
     within: str | None = None,
-    children: bool = True,
+    start_inner: bool = True,
 ) -> Iterator[list[Machine]]:
     """The lab's top-level guests (or ``only`` one), booted, for the ``with`` block.
 
     With ``within`` (run inside a guest hypervisor), the guests of that hypervisor
     take the top level. Guest hypervisors start their own guests with kvmlab inside,
-    at once, or (``children=False``) when the caller asks with :func:`start_nested`.
+    at once, or (``start_inner=False``) when the caller asks with :func:`start_nested`.
     On leaving the block, by an error, Ctrl-C or normally, every guest not detached
     is stopped (children first) and the lab's run directory removed. ``launch.backend``
     runs the guests (kvmlab's own QEMU, or a libvirtd).
@@ -282,7 +282,7 @@ def started(
     check_socket_paths(
         lab_dir, ours, [(f"switch port {p}", sw_dir / f"{p}.sock") for p in sw_ports]
     )
-    backend.check(loaded, only, children)  # before anything is created
+    backend.check(loaded, only, start_inner)  # before anything is created
     machines: list[Machine] = []
     switch: list[Switch] = []
     nets: list[LabNet] = []
@@ -320,7 +320,7 @@ def started(
                     f"network namespace {nets[0].ns}"
                 )
                 nets[0].start(plans)
-            booting = Booting(loaded, outer, lab_dir, path, children, nets[0] if nets else None)
+            booting = Booting(loaded, outer, lab_dir, path, start_inner, nets[0] if nets else None)
             _boot_all(booting, launch, chosen, machines)
             yield machines
         finally:
@@ -387,13 +387,13 @@ def _stop_owned(
 class Booting:
     """The lab being booted: as started (``loaded``, within a guest hypervisor when
     ``within``) and as written (``outer``), its run directory, whether guest hypervisors
-    start their own guests now (``children``), and its networks."""
+    start their own guests now (``start_inner``), and its networks."""
 
     loaded: LoadedLab
     outer: LoadedLab
     lab_dir: LabDir
     within: tuple[str, ...]
-    children: bool
+    start_inner: bool
     net: LabNet | None
 
 
@@ -403,11 +403,11 @@ def _boot_all(
     """Boot each chosen guest in order, appending each to ``machines`` before it launches;
     its taps join the lab's networks once it is up.
 
-    ``booting.children`` False: the guests' own guests are left for :func:`start_nested`.
+    ``booting.start_inner`` False: the guests' own guests are left for :func:`start_nested`.
     """
     loaded, outer, lab_dir, within = booting.loaded, booting.outer, booting.lab_dir, booting.within
     host, image, backend, progress = launch.host, launch.image, launch.backend, launch.progress
-    children, net = booting.children, booting.net
+    start_inner, net = booting.start_inner, booting.net
     lab_dir.write_info(loaded.path, loaded.digest)
     built = image() if any(g.boot == "image" for _, g in chosen) else None
     for name, guest in chosen:
@@ -434,7 +434,7 @@ def _boot_all(
         attach = net.attacher(tap_plans(loaded.lab, [name])) if net is not None else None
         machine.launch(on_up=attach)  # the taps leave the host's namespace at once
         prepare_guest(machine, loaded.lab, path, guest)
-        if config.children and children:
+        if config.children and start_inner:
             start_nested(machine, outer, built, progress, within)
 
 

@@ -411,8 +411,8 @@ class Backend(abc.ABC):
         """The machine for one top-level guest (``target``: how it renders here)."""
 
     @abc.abstractmethod
-    def check(self, loaded: LoadedLab, only: str | None = None, children: bool = True) -> None:
-        """Refuse, before anything is created, what this backend cannot run (``children``:
+    def check(self, loaded: LoadedLab, only: str | None = None, start_inner: bool = True) -> None:
+        """Refuse, before anything is created, what this backend cannot run (``start_inner``:
         a guest hypervisor's own guests start in this run)."""
 
     @abc.abstractmethod

@@ -38,7 +38,7 @@ from kvmlab.spec.rules import guest_key
 def refusals(
     loaded: LoadedLab,
     only: str | None = None,
-    children: bool = True,
+    start_inner: bool = True,
     uri_of: Callable[[Guest], str] | None = None,
 ) -> list[Problem]:
     """What the libvirt backend cannot run yet, each naming the lab file and key
@@ -50,7 +50,7 @@ def refusals(
             continue
         key = guest_key((name,))
         local = uri_of is None or is_local(uri_of(guest))
-        if guest.nested and guest.guests and children and not local:
+        if guest.nested and guest.guests and start_inner and not local:
             out.append(
                 Problem(
                     file,
@@ -177,7 +177,7 @@ class LibvirtBackend(Backend):
     :meth:`root_reason`); otherwise such a guest is refused before anything starts."""
     _conns: dict[str, Any] = field(default_factory=dict, repr=False)
     _caps: dict[str, LibvirtCaps] = field(default_factory=dict, repr=False)
-    _children: bool = field(default=False, repr=False)
+    _start_inner: bool = field(default=False, repr=False)
     """Whether a guest hypervisor's own guests start in this run (some check said so)."""
 
     def uri_of(self, guest: Guest) -> str:
@@ -245,15 +245,16 @@ class LibvirtBackend(Backend):
             + " (libvirt's)",
         }
 
-    def check(self, loaded: LoadedLab, only: str | None = None, children: bool = True) -> None:
-        """Refuse, before anything starts, what this backend cannot run (``children``
+    def check(self, loaded: LoadedLab, only: str | None = None, start_inner: bool = True) -> None:
+        """Refuse, before anything starts, what this backend cannot run (``start_inner``
         False: a guest hypervisor's own guests are not started, so not refused); every
         daemon the guests name is asked once, so an unreachable one fails first."""
-        problems = refusals(loaded, only, children, self.uri_of)
+        problems = refusals(loaded, only, start_inner, self.uri_of)
         if problems:
             raise SpecError(problems)
-        self._children = self._children or children  # bench starts them after measuring L1
-        self._check_root(loaded, only, self._children)
+        # bench starts them after measuring L1
+        self._start_inner = self._start_inner or start_inner
+        self._check_root(loaded, only, self._start_inner)
         for name, guest in loaded.lab.guests.items():
             if only in (None, name):
                 self.connect(self.uri_of(guest))
@@ -280,7 +281,7 @@ class LibvirtBackend(Backend):
         uri = self.uri_of(guest)
         caps, local = self.connect(uri), is_local(uri)
         token = secrets.token_hex(12)
-        as_root = self.root_reason(guest, config.children and self._children)
+        as_root = self.root_reason(guest, config.children and self._start_inner)
         if as_root is not None:
             progress(f"{config.name}: libvirt runs its QEMU as root: {as_root}")
         target = replace(target, libvirt=caps, libvirt_token=token, libvirt_as_root=as_root)
@@ -333,7 +334,7 @@ class LibvirtBackend(Backend):
             holds_publish=True,
         )
 
-    def root_reason(self, guest: Guest, children: bool) -> str | None:
+    def root_reason(self, guest: Guest, start_inner: bool) -> str | None:
         """Why a top-level guest's QEMU must run as root on a daemon of this host, or None:
         vhost-user NICs connect to a switch's sockets in kvmlab's private run directory; a
         guest hypervisor whose guests start runs kvmlab inside, which reads kvmlab's
@@ -354,7 +355,7 @@ class LibvirtBackend(Backend):
                 "its vhost-user NICs connect to the sockets of a switch kvmlab does not "
                 "run, which libvirt does not relabel"
             )
-        if not (guest.nested and guest.guests and children) or guest.boot != "image":
+        if not (guest.nested and guest.guests and start_inner) or guest.boot != "image":
             return None
         import kvmlab
         from kvmlab.guest.cache import default_root
@@ -374,12 +375,12 @@ class LibvirtBackend(Backend):
                 )
         return None
 
-    def _check_root(self, loaded: LoadedLab, only: str | None, children: bool) -> None:
+    def _check_root(self, loaded: LoadedLab, only: str | None, start_inner: bool) -> None:
         """Refuse, before anything starts, a guest that needs QEMU as root unless allowed."""
         if self.allow_root:
             return
         for name, guest in loaded.lab.guests.items():
-            why = self.root_reason(guest, children) if only in (None, name) else None
+            why = self.root_reason(guest, start_inner) if only in (None, name) else None
             if why:
                 raise LibvirtFailure(
                     f"{why}: libvirt would have to run its QEMU as root, which kvmlab does "

@@ -31,7 +31,7 @@ class QemuBackend(Backend):
     ) -> QemuMachine:
         return QemuMachine(config)  # config.argv is the rendered command line
 
-    def check(self, loaded: LoadedLab, only: str | None = None, children: bool = True) -> None:
+    def check(self, loaded: LoadedLab, only: str | None = None, start_inner: bool = True) -> None:
         """Everything the qemu backend runs is checked by the spec and the host checks."""
 
     def levels(self, loaded: LoadedLab, wanted: set[str], asked: bool) -> set[str]:
