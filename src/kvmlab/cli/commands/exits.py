@@ -1,0 +1,177 @@
+"""``kvmlab exits`` and ``kvmlab diagnose``: VM-exit profiles and what they mean."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvmlab.cli.app import app
+from kvmlab.cli.options import output_choice
+from kvmlab.errors import UsageError
+
+
+@app.command()
+def exits(
+    address: Annotated[
+        str | None, typer.Argument(help="LAB/GUEST at any level, e.g. nested/l1/l2.")
+    ] = None,
+    seconds: Annotated[
+        float | None,
+        typer.Option(
+            "--seconds",
+            "-s",
+            help="Length of the window (default 10; with --import: "
+            "the window perf measured, required).",
+        ),
+    ] = None,
+    provider: Annotated[
+        str, typer.Option("--provider", help="auto, tracepoints, counters or perf.")
+    ] = "auto",
+    live: Annotated[bool, typer.Option("--live", help="Refresh each window until Ctrl-C.")] = False,
+    output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
+    host_side_only: Annotated[bool, typer.Option("--host-side-only", hidden=True)] = False,
+    compare: Annotated[
+        Path | None,
+        typer.Option("--compare", help="Lab file with variants: boot each, profile --guest."),
+    ] = None,
+    guest: Annotated[str | None, typer.Option("--guest", help="With --compare: l1/idle.")] = None,
+    settle: Annotated[
+        float | None,
+        typer.Option("--settle", help="With --compare: seconds idle before profiling (10)."),
+    ] = None,
+    import_: Annotated[
+        Path | None,
+        typer.Option(
+            "--import",
+            help="perf kvm stat report text or perf.data; --seconds: "
+            "its window (perf kvm stat live: 1).",
+        ),
+    ] = None,
+) -> None:
+    """VM-exit profile of a running guest: exits by reason with handling times, per vCPU,
+    port I/O, MSR and MMIO exits named, and host CPU against guest CPU for the window.
+
+    Taken where the guest's KVM runs (inside its guest hypervisor for a nested guest), with
+    the best provider there: kernel tracepoints, else KVM's counters (query-stats).
+    """
+    from kvmlab.cli.exits_cmds import DEFAULT_SECONDS, check_provider, refuse_with
+
+    output = output_choice(output, "text", "json")
+    provider = check_provider(provider)
+    if import_ is not None:
+        from kvmlab.cli.exits_cmds import run_import
+
+        refuse_with(
+            "--import",
+            {
+                "--compare": compare is not None,
+                "--live": live,
+                "--provider": provider != "auto",
+                "--guest": guest is not None,
+                "--settle": settle is not None,
+                "--host-side-only": host_side_only,
+            },
+        )
+        run_import(import_, address, seconds, output)
+        return
+    if compare is not None:
+        from kvmlab.cli.diagnose_cmds import run_compare
+
+        refuse_with(
+            "--compare LAB_FILE",
+            {
+                "address (it boots the lab)": address is not None,
+                "--live": live,
+                "--host-side-only": host_side_only,
+            },
+        )
+        if guest is None:
+            raise UsageError(
+                "--compare LAB_FILE needs --guest PATH: the guest to profile in "
+                "each variant (e.g. l1/idle)"
+            )
+        run_compare(
+            compare,
+            guest,
+            DEFAULT_SECONDS if seconds is None else seconds,
+            10.0 if settle is None else settle,
+            output,
+            provider,
+        )
+        return
+    if guest is not None or settle is not None:
+        raise UsageError("--guest and --settle go with --compare LAB_FILE")
+    if address is None:
+        raise UsageError(
+            "give the guest's address (LAB/GUEST), --import FILE or --compare LAB_FILE"
+        )
+    from kvmlab.cli.exits_cmds import run_exits
+
+    run_exits(
+        address,
+        DEFAULT_SECONDS if seconds is None else seconds,
+        provider,
+        live,
+        output,
+        not host_side_only,
+    )
+
+
+@app.command()
+def diagnose(
+    address: Annotated[str | None, typer.Argument(help="LAB/GUEST at any level.")] = None,
+    seconds: Annotated[
+        float | None,
+        typer.Option(
+            "--seconds",
+            "-s",
+            help="Length of the window (default 10; with --import: "
+            "the window perf measured, required).",
+        ),
+    ] = None,
+    provider: Annotated[
+        str, typer.Option("--provider", help="auto, tracepoints, counters or perf.")
+    ] = "auto",
+    apply: Annotated[
+        bool,
+        typer.Option(
+            "--apply",
+            help="Write the lab with the fix of the first finding that has a lab-file fix.",
+        ),
+    ] = False,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="With --apply: the new lab file (must not exist).")
+    ] = None,
+    output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
+    import_: Annotated[
+        Path | None,
+        typer.Option(
+            "--import",
+            help="Diagnose a perf kvm stat report or perf.data instead; --seconds: its window.",
+        ),
+    ] = None,
+) -> None:
+    """Turn a guest's exit profile into findings: the cause, the numbers that matched, the fix
+    as a lab-file change (with its QEMU and libvirt forms) or host steps, and what to verify.
+    """
+    from kvmlab.cli.diagnose_cmds import run_diagnose
+    from kvmlab.cli.exits_cmds import check_provider, refuse_with
+
+    output = output_choice(output, "text", "json")
+    provider = check_provider(provider)
+    if (address is None) == (import_ is None):
+        raise UsageError("give the guest's address (LAB/GUEST) or --import FILE")
+    if import_ is not None:
+        refuse_with(
+            "--import",
+            {
+                "--apply (it needs a running guest of a lab)": apply,
+                "--out": out is not None,
+                "--provider": provider != "auto",
+            },
+        )
+    if out is not None and not apply:
+        raise UsageError("--out names the lab file --apply writes; give --apply too")
+    run_diagnose(address or "", import_, seconds, provider, output, apply, out)

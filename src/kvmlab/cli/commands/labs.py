@@ -1,0 +1,92 @@
+"""``kvmlab up``, ``ps``, ``exec``, ``console``, ``down``: a lab's guests started, used, stopped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvmlab.cli.app import app
+from kvmlab.cli.backend_opts import BackendOpt, ConnectOpt, PersistentOpt, RootOpt
+from kvmlab.cli.options import output_choice
+
+
+@app.command()
+def up(
+    lab: Annotated[Path, typer.Argument(help="Lab file.")],
+    guest: Annotated[str | None, typer.Option("--guest", "-g", help="Only this guest.")] = None,
+    within: Annotated[
+        str | None,
+        typer.Option("--within", hidden=True, help="Inside guest hypervisor ADDRESS: its guests."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", hidden=True, help="Same as -o json.")] = False,
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="text (boot stages) or json (guest records).")
+    ] = "text",
+    variant: Annotated[
+        str | None, typer.Option("--variant", help="Start this variant of the lab.")
+    ] = None,
+    backend: BackendOpt = None,
+    connect: ConnectOpt = None,
+    persistent: PersistentOpt = None,
+    qemu_as_root: RootOpt = None,
+) -> None:
+    """Start a lab's guests, wait for their agents, print boot stages; they keep running."""
+    from kvmlab.cli.lab_cmds import run_up
+
+    run_up(
+        lab,
+        guest,
+        within,
+        as_json or output_choice(output, "text", "json") == "json",
+        variant,
+        (backend, connect, persistent, qemu_as_root),
+    )
+
+
+@app.command()
+def ps(
+    output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
+) -> None:
+    """List running guests: pid, accelerator, uptime, host CPU% next to guest CPU%."""
+    from kvmlab.cli.ps_cmd import run_ps
+
+    run_ps(output_choice(output, "text", "json"))
+
+
+@app.command(name="exec", context_settings={"ignore_unknown_options": True})
+def exec_(
+    address: Annotated[str, typer.Argument(help="LAB/GUEST, e.g. basic/vm1.")],
+    command: Annotated[list[str] | None, typer.Argument(help="Command and arguments.")] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds it may run, then it is killed.")
+    ] = 600.0,
+) -> None:
+    """Run a command in a guest (argv, through the guest agent); exit with its code.
+
+    Like ssh: stdin is forwarded unless it is a terminal (whole, at most 47 MiB); Ctrl-C
+    kills the command; its output (at most 16 MiB per stream) comes when it has ended.
+    """
+    from kvmlab.cli.exec_cmds import run_exec
+
+    raise typer.Exit(run_exec(address, command or [], timeout))
+
+
+@app.command()
+def console(address: Annotated[str, typer.Argument(help="LAB/GUEST.")]) -> None:
+    """Attach to a guest's serial console (Ctrl-] detaches); the log is in its run dir."""
+    from kvmlab.cli.exec_cmds import run_console
+
+    run_console(address)
+
+
+@app.command()
+def down(
+    lab: Annotated[str, typer.Argument(help="Lab name (as in kvmlab ps).")],
+    force: Annotated[bool, typer.Option("--force", help="Kill without a graceful stop.")] = False,
+) -> None:
+    """Stop a lab's guests (gracefully, then by force) and remove everything kvmlab created."""
+    from kvmlab.cli.lab_cmds import run_down
+
+    run_down(lab, force)
