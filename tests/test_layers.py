@@ -56,7 +56,6 @@ BACKEND_IMPORTS_OWED = {
     "kvmlab.cli.spec_cmds",
     "kvmlab.migrate.libvirt_migrate",
     "kvmlab.migrate.session",
-    "kvmlab.runtime.rundir",
 }
 
 

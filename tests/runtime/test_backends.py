@@ -3,6 +3,8 @@ cycle is the same for both (a record in, the same record out)."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -33,18 +35,13 @@ def record(**extra: object) -> GuestRecord:
 def test_each_backend_attaches_as_its_own_class(tmp_path: Path) -> None:
     qemu = backends.attach(tmp_path, record())
     assert type(qemu) is QemuMachine and qemu.state is MachineState.STOPPED
-    lv = backends.attach(
-        tmp_path, record(backend="libvirt", uri="qemu:///system", domain="u", token="t")
-    )
+    fields = {"uri": "qemu:///system", "domain": "u", "token": "t"}
+    lv = backends.attach(tmp_path, record(backend="libvirt", backend_fields=fields))
     assert type(lv) is LibvirtMachine
     assert isinstance(qemu, Machine) and isinstance(lv, Machine)
     saved = lv.record()
-    assert (saved.backend, saved.uri, saved.domain, saved.token) == (
-        "libvirt",
-        "qemu:///system",
-        "u",
-        "t",
-    )
+    assert saved.backend == "libvirt"
+    assert saved.backend_fields == {**fields, "persistent": False, "serial_log": ""}
     assert qemu.record().backend == "qemu"
 
 
@@ -54,7 +51,9 @@ def test_an_unknown_backend_on_record_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_libvirt_guest_lends_no_monitor(tmp_path: Path) -> None:
-    lv = backends.attach(tmp_path, record(backend="libvirt", uri="test:///default"))
+    lv = backends.attach(
+        tmp_path, record(backend="libvirt", backend_fields={"uri": "test:///default"})
+    )
     with pytest.raises(StateError, match="libvirt, which owns its QMP monitor"):
         lv.monitor()
 
@@ -65,3 +64,36 @@ def test_the_contract_cannot_be_instantiated_half_done() -> None:
 
     with pytest.raises(TypeError, match="abstract"):
         Half(QemuMachine.from_record(Path("/nonexistent"), record()).config)  # type: ignore[abstract]
+
+
+def test_a_record_from_before_the_backend_sub_record_still_reads(tmp_path: Path) -> None:
+    """A guest brought up by the previous kvmlab (libvirt fields at the top level) is
+    still found, stopped and migrated by this one."""
+    old = {
+        **asdict(record()),
+        "backend": "libvirt",
+        "uri": "qemu:///system",
+        "domain": "u",
+        "token": "t",
+        "persistent": True,
+        "serial_log": None,
+    }
+    del old["backend_fields"]
+    (tmp_path / "guest.json").write_text(json.dumps(old))
+    read = GuestRecord.read(tmp_path)
+    assert read.backend_fields == {
+        "uri": "qemu:///system",
+        "domain": "u",
+        "token": "t",
+        "persistent": True,
+    }
+    machine = backends.attach(tmp_path, read)
+    assert isinstance(machine, LibvirtMachine) and machine.uri == "qemu:///system"
+    assert machine.persistent and machine.uuid == "u" and machine.token == "t"
+
+
+def test_a_record_whose_backend_fields_are_not_a_table_is_refused(tmp_path: Path) -> None:
+    bad = {**asdict(record()), "backend_fields": ["uri"]}
+    (tmp_path / "guest.json").write_text(json.dumps(bad))
+    with pytest.raises(StateError, match="its backend has the wrong type"):
+        GuestRecord.read(tmp_path)

@@ -43,6 +43,7 @@ from kvmlab.proc.processes import find_marked
 from kvmlab.proc.signals import deferred_signals
 from kvmlab.render.devices.control import PROBE_PORT
 from kvmlab.render.xmldom import QEMU_NS  # (importing it registers the XML prefixes)
+from kvmlab.runtime import backends
 from kvmlab.runtime.libvirt.conn import LibvirtFailure, describe, is_local, open_uri
 from kvmlab.runtime.libvirt.machine import LibvirtMachine
 from kvmlab.runtime.libvirt.publish import VOLUME, hold, publish, release, unpublish_unused
@@ -153,15 +154,15 @@ def migrate_libvirt(
     lab_dir, _, _ = _source(address)
     with lab_dir.locked():
         _, guest_dir, record = _source(address)
-        if record.backend != "libvirt":
+        source = backends.attach(guest_dir, record)
+        if not isinstance(source, LibvirtMachine):
             raise UsageError(
                 f"--to moves a guest of the libvirt backend; {address} runs on "
                 "kvmlab's own QEMU (without --to it is migrated on this host)"
             )
-        if to_uri == record.uri:
+        if to_uri == source.uri:
             raise UsageError(f"--to {to_uri}: {address} runs there already")
         check_fits(workload, record, address)
-        source = LibvirtMachine.from_record(guest_dir, record)
         if not source.is_alive():
             raise StateError(f"{address} is not running")
         live = ET.fromstring(source._domain().XMLDesc(0))
@@ -452,7 +453,7 @@ def _follow_record(source: LibvirtMachine, to_uri: str, guest_dir: Any) -> Libvi
     host the source's QEMU, same UUID, may not have exited yet and is not it)."""
     record = source.record()
     old = record.pid
-    record.uri, record.pid, record.pid_start = to_uri, 0, None
+    record.backend_fields["uri"], record.pid, record.pid_start = to_uri, 0, None
     moved = LibvirtMachine.from_record(guest_dir, record)
     moved._find_pid(exclude=old)
     record = moved.record()

@@ -36,7 +36,7 @@ from kvmlab.errors import ProcessFailure, RuntimeFailure, StateError
 from kvmlab.guest.agent import ExecResult, GuestAgent
 from kvmlab.guest.errors import AgentError
 from kvmlab.proc.confined import create_owned, remove_owned
-from kvmlab.proc.processes import start_time
+from kvmlab.proc.processes import alive, start_time
 from kvmlab.runtime.rundir import GuestRecord
 from kvmlab.runtime.waits import LIMITS, level_factor
 
@@ -132,6 +132,17 @@ class Machine(abc.ABC):
     @abc.abstractmethod
     def from_record(cls, run_dir: Path, record: GuestRecord) -> Self:
         """A machine for a guest another kvmlab command started (for exec, down)."""
+
+    @classmethod
+    def running_on_record(cls, record: GuestRecord, run_dir: Path) -> bool:
+        """Whether the guest of ``record`` still runs: its process, named by pid, start time
+        and what its command line contains (default: its run directory)."""
+        return alive(record.pid, record.marker or str(run_dir), record.pid_start)
+
+    @classmethod
+    def process_here(cls, record: GuestRecord) -> bool:
+        """Whether the guest's process is on this host (looked at by its pid)."""
+        return True
 
     @abc.abstractmethod
     def start(self) -> None:

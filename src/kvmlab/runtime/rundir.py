@@ -80,15 +80,10 @@ class GuestRecord:
     """How many live migrations this guest has been through (its QEMU is the last
     destination, whose run files were moved here; its own directory is ``.migration-N``)."""
     backend: str = "qemu"
-    """``qemu`` (kvmlab's own QEMU process) or ``libvirt`` (a domain of ``uri``)."""
-    uri: str | None = None
-    domain: str | None = None
-    """The libvirt domain's UUID."""
-    token: str | None = None
-    """The token in the libvirt domain's metadata (what makes it kvmlab's)."""
-    persistent: bool = False
-    serial_log: str | None = None
-    """A libvirt domain's serial log, on the libvirt host."""
+    """Which backend runs the guest (:mod:`kvmlab.runtime.backends` maps it to its class)."""
+    backend_fields: dict[str, Any] = field(default_factory=dict)
+    """What that backend needs to find the guest again (libvirt: the daemon's URI, the
+    domain's UUID and token, ...), read and written by the backend alone."""
 
     @property
     def name(self) -> str:
@@ -117,28 +112,49 @@ class GuestRecord:
             if len(raw) > MAX_STATE_BYTES:
                 raise ValueError("it is too large")
             data: dict[str, Any] = json.loads(raw)
+            if not isinstance(data, dict):
+                raise ValueError("it is not a JSON object")
+            _lift_backend_fields(data)
             known = {f.name for f in fields(cls)}
             record = cls(**{k: v for k, v in data.items() if k in known})
             if not is_name(record.lab) or not all(is_name(a) for a in record.address):
                 raise ValueError("it names an invalid lab or guest")
             if not isinstance(record.pid, int) or not isinstance(record.argv, list):
                 raise ValueError("its pid or argv has the wrong type")
+            if not isinstance(record.backend, str) or not isinstance(record.backend_fields, dict):
+                raise ValueError("its backend has the wrong type")
         except (ValueError, TypeError) as exc:
             raise StateError(f"{path} is not a valid guest record ({exc})") from None
         return record
 
     def running(self, run_dir: Path) -> bool:
-        """Whether this guest's QEMU still runs (checked against its run directory); a
-        libvirt domain on another host: whether libvirt says it runs."""
-        if self.backend == "libvirt" and not self.pid:
-            from kvmlab.runtime.libvirt.lookup import domain_active
+        """Whether this guest still runs, as its backend tells (its QEMU, checked against
+        its run directory; a libvirt domain on another host: what libvirt says)."""
+        from kvmlab.runtime import backends  # the registry imports this module
 
-            return domain_active(self.uri or "", self.domain or "", self.token or "")
-        return alive(self.pid, self.marker or str(run_dir), self.pid_start)
+        return backends.machine_class(self.backend).running_on_record(self, run_dir)
+
+    def process_here(self) -> bool:
+        """Whether the guest's process is on this host, to be looked at by its pid (not for
+        a guest inside another, nor for a domain of a libvirtd elsewhere)."""
+        from kvmlab.runtime import backends
+
+        return self.via is None and backends.machine_class(self.backend).process_here(self)
 
     def owner_alive(self) -> bool:
         """Whether the kvmlab command that is launching this guest still runs."""
         return self.owner is not None and alive(self.owner, None, self.owner_start)
+
+
+LEGACY_LIBVIRT_FIELDS = ("uri", "domain", "token", "persistent", "serial_log")
+"""Where records before the backend sub-record kept the libvirt backend's fields."""
+
+
+def _lift_backend_fields(data: dict[str, Any]) -> None:
+    """A record written before ``backend_fields`` existed: its libvirt fields moved there."""
+    legacy = {k: data.pop(k) for k in LEGACY_LIBVIRT_FIELDS if k in data}
+    if legacy and not data.get("backend_fields"):
+        data["backend_fields"] = {k: v for k, v in legacy.items() if v is not None}
 
 
 @dataclass(frozen=True)
@@ -175,7 +191,7 @@ class GuestEntry:
         rec = self.record
         if rec is None:
             return "unreadable"
-        if rec.via is not None or (rec.backend == "libvirt" and not rec.pid):
+        if not rec.process_here():
             if rec.running(self.run_dir):
                 return "running"
             return "launching" if rec.state == "launching" and rec.owner_alive() else "dead"

@@ -15,6 +15,7 @@ import socket
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, NoReturn, Self
 
@@ -29,7 +30,7 @@ from kvmlab.proc.signals import deferred_signals
 from kvmlab.render.devices.control import RELAY_PORT
 from kvmlab.runtime import boottime
 from kvmlab.runtime.libvirt.conn import LibvirtFailure, describe, is_local, open_uri
-from kvmlab.runtime.libvirt.lookup import guest_mark
+from kvmlab.runtime.libvirt.lookup import domain_active, guest_mark
 from kvmlab.runtime.libvirt.publish import release, unpublish_unused
 from kvmlab.runtime.machine import Machine, MachineConfig, MachineState, Monitor, Progress
 from kvmlab.runtime.rundir import GuestRecord
@@ -41,6 +42,30 @@ UNDEFINE_ALL = (
     | libvirt.VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA
     | libvirt.VIR_DOMAIN_UNDEFINE_NVRAM
 )
+
+
+@dataclass(frozen=True)
+class LibvirtFields:
+    """The libvirt backend's part of a guest's record (``GuestRecord.backend_fields``)."""
+
+    uri: str = ""
+    domain: str = ""
+    """The domain's UUID."""
+    token: str = ""
+    """The token in the domain's metadata (what makes it kvmlab's)."""
+    persistent: bool = False
+    serial_log: str = ""
+    """The serial log's path on the libvirt host."""
+
+    @classmethod
+    def of(cls, record: GuestRecord) -> LibvirtFields:
+        """The fields as recorded; a missing or mistyped one reads as its default."""
+        got = record.backend_fields
+        text = {k: got.get(k) for k in ("uri", "domain", "token", "serial_log")}
+        return cls(
+            **{k: v if isinstance(v, str) else "" for k, v in text.items()},
+            persistent=got.get("persistent") is True,
+        )
 
 
 def start_fix(message: str, guest: str, uri: str) -> list[str]:
@@ -299,18 +324,19 @@ class LibvirtMachine(Machine):
     @classmethod
     def from_record(cls, run_dir: Path, record: GuestRecord) -> Self:
         """A machine for a libvirt guest another kvmlab command started."""
+        fields = LibvirtFields.of(record)
         machine = cls(
             MachineConfig.from_record(run_dir, record),
-            record.uri or "",
-            uuid=record.domain or "",
-            persistent=record.persistent,
-            serial_log=record.serial_log or "",
-            token=record.token or "",
+            fields.uri,
+            uuid=fields.domain,
+            persistent=fields.persistent,
+            serial_log=fields.serial_log,
+            token=fields.token,
         )
         machine.pid = record.pid or None
         machine._pid_start = record.pid_start
         machine.boot = dict(record.boot)
-        machine._marker = record.domain or str(run_dir)
+        machine._marker = fields.domain or str(run_dir)
         machine._started = record.started
         machine.state = MachineState.RUNNING if machine.is_alive() else MachineState.STOPPED
         return machine
@@ -458,10 +484,24 @@ class LibvirtMachine(Machine):
         self._conn = self._dom = None
 
     def extend_record(self, record: GuestRecord) -> None:
-        record.backend, record.uri = "libvirt", self.uri
-        record.domain, record.token = self.uuid, self.token
-        record.persistent, record.serial_log = self.persistent, self.serial_log
+        record.backend = "libvirt"
+        record.backend_fields = asdict(
+            LibvirtFields(self.uri, self.uuid, self.token, self.persistent, self.serial_log)
+        )
         record.marker = self.uuid
+
+    @classmethod
+    def running_on_record(cls, record: GuestRecord, run_dir: Path) -> bool:
+        """A domain of a daemon elsewhere (no pid here): whether libvirt says it runs."""
+        if record.pid:
+            return super().running_on_record(record, run_dir)
+        fields = LibvirtFields.of(record)
+        return domain_active(fields.uri, fields.domain, fields.token)
+
+    @classmethod
+    def process_here(cls, record: GuestRecord) -> bool:
+        """Only a daemon of this host gave the record a pid."""
+        return bool(record.pid)
 
 
 def owner_of(dom: Any) -> str | None:
