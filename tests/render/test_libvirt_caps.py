@@ -77,17 +77,19 @@ def test_nothing_must_exist_before_start() -> None:
 
 
 def test_backend_options() -> None:
-    from kvmlab.cli.backend_opts import choose_backend
+    from kvmlab.cli.backend_opts import BackendOptions, choose_backend
 
     loaded = load_lab(LABS / "basic.toml")
-    assert choose_backend(loaded, None, None, None).name == "qemu"
-    chosen = choose_backend(loaded, "libvirt", "qemu+tcp://127.0.0.1:16510/system", None)
+    assert choose_backend(loaded, BackendOptions(None, None, None)).name == "qemu"
+    chosen = choose_backend(
+        loaded, BackendOptions("libvirt", "qemu+tcp://127.0.0.1:16510/system", None)
+    )
     assert chosen.name == "libvirt" and chosen.uri.startswith("qemu+tcp://")  # type: ignore[attr-defined]
     assert chosen.on_this_host(loaded.lab.guests["vm1"])  # loopback: a daemon on this host
     with pytest.raises(UsageError, match="need --backend libvirt"):
-        choose_backend(loaded, "qemu", None, True)
+        choose_backend(loaded, BackendOptions("qemu", None, True))
     with pytest.raises(UsageError, match="not a libvirt URI"):
-        choose_backend(loaded, "libvirt", "http://x/system", None)
+        choose_backend(loaded, BackendOptions("libvirt", "http://x/system", None))
 
 
 def test_what_the_libvirt_backend_refuses_names_file_and_key() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kvmlab.cli.backend_opts import choose_backend
+from kvmlab.cli.backend_opts import BackendOptions, choose_backend
 from kvmlab.cli.main import main
 from kvmlab.spec import load_lab
 from tests.conftest import LABS
@@ -50,11 +50,11 @@ def test_connect_picks_the_daemon_of_a_lab_on_libvirt(tmp_path: Path) -> None:
     text = (LABS / "basic.toml").read_text()
     (tmp_path / "basic.toml").write_text('backend = "libvirt"\n' + text)
     loaded = load_lab(tmp_path / "basic.toml")
-    chosen = choose_backend(loaded, None, URI, None)
+    chosen = choose_backend(loaded, BackendOptions(None, URI, None))
     assert chosen is not None and chosen.uri == URI
 
 
 def test_connect_with_backend_libvirt_is_taken() -> None:
     loaded = load_lab(LABS / "basic.toml")
-    chosen = choose_backend(loaded, "libvirt", URI, None)
+    chosen = choose_backend(loaded, BackendOptions("libvirt", URI, None))
     assert chosen is not None and chosen.uri == URI

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kvmlab.cli.backend_opts import choose_backend
+from kvmlab.cli.backend_opts import BackendOptions, choose_backend
 from kvmlab.errors import SpecError, UsageError
 from kvmlab.spec import load_lab
 
@@ -25,7 +25,7 @@ def lab(tmp_path: Path, text: str) -> Path:
 
 def test_each_guest_runs_on_its_daemon(tmp_path: Path) -> None:
     loaded = load_lab(lab(tmp_path, TWO.replace("URI", "qemu+tcp://127.0.0.1:16590/system")))
-    backend = choose_backend(loaded, "libvirt", "qemu:///system", None)
+    backend = choose_backend(loaded, BackendOptions("libvirt", "qemu:///system", None))
     assert backend is not None
     guests = loaded.lab.guests
     assert backend.uri_of(guests["a"]) == "qemu:///system"
@@ -53,14 +53,14 @@ def test_a_guest_inside_a_guest_hypervisor_names_no_daemon(tmp_path: Path) -> No
 def test_the_qemu_backend_refuses_a_guest_that_names_a_daemon(tmp_path: Path) -> None:
     loaded = load_lab(lab(tmp_path, TWO.replace("URI", "qemu:///system")))
     with pytest.raises(UsageError, match=r"guests\.b\.libvirt_uri .* qemu backend"):
-        choose_backend(loaded, None, None, None)
+        choose_backend(loaded, BackendOptions(None, None, None))
 
 
 def test_qemu_as_root_is_the_libvirt_backends_and_off_by_default(tmp_path: Path) -> None:
     loaded = load_lab(lab(tmp_path, 'name = "two"\n[guests.a]\n'))
     with pytest.raises(UsageError, match="--qemu-as-root need --backend libvirt"):
-        choose_backend(loaded, None, None, None, True)
-    backend = choose_backend(loaded, "libvirt", None, None)
+        choose_backend(loaded, BackendOptions(None, None, None, True))
+    backend = choose_backend(loaded, BackendOptions("libvirt", None, None))
     assert backend is not None and not backend.allow_root
-    asked = choose_backend(loaded, "libvirt", None, None, True)
+    asked = choose_backend(loaded, BackendOptions("libvirt", None, None, True))
     assert asked is not None and asked.allow_root

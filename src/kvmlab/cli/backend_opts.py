@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -22,8 +23,18 @@ ConnectOpt = Annotated[str | None, typer.Option("--connect", "-c", help=CONNECT_
 PersistentOpt = Annotated[
     bool | None, typer.Option("--persistent/--transient", help=PERSISTENT_HELP)
 ]
-BackendOpts = tuple[str | None, str | None, bool | None, bool | None]
-"""``--backend``, ``--connect``, ``--persistent``, ``--qemu-as-root`` as given."""
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """``--backend``, ``--connect``, ``--persistent``, ``--qemu-as-root`` as given."""
+
+    backend: str | None = None
+    connect: str | None = None
+    persistent: bool | None = None
+    as_root: bool | None = None
+
+
 ROOT_HELP = (
     "libvirt: let a domain's QEMU run as root where kvmlab needs it (vhost-user on "
     "the lab's switch, a nested guest hypervisor); such a guest reads the host root "
@@ -32,30 +43,30 @@ ROOT_HELP = (
 RootOpt = Annotated[bool | None, typer.Option("--qemu-as-root/--no-qemu-as-root", help=ROOT_HELP)]
 
 
-def choose_backend(
-    loaded: LoadedLab,
-    backend: str | None,
-    connect: str | None,
-    persistent: bool | None,
-    as_root: bool | None = None,
-) -> Backend:
+def choose_backend(loaded: LoadedLab, given: BackendOptions) -> Backend:
     """The backend the options and the lab ask for: kvmlab's QEMU, or a libvirtd."""
     from kvmlab.runtime import backends
 
-    if backend not in (None, "qemu", "libvirt"):
-        raise UsageError(f"--backend {backend!r}: choose qemu or libvirt")
+    option, connect, persistent, as_root = (
+        given.backend,
+        given.connect,
+        given.persistent,
+        given.as_root,
+    )
+    if option is not None and option not in backends.BACKEND_NAMES:
+        raise UsageError(f"--backend {option!r}: choose {' or '.join(backends.BACKEND_NAMES)}")
     if connect is not None:
         try:
             check_uri(connect)
         except ValueError as exc:
             raise UsageError(f"--connect: {exc}") from None
-    chosen = backend or loaded.lab.backend
-    if chosen != "libvirt" and connect is not None and backend is None:
+    chosen = option or loaded.lab.backend
+    if chosen == "qemu" and connect is not None and option is None:
         raise UsageError(
             f"--connect: {loaded.path} runs on the qemu backend; add --backend libvirt "
             '(or backend = "libvirt" in the lab)'
         )
-    if chosen != "libvirt":
+    if chosen == "qemu":
         if connect is not None or persistent is not None or as_root is not None:
             raise UsageError("--connect, --persistent and --qemu-as-root need --backend libvirt")
         named = [n for n, g in loaded.lab.guests.items() if g.libvirt_uri]

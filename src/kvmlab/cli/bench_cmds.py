@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.status import Status
 
-    from kvmlab.cli.backend_opts import BackendOpts
+    from kvmlab.cli.backend_opts import BackendOptions
 
 
 def host_facts(accel: str, reason: str, flavour: str) -> dict[str, Any]:
@@ -94,7 +94,7 @@ def run_bench_cmd(
     only: str | None,
     html: Path | None = None,
     output: str = "text",
-    backend_opts: BackendOpts = (None, None, None, None),
+    backend_opts: BackendOptions | None = None,
     variants: Sequence[str] = (),
 ) -> None:
     """Boot what the levels need, run the suite, store it, print the level table (or JSON).
@@ -110,7 +110,7 @@ def run_bench_cmd(
 
     from kvmlab.bench.session import lab_levels, parse_levels, run_bench
     from kvmlab.bench.suite import settings_for
-    from kvmlab.cli.backend_opts import choose_backend
+    from kvmlab.cli.backend_opts import BackendOptions, choose_backend
     from kvmlab.cli.bench_extras import split_only
     from kvmlab.cli.hostinfo import host_accel, print_nested_preflight
     from kvmlab.cli.lab_cmds import image_factory, interruptible
@@ -119,7 +119,7 @@ def run_bench_cmd(
     from kvmlab.spec import load_lab
 
     loaded = load_lab(lab_path)
-    backend = choose_backend(loaded, *backend_opts)
+    backend = choose_backend(loaded, backend_opts or BackendOptions())
     wanted = parse_levels(levels, loaded) if levels is not None else lab_levels(loaded)
     wanted = backend.levels(loaded, wanted, levels is not None)
     chosen = loaded.variants(variants)  # an unknown name is refused before anything runs

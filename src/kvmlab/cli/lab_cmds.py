@@ -17,7 +17,7 @@ from kvmlab.runtime.rundir import GuestRecord, LabDir
 from kvmlab.spec.names import lab_name, parse_address
 
 if TYPE_CHECKING:
-    from kvmlab.cli.backend_opts import BackendOpts
+    from kvmlab.cli.backend_opts import BackendOptions
 
 
 @contextmanager
@@ -50,12 +50,12 @@ def run_up(
     within: str | None = None,
     as_json: bool = False,
     variant: str | None = None,
-    backend_opts: BackendOpts = (None, None, None, None),
+    backend_opts: BackendOptions | None = None,
 ) -> None:
     """Start a lab's guests and print their boot stages."""
     from rich.console import Console
 
-    from kvmlab.cli.backend_opts import choose_backend
+    from kvmlab.cli.backend_opts import BackendOptions, choose_backend
     from kvmlab.cli.hostinfo import host_accel, print_nested_preflight
     from kvmlab.report.grid import Col, print_grid
     from kvmlab.runtime import lab as labrun
@@ -66,7 +66,7 @@ def run_up(
         loaded = loaded.variant_named(variant)
     if within is not None and (loaded.lab.find(within) is None or not loaded.lab.guests):
         raise UsageError(f"lab {loaded.lab.name} has no guest hypervisor {within!r}")
-    backend = choose_backend(loaded, *backend_opts)
+    backend = choose_backend(loaded, backend_opts or BackendOptions())
     host, choice = host_accel()
     console = Console(stderr=True, soft_wrap=True)
     console.print(f"accelerator for accel=auto: {choice.accel} ({choice.reason})")

@@ -8,7 +8,13 @@ from typing import Annotated
 import typer
 
 from kvmlab.cli.app import app
-from kvmlab.cli.backend_opts import BackendOpt, ConnectOpt, PersistentOpt, RootOpt
+from kvmlab.cli.backend_opts import (
+    BackendOpt,
+    BackendOptions,
+    ConnectOpt,
+    PersistentOpt,
+    RootOpt,
+)
 from kvmlab.cli.options import output_choice
 
 VariantsOpt = Annotated[
@@ -50,7 +56,7 @@ def bench(
         levels,
         only,
         output=output_choice(output, "text", "json"),
-        backend_opts=(backend, connect, persistent, qemu_as_root),
+        backend_opts=BackendOptions(backend, connect, persistent, qemu_as_root),
         variants=variant or (),
     )
 
@@ -90,7 +96,7 @@ def run_lab(
         only,
         html,
         output_choice(output, "text", "json"),
-        (backend, connect, persistent, qemu_as_root),
+        BackendOptions(backend, connect, persistent, qemu_as_root),
         variant or (),
     )
 

@@ -8,7 +8,13 @@ from typing import Annotated
 import typer
 
 from kvmlab.cli.app import app
-from kvmlab.cli.backend_opts import BackendOpt, ConnectOpt, PersistentOpt, RootOpt
+from kvmlab.cli.backend_opts import (
+    BackendOpt,
+    BackendOptions,
+    ConnectOpt,
+    PersistentOpt,
+    RootOpt,
+)
 from kvmlab.cli.options import output_choice
 
 
@@ -41,7 +47,7 @@ def up(
         within,
         as_json or output_choice(output, "text", "json") == "json",
         variant,
-        (backend, connect, persistent, qemu_as_root),
+        BackendOptions(backend, connect, persistent, qemu_as_root),
     )
 
 
