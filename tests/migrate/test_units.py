@@ -398,7 +398,7 @@ USERNET = (
 
 
 def test_forward_found_by_its_host_port_not_the_guest_port() -> None:
-    from kvmlab.migrate.session import _forwarded
+    from kvmlab.migrate.engine_common import _forwarded
 
     assert _forwarded(USERNET, "2230")
     assert not _forwarded(USERNET, "22")  # the guest port, or the FD column, is no match

@@ -54,9 +54,10 @@ class MigrateOptions:
 
 def run_migrate(options: MigrateOptions, output: str) -> int:
     """Migrate ``options.address``; print the outcome; the exit status says how it ended."""
+    from kvmlab.migrate.engine_common import Workload
     from kvmlab.migrate.modes import Settings
     from kvmlab.migrate.result import text
-    from kvmlab.migrate.session import Workload, migrate
+    from kvmlab.migrate.session import migrate
 
     opts = options.checked()
     settings = Settings(

@@ -26,18 +26,18 @@ import libvirt_qemu
 from kvmlab.errors import KvmlabError, StateError, UsageError
 from kvmlab.guest.kernel import default_cache_dir
 from kvmlab.migrate import guestside
+from kvmlab.migrate.engine_common import (
+    Workload,
+    check_fits,
+    restore_forwards,
+    running_source,
+    start_workload,
+    verify_after,
+)
 from kvmlab.migrate.jobinfo import job_stats
 from kvmlab.migrate.modes import Settings, check_settings
 from kvmlab.migrate.probe import STEADY_CEILING_S, HeartbeatWatch, Where, measure_downtime
 from kvmlab.migrate.result import Outcome
-from kvmlab.migrate.session import (
-    Workload,
-    _source,
-    _verify,
-    check_fits,
-    restore_forwards,
-    start_workload,
-)
 from kvmlab.migrate.stats import parse
 from kvmlab.proc.processes import find_marked
 from kvmlab.proc.signals import deferred_signals
@@ -151,9 +151,9 @@ def migrate_libvirt(
         check_uri(to_uri)
     except ValueError as exc:
         raise UsageError(f"--to: {exc}") from None
-    lab_dir, _, _ = _source(address)
+    lab_dir, _, _ = running_source(address)
     with lab_dir.locked():
-        _, guest_dir, record = _source(address)
+        _, guest_dir, record = running_source(address)
         source = backends.attach(guest_dir, record)
         if not isinstance(source, LibvirtMachine):
             raise UsageError(
@@ -165,7 +165,7 @@ def migrate_libvirt(
         check_fits(workload, record, address)
         if not source.is_alive():
             raise StateError(f"{address} is not running")
-        live = ET.fromstring(source._domain().XMLDesc(0))
+        live = ET.fromstring(source.domain().XMLDesc(0))
         if live.find("devices/disk") is not None:
             raise UsageError(
                 f"{address} has disks: kvmlab migrates libvirt guests without "
@@ -197,7 +197,7 @@ def _migrate(
     progress: Progress,
 ) -> Outcome:
     t_start = time.monotonic()
-    dom = source._domain()
+    dom = source.domain()
     xml = dom.XMLDesc(libvirt.VIR_DOMAIN_XML_MIGRATABLE)
     files = image_files(xml, address)
     where: dict[Path, Path] = {}
@@ -313,7 +313,7 @@ def _job(
         outcome.error = done["error"] + _hint(done["error"])
         source_after = LibvirtMachine.from_record(guest_dir, source.record())
         outcome.source_resumed = source_after.is_alive()
-        outcome.source_checks = _verify(source_after, dirtier, digest, klines, "source")
+        outcome.source_checks = verify_after(source_after, dirtier, digest, klines, "source")
         guestside.stop_dirtier(source_after, dirtier)
         return outcome
     outcome.status = "completed"
@@ -323,10 +323,10 @@ def _job(
     moved = _follow_record(source, to_uri, guest_dir)
     outcome.checks_after.extend(restore_forwards(lambda c: _hmp(moved, c), forwards))
     with contextlib.suppress(libvirt.libvirtError, LibvirtFailure):
-        if source._conn is not None:
-            unpublish_unused(source._conn)  # the source daemon's copies, unused now
+        if source.connection is not None:
+            unpublish_unused(source.connection)  # the source daemon's copies, unused now
     t_verify = time.monotonic()
-    outcome.checks_after.extend(_verify(moved, dirtier, digest, klines, "destination"))
+    outcome.checks_after.extend(verify_after(moved, dirtier, digest, klines, "destination"))
     outcome.verify_seconds += time.monotonic() - t_verify
     with contextlib.suppress(KvmlabError):
         guestside.stop_dirtier(moved, dirtier)
@@ -352,7 +352,7 @@ def probe_files(source: LibvirtMachine, to_uri: str, xml: str) -> list[Where]:
 
     def destination() -> Path | None:
         for pid in find_marked(source.uuid):
-            if pid != old and source._is_our_qemu(pid):
+            if pid != old and source.is_our_qemu(pid):
                 return Path(f"/proc/{pid}/root{path}")
         return None
 
@@ -439,7 +439,7 @@ def _hmp(machine: LibvirtMachine, command: str) -> str:
     try:
         return str(
             libvirt_qemu.qemuMonitorCommand(
-                machine._domain(), command, libvirt_qemu.VIR_DOMAIN_QEMU_MONITOR_COMMAND_HMP
+                machine.domain(), command, libvirt_qemu.VIR_DOMAIN_QEMU_MONITOR_COMMAND_HMP
             )
         )
     except libvirt.libvirtError as exc:
@@ -455,7 +455,7 @@ def _follow_record(source: LibvirtMachine, to_uri: str, guest_dir: Any) -> Libvi
     old = record.pid
     record.backend_fields["uri"], record.pid, record.pid_start = to_uri, 0, None
     moved = LibvirtMachine.from_record(guest_dir, record)
-    moved._find_pid(exclude=old)
+    moved.find_pid(exclude=old)
     record = moved.record()
     record.save(guest_dir)
     if not moved.is_alive():
@@ -483,7 +483,7 @@ _STATES = {
 def _state_words(machine: LibvirtMachine) -> str:
     """The domain's state and libvirt's reason code, as evidence for a failure."""
     try:
-        state, reason = machine._domain().state()
+        state, reason = machine.domain().state()
     except (libvirt.libvirtError, LibvirtFailure) as exc:
         return f"cannot tell ({exc})"
     return f"{_STATES.get(state, str(state))}, reason code {reason}"

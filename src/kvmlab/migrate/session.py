@@ -16,11 +16,22 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from kvmlab.errors import KvmlabError, QmpFailure, RuntimeFailure, StateError, UsageError, printable
 from kvmlab.migrate import guestside
+from kvmlab.migrate.engine_common import (
+    DEFAULT_WORKLOAD,
+    Baseline,
+    Workload,
+    check_fits,
+    restore_forwards,
+    running_source,
+    serial_tail,
+    start_workload,
+    verify_after,
+)
 from kvmlab.migrate.modes import AUTO_PASSES, Plan, Settings, check_settings, plan
 from kvmlab.migrate.probe import STEADY_CEILING_S, HeartbeatWatch, measure_downtime
 from kvmlab.migrate.result import Outcome
@@ -32,29 +43,17 @@ from kvmlab.render.devices.control import (
     AGENT_SOCKET,
     CONSOLE_SOCKET,
     PROBE_LOG,
-    PROBE_PORT,
     QMP_SOCKET,
 )
 from kvmlab.render.target import UNIX_PATH_MAX
 from kvmlab.runtime import backends
-from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.qemu import handover
 from kvmlab.runtime.qemu.machine import QemuMachine, qemu_command
 from kvmlab.runtime.qemu.qmp import QmpSession
-from kvmlab.runtime.rundir import GuestRecord, LabDir
+from kvmlab.runtime.rundir import GuestRecord
 
 Progress = Callable[[str], None]
 SAMPLE_S = 0.1
-
-
-@dataclass(frozen=True)
-class Workload:
-    """The dirtying workload in the guest during the migration."""
-
-    mem_mib: int = 128
-    rate_mibs: float = 0.0
-    """MiB/s; 0: as fast as the guest can."""
-    warmup_s: float = 3.0
 
 
 def check_destination_sockets(address: str, dest_dir: Path) -> None:
@@ -71,36 +70,6 @@ def check_destination_sockets(address: str, dest_dir: Path) -> None:
             f"would be {size} bytes long, and a unix socket path takes at most "
             f"{UNIX_PATH_MAX}; bring the lab up under a KVMLAB_RUN_DIR {over} bytes shorter"
         )
-
-
-def _source(address: str) -> tuple[LabDir, Path, GuestRecord]:
-    parts = address.split("/")
-    if len(parts) < 2:
-        raise UsageError(f"{address!r} is not a guest address; write LAB/GUEST")
-    lab_dir = LabDir.of(parts[0])
-    guest_dir = lab_dir.guest_dir(parts[1:])
-    if len(parts) > 2:
-        raise UsageError(
-            f"{address}: kvmlab migrates top-level guests only (not a guest "
-            "inside a guest hypervisor)"
-        )
-    if not lab_dir.exists() or not guest_dir.is_dir():
-        raise StateError(f"{address} is not up (kvmlab ps lists what runs)")
-    record = GuestRecord.read(guest_dir)
-    if record.state != "running":
-        raise StateError(f"{address} is not running (its state: {record.state})")
-    if not record.running(guest_dir):
-        raise StateError(
-            f"{address}: its QEMU has exited (see {guest_dir}/serial.log; "
-            f"'kvmlab down {parts[0]}' cleans up)"
-        )
-    if not any(PROBE_PORT in arg for arg in record.argv):
-        raise UsageError(
-            f"{address} cannot be migrated: it mounts the host's root over 9p, "
-            "which blocks migration; set migratable = true for it in the lab "
-            "file and bring the lab up again"
-        )
-    return lab_dir, guest_dir, record
 
 
 def _free_port() -> int:
@@ -134,7 +103,7 @@ def _set(machine: QemuMachine, caps: dict[str, bool], params: dict[str, object])
 def migrate(
     address: str,
     settings: Settings,
-    workload: Workload = Workload(),
+    workload: Workload = DEFAULT_WORKLOAD,
     progress: Progress = lambda _: None,
     dest_qemu: str | None = None,
     transport: str = "tcp",
@@ -147,9 +116,9 @@ def migrate(
     check_settings(settings)
     if transport not in ("tcp", "unix"):
         raise UsageError("--transport must be tcp or unix")
-    lab_dir, _, _ = _source(address)  # checked before the lock, which creates the lab dir
+    lab_dir, _, _ = running_source(address)  # checked before the lock, which creates the lab dir
     with lab_dir.locked():
-        _, guest_dir, record = _source(address)  # again: another command may have changed it
+        _, guest_dir, record = running_source(address)  # again: another command may have changed it
         source = _attach_qemu(guest_dir, record)
         try:
             return _migrate(
@@ -234,62 +203,6 @@ def _migrate(
         dest.disconnect()
 
 
-@dataclass(frozen=True)
-class _Verify:
-    """What the checks after the migration compare against."""
-
-    dirtier: guestside.Dirtier
-    digest: str
-    klines: int
-
-
-def check_fits(workload: Workload, record: GuestRecord, address: str) -> None:
-    """Refuse a dirtied working set the guest has no room for (3/4 of its RAM at most)."""
-    if workload.mem_mib * 1048576 > record.memory * 3 // 4:
-        raise UsageError(
-            f"--dirty-mem {workload.mem_mib} MiB does not fit {address}: at most "
-            f"{record.memory * 3 // 4 // 1048576} MiB (3/4 of its RAM)"
-        )
-
-
-def start_workload(
-    source: Machine, address: str, workload: Workload, outcome: Outcome, progress: Progress
-) -> _Verify:
-    """kvmlab-dirty started in the guest, a file written, the memory verified once and the
-    warm-up waited out (the rate reached noted in ``outcome``): what the checks after the
-    migration compare against. On any failure the dirtier is stopped again."""
-    progress(
-        f"starting kvmlab-dirty in {address}: {workload.mem_mib} MiB at "
-        f"{workload.rate_mibs:g} MiB/s"
-    )
-    t_verify = time.monotonic()
-    dirtier = guestside.start_dirtier(source, workload.mem_mib, workload.rate_mibs)
-    try:
-        digest = guestside.write_check_file(source)
-        klines = guestside.kernel_lines(source)
-        outcome.checks_before.append(guestside.verify_memory(source, dirtier))
-        outcome.verify_seconds += time.monotonic() - t_verify
-        if not outcome.checks_before[-1].ok:
-            raise RuntimeFailure(
-                f"{address} fails verification before any migration: "
-                f"{outcome.checks_before[-1].evidence}"
-            )
-        before = guestside.status(source)
-        time.sleep(workload.warmup_s)
-        after = guestside.status(source)
-        if after.get("seconds", 0) > before.get("seconds", 0):
-            outcome.dirty_seen_mibs = (
-                (after.get("bytes", 0) - before.get("bytes", 0))
-                / 1048576
-                / (after["seconds"] - before["seconds"])
-            )
-    except BaseException:
-        with deferred_signals(), contextlib.suppress(KvmlabError, OSError):
-            guestside.stop_dirtier(source, dirtier)
-        raise
-    return _Verify(dirtier, digest, klines)
-
-
 def _stop_anyway(guest_dir: Path, dirtier: guestside.Dirtier) -> None:
     """Stop kvmlab-dirty wherever the guest runs now (best effort, interrupts held)."""
     with deferred_signals(), contextlib.suppress(KvmlabError, OSError):
@@ -304,7 +217,7 @@ def _attempt(
     record: GuestRecord,
     the_plan: Plan,
     outcome: Outcome,
-    ref: _Verify,
+    ref: Baseline,
     progress: Progress,
     transport: str,
     t_start: float,
@@ -390,13 +303,13 @@ def _attempt(
         if outcome.status == "completed" and adopted is None:
             # switched over, then the destination failed: that is the verdict's evidence
             outcome.checks_after = [
-                guestside.Check("destination", False, f"{exc}; {_serial_tail(dest_dir)}")
+                guestside.Check("destination", False, f"{exc}; {serial_tail(dest_dir)}")
             ]
             _keep_log(dest_dir, guest_dir)
     finally:
         watch.stop()
     if adopted is None and outcome.lost:
-        outcome.checks_after = [guestside.Check("destination", False, _serial_tail(dest_dir))]
+        outcome.checks_after = [guestside.Check("destination", False, serial_tail(dest_dir))]
         _keep_log(dest_dir, guest_dir)
         dest.shutdown(force=True)
         remove_owned(dest_dir)
@@ -408,7 +321,7 @@ def _attempt(
             with deferred_signals():  # a second Ctrl-C does not leave the destination behind
                 _back_out(source, dest, dest_dir, outcome, progress)
         t_verify = time.monotonic()
-        outcome.source_checks = _verify(source, dirtier, digest, klines, "source")
+        outcome.source_checks = verify_after(source, dirtier, digest, klines, "source")
         outcome.verify_seconds += time.monotonic() - t_verify
         with contextlib.suppress(KvmlabError):
             guestside.stop_dirtier(source, dirtier)
@@ -419,7 +332,7 @@ def _attempt(
     dest.disconnect()
     migrated = _attach_qemu(guest_dir, adopted)
     t_verify = time.monotonic()
-    outcome.checks_after.extend(_verify(migrated, dirtier, digest, klines, "destination"))
+    outcome.checks_after.extend(verify_after(migrated, dirtier, digest, klines, "destination"))
     outcome.verify_seconds += time.monotonic() - t_verify
     with contextlib.suppress(KvmlabError):
         state = guestside.status(migrated)
@@ -558,51 +471,6 @@ def _hand_over(
             ) from exc
 
 
-def restore_forwards(
-    run_hmp: Callable[[str], str], forwards: list[tuple[str, str]]
-) -> list[guestside.Check]:
-    """The host port forwards the source held, now on the destination's user network; a
-    failing check per rule that could not be restored.
-
-    ``hostfwd_add`` reports a failed bind only on QEMU's stderr, and the source's listening
-    socket can outlive its process by a moment: each rule is checked in ``info usernet``
-    and added again until it is there (5 s at most)."""
-    failed = []
-    for netdev, rule in forwards:
-        host_port = rule.split("-")[0].rsplit(":", 1)[-1]
-        deadline = time.monotonic() + 5.0
-        while True:
-            try:
-                run_hmp(f"hostfwd_add {netdev} {rule}")
-                table = run_hmp("info usernet")
-            except KvmlabError as exc:
-                failed.append(guestside.Check("port forward", False, f"{rule}: {exc}"))
-                break
-            if _forwarded(table, host_port):
-                break
-            if time.monotonic() > deadline:
-                failed.append(
-                    guestside.Check(
-                        "port forward",
-                        False,
-                        f"{rule} could not be set up on the destination (port in use?)",
-                    )
-                )
-                break
-            time.sleep(0.2)
-    return failed
-
-
-def _forwarded(usernet: str, host_port: str) -> bool:
-    """Whether ``info usernet`` lists a host forward listening on ``host_port``."""
-    for line in usernet.splitlines():
-        cols = line.split()
-        # TCP[HOST_FORWARD]  FD  SRC-ADDR  SRC-PORT  DST-ADDR  DST-PORT  RecvQ  SendQ
-        if len(cols) >= 4 and "HOST_FORWARD" in cols[0] and cols[3] == host_port:
-            return True
-    return False
-
-
 def hmp(machine: QemuMachine, command: str) -> str:
     """An HMP command through QMP (for what QMP has no command of its own for)."""
     reply = machine.qmp().execute("human-monitor-command", {"command-line": command})
@@ -635,64 +503,6 @@ def _back_out(
     dest.shutdown(force=True)
     if dest_dir.exists():
         remove_owned(dest_dir)
-
-
-def _verify(
-    machine: Machine, dirtier: guestside.Dirtier, digest: str, klines: int, side: str
-) -> list[guestside.Check]:
-    """Every check of a guest after a migration (or after one that did not happen); a
-    guest that dies on the way fails the check it died in, with its serial log's tail."""
-    if not machine.is_alive():
-        return [
-            guestside.Check(
-                "QEMU", False, f"the {side} QEMU has exited: {_serial_tail(machine.run_dir)}"
-            )
-        ]
-    checks: list[guestside.Check] = []
-    steps: list[tuple[str, Callable[[], guestside.Check]]] = [
-        ("guest agent", lambda: guestside.check_agent(machine)),
-        ("memory pattern", lambda: guestside.verify_memory(machine, dirtier)),
-        ("file written before", lambda: guestside.check_file(machine, digest)),
-        ("kernel log", lambda: guestside.check_kernel(machine, klines)),
-    ]
-    for name, step in steps:
-        try:
-            checks.append(step())
-        except KvmlabError as exc:
-            tail = "" if machine.is_alive() else f"; serial: {_serial_tail(machine.run_dir)}"
-            checks.append(guestside.Check(name, False, f"{exc}{tail}"))
-            break
-        if not checks[-1].ok and name == "guest agent":
-            break
-    if not all(c.ok for c in checks):
-        faults = _kernel_faults(machine.run_dir)
-        if faults:
-            checks.append(guestside.Check("serial console", False, faults))
-    return checks
-
-
-def _kernel_faults(run_dir: Path) -> str:
-    """The guest kernel's first faults and its panic from the serial log, or ``""``."""
-    from kvmlab.proc.processes import tail
-    from kvmlab.render.devices.control import SERIAL_LOG
-
-    lines = [x.strip() for x in tail(run_dir / SERIAL_LOG, 400) if x.strip()]
-    worst = [x for x in lines if guestside.KERNEL_FAULT.search(x)]
-    panic = [x for x in worst if "Kernel panic" in x]
-    return " | ".join(dict.fromkeys([*worst[:2], *panic[:1]]))
-
-
-def _serial_tail(run_dir: Path) -> str:
-    """The last lines of a guest's serial log, kernel faults first."""
-    from kvmlab.proc.processes import tail
-    from kvmlab.render.devices.control import SERIAL_LOG
-
-    faults = _kernel_faults(run_dir)
-    if faults:  # the first faults and the panic, not the call traces after them
-        return faults
-    lines = [x.strip() for x in tail(run_dir / SERIAL_LOG, 40) if x.strip()]
-    bad = [x for x in lines if guestside.BAD_KERNEL.search(x)]
-    return " | ".join((bad or lines)[-3:]) or "(no serial output)"
 
 
 def _keep_log(dest_dir: Path, guest_dir: Path) -> None:

@@ -129,6 +129,11 @@ class LibvirtMachine(Machine):
         """What the domain's QEMU command line contains (its UUID)."""
 
     @property
+    def connection(self) -> Any:
+        """The open libvirt connection to the guest's daemon, if any (a ``virConnect``)."""
+        return self._conn
+
+    @property
     def domain_name(self) -> str:
         """The libvirt domain's name: ``lab-guest``."""
         return "-".join((self.config.lab, *self.config.address))
@@ -176,7 +181,7 @@ class LibvirtMachine(Machine):
                     self._dom.create()
                 else:
                     self._dom = conn.createXML(self.xml, 0)
-                self._find_pid()
+                self.find_pid()
                 self.record().save(self.run_dir)
         except libvirt.libvirtError as exc:
             message = describe(exc)
@@ -211,19 +216,19 @@ class LibvirtMachine(Machine):
             ],
         )
 
-    def _find_pid(self, exclude: int | None = None) -> None:
+    def find_pid(self, exclude: int | None = None) -> None:
         """QEMU's pid when the daemon is on this host (found by the domain's UUID;
         ``exclude``: a migration's source QEMU, which has the same UUID)."""
         if not is_local(self.uri):
             return
         for pid in find_marked(self.uuid):
-            if pid != exclude and self._is_our_qemu(pid):
+            if pid != exclude and self.is_our_qemu(pid):
                 self.pid = pid
                 self._pid_start = start_time(pid)
                 self._marker = self.uuid
                 return
 
-    def _is_our_qemu(self, pid: int) -> bool:
+    def is_our_qemu(self, pid: int) -> bool:
         """Whether ``pid`` is this domain's QEMU: ``-uuid UUID`` among its arguments and run
         as libvirt's QEMU user (a process anyone could start naming the UUID is not)."""
         try:
@@ -292,11 +297,11 @@ class LibvirtMachine(Machine):
 
     def _state_code(self) -> int:
         try:
-            return int(self._domain().state()[0])
+            return int(self.domain().state()[0])
         except (libvirt.libvirtError, LibvirtFailure):
             return -1
 
-    def _domain(self) -> Any:
+    def domain(self) -> Any:
         """The domain, looked up by UUID (connecting when needed)."""
         if self._dom is not None:
             return self._dom
@@ -346,19 +351,19 @@ class LibvirtMachine(Machine):
         if self.pid is not None and is_local(self.uri):
             return alive(self.pid, self.uuid, self._pid_start)
         try:
-            return bool(self._domain().isActive())
+            return bool(self.domain().isActive())
         except (libvirt.libvirtError, LibvirtFailure):
             return False
 
     def agent(self) -> GuestAgent:
         """The guest's agent through libvirt."""
-        return LibvirtAgent(self._domain(), self.config.name)
+        return LibvirtAgent(self.domain(), self.config.name)
 
     def console_socket(self) -> socket.socket:
         """The serial console through libvirt's console stream (see :mod:`.console`)."""
         from kvmlab.runtime.libvirt.console import console_socket
 
-        dom = self._domain()
+        dom = self.domain()
         return console_socket(self._conn, dom, self.uri, self.config.name)
 
     def relay_socket(self, child: str) -> Path:
@@ -370,7 +375,7 @@ class LibvirtMachine(Machine):
                 f"{self.config.name}: its QEMU's pid is unknown (a daemon on "
                 f"another host?), so the socket of channel {name} is out of reach"
             )
-        root = ET.fromstring(self._domain().XMLDesc(0))
+        root = ET.fromstring(self.domain().XMLDesc(0))
         for channel in root.iterfind("devices/channel"):
             target, source = channel.find("target"), channel.find("source")
             if target is not None and target.get("name") == name and source is not None:
@@ -406,7 +411,7 @@ class LibvirtMachine(Machine):
         if self.config.boots_image:
             return  # the default image has no init to power it off: destroy follows
         with contextlib.suppress(libvirt.libvirtError, LibvirtFailure):
-            self._domain().shutdownFlags(libvirt.VIR_DOMAIN_SHUTDOWN_ACPI_POWER_BTN)
+            self.domain().shutdownFlags(libvirt.VIR_DOMAIN_SHUTDOWN_ACPI_POWER_BTN)
             while self.is_alive() and time.monotonic() < deadline:
                 time.sleep(0.2)
 
@@ -416,7 +421,7 @@ class LibvirtMachine(Machine):
             self._unmade()
             return  # not kvmlab's (or never made): never touched
         try:
-            dom = self._domain()
+            dom = self.domain()
         except LibvirtFailure:  # never created (or gone): what was uploaded for it goes
             self._unpublish()
             return
@@ -430,7 +435,7 @@ class LibvirtMachine(Machine):
             self._unmade()
             return
         with contextlib.suppress(libvirt.libvirtError, LibvirtFailure):
-            dom = self._domain()
+            dom = self.domain()
             if dom.isPersistent():
                 dom.undefineFlags(UNDEFINE_ALL)
         self._dom = None
