@@ -93,7 +93,7 @@ def test_backend_options() -> None:
 
 
 def test_what_the_libvirt_backend_refuses_names_file_and_key() -> None:
-    from kvmlab.runtime.libvirt.lab import refusals
+    from kvmlab.runtime.libvirt.backend import refusals
 
     net = load_lab(LABS / "netcompare.toml")
     assert refusals(net) == []  # taps on the lab's networks, vhost-user on its switch: here
@@ -175,8 +175,8 @@ def test_a_tap_libvirt_makes_or_takes_as_it_is() -> None:
 
 
 def test_a_named_tap_the_host_lacks_is_refused_with_the_command() -> None:
+    from kvmlab.runtime.libvirt.backend import _check_taps
     from kvmlab.runtime.libvirt.conn import LibvirtFailure
-    from kvmlab.runtime.libvirt.lab import _check_taps
 
     guest = load_lab(LABS / "multiqueue.toml").lab.guests["vm"]
     with pytest.raises(LibvirtFailure, match="tap kvmlab-mq0 does not exist") as err:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from kvmlab.runtime.libvirt.backend import _check_disk, backing_chain
 from kvmlab.runtime.libvirt.conn import LibvirtFailure
-from kvmlab.runtime.libvirt.lab import _check_disk, backing_chain
 from kvmlab.runtime.libvirt.publish import VOLUME
 
 QEMU_USER = (64055, 64055)  # libvirt-qemu's ids on Debian; any non-owner does

@@ -10,8 +10,8 @@ import pytest
 
 from kvmlab.errors import StateError
 from kvmlab.render.libvirt_caps import LibvirtCaps
+from kvmlab.runtime.libvirt.backend import LibvirtBackend
 from kvmlab.runtime.libvirt.conn import LibvirtFailure
-from kvmlab.runtime.libvirt.lab import LibvirtBackend
 from kvmlab.runtime.libvirt.lookup import guest_mark
 from kvmlab.runtime.libvirt.machine import LibvirtMachine
 from kvmlab.runtime.qemu.machine import MachineConfig
@@ -61,7 +61,7 @@ def test_a_guest_hypervisor_needs_root_only_when_its_guests_start_and_its_reads_
 ) -> None:
     """Here only the image cache is closed to libvirt's QEMU user (kvmlab's own install may
     or may not be, depending on the machine: the reachability test is stood in for)."""
-    import kvmlab.runtime.libvirt.lab as lvlab
+    import kvmlab.runtime.libvirt.backend as lvlab
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("KVMLAB_CACHE", str(cache))

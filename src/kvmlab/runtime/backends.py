@@ -40,6 +40,6 @@ QEMU: Backend = QemuBackend()
 
 def libvirt(uri: str, persistent: bool, qemu_as_root: bool) -> Backend:
     """A libvirtd at ``uri`` (and any other a guest names) runs the guests."""
-    from kvmlab.runtime.libvirt.lab import LibvirtBackend
+    from kvmlab.runtime.libvirt.backend import LibvirtBackend
 
     return LibvirtBackend(uri, persistent, qemu_as_root)

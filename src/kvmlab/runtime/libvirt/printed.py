@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kvmlab.render.libvirt_caps import IMAGE_POOL_DIR, LibvirtCaps
 from kvmlab.render.target import Target
-from kvmlab.runtime.libvirt.lab import backing_chain, why_unreachable
+from kvmlab.runtime.libvirt.backend import backing_chain, why_unreachable
 from kvmlab.spec import Guest, TapNic, VhostUserNic
 from kvmlab.spec.units import format_size
 
