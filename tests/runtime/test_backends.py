@@ -97,3 +97,11 @@ def test_a_record_whose_backend_fields_are_not_a_table_is_refused(tmp_path: Path
     (tmp_path / "guest.json").write_text(json.dumps(bad))
     with pytest.raises(StateError, match="its backend has the wrong type"):
         GuestRecord.read(tmp_path)
+
+
+def test_a_record_naming_an_unknown_backend_is_unreadable_not_a_crash(tmp_path: Path) -> None:
+    """ps and down treat it like any unreadable record (its QEMU found by its run
+    directory), instead of failing on the registry's refusal."""
+    (tmp_path / "guest.json").write_text(json.dumps({**asdict(record()), "backend": "xen\x1b"}))
+    with pytest.raises(StateError, match="names no backend kvmlab has"):
+        GuestRecord.read(tmp_path)

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from kvmlab.errors import StateError
+from kvmlab.errors import StateError, printable
 from kvmlab.paths import run_root
 from kvmlab.proc.confined import (
     MARKER,
@@ -123,6 +123,10 @@ class GuestRecord:
                 raise ValueError("its pid or argv has the wrong type")
             if not isinstance(record.backend, str) or not isinstance(record.backend_fields, dict):
                 raise ValueError("its backend has the wrong type")
+            from kvmlab.runtime.backends import BACKEND_NAMES  # the registry imports this
+
+            if record.backend not in BACKEND_NAMES:
+                raise ValueError(f"it names no backend kvmlab has ({printable(record.backend)})")
         except (ValueError, TypeError) as exc:
             raise StateError(f"{path} is not a valid guest record ({exc})") from None
         return record
