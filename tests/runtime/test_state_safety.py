@@ -321,3 +321,32 @@ def test_control_characters_from_files_are_escaped_in_errors(tmp_path: Path) -> 
     result = kvmlab("check", str(lab), timeout=60)
     assert result.returncode == 2
     assert "\x1b" not in result.stderr and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_down_of_a_guest_whose_libvirt_is_unreachable_fails_once_and_keeps_state(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon is asked once, before anything is stopped; nothing is signalled (its QEMU
+    is the daemon's, pid 0 on record here) and the run state stays for a later down."""
+    from kvmlab.runtime.libvirt import conn
+
+    calls: list[str] = []
+
+    def refuse(uri: str, name: str = "") -> None:
+        calls.append(uri)
+        raise conn.LibvirtFailure("cannot connect", uri, name)
+
+    monkeypatch.setattr("kvmlab.runtime.libvirt.machine.open_uri", refuse)
+    terminated: list[int] = []
+    monkeypatch.setattr(labrun, "terminate", lambda pid, *a, **k: terminated.append(pid))
+    lab = LabDir.of("lab")
+    with lab.locked():
+        lab.write_info(Path("/labs/lab.toml"), "digest")
+        guest = lab.create_guest_dir(["vm"])
+        fields = {"uri": "qemu+tcp://192.0.2.1/system", "domain": "u", "token": "t"}
+        record(state="running", backend="libvirt", backend_fields=fields).save(guest)
+    with pytest.raises(conn.LibvirtFailure, match="cannot connect"):
+        labrun.down("lab")
+    assert calls == ["qemu+tcp://192.0.2.1/system"], "asked once"
+    assert terminated == [], "a daemon's QEMU is never signalled by kvmlab"
+    assert (guest / "guest.json").exists(), "the state is kept for a later down"

@@ -84,8 +84,10 @@ def _attach_qemu(guest_dir: Path, record: GuestRecord) -> QemuMachine:
     QMP (a libvirt guest migrates through libvirt, :mod:`kvmlab.migrate.libvirt_migrate`)."""
     machine = backends.attach(guest_dir, record)
     if not isinstance(machine, QemuMachine):
-        raise StateError(
-            f"{record.name} runs under {record.backend}, whose migration goes through that backend"
+        machine.disconnect()
+        raise UsageError(
+            f"{record.name} runs under {record.backend}, which migrates it itself: "
+            "kvmlab migrate ADDRESS --to URI (the destination daemon)"
         )
     return machine
 

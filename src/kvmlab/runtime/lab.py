@@ -115,6 +115,19 @@ def image_for(guest: Guest, image: GuestImage | None) -> GuestImage | None:
     return image
 
 
+def _target(
+    loaded: LoadedLab,
+    path: tuple[str, ...],
+    guest: Guest,
+    host: HostAccel,
+    run_dir: Path,
+    built: GuestImage | None,
+) -> Target:
+    """How ``guest`` renders on this host with the image it boots (for a backend that
+    renders for itself: libvirt)."""
+    return make_target(loaded, path, guest, host, run_dir, image_for(guest, built))
+
+
 def guest_config(
     loaded: LoadedLab,
     path: tuple[str, ...],
@@ -419,14 +432,12 @@ def _boot_all(
 
             lab_dir.create_guest_dir(path)
             write_seed(config.run_dir / SEED_IMAGE, guest.cloud_init, hostname=name)
-        own = image_for(guest, built)
         machine = backend.machine(
             loaded,
             path,
             guest,
             config,
-            partial(make_target, loaded, path, guest, host, config.run_dir, own),
-            own,
+            partial(_target, loaded, path, guest, host, config.run_dir, built),
             progress,
         )
         machines.append(machine)
@@ -509,8 +520,12 @@ def _stop_entry(entry: GuestEntry, lab: str, force: bool, progress: Progress) ->
         return False  # stopped from inside its guest hypervisor
     stopped = False
     if record is not None:
-        machine = backends.attach(entry.run_dir, record)
+        kind = backends.machine_class(record.backend)
+        kind.check_reachable(record)  # an unreachable daemon: down fails, the state is kept
+        machine = kind.from_record(entry.run_dir, record)
         stopped = machine.stop_as_recorded(record, force, progress, nested.stop_children)
+        if kind.daemon_owns_process:
+            return stopped  # its QEMU is the daemon's: kvmlab never signals it
     for pid in entry.processes():  # never recorded, or recorded unreadably
         why = entry.problem or "its record has no pid"
         progress(f"stopping QEMU pid {pid} of {entry.name} ({why})")

@@ -41,7 +41,6 @@ from kvmlab.runtime.rundir import GuestRecord
 from kvmlab.runtime.waits import LIMITS, level_factor
 
 if TYPE_CHECKING:
-    from kvmlab.guest.image import GuestImage
     from kvmlab.render.target import Target
     from kvmlab.spec import Guest, LoadedLab
 
@@ -144,14 +143,23 @@ class Machine(abc.ABC):
         """Whether the guest's process is on this host (looked at by its pid)."""
         return True
 
+    daemon_owns_process: ClassVar[bool] = False
+    """Whether a daemon owns the guest's process (kvmlab stops it through the daemon and
+    never signals it itself)."""
+
+    @classmethod  # noqa: B027 (a hook: kvmlab's own QEMU has nothing to reach)
+    def check_reachable(cls, record: GuestRecord) -> None:
+        """Fail, before anything is stopped, when what runs the guest cannot be reached."""
+
     @abc.abstractmethod
     def start(self) -> None:
         """Start the guest (the run directory exists and it is on record)."""
 
     @abc.abstractmethod
-    def come_up(self, on_up: Callable[[], None] | None) -> None:
+    def come_up(self, on_up: Callable[[], None] | None) -> float:
         """Once started: wait until the backend holds the guest (QEMU's monitor answers),
-        run ``on_up`` (e.g. taps moved), apply pinning."""
+        run ``on_up`` (e.g. taps moved), apply pinning; the instant QEMU was up (where the
+        ``qemu`` boot stage ends)."""
 
     @abc.abstractmethod
     def wait_ready(self, t0: float, t_up: float, ceiling: float | None) -> dict[str, float]:
@@ -213,8 +221,7 @@ class Machine(abc.ABC):
         t0 = self.go_on_record()
         try:
             self.start()
-            self.come_up(on_up)
-            t_up = time.monotonic()
+            t_up = self.come_up(on_up)
             self.boot = self.wait_ready(t0, t_up, ceiling)
         except BaseException:
             self.state = MachineState.FAILED
@@ -416,7 +423,6 @@ class Backend(abc.ABC):
         guest: Guest,
         config: MachineConfig,
         target: Callable[[], Target],
-        image: GuestImage | None,
         progress: Progress,
     ) -> Machine:
         """The machine for one top-level guest (``target``: how it renders here)."""

@@ -186,7 +186,7 @@ class GuestEntry:
         if rec is not None and rec.via is not None:
             return []
         found = set(find_marked(f"{self.run_dir}/"))
-        if rec is not None and rec.running(self.run_dir):
+        if rec is not None and rec.pid > 0 and rec.process_here() and rec.running(self.run_dir):
             found.add(rec.pid)
         return sorted(found)
 

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from kvmlab.errors import Problem, SpecError, UsageError
-from kvmlab.guest.image import GuestImage
 from kvmlab.render import render_libvirt
 from kvmlab.render.devices.disk import SEED_IMAGE
 from kvmlab.render.libvirt_caps import LibvirtCaps, version_text
@@ -269,7 +268,6 @@ class LibvirtBackend(Backend):
         guest: Guest,
         config: MachineConfig,
         target: Callable[[], Target],
-        image: GuestImage | None,
         progress: Progress,
     ) -> LibvirtMachine:
         """The machine for one guest: image published, XML rendered for this libvirt."""

@@ -146,10 +146,12 @@ class LibvirtMachine(Machine):
         self._conn = open_uri(self.uri, self.config.name)
         self._start_domain()
 
-    def come_up(self, on_up: Callable[[], None] | None) -> None:
-        """libvirt holds QMP: QEMU is up once the domain started."""
+    def come_up(self, on_up: Callable[[], None] | None) -> float:
+        """libvirt holds QMP: QEMU is up once the domain started (before ``on_up``)."""
+        t_started = time.monotonic()
         if on_up is not None:
             on_up()
+        return t_started
 
     def _let_go(self) -> None:
         """Release the publish lock if this machine holds it."""
@@ -393,10 +395,14 @@ class LibvirtMachine(Machine):
         )
 
     def log_tail(self) -> list[str]:
-        """The serial log's tail (seen through QEMU's root); libvirt keeps QEMU's own log."""
+        """The serial log's tail while it can be read through QEMU's root (once QEMU has
+        exited, where the logs are on the daemon's host)."""
         serial = self._serial_path()
         lines = [f"serial: {line}" for line in tail(serial, 12)] if serial is not None else []
-        return [*lines, f"libvirt's log of the domain: {self.domain_name}.log on the daemon's host"]
+        return lines or [
+            f"serial log: {self.serial_log or '(none)'}, and libvirt's log of the domain "
+            f"({self.domain_name}.log), on the daemon's host"
+        ]
 
     def release(self) -> None:
         """A stopped domain: undefined, its uploads deleted."""
@@ -465,10 +471,8 @@ class LibvirtMachine(Machine):
         progress: Progress,
         stop_children: Callable[[Machine, str], None],
     ) -> bool:
-        """Stop, undefine, unpublish; a domain that no longer runs is forgotten alike. An
-        unreachable daemon fails here, and the run state is kept."""
-        if self.uri and self.uuid:
-            open_uri(self.uri, self.config.name).close()
+        """Stop, undefine, unpublish; a domain that no longer runs is forgotten alike (an
+        unreachable daemon failed :meth:`check_reachable` first; the run state is kept)."""
         running = self.is_alive()
         if running:
             self._stop_inside(record, force, progress, stop_children)
@@ -507,6 +511,15 @@ class LibvirtMachine(Machine):
     def process_here(cls, record: GuestRecord) -> bool:
         """Only a daemon of this host gave the record a pid."""
         return bool(record.pid)
+
+    daemon_owns_process = True
+
+    @classmethod
+    def check_reachable(cls, record: GuestRecord) -> None:
+        """Connect to the guest's daemon once (a refusal or timeout is a LibvirtFailure)."""
+        fields = LibvirtFields.of(record)
+        if fields.uri and fields.domain:
+            open_uri(fields.uri, record.name).close()
 
 
 def owner_of(dom: Any) -> str | None:

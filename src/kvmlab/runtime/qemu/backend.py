@@ -9,7 +9,6 @@ from kvmlab.runtime.machine import Backend, MachineConfig, Progress
 from kvmlab.runtime.qemu.machine import QemuMachine
 
 if TYPE_CHECKING:
-    from kvmlab.guest.image import GuestImage
     from kvmlab.render.target import Target
     from kvmlab.spec import Guest, LoadedLab
 
@@ -26,7 +25,6 @@ class QemuBackend(Backend):
         guest: Guest,
         config: MachineConfig,
         target: Callable[[], Target],
-        image: GuestImage | None,
         progress: Progress,
     ) -> QemuMachine:
         return QemuMachine(config)  # config.argv is the rendered command line

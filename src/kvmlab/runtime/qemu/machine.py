@@ -103,12 +103,15 @@ class QemuMachine(Machine):
         finally:
             os.close(log_fd)
 
-    def come_up(self, on_up: Callable[[], None] | None) -> None:
-        """QMP connected, ``on_up`` run, vCPUs and the other threads pinned."""
+    def come_up(self, on_up: Callable[[], None] | None) -> float:
+        """QMP connected, ``on_up`` run, vCPUs and the other threads pinned; the instant
+        before the pinning."""
         self._qmp = self._connect_qmp(time.monotonic() + LIMITS["qmp"].value("ceiling"))
         if on_up is not None:
             on_up()
+        t_up = time.monotonic()
         self._apply_pinning()
+        return t_up
 
     def wait_ready(self, t0: float, t_up: float, ceiling: float | None) -> dict[str, float]:
         """Wait while the guest boots (serial output, markers, QEMU's CPU time advancing)
@@ -195,7 +198,7 @@ class QemuMachine(Machine):
         status = self._proc.poll() if self._proc is not None else None
         if status is None:
             return "its QEMU has exited"
-        return f"its QEMU exited ({describe_status(status)})"
+        return f"its QEMU exited, {describe_status(status)}"
 
     def log_tail(self) -> list[str]:
         """QEMU's log and the serial log (of the guest hypervisor for a nested guest)."""
