@@ -17,6 +17,9 @@ from kvmlab.cli.backend_opts import (
 )
 from kvmlab.cli.options import output_choice
 
+TableOutputOpt = Annotated[
+    str, typer.Option("--output", "-o", help="text (the level table) or json (the report).")
+]
 VariantsOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -35,9 +38,7 @@ def bench(
     only: Annotated[
         str | None, typer.Option("--only", help="Workloads, e.g. cpu,disk (default: suite's).")
     ] = None,
-    output: Annotated[
-        str, typer.Option("--output", "-o", help="text (the level table) or json (the report).")
-    ] = "text",
+    output: TableOutputOpt = "text",
     backend: BackendOpt = None,
     connect: ConnectOpt = None,
     persistent: PersistentOpt = None,
@@ -74,9 +75,7 @@ def run_lab(
         str | None, typer.Option("--only", help="Workloads, e.g. cpu,disk (default: suite's).")
     ] = None,
     out: Annotated[Path | None, typer.Option("--out", help="HTML report file.")] = None,
-    output: Annotated[
-        str, typer.Option("--output", "-o", help="text (the level table) or json (the report).")
-    ] = "text",
+    output: TableOutputOpt = "text",
     backend: BackendOpt = None,
     connect: ConnectOpt = None,
     persistent: PersistentOpt = None,

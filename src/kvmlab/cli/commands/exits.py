@@ -11,24 +11,27 @@ from kvmlab.cli.app import app
 from kvmlab.cli.options import output_choice
 from kvmlab.errors import UsageError
 
+WindowOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--seconds",
+        "-s",
+        help="Length of the window (default 10; with --import: "
+        "the window perf measured, required).",
+    ),
+]
+ProviderOpt = Annotated[
+    str, typer.Option("--provider", help="auto, tracepoints, counters or perf.")
+]
+
 
 @app.command()
 def exits(
     address: Annotated[
         str | None, typer.Argument(help="LAB/GUEST at any level, e.g. nested/l1/l2.")
     ] = None,
-    seconds: Annotated[
-        float | None,
-        typer.Option(
-            "--seconds",
-            "-s",
-            help="Length of the window (default 10; with --import: "
-            "the window perf measured, required).",
-        ),
-    ] = None,
-    provider: Annotated[
-        str, typer.Option("--provider", help="auto, tracepoints, counters or perf.")
-    ] = "auto",
+    seconds: WindowOpt = None,
+    provider: ProviderOpt = "auto",
     live: Annotated[bool, typer.Option("--live", help="Refresh each window until Ctrl-C.")] = False,
     output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
     host_side_only: Annotated[bool, typer.Option("--host-side-only", hidden=True)] = False,
@@ -122,18 +125,8 @@ def exits(
 @app.command()
 def diagnose(
     address: Annotated[str | None, typer.Argument(help="LAB/GUEST at any level.")] = None,
-    seconds: Annotated[
-        float | None,
-        typer.Option(
-            "--seconds",
-            "-s",
-            help="Length of the window (default 10; with --import: "
-            "the window perf measured, required).",
-        ),
-    ] = None,
-    provider: Annotated[
-        str, typer.Option("--provider", help="auto, tracepoints, counters or perf.")
-    ] = "auto",
+    seconds: WindowOpt = None,
+    provider: ProviderOpt = "auto",
     apply: Annotated[
         bool,
         typer.Option(
