@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kvmlab.errors import StateError
-from kvmlab.migrate.session import check_destination_sockets
+from kvmlab.migrate.transports.qmp import check_destination_sockets
 
 
 def test_a_destination_too_deep_for_its_sockets_is_refused() -> None:

@@ -11,8 +11,8 @@ libvirt = pytest.importorskip("libvirt")
 
 from kvmlab.errors import UsageError  # noqa: E402
 from kvmlab.migrate.jobinfo import domjobinfo, job_stats  # noqa: E402
-from kvmlab.migrate.libvirt_migrate import dest_xml, flags_for, params_for  # noqa: E402
 from kvmlab.migrate.modes import Settings  # noqa: E402
+from kvmlab.migrate.transports.libvirt import dest_xml, flags_for, params_for  # noqa: E402
 from kvmlab.runtime.libvirt.conn import is_local  # noqa: E402
 
 XML = """<domain type='qemu' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>

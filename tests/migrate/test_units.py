@@ -368,23 +368,22 @@ def test_qemu_72_reports_completed_before_its_times() -> None:
 
 
 def test_final_times_samples_again_until_qemu_has_them() -> None:
-    from kvmlab.migrate.session import _final_times
+    from kvmlab.migrate.engine import _final_times
 
     replies = iter(
         [RECORDED["qemu-7.2-completed-before-times"], RECORDED["qemu-7.2-precopy-completed"]]
     )
 
-    class Qmp:
-        def execute(self, command: str) -> dict[str, object]:
-            assert command == "query-migrate"
-            return next(replies)
+    class Transport:
+        def sample(self) -> tuple[dict[str, object], None]:
+            return next(replies), None
 
     import time
 
     out = Outcome(
         "m/vm", "precopy", samples=[parse(RECORDED["qemu-7.2-completed-before-times"], 2.6)]
     )
-    _final_times(Qmp(), out, time.monotonic())  # type: ignore[arg-type]
+    _final_times(Transport(), out, time.monotonic())  # type: ignore[arg-type]
     assert out.final is not None and out.final.get("total-time") == 2762
     assert out.raw_last == RECORDED["qemu-7.2-precopy-completed"]
 

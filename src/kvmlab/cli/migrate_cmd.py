@@ -54,10 +54,11 @@ class MigrateOptions:
 
 def run_migrate(options: MigrateOptions, output: str) -> int:
     """Migrate ``options.address``; print the outcome; the exit status says how it ended."""
+    from kvmlab.migrate.engine import migrate
     from kvmlab.migrate.engine_common import Workload
     from kvmlab.migrate.modes import Settings
     from kvmlab.migrate.result import text
-    from kvmlab.migrate.session import migrate
+    from kvmlab.migrate.transports.base import Route
 
     opts = options.checked()
     settings = Settings(
@@ -76,12 +77,8 @@ def run_migrate(options: MigrateOptions, output: str) -> int:
         print(f"kvmlab: {line}", file=sys.stderr, flush=True)
 
     with interruptible(f"migrating {address}"):
-        if opts.to is not None:
-            from kvmlab.migrate.libvirt_migrate import migrate_libvirt
-
-            outcome = migrate_libvirt(address, opts.to, settings, workload, progress)
-        else:
-            outcome = migrate(address, settings, workload, progress, opts.dest_qemu, opts.transport)
+        route = Route(to_uri=opts.to, dest_qemu=opts.dest_qemu, channel=opts.transport)
+        outcome = migrate(address, settings, workload, progress, route)
     if output == "json":
         print(json.dumps(outcome.to_json(), indent=2))
     else:

@@ -14,10 +14,10 @@ from typing import Any
 
 from kvmlab.errors import KvmlabError
 from kvmlab.guest.image import GuestImage
+from kvmlab.migrate.engine import migrate
 from kvmlab.migrate.engine_common import Workload
 from kvmlab.migrate.modes import Settings
 from kvmlab.migrate.result import Outcome
-from kvmlab.migrate.session import migrate
 from kvmlab.runtime import lab as labrun
 from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.rundir import LabDir

@@ -1,6 +1,6 @@
-"""What both migration engines share (kvmlab's own over QMP, :mod:`.session`; libvirt's,
-:mod:`.libvirt_migrate`): the guest to migrate, the dirtying workload started in it, and
-the checks of the guest afterwards, on whichever side it runs."""
+"""The guest side of every migration (:mod:`.engine`, whatever the transport): the guest
+to migrate, the dirtying workload started in it, and the checks of the guest afterwards, on
+whichever side it runs."""
 
 from __future__ import annotations
 

@@ -1,0 +1,371 @@
+"""One live migration of a running guest, from the dirtying workload to the verdict, for
+every backend (each moves the guest through its transport, :mod:`.transports`).
+
+The source keeps running and intact whatever happens before the switch-over: a
+destination that fails to start or dies, or a cut connection, leaves the source running, a
+timeout or Ctrl-C cancels, and kvmlab checks the source again. Past the point of no return
+(postcopy started, or the switch-over done) nothing is undone: kvmlab lets the job finish
+and hands the guest over. After a completed migration the guest is verified where it runs
+now: a guest that fails any check is reported FAILED with the evidence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+
+from kvmlab.errors import KvmlabError
+from kvmlab.migrate import guestside
+from kvmlab.migrate.engine_common import (
+    DEFAULT_WORKLOAD,
+    Baseline,
+    Workload,
+    check_fits,
+    restore_forwards,
+    running_source,
+    start_workload,
+    verify_after,
+)
+from kvmlab.migrate.modes import AUTO_PASSES, Settings, check_settings
+from kvmlab.migrate.probe import STEADY_CEILING_S, HeartbeatWatch, measure_downtime
+from kvmlab.migrate.result import Outcome
+from kvmlab.migrate.stats import FINISHED, Sample, parse
+from kvmlab.migrate.transports import transport_for
+from kvmlab.migrate.transports.base import ON_THIS_HOST, Refused, Route, Transport
+from kvmlab.proc.signals import deferred_signals
+from kvmlab.runtime import backends
+from kvmlab.runtime.machine import Machine
+from kvmlab.runtime.rundir import GuestRecord
+
+Progress = Callable[[str], None]
+FINAL_TIMES_S = 3.0
+"""How long a completed job's final times are waited for (see :func:`_final_times`)."""
+CANCEL_S = 60.0
+"""How long a cancelled job may take to end."""
+
+
+def migrate(
+    address: str,
+    settings: Settings,
+    workload: Workload = DEFAULT_WORKLOAD,
+    progress: Progress = lambda _: None,
+    route: Route = ON_THIS_HOST,
+) -> Outcome:
+    """Migrate the running guest at ``address`` along ``route`` and verify it; the
+    outcome, whatever it is.
+
+    Raises only for what stops the attempt before the migration starts (bad input, a
+    guest that is not running or not migratable, a destination that does not start).
+    """
+    check_settings(settings)
+    route.check()
+    lab_dir, _, _ = running_source(address)  # checked before the lock, which creates the lab dir
+    with lab_dir.locked():
+        _, guest_dir, record = running_source(address)  # again: another command may have changed it
+        source = backends.attach(guest_dir, record)
+        try:
+            transport = transport_for(source, guest_dir, record, settings, route)
+            try:
+                return _migrate(transport, address, workload, progress)
+            finally:
+                transport.close()
+        finally:
+            source.disconnect()  # every session closes, whatever ended the attempt
+
+
+def _migrate(transport: Transport, address: str, workload: Workload, progress: Progress) -> Outcome:
+    t_start = time.monotonic()
+    check_fits(workload, transport.record, address)
+    transport.prepare(progress)
+    outcome = Outcome(
+        address,
+        transport.describe(),
+        dirty_mib=workload.mem_mib,
+        dirty_rate_mibs=workload.rate_mibs,
+        source_qemu=transport.source_name,
+        dest_qemu=transport.dest_name,
+    )
+    ref = start_workload(transport.source, address, workload, outcome, progress)
+    try:
+        _attempt(transport, outcome, ref, progress)
+    except BaseException:  # what _attempt does not handle: nothing of it may run on
+        with deferred_signals(), contextlib.suppress(KvmlabError, OSError):
+            guestside.stop_dirtier(_guest_now(transport), ref.dirtier)
+        with deferred_signals(), contextlib.suppress(KvmlabError, OSError):
+            transport.discard()
+        raise
+    outcome.wall_seconds = time.monotonic() - t_start
+    return outcome
+
+
+def _guest_now(transport: Transport) -> Machine:
+    """The guest wherever its record says it runs now."""
+    guest_dir = transport.guest_dir
+    return backends.attach(guest_dir, GuestRecord.read(guest_dir))
+
+
+class _Unfinished(Exception):
+    """The migration ended without completing (failed or cancelled)."""
+
+
+def _attempt(transport: Transport, outcome: Outcome, ref: Baseline, progress: Progress) -> None:
+    """Open the destination, migrate, hand over or back out; verify where the guest runs."""
+    settings = transport.settings
+    moved: Machine | None = None
+    files = transport.heartbeat_files()
+    watch = HeartbeatWatch(files) if files else None
+    t0 = time.monotonic()
+    try:
+        transport.open(progress)
+        t_base = time.monotonic()
+        if watch is not None:
+            watch.start()
+            time.sleep(1.0)  # the heartbeats' own noise, before the migration
+        progress(f"migrating {outcome.address} ({outcome.plan})")
+        t0 = time.monotonic()
+        transport.start(progress)
+        _follow(transport, outcome, t0, progress)
+        if outcome.status != "completed":
+            raise _Unfinished()
+        if settings.mode == "auto" and outcome.postcopy_started is None:
+            outcome.choice = (
+                f"precopy converged within {AUTO_PASSES} passes under the "
+                f"{transport.downtime_target_ms()} ms target"
+            )
+        t_run = transport.destination_running()
+        if watch is not None:
+            progress(
+                "the destination runs the guest: measuring its downtime until its "
+                "heartbeats are steady"
+            )
+            ceiling = STEADY_CEILING_S * transport.level_factor()
+            gap, base = measure_downtime(watch, t_base, t0, t_run, ceiling)
+            outcome.guest_downtime_ms = gap.seconds * 1000 if gap else None
+            outcome.baseline_gap_ms = base.seconds * 1000 if base else None
+            watch.stop()
+        progress("switched over: letting the source go, handing the address over")
+        moved = transport.hand_over()
+        _after_hand_over(transport, moved, outcome)
+    except _Unfinished:
+        pass
+    except (KeyboardInterrupt, KvmlabError) as exc:
+        if watch is not None:
+            watch.stop()
+        moved = _interrupted(transport, outcome, exc, moved, t0, progress)
+    finally:
+        if watch is not None:
+            watch.stop()
+    if moved is None and outcome.lost:
+        outcome.checks_after = [
+            guestside.Check("destination", False, transport.destination_evidence())
+        ]
+        transport.abandon()
+        return
+    if moved is None:
+        with deferred_signals():  # a second Ctrl-C does not leave the destination behind
+            source = transport.back_out(outcome, progress)
+        _verify(source, ref, outcome, "source")
+        return
+    _verify(moved, ref, outcome, "destination")
+
+
+def _after_hand_over(transport: Transport, moved: Machine, outcome: Outcome) -> None:
+    """The source's port forwards on the destination, and the backend's own report."""
+    outcome.checks_after.extend(
+        restore_forwards(lambda c: transport.hmp(moved, c), transport.forwards)
+    )
+    transport.after_hand_over(moved, outcome)
+
+
+def _interrupted(
+    transport: Transport,
+    outcome: Outcome,
+    exc: BaseException,
+    moved: Machine | None,
+    t0: float,
+    progress: Progress,
+) -> Machine | None:
+    """Ctrl-C or a failure during the job: note why; past the point of no return let the job
+    finish and hand the guest over, else cancel it. The guest's machine when it moved."""
+    alive = transport.destination_alive()
+    if isinstance(exc, KeyboardInterrupt):
+        outcome.cancelled = "interrupted (Ctrl-C, SIGTERM or SIGHUP)"
+        outcome.interrupted = True
+    elif outcome.status == "completed" and alive is False:
+        outcome.error = "the destination QEMU exited after the switch-over (see the checks)"
+    else:
+        outcome.error = outcome.error or str(exc)
+    with deferred_signals():
+        if moved is None and outcome.status not in FINISHED and not outcome.lost:
+            if outcome.postcopy_started is not None and alive is not False:
+                progress("postcopy cannot be cancelled: letting it finish first")
+            elif outcome.postcopy_started is None:
+                progress(f"cancelling the migration ({outcome.status})")
+                with contextlib.suppress(KvmlabError):
+                    transport.cancel()
+            with contextlib.suppress(KvmlabError):
+                _follow(transport, outcome, t0, progress, steer=False)
+        if (
+            moved is None
+            and outcome.status == "completed"
+            and transport.destination_alive() is not False
+        ):
+            progress("the migration had completed: handing the guest over to the destination")
+            with contextlib.suppress(KvmlabError):
+                moved = transport.hand_over()
+                _after_hand_over(transport, moved, outcome)
+    if outcome.status == "completed" and moved is None:
+        # switched over, then the destination failed: that is the verdict's evidence
+        outcome.checks_after = [
+            guestside.Check("destination", False, f"{exc}; {transport.destination_evidence()}")
+        ]
+    return moved
+
+
+def _verify(machine: Machine, ref: Baseline, outcome: Outcome, side: str) -> None:
+    """Every check of the guest where it runs now; its dirtier stopped."""
+    t_verify = time.monotonic()
+    checks = verify_after(machine, ref.dirtier, ref.digest, ref.klines, side)
+    if side == "source":
+        outcome.source_checks = checks
+    else:
+        outcome.checks_after.extend(checks)
+    outcome.verify_seconds += time.monotonic() - t_verify
+    with contextlib.suppress(KvmlabError):
+        if side == "destination":
+            state = guestside.status(machine)
+            outcome.guest_clock_gap_ms = state.get("maxgap_us", 0) / 1000
+        guestside.stop_dirtier(machine, ref.dirtier)
+    machine.disconnect()
+
+
+def _follow(
+    transport: Transport,
+    outcome: Outcome,
+    t0: float,
+    progress: Progress,
+    steer: bool = True,
+) -> None:
+    """Sample the job until it ends; start postcopy or cancel as planned (``steer``; a job
+    being cancelled or finishing its postcopy is only followed, for at most a minute)."""
+    settings = transport.settings
+    last_pass = 0.0
+    deadline = None if steer else time.monotonic() + CANCEL_S
+    while True:
+        t = time.monotonic() - t0
+        reply, job = transport.sample()
+        if job:
+            outcome.libvirt_samples.append({"t": t, **job})
+        sample = parse(reply, t) if reply is not None else None
+        sync = last_pass
+        if sample is not None:
+            outcome.raw_last = reply
+            outcome.samples.append(sample)
+            outcome.status = sample.status
+            sync = sample.ram.get("dirty-sync-count", 0.0)
+        ended = transport.ended()
+        if ended is not None:
+            outcome.status = ended.status
+            if ended.error:
+                outcome.error = ended.error
+            if ended.status == "completed":
+                _final_times(transport, outcome, t0)
+            return
+        if sync != last_pass and sample is not None:
+            last_pass = sync
+            progress(
+                f"pass {sync:.0f} at {t:.1f} s: {sample.ram.get('remaining', 0) / 1048576:.0f}"
+                f" MiB remaining, {sample.ram.get('mbps', 0):.0f} Mbit/s"
+            )
+        if steer and outcome.cancelled is None:
+            _steer(transport, outcome, settings, t, sample, progress)
+        alive = transport.destination_alive()
+        if alive is False and outcome.postcopy_started is None:
+            outcome.error = "the destination QEMU exited during the migration"
+        status = sample.status if sample is not None else None
+        if outcome.postcopy_started is not None and (alive is False or status == "postcopy-paused"):
+            # In postcopy the guest's state is split between the two: nothing can resume it.
+            outcome.status = "failed"
+            outcome.lost = True
+            why = "its QEMU exited" if alive is False else f"postcopy stalled ({status})"
+            outcome.error = (
+                f"the destination failed during postcopy ({why}): the guest is "
+                "lost (its memory was split between source and destination)"
+            )
+            return
+        if deadline is not None and time.monotonic() > deadline:
+            return
+        for event in transport.wait(transport.sample_s):
+            outcome.events.append(
+                {"t": time.monotonic() - t0, "event": event["event"], "data": event.get("data", {})}
+            )
+
+
+def _steer(
+    transport: Transport,
+    outcome: Outcome,
+    settings: Settings,
+    t: float,
+    sample: Sample | None,
+    progress: Progress,
+) -> None:
+    """The decisions during the job: postcopy after the pass asked for, ``auto`` after its
+    passes, and what ``--max-time`` says once it has passed."""
+    sync = sample.ram.get("dirty-sync-count", 0.0) if sample is not None else 0.0
+    if outcome.postcopy_started is None and transport.can_postcopy:
+        if settings.mode == "postcopy" and sync > settings.postcopy_after_pass:
+            try:
+                transport.start_postcopy()
+            except Refused:
+                pass  # too early for the backend: asked again at the next sample
+            else:
+                outcome.postcopy_started = t
+                progress(f"switching to postcopy at {t:.1f} s (after pass {sync - 1:.0f})")
+        elif settings.mode == "auto" and sync > AUTO_PASSES:
+            transport.start_postcopy()
+            outcome.postcopy_started = t
+            expected = sample.times.get("expected-downtime", 0) if sample is not None else 0
+            outcome.choice = (
+                f"precopy did not reach the {transport.downtime_target_ms()} ms target in "
+                f"{AUTO_PASSES} passes (expected downtime {expected:.0f} ms): postcopy"
+            )
+            progress(f"auto: {outcome.choice} at {t:.1f} s")
+    if t <= settings.max_seconds or outcome.postcopy_started is not None:
+        return
+    if settings.on_timeout == "postcopy" and transport.can_postcopy:
+        try:
+            transport.start_postcopy()
+        except Refused as exc:
+            outcome.cancelled = f"not converged in {settings.max_seconds:g} s, and {exc}"
+        else:
+            outcome.postcopy_started = t
+            outcome.choice = (
+                f"not converged in {settings.max_seconds:g} s: switched to "
+                "postcopy (--on-timeout postcopy)"
+            )
+            progress(f"not converged in {settings.max_seconds:g} s: switching to postcopy")
+            return
+    else:
+        outcome.cancelled = f"not converged in {settings.max_seconds:g} s"
+    progress(f"{outcome.cancelled}: cancelling (the source keeps running)")
+    transport.cancel()
+
+
+def _final_times(transport: Transport, outcome: Outcome, t0: float) -> None:
+    """QEMU 7.2 reports ``completed`` before it has computed ``total-time`` and ``downtime``
+    (both 0 until ``migration_calculate_complete`` runs a moment later): sample again until
+    they are there, so a finished migration never reads as 0 ms (while the source's QEMU
+    still answers; libvirt's completed job has its own times)."""
+    deadline = time.monotonic() + FINAL_TIMES_S
+    while (
+        outcome.samples
+        and not outcome.samples[-1].times.get("total-time")
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.02)
+        reply, _ = transport.sample()
+        if reply is None:
+            return
+        outcome.samples.append(parse(reply, time.monotonic() - t0))
+        outcome.raw_last = reply

@@ -1,0 +1,416 @@
+"""A libvirt guest moved to another libvirtd (``kvmlab migrate ADDRESS --to URI``).
+
+libvirt's own migration (``virDomainMigrate3``, managed by this client: libvirt talks to
+both daemons, the QEMUs stream to each other), measured twice: libvirt's job statistics
+(what ``virsh domjobinfo`` prints, polled during the job and the completed job's at the
+end) beside QEMU's ``query-migrate`` on the source, read through libvirt's monitor
+passthrough (which libvirt notes as a ``custom-monitor`` taint in the domain's log). The
+destination gets the guest image through its own storage API first; the guest's record
+follows it (URI, pid).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import libvirt
+import libvirt_qemu
+
+from kvmlab.errors import StateError, UsageError
+from kvmlab.guest.kernel import default_cache_dir
+from kvmlab.migrate.jobinfo import job_stats
+from kvmlab.migrate.modes import Settings
+from kvmlab.migrate.probe import Where
+from kvmlab.migrate.result import Outcome
+from kvmlab.migrate.transports.base import JobState, Progress, Refused, Route, Transport
+from kvmlab.proc.processes import find_marked
+from kvmlab.render.devices.control import PROBE_PORT
+from kvmlab.render.xmldom import QEMU_NS  # (importing it registers the XML prefixes)
+from kvmlab.runtime.libvirt.conn import LibvirtFailure, describe, is_local, open_uri
+from kvmlab.runtime.libvirt.machine import LibvirtMachine
+from kvmlab.runtime.libvirt.publish import VOLUME, hold, publish, release, unpublish_unused
+from kvmlab.runtime.machine import Machine
+from kvmlab.runtime.rundir import GuestRecord
+
+JOIN_S = 60.0
+"""How long an aborted job's thread may take to return."""
+
+FLAGS = {
+    "precopy": 0,
+    "postcopy": libvirt.VIR_MIGRATE_POSTCOPY,
+    "multifd": libvirt.VIR_MIGRATE_PARALLEL,
+    "auto-converge": libvirt.VIR_MIGRATE_AUTO_CONVERGE,
+    "xbzrle": libvirt.VIR_MIGRATE_COMPRESSED,
+}
+"""kvmlab's modes as libvirt's migration flags (each on top of ``VIR_MIGRATE_LIVE``)."""
+
+
+def flags_for(settings: Settings, persistent: bool) -> int:
+    """libvirt's flags for a mode (refused by name when libvirt has none kvmlab uses)."""
+    if settings.mode not in FLAGS:
+        raise UsageError(
+            f"--mode {settings.mode}: through libvirt kvmlab offers {', '.join(FLAGS)}"
+        )
+    flags = libvirt.VIR_MIGRATE_LIVE | FLAGS[settings.mode]
+    if settings.on_timeout == "postcopy":  # switched to postcopy at --max-time, as on qemu
+        flags |= libvirt.VIR_MIGRATE_POSTCOPY
+    if persistent:
+        flags |= libvirt.VIR_MIGRATE_PERSIST_DEST | libvirt.VIR_MIGRATE_UNDEFINE_SOURCE
+    return int(flags)
+
+
+def params_for(settings: Settings, dest_uri: str, xml: str) -> dict[str, Any]:
+    """``virDomainMigrate3``'s typed parameters: the destination XML (its image paths),
+    bandwidth, multifd channels; a loopback destination streams over loopback."""
+    params: dict[str, Any] = {libvirt.VIR_MIGRATE_PARAM_DEST_XML: xml}
+    if settings.bandwidth_mibs is not None:
+        params[libvirt.VIR_MIGRATE_PARAM_BANDWIDTH] = int(settings.bandwidth_mibs)
+    if settings.mode == "multifd" and settings.multifd_channels is not None:
+        params[libvirt.VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS] = settings.multifd_channels
+    if settings.mode == "xbzrle":
+        params[libvirt.VIR_MIGRATE_PARAM_COMPRESSION] = "xbzrle"
+    if is_local(dest_uri):  # the daemon's host name may not resolve to this host
+        params[libvirt.VIR_MIGRATE_PARAM_URI] = "tcp://127.0.0.1"
+    return params
+
+
+def image_files(xml: str, address: str) -> dict[str, Path]:
+    """The local files (this kvmlab's image cache) of the kernel and initrd a domain boots,
+    by tag; refused when they are not volumes kvmlab published."""
+    root = ET.fromstring(xml)
+    files: dict[str, Path] = {}
+    for tag in ("kernel", "initrd"):
+        node = root.find(f"os/{tag}")
+        if node is None or not node.text:
+            continue
+        name = Path(node.text).name
+        if not VOLUME.match(name):
+            raise UsageError(f"{address}: its {tag} {node.text} is not an image kvmlab published")
+        digest, file = name.split("-", 1)
+        local = default_cache_dir() / "images" / digest / file
+        if not local.is_file():
+            raise UsageError(
+                f"{address}: its {tag} ({local}) is not in this kvmlab's image "
+                "cache (run 'kvmlab image')"
+            )
+        files[tag] = local
+    return files
+
+
+def dest_xml(
+    xml: str, paths: dict[str, Path], same_host: bool
+) -> tuple[str, list[tuple[str, str]]]:
+    """The domain XML with its kernel and initrd at the destination's paths; for a
+    destination on the same host, without the slirp port forwards the source still holds
+    (they are added on the destination after the switch-over), which are returned as
+    ``(netdev id, rule)``."""
+    root = ET.fromstring(xml)
+    for tag, path in paths.items():
+        node = root.find(f"os/{tag}")
+        if node is not None:
+            node.text = str(path)
+    held: list[tuple[str, str]] = []
+    for arg in root.iter(f"{{{QEMU_NS}}}arg") if same_host else ():
+        value = arg.get("value", "")
+        if not value.startswith("user,") or "hostfwd=" not in value:
+            continue
+        opts = value.split(",")
+        netdev = next((o[3:] for o in opts if o.startswith("id=")), "")
+        held += [(netdev, o[len("hostfwd=") :]) for o in opts if o.startswith("hostfwd=")]
+        arg.set("value", ",".join(o for o in opts if not o.startswith("hostfwd=")))
+    return ET.tostring(root, encoding="unicode"), held
+
+
+class LibvirtTransport(Transport):
+    """libvirt's migration job from the guest's daemon to the one at ``route.to_uri``."""
+
+    sample_s = 0.2
+
+    def __init__(
+        self,
+        source: Machine,
+        guest_dir: Path,
+        record: GuestRecord,
+        settings: Settings,
+        route: Route,
+    ) -> None:
+        super().__init__(source, guest_dir, record, settings, route)
+        assert isinstance(source, LibvirtMachine) and route.to_uri is not None
+        self.lv_source = source
+        self.to_uri = route.to_uri
+        self.dconn: Any = None
+        self.flags = 0
+        self._xml = ""
+        self._beats: list[Where] = []
+        self._held = False
+        self._done: dict[str, Any] = {}
+        self._worker: threading.Thread | None = None
+        self._cancelled = False
+        self._t_end: float | None = None
+
+    @classmethod
+    def check_route(cls, route: Route, record: GuestRecord) -> None:
+        if route.to_uri is None:
+            raise UsageError(
+                f"{record.name} runs under libvirt, which migrates it itself: "
+                "kvmlab migrate ADDRESS --to URI (the destination daemon)"
+            )
+
+    # --- before ------------------------------------------------------------------------------
+
+    def prepare(self, progress: Progress) -> None:
+        source, address = self.lv_source, self.record.name
+        if self.to_uri == source.uri:
+            raise UsageError(f"--to {self.to_uri}: {address} runs there already")
+        if not source.is_alive():
+            raise StateError(f"{address} is not running")
+        live = ET.fromstring(source.domain().XMLDesc(0))
+        if live.find("devices/disk") is not None:
+            raise UsageError(
+                f"{address} has disks: kvmlab migrates libvirt guests without "
+                "disks so far (shared or copied storage is not set up)"
+            )
+        if live.find("devices/interface[@type='ethernet']") is not None:
+            raise UsageError(
+                f"{address} has tap NICs: on the destination they would not be on the lab's "
+                "network (its bridge is in a namespace of this host) nor on your tap; "
+                "kvmlab migrates libvirt guests with user NICs only so far"
+            )
+        self.flags = flags_for(self.settings, source.persistent)
+        self.dconn = open_uri(self.to_uri, self.record.name)
+        xml = source.domain().XMLDesc(libvirt.VIR_DOMAIN_XML_MIGRATABLE)
+        files = image_files(xml, address)
+        hold()  # the copies are unused until the job defines the domain there: see publish.LOCK
+        self._held = True
+        where: dict[Path, Path] = {}
+        if files:
+            progress(f"publishing the guest image to {self.to_uri}")
+            where = publish(self.dconn, self.to_uri, list(files.values()))
+        same_host = is_local(self.to_uri) and is_local(source.uri)
+        self._beats = probe_files(source, self.to_uri, xml)
+        self._xml, self.forwards = dest_xml(xml, {t: where[f] for t, f in files.items()}, same_host)
+
+    def describe(self) -> str:
+        return f"libvirt {self.settings.mode} to {self.to_uri}"
+
+    @property
+    def source_name(self) -> str:
+        return self.lv_source.uri
+
+    @property
+    def dest_name(self) -> str:
+        return self.to_uri
+
+    @property
+    def can_postcopy(self) -> bool:
+        return bool(self.flags & libvirt.VIR_MIGRATE_POSTCOPY)
+
+    # --- the job -----------------------------------------------------------------------------
+
+    def heartbeat_files(self) -> list[Where]:
+        return self._beats
+
+    def open(self, progress: Progress) -> None:
+        if self.settings.downtime_limit_ms is not None:
+            self.lv_source.domain().migrateSetMaxDowntime(self.settings.downtime_limit_ms, 0)
+
+    def start(self, progress: Progress) -> None:
+        dom, params = self.lv_source.domain(), params_for(self.settings, self.to_uri, self._xml)
+
+        def run() -> None:
+            try:
+                self._done["dom"] = dom.migrate3(self.dconn, params, self.flags)
+            except libvirt.libvirtError as exc:
+                self._done["error"] = describe(exc)
+
+        self._worker = threading.Thread(target=run, name="virDomainMigrate3", daemon=True)
+        self._worker.start()
+
+    def sample(self) -> tuple[dict[str, Any] | None, dict[str, float] | None]:
+        dom = self.lv_source.domain()
+        job: dict[str, float] | None = None
+        reply: dict[str, Any] | None = None
+        with contextlib.suppress(libvirt.libvirtError):
+            job = job_stats(dom.jobStats(0)) or None
+        with contextlib.suppress(libvirt.libvirtError, ValueError, KeyError):
+            answer = libvirt_qemu.qemuMonitorCommand(dom, '{"execute": "query-migrate"}', 0)
+            reply = json.loads(answer)["return"]
+        return reply, job
+
+    def ended(self) -> JobState | None:
+        if self._worker is None or self._worker.is_alive():
+            return None
+        if self._t_end is None:
+            self._t_end = time.monotonic()
+        self._release()  # the job has defined the domain there (or failed): see publish.LOCK
+        if "dom" in self._done:
+            return JobState("completed")
+        error = self._done.get("error", "the job ended without a result")
+        return JobState("cancelled" if self._cancelled else "failed", error + _hint(error))
+
+    def wait(self, seconds: float) -> list[dict[str, Any]]:
+        if self._worker is not None:
+            self._worker.join(seconds)
+        return []
+
+    def start_postcopy(self) -> None:
+        try:
+            self.lv_source.domain().migrateStartPostCopy(0)
+        except libvirt.libvirtError as exc:
+            raise Refused(f"libvirt refused the switch to postcopy: {describe(exc)}") from None
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        with contextlib.suppress(libvirt.libvirtError):
+            self.lv_source.domain().abortJob()
+
+    def destination_alive(self) -> bool | None:
+        return None  # libvirt fails the job when the destination dies
+
+    # --- after -------------------------------------------------------------------------------
+
+    def destination_running(self) -> float:
+        return self._t_end if self._t_end is not None else time.monotonic()
+
+    def hand_over(self) -> Machine:
+        """The guest's record moved to the destination daemon (URI, QEMU's pid there: on one
+        host the source's QEMU, same UUID, may not have exited yet and is not it)."""
+        record = self.lv_source.record()
+        old = record.pid
+        record.backend_fields["uri"], record.pid, record.pid_start = self.to_uri, 0, None
+        moved = LibvirtMachine.from_record(self.guest_dir, record)
+        moved.find_pid(exclude=old)
+        record = moved.record()
+        record.save(self.guest_dir)
+        if not moved.is_alive():
+            raise LibvirtFailure(
+                "the domain does not run on the destination after libvirt completed the "
+                f"migration (libvirt says: {_state_words(moved)})",
+                self.to_uri,
+                record.name,
+            )
+        return moved
+
+    def hmp(self, machine: Machine, command: str) -> str:
+        """An HMP command through libvirt's monitor passthrough."""
+        assert isinstance(machine, LibvirtMachine)
+        try:
+            return str(
+                libvirt_qemu.qemuMonitorCommand(
+                    machine.domain(), command, libvirt_qemu.VIR_DOMAIN_QEMU_MONITOR_COMMAND_HMP
+                )
+            )
+        except libvirt.libvirtError as exc:
+            raise LibvirtFailure(
+                f"HMP {command!r}: {describe(exc)}", machine.uri, machine.config.name
+            ) from None
+
+    def after_hand_over(self, moved: Machine, outcome: Outcome) -> None:
+        new = self._done.get("dom")
+        if new is not None:
+            with contextlib.suppress(libvirt.libvirtError):
+                completed = new.jobStats(libvirt.VIR_DOMAIN_JOB_STATS_COMPLETED)
+                outcome.libvirt_job = job_stats(completed)
+        with contextlib.suppress(libvirt.libvirtError, LibvirtFailure):
+            if self.lv_source.connection is not None:
+                unpublish_unused(self.lv_source.connection)  # the source's copies, unused now
+
+    def back_out(self, outcome: Outcome, progress: Progress) -> Machine:
+        self._join()
+        source = LibvirtMachine.from_record(self.guest_dir, self.lv_source.record())
+        outcome.source_resumed = source.is_alive()
+        return source
+
+    def destination_evidence(self) -> str:
+        return (
+            f"the destination's logs are on the daemon at {self.to_uri}: the serial log "
+            f"{self.lv_source.serial_log or '(none)'} and libvirt's log of the domain "
+            f"({self.lv_source.domain_name}.log)"
+        )
+
+    def discard(self) -> None:
+        if self._worker is not None and self._worker.is_alive():
+            self.cancel()
+            self._join()
+
+    def _join(self) -> None:
+        if self._worker is not None and self._worker.is_alive():
+            self._worker.join(JOIN_S)
+
+    def _release(self) -> None:
+        if self._held:
+            self._held = False
+            release()
+
+    def close(self) -> None:
+        self._release()
+        if self.dconn is not None:
+            with contextlib.suppress(libvirt.libvirtError):
+                self.dconn.close()
+
+
+def probe_files(source: LibvirtMachine, to_uri: str, xml: str) -> list[Where]:
+    """Where the guest's heartbeats land: the probe channel's file of the source QEMU and,
+    once libvirt has started it, of the destination's, each through its QEMU's root (a
+    private daemon's mount namespace). None when a daemon is on another host: then only
+    libvirt's and QEMU's downtime are known."""
+    if source.pid is None or not (is_local(source.uri) and is_local(to_uri)):
+        return []
+    path = None
+    for channel in ET.fromstring(xml).iterfind("devices/channel"):
+        target, src = channel.find("target"), channel.find("source")
+        if target is not None and target.get("name") == PROBE_PORT and src is not None:
+            path = src.get("path")
+    if not path:
+        return []
+    old = source.pid
+
+    def destination() -> Path | None:
+        for pid in find_marked(source.uuid):
+            if pid != old and source.is_our_qemu(pid):
+                return Path(f"/proc/{pid}/root{path}")
+        return None
+
+    return [Path(f"/proc/{old}/root{path}"), destination]
+
+
+def _hint(error: str) -> str:
+    """Why libvirt's QEMU may lack what a mode needs, when the error says so."""
+    if "Postcopy is not supported" in error:
+        try:
+            sysctl = Path("/proc/sys/vm/unprivileged_userfaultfd").read_text().strip()
+        except OSError:
+            sysctl = "?"
+        return (
+            " (libvirt runs QEMU as its own user, which needs userfaultfd for postcopy: "
+            f"vm.unprivileged_userfaultfd is {sysctl} here; 'sysctl -w "
+            "vm.unprivileged_userfaultfd=1' allows it, or give that user /dev/userfaultfd)"
+        )
+    return ""
+
+
+_STATES = {
+    libvirt.VIR_DOMAIN_NOSTATE: "no state",
+    libvirt.VIR_DOMAIN_RUNNING: "running",
+    libvirt.VIR_DOMAIN_BLOCKED: "blocked",
+    libvirt.VIR_DOMAIN_PAUSED: "paused",
+    libvirt.VIR_DOMAIN_SHUTDOWN: "shutting down",
+    libvirt.VIR_DOMAIN_SHUTOFF: "shut off",
+    libvirt.VIR_DOMAIN_CRASHED: "crashed",
+    libvirt.VIR_DOMAIN_PMSUSPENDED: "suspended",
+}
+
+
+def _state_words(machine: LibvirtMachine) -> str:
+    """The domain's state and libvirt's reason code, as evidence for a failure."""
+    try:
+        state, reason = machine.domain().state()
+    except (libvirt.libvirtError, LibvirtFailure) as exc:
+        return f"cannot tell ({exc})"
+    return f"{_STATES.get(state, str(state))}, reason code {reason}"

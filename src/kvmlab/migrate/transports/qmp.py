@@ -1,0 +1,322 @@
+"""kvmlab's own migration: a second QEMU of this host, driven over QMP.
+
+The destination QEMU is the source's command line with its own run directory and
+``-incoming defer`` (same devices by construction; :mod:`kvmlab.runtime.qemu.handover`).
+Until the switch-over the source keeps the guest: a destination that fails to start or
+dies leaves it running (QEMU resumes it), a cancel (``migrate_cancel``) too. After it, the
+source QEMU is stopped and the guest's record names the destination's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from kvmlab.errors import KvmlabError, QmpFailure, RuntimeFailure, StateError, UsageError, printable
+from kvmlab.migrate.engine_common import serial_tail
+from kvmlab.migrate.modes import Plan, Settings, plan
+from kvmlab.migrate.probe import Where
+from kvmlab.migrate.result import Outcome
+from kvmlab.migrate.stats import FINISHED
+from kvmlab.migrate.transports.base import JobState, Progress, Route, Transport
+from kvmlab.proc.confined import remove_owned
+from kvmlab.proc.processes import find_marked
+from kvmlab.proc.signals import deferred_signals
+from kvmlab.render.devices.control import (
+    AGENT_SOCKET,
+    CONSOLE_SOCKET,
+    PROBE_LOG,
+    QMP_SOCKET,
+    SERIAL_LOG,
+)
+from kvmlab.render.target import UNIX_PATH_MAX
+from kvmlab.runtime import backends
+from kvmlab.runtime.machine import Machine
+from kvmlab.runtime.qemu import handover
+from kvmlab.runtime.qemu.machine import QemuMachine, qemu_command
+from kvmlab.runtime.rundir import GuestRecord
+
+CANCEL_WAIT_S = 10.0
+"""How long a cancelled migration may take to end before the destination is stopped."""
+
+
+def check_destination_sockets(address: str, dest_dir: Path) -> None:
+    """Refuse, before anything starts, a destination directory so deep that its QMP,
+    agent, console or migration socket would pass the unix socket limit (QEMU would fail to
+    bind it half-way through the set-up)."""
+    sockets = (QMP_SOCKET, AGENT_SOCKET, CONSOLE_SOCKET, "migrate.sock")
+    longest = max((dest_dir / name for name in sockets), key=lambda p: len(os.fsencode(p)))
+    size = len(os.fsencode(longest))
+    if size > UNIX_PATH_MAX:
+        over = size - UNIX_PATH_MAX
+        raise StateError(
+            f"cannot migrate {address}: its destination's socket {printable(str(longest))} "
+            f"would be {size} bytes long, and a unix socket path takes at most "
+            f"{UNIX_PATH_MAX}; bring the lab up under a KVMLAB_RUN_DIR {over} bytes shorter"
+        )
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def hmp(machine: QemuMachine, command: str) -> str:
+    """An HMP command through QMP (for what QMP has no command of its own for)."""
+    reply = machine.qmp().execute("human-monitor-command", {"command-line": command})
+    return str(reply)
+
+
+class QmpTransport(Transport):
+    """The guest moved to a second QEMU of this host, over QMP on both."""
+
+    sample_s = 0.1
+
+    def __init__(
+        self,
+        source: Machine,
+        guest_dir: Path,
+        record: GuestRecord,
+        settings: Settings,
+        route: Route,
+    ) -> None:
+        super().__init__(source, guest_dir, record, settings, route)
+        assert isinstance(source, QemuMachine)  # the registry chose this transport for it
+        self.qemu_source = source
+        self.dest_dir = handover.migration_dir(guest_dir, record)
+        self.plan: Plan | None = None
+        self.dest: QemuMachine | None = None
+        self._argv: list[str] = []
+        self._last: dict[str, Any] = {}
+
+    @classmethod
+    def check_route(cls, route: Route, record: GuestRecord) -> None:
+        if route.to_uri is not None:
+            raise UsageError(
+                f"--to moves a guest of the libvirt backend; {record.name} runs on "
+                "kvmlab's own QEMU (without --to it is migrated on this host)"
+            )
+
+    # --- before ------------------------------------------------------------------------------
+
+    def prepare(self, progress: Progress) -> None:
+        address = self.record.name
+        run_state = self.qemu_source.qmp().execute("query-status")
+        if not run_state.get("running"):
+            raise StateError(
+                f"{address} is not running but {run_state.get('status')} (a failed "
+                f"postcopy leaves its source so); 'kvmlab down {self.record.lab}' removes it"
+            )
+        check_destination_sockets(address, self.dest_dir)
+        if self.dest_dir.exists():
+            if find_marked(f"{self.dest_dir}/"):
+                raise StateError(
+                    f"a QEMU of an earlier migration of {address} still runs from "
+                    f"{self.dest_dir}; 'kvmlab down {self.record.lab}' stops it"
+                )
+            remove_owned(self.dest_dir)  # a failed attempt's leftovers
+        self._argv, self.forwards = handover.destination_argv(
+            self.record.argv, self.guest_dir, self.dest_dir, self.route.dest_qemu
+        )
+        offered = {
+            c["capability"] for c in self.qemu_source.qmp().execute("query-migrate-capabilities")
+        }
+        self.plan = plan(self.settings, offered)
+        self.dest = QemuMachine(
+            replace(self.qemu_source.config, argv=self._argv, run_dir=self.dest_dir)
+        )
+
+    def describe(self) -> str:
+        return self._plan().describe()
+
+    def _plan(self) -> Plan:
+        assert self.plan is not None, "prepare() first"
+        return self.plan
+
+    def _dest(self) -> QemuMachine:
+        assert self.dest is not None, "prepare() first"
+        return self.dest
+
+    @property
+    def source_name(self) -> str:
+        return qemu_command(self.record.argv)[0]
+
+    @property
+    def dest_name(self) -> str:
+        return qemu_command(self._argv)[0]
+
+    @property
+    def can_postcopy(self) -> bool:
+        return self._plan().source_caps.get("postcopy-ram", False)
+
+    def downtime_target_ms(self) -> object:
+        return self._plan().source_params.get("downtime-limit")
+
+    # --- the job -----------------------------------------------------------------------------
+
+    def heartbeat_files(self) -> list[Where]:
+        return [self.guest_dir / PROBE_LOG, self.dest_dir / PROBE_LOG]
+
+    def open(self, progress: Progress) -> None:
+        dest, the_plan = self._dest(), self._plan()
+        progress(f"starting the destination QEMU ({self.dest_dir.name}, -incoming defer)")
+        try:
+            dest.launch_incoming()
+        except KvmlabError as exc:
+            lines = exc.lines()
+            raise RuntimeFailure(
+                f"the destination QEMU did not start: {lines[0]}"
+                + "".join(f"; {x.strip()}" for x in lines[1:4])
+            ) from exc
+        _set(self.qemu_source, the_plan.source_caps, the_plan.source_params)
+        _set(dest, the_plan.dest_caps, the_plan.dest_params)
+        self._uri = (
+            f"tcp:127.0.0.1:{_free_port()}"
+            if self.route.channel == "tcp"
+            else f"unix:{self.dest_dir / 'migrate.sock'}"
+        )
+        dest.qmp().execute("migrate-incoming", {"uri": self._uri})
+
+    def start(self, progress: Progress) -> None:
+        progress(f"sending the guest over {self._uri}")
+        self.qemu_source.qmp().execute("migrate", {"uri": self._uri})
+
+    def sample(self) -> tuple[dict[str, Any] | None, dict[str, float] | None]:
+        reply = self.qemu_source.qmp().execute("query-migrate")
+        self._last = reply
+        return reply, None
+
+    def ended(self) -> JobState | None:
+        status = self._last.get("status")
+        if status not in FINISHED:
+            return None
+        return JobState(str(status), self._last.get("error-desc"))
+
+    def wait(self, seconds: float) -> list[dict[str, Any]]:
+        event = self.qemu_source.qmp().wait_event(["MIGRATION_PASS", "MIGRATION"], seconds)
+        return [event] if event is not None else []
+
+    def start_postcopy(self) -> None:
+        self.qemu_source.qmp().execute("migrate-start-postcopy")
+
+    def cancel(self) -> None:
+        self.qemu_source.qmp().execute("migrate_cancel")
+
+    def destination_alive(self) -> bool | None:
+        return self._dest().is_alive()
+
+    # --- after -------------------------------------------------------------------------------
+
+    def destination_running(self) -> float:
+        dest = self._dest()
+        deadline = time.monotonic() + 60.0
+        while time.monotonic() < deadline:
+            if not dest.is_alive():
+                raise RuntimeFailure("the destination QEMU exited right after the switch-over")
+            status = dest.qmp().execute("query-status")
+            if status.get("running"):
+                dest.resumed()
+                return time.monotonic()
+            time.sleep(0.02)
+        raise RuntimeFailure("the destination's guest did not start running within 60 s")
+
+    def level_factor(self) -> float:
+        return self._dest().level_factor()
+
+    def hand_over(self) -> Machine:
+        """Stop the source and give the guest's address to the destination: both or
+        neither, whatever signal arrives (held until it is done)."""
+        dest = self._dest()
+        with deferred_signals():
+            self.qemu_source.shutdown(force=True)
+            try:
+                adopted = handover.adopt(
+                    self.guest_dir, self.dest_dir, self.record, dest.pid or 0, dest.pid_start
+                )
+            except OSError as exc:
+                raise RuntimeFailure(
+                    f"handing {self.guest_dir} over to the destination failed: {exc}"
+                ) from exc
+        dest.disconnect()
+        return backends.attach(self.guest_dir, adopted)
+
+    def hmp(self, machine: Machine, command: str) -> str:
+        assert isinstance(machine, QemuMachine)
+        return hmp(machine, command)
+
+    def back_out(self, outcome: Outcome, progress: Progress) -> Machine:
+        """Leave the source running and remove every trace of the destination."""
+        source, dest = self.qemu_source, self._dest()
+        if dest.is_alive() or self.dest_dir.exists():
+            with contextlib.suppress(QmpFailure, StateError):
+                status = source.qmp().execute("query-migrate").get("status")
+                if status not in (*FINISHED, "none", None):
+                    progress(f"cancelling the migration ({status})")
+                    source.qmp().execute("migrate_cancel")
+                    deadline = time.monotonic() + CANCEL_WAIT_S
+                    while time.monotonic() < deadline:
+                        if source.qmp().execute("query-migrate").get("status") in FINISHED:
+                            break
+                        time.sleep(0.1)
+                    outcome.status = (
+                        source.qmp().execute("query-migrate").get("status", "cancelled")
+                    )
+                run = source.qmp().execute("query-status")
+                if (
+                    outcome.postcopy_started is None
+                    and not run.get("running")
+                    and run.get("status") in ("paused", "postmigrate")
+                ):
+                    progress(f"resuming the source ({run.get('status')})")
+                    source.qmp().execute("cont")
+                    outcome.source_resumed = True
+            dest.shutdown(force=True)
+            if self.dest_dir.exists():
+                remove_owned(self.dest_dir)
+        return source
+
+    def destination_evidence(self) -> str:
+        evidence = serial_tail(self.dest_dir)
+        self._keep_log()
+        return evidence
+
+    def _keep_log(self) -> None:
+        """Keep a failed destination's serial log beside the guest's (the evidence)."""
+        with contextlib.suppress(OSError):
+            (self.dest_dir / SERIAL_LOG).replace(self.guest_dir / "serial.log.failed-destination")
+
+    def abandon(self) -> None:
+        self._dest().shutdown(force=True)
+        remove_owned(self.dest_dir)
+        self.qemu_source.detach()  # paused, holding half a guest: 'kvmlab down' removes it
+
+    def discard(self) -> None:
+        dest = self.dest
+        if (
+            dest is not None
+            and dest.is_alive()
+            and GuestRecord.read(self.guest_dir).pid != dest.pid
+        ):
+            dest.shutdown(force=True)  # never handed over: it is not the guest
+            remove_owned(self.dest_dir)
+
+    def close(self) -> None:
+        if self.dest is not None:
+            self.dest.disconnect()
+
+
+def _set(machine: QemuMachine, caps: dict[str, bool], params: dict[str, object]) -> None:
+    if caps:
+        machine.qmp().execute(
+            "migrate-set-capabilities",
+            {"capabilities": [{"capability": k, "state": v} for k, v in caps.items()]},
+        )
+    if params:
+        machine.qmp().execute("migrate-set-parameters", params)
