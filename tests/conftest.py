@@ -54,11 +54,17 @@ def interrupted_after(env: dict[str, str], seconds: float, *args: str) -> tuple[
 
 
 def interrupted_once(
-    env: dict[str, str], marker: str, times: int, *args: str, timeout: float = 600
+    env: dict[str, str],
+    marker: str,
+    times: int,
+    *args: str,
+    timeout: float = 600,
+    on_stderr: bool = False,
 ) -> tuple[int, str, str]:
     """Run kvmlab, send Ctrl-C (SIGINT) as soon as ``marker`` has appeared ``times`` times
-    on its stdout (it must still be running then); its exit status, stdout and stderr.
-    Waits on progress, not a fixed time: ``timeout`` only bounds a run that never prints."""
+    on its stdout (its stderr with ``on_stderr``: the progress lines; it must still be
+    running then); its exit status, stdout and stderr. Waits on progress, not a fixed
+    time: ``timeout`` only bounds a run that never prints it."""
     import signal
     import threading
 
@@ -66,28 +72,44 @@ def interrupted_once(
     proc = subprocess.Popen(
         [KVMLAB, *args], env=env, stdout=pipe, stderr=pipe, stdin=subprocess.DEVNULL, text=True
     )
-    err: list[str] = []
-    reader = threading.Thread(target=lambda: err.append(proc.stderr.read()))  # type: ignore[union-attr]
+    watched, other = (proc.stderr, proc.stdout) if on_stderr else (proc.stdout, proc.stderr)
+    assert watched is not None and other is not None
+    rest: list[str] = []
+    reader = threading.Thread(target=lambda: rest.append(other.read()))
     reader.start()
-    out: list[str] = []
+    seen_lines: list[str] = []
     seen = 0
     timer = threading.Timer(timeout, proc.kill)
     timer.start()
     try:
-        for line in proc.stdout:  # type: ignore[union-attr]
-            out.append(line)
+        for line in watched:
+            seen_lines.append(line)
             seen += marker in line
             if seen >= times:
                 assert proc.poll() is None, "kvmlab ended before it was interrupted"
                 proc.send_signal(signal.SIGINT)
                 break
-        out.append(proc.stdout.read())  # type: ignore[union-attr]
+        seen_lines.append(watched.read())
         proc.wait(timeout=300)
     finally:
         timer.cancel()
         reader.join(timeout=300)
-    assert seen >= times, f"{marker!r} appeared {seen} times: {''.join(out)[-2000:]}"
-    return proc.returncode, "".join(out), "".join(err)
+    text = "".join(seen_lines)
+    assert seen >= times, f"{marker!r} appeared {seen} times: {text[-2000:]}"
+    if on_stderr:
+        return proc.returncode, "".join(rest), text
+    return proc.returncode, text, "".join(rest)
+
+
+def wait_connected(console: subprocess.Popen[bytes]) -> None:
+    """Wait until ``kvmlab console`` (stderr piped) says it is attached: what the guest
+    writes from then on reaches it."""
+    assert console.stderr is not None
+    said = b""
+    while b"connected to the serial console" not in said:
+        line = console.stderr.readline()
+        assert line, f"kvmlab console ended before it attached: {said.decode(errors='replace')}"
+        said += line
 
 
 @contextmanager

@@ -91,13 +91,13 @@ def test_boot_one_round(short_tmp: Path) -> None:
         [sys.executable, str(ROOT / "benchmarks" / "boot.py"), *SMOKE["boot.py"]],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=900,  # a hang guard, not a speed test
         env=env,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     ready = next(line for line in proc.stdout.splitlines() if "ready (up + exec)" in line)
     runs, low, median, high = ready.split()[5:9]
-    assert runs == "1" and 0 < float(low) == float(median) == float(high) < 120
+    assert runs == "1" and 0 < float(low) == float(median) == float(high)
     assert "launch total" in proc.stdout and "exec true" in proc.stdout
     assert not qemu_pids(str(tmp_path)), "boot.py stops its guest"
     assert not list(tmp_path.iterdir()), "and removes its temp directories"

@@ -7,13 +7,12 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import KVMLAB, LABS, cli
+from tests.conftest import KVMLAB, LABS, cli, wait_connected
 from tests.libvirt_backend.conftest import Daemon
 from tests.net.test_pvp_functional import LAB
 
@@ -79,7 +78,7 @@ def test_basic_lab_up_exec_ps_down(libvirtd: Daemon, open_lab: Path) -> None:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        time.sleep(2)  # attached (libvirt's console stream)
+        wait_connected(console)  # attached (libvirt's console stream)
         second = cli(env, "console", "basic/vm1")  # never takes the console over
         assert second.returncode == 3 and "cannot open the serial console" in second.stderr
         said = cli(env, "exec", "basic/vm1", "--", "sh", "-c", "echo hello-console >/dev/ttyS0")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli, interrupted_after
+from tests.conftest import cli, interrupted_once
 from tests.libvirt_backend.conftest import Daemon
 from tests.net.test_netcompare_functional import LAB, host_links, namespaces
 from tests.runtime.conftest import pids_mentioning
@@ -70,9 +70,10 @@ def test_ctrl_c_while_measuring_leaves_nothing_in_libvirt_or_the_host(
     lab.write_text(LAB.replace('name = "nct"', 'name = "lvint"'))
     env = {**libvirtd.env, "KVMLAB_RESULTS": str(tmp_path / "results.sqlite")}
     links, spaces = host_links(), namespaces()
-    status, _, err = interrupted_after(
+    status, _, err = interrupted_once(
         env,
-        25,
+        " tcp P",  # measuring: both domains up, iperf3 running between them
+        1,
         "run",
         str(lab),
         "--backend",
@@ -81,9 +82,10 @@ def test_ctrl_c_while_measuring_leaves_nothing_in_libvirt_or_the_host(
         libvirtd.uri,
         "--levels",
         "L1",
+        on_stderr=True,
     )
     assert status == 130, err[-3000:]
-    assert "starting lvint/b" in err  # it was interrupted with both domains up
+    assert "starting lvint/b" in err
     assert host_links() == links and namespaces() == spaces
     assert not (libvirtd.root / "lvint").exists()
     conn = libvirt.open(libvirtd.uri)

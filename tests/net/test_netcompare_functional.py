@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli, interrupted_after
+from tests.conftest import cli, interrupted_once
 from tests.runtime.conftest import pids_mentioning
 
 pytestmark = pytest.mark.functional
@@ -94,7 +94,9 @@ def test_two_guests_on_a_lab_network_measured_and_nothing_left(
 
 def test_ctrl_c_while_measuring_leaves_no_namespace(env: dict[str, str], tmp_path: Path) -> None:
     spaces = namespaces()
-    status, _, err = interrupted_after(env, 30, "run", str(tmp_path / "nct.toml"), "--levels", "L1")
+    status, _, err = interrupted_once(
+        env, " tcp P", 1, "run", str(tmp_path / "nct.toml"), "--levels", "L1", on_stderr=True
+    )
     assert status == 130, err[-3000:]
     assert namespaces() == spaces
     assert not leftovers(tmp_path)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import KVMLAB, cli, interrupted_after
+from tests.conftest import KVMLAB, cli, interrupted_once
 from tests.runtime.conftest import pids_mentioning
 
 pytestmark = pytest.mark.functional
@@ -109,7 +109,8 @@ def test_ctrl_c_during_pvp_leaves_nothing(tmp_path: Path) -> None:
     env = lab_env(tmp_path, "ovs-dpdk")
     lab = str(tmp_path / "pvpt.toml")
     pages = hugepages()
-    status, _, err = interrupted_after(env, 25, "run", lab, "--levels", "L1")
+    marker = "starting testpmd (macswap)"  # the switch, its huge pages and the guest are up
+    status, _, err = interrupted_once(env, marker, 1, "run", lab, "--levels", "L1", on_stderr=True)
     assert status == 130, err[-3000:]
     assert not leftovers(tmp_path)
     assert not (tmp_path / "run" / "pvpt").exists()

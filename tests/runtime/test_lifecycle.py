@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import wait_connected
 from tests.runtime.conftest import KVMLAB, kvmlab, qemu_pids, wait_for, write_lab
 
 pytestmark = pytest.mark.functional
@@ -42,7 +43,7 @@ def test_up_exec_ps_down_leaves_nothing(run_root: Path, tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    time.sleep(0.5)
+    wait_connected(console)
     said = kvmlab("exec", "life/vm", "--", "sh", "-c", "echo hello-console > /dev/ttyS0")
     assert said.returncode == 0, said.stderr
     out, _ = console.communicate(timeout=30)  # closes stdin: the console detaches

@@ -39,6 +39,12 @@ def attach_socket(
     if is_tty:
         print("connected to the serial console; Ctrl-] detaches\r", file=sys.stderr)
         tty.setraw(stdin)
+    else:  # a script waits for this line before it makes the guest talk
+        print(
+            "connected to the serial console; the end of stdin detaches once the guest is quiet",
+            file=sys.stderr,
+            flush=True,
+        )
     try:
         _pump(sock, stdin, stdout, is_tty, quiet)
     finally:
