@@ -113,6 +113,7 @@ def _attempt(transport: Transport, outcome: Outcome, ref: Baseline, progress: Pr
     """Open the destination, migrate, hand over or back out; verify where the guest runs."""
     settings = transport.settings
     moved: Machine | None = None
+    started = False
     files = transport.heartbeat_files()
     watch = HeartbeatWatch(files) if files else None
     t0 = time.monotonic()
@@ -125,6 +126,7 @@ def _attempt(transport: Transport, outcome: Outcome, ref: Baseline, progress: Pr
         progress(f"migrating {outcome.address} ({outcome.plan})")
         t0 = time.monotonic()
         transport.start(progress)
+        started = True
         _follow(transport, outcome, t0, progress)
         if outcome.status != "completed":
             raise _Unfinished()
@@ -152,7 +154,7 @@ def _attempt(transport: Transport, outcome: Outcome, ref: Baseline, progress: Pr
     except (KeyboardInterrupt, KvmlabError) as exc:
         if watch is not None:
             watch.stop()
-        moved = _interrupted(transport, outcome, exc, moved, t0, progress)
+        moved = _interrupted(transport, outcome, exc, moved, started, t0, progress)
     finally:
         if watch is not None:
             watch.stop()
@@ -183,11 +185,13 @@ def _interrupted(
     outcome: Outcome,
     exc: BaseException,
     moved: Machine | None,
+    started: bool,
     t0: float,
     progress: Progress,
 ) -> Machine | None:
     """Ctrl-C or a failure during the job: note why; past the point of no return let the job
-    finish and hand the guest over, else cancel it. The guest's machine when it moved."""
+    finish and hand the guest over, else cancel it (a job never started has nothing to
+    cancel). The guest's machine when it moved."""
     alive = transport.destination_alive()
     if isinstance(exc, KeyboardInterrupt):
         outcome.cancelled = "interrupted (Ctrl-C, SIGTERM or SIGHUP)"
@@ -197,7 +201,7 @@ def _interrupted(
     else:
         outcome.error = outcome.error or str(exc)
     with deferred_signals():
-        if moved is None and outcome.status not in FINISHED and not outcome.lost:
+        if started and moved is None and outcome.status not in FINISHED and not outcome.lost:
             if outcome.postcopy_started is not None and alive is not False:
                 progress("postcopy cannot be cancelled: letting it finish first")
             elif outcome.postcopy_started is None:
@@ -248,10 +252,12 @@ def _follow(
     steer: bool = True,
 ) -> None:
     """Sample the job until it ends; start postcopy or cancel as planned (``steer``; a job
-    being cancelled or finishing its postcopy is only followed, for at most a minute)."""
+    being cancelled is only followed, for at most a minute, and one in postcopy until it
+    ends: the guest is on both sides until then)."""
     settings = transport.settings
     last_pass = 0.0
-    deadline = None if steer else time.monotonic() + CANCEL_S
+    bounded = not steer and outcome.postcopy_started is None
+    deadline = time.monotonic() + CANCEL_S if bounded else None
     while True:
         t = time.monotonic() - t0
         reply, job = transport.sample()
@@ -282,7 +288,7 @@ def _follow(
             _steer(transport, outcome, settings, t, sample, progress)
         alive = transport.destination_alive()
         if alive is False and outcome.postcopy_started is None:
-            outcome.error = "the destination QEMU exited during the migration"
+            outcome.error = outcome.error or "the destination QEMU exited during the migration"
         status = sample.status if sample is not None else None
         if outcome.postcopy_started is not None and (alive is False or status == "postcopy-paused"):
             # In postcopy the guest's state is split between the two: nothing can resume it.

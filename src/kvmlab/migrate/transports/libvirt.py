@@ -22,7 +22,7 @@ from typing import Any
 import libvirt
 import libvirt_qemu
 
-from kvmlab.errors import StateError, UsageError
+from kvmlab.errors import KvmlabError, StateError, UsageError
 from kvmlab.guest.kernel import default_cache_dir
 from kvmlab.migrate.jobinfo import job_stats
 from kvmlab.migrate.modes import Settings
@@ -257,6 +257,8 @@ class LibvirtTransport(Transport):
     def wait(self, seconds: float) -> list[dict[str, Any]]:
         if self._worker is not None:
             self._worker.join(seconds)
+        else:
+            time.sleep(seconds)
         return []
 
     def start_postcopy(self) -> None:
@@ -322,10 +324,13 @@ class LibvirtTransport(Transport):
                 unpublish_unused(self.lv_source.connection)  # the source's copies, unused now
 
     def back_out(self, outcome: Outcome, progress: Progress) -> Machine:
+        """libvirt resumes the source of a job that failed; kvmlab waits for the job."""
         self._join()
-        source = LibvirtMachine.from_record(self.guest_dir, self.lv_source.record())
-        outcome.source_resumed = source.is_alive()
-        return source
+        return LibvirtMachine.from_record(self.guest_dir, self.lv_source.record())
+
+    def abandon(self) -> None:
+        self._join()  # libvirt ends the job it cannot finish; then nothing of it runs here
+        self._release()
 
     def destination_evidence(self) -> str:
         return (
@@ -338,6 +343,9 @@ class LibvirtTransport(Transport):
         if self._worker is not None and self._worker.is_alive():
             self.cancel()
             self._join()
+        if "dom" in self._done:  # it completed all the same: the record follows the guest
+            with contextlib.suppress(KvmlabError, libvirt.libvirtError):
+                self.hand_over()
 
     def _join(self) -> None:
         if self._worker is not None and self._worker.is_alive():

@@ -95,6 +95,7 @@ class QmpTransport(Transport):
         self.dest: QemuMachine | None = None
         self._argv: list[str] = []
         self._last: dict[str, Any] = {}
+        self._source_stopped = False
 
     @classmethod
     def check_route(cls, route: Route, record: GuestRecord) -> None:
@@ -235,7 +236,9 @@ class QmpTransport(Transport):
         neither, whatever signal arrives (held until it is done)."""
         dest = self._dest()
         with deferred_signals():
-            self.qemu_source.shutdown(force=True)
+            if not self._source_stopped:  # (a second call must not stop a stopped machine:
+                self.qemu_source.shutdown(force=True)  # that removes its run directory)
+                self._source_stopped = True
             try:
                 adopted = handover.adopt(
                     self.guest_dir, self.dest_dir, self.record, dest.pid or 0, dest.pid_start
