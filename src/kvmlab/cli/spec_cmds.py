@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from kvmlab.errors import Problem, SpecError, UsageError, printable
 from kvmlab.render.libvirt_caps import LibvirtCaps
-from kvmlab.render.target import Target
 from kvmlab.render.xmldom import xml_comment
 from kvmlab.spec import Guest, LoadedLab, load_lab
 from kvmlab.spec.units import format_size
@@ -201,69 +199,6 @@ def _targets(loaded: LoadedLab, address: str | None) -> list[tuple[tuple[str, ..
     return chosen
 
 
-def _libvirt_caps(connect: str | None) -> LibvirtCaps:
-    """What the libvirt at ``connect`` offers; without a URI, the installed library's
-    version with nothing newer assumed."""
-    if connect is None:
-        import libvirt
-
-        return LibvirtCaps.assumed(libvirt.getVersion())
-    from kvmlab.runtime.libvirt.conn import capabilities, connected
-
-    with connected(_checked_uri(connect)) as conn:
-        return capabilities(conn)
-
-
-def _checked_uri(connect: str) -> str:
-    from kvmlab.spec.backend import check_uri
-
-    try:
-        check_uri(connect)
-    except ValueError as exc:
-        raise UsageError(f"--connect: {exc}") from None
-    return connect
-
-
-def _published(target: Target, guest: Guest, connect: str, name: str) -> Target:
-    """``target`` with the default image (and the guest's cloud-init seed) uploaded into
-    kvmlab's pool on the daemon at ``connect``, as ``kvmlab up --backend libvirt`` does.
-
-    The volumes stay while a domain of that daemon names them; kvmlab deletes them with
-    its next libvirt clean-up once none does."""
-    import contextlib
-    import secrets
-    import tempfile
-
-    from kvmlab.guest.cloudinit import write_seed
-    from kvmlab.runtime.libvirt.conn import connected
-    from kvmlab.runtime.libvirt.publish import (
-        publish,
-        publish_seed,
-        publishing,
-        unpublish_unused,
-    )
-
-    with connected(connect) as conn, publishing():
-        try:
-            if target.image is not None and target.image.kernel.exists():
-                image = target.image
-                where = publish(conn, connect, [image.kernel, image.initrd])
-                image = replace(image, kernel=where[image.kernel], initrd=where[image.initrd])
-                target = replace(target, image=image)
-            if guest.cloud_init is not None:
-                with tempfile.TemporaryDirectory(prefix="kvmlab-seed-") as tmp:
-                    seed = Path(tmp) / "cidata.img"
-                    write_seed(seed, guest.cloud_init, hostname=name)
-                    token = secrets.token_hex(12)
-                    seed_image = publish_seed(conn, connect, seed, token)
-                    target = replace(target, seed_image=seed_image)
-        except BaseException:  # Ctrl-C or a failed upload: no half-made volume stays
-            with contextlib.suppress(Exception):
-                unpublish_unused(conn)
-            raise
-    return target
-
-
 def run_render(
     lab_path: Path, address: str | None, fmt: str, connect: str | None = None, publish: bool = False
 ) -> None:
@@ -297,11 +232,13 @@ def run_render(
             shown = latest_cached_image(share="none") or placeholder_image(share="none")
         target = make_target(loaded, path, guest, host, run_dir, shown)
         if fmt == "libvirt":
-            caps = caps or _libvirt_caps(connect)
+            from kvmlab.cli import render_daemon
+
+            caps = caps or render_daemon.capabilities_at(connect)
             target = replace(target, libvirt=caps)
             if publish and connect is not None and len(path) == 1:
-                target = _published(target, guest, connect, path[-1])
-            _say_needs(loaded, guest, target, caps, connect)
+                target = render_daemon.published(target, guest, connect, path[-1])
+            render_daemon.say_needs(loaded, guest, target, caps, connect)
         if len(chosen) > 1:
             sep = "\n" if n else ""
             text = f"guest {'/'.join(path)} (L{len(path)})"
@@ -310,19 +247,3 @@ def run_render(
             print(render_qemu(guest, target).shell(), end="")
         else:
             print(render_libvirt(guest, target), end="")
-
-
-def _say_needs(
-    loaded: LoadedLab, guest: Guest, target: Target, caps: LibvirtCaps, connect: str | None
-) -> None:
-    """One stderr line for each thing the printed domain needs from its host."""
-    from kvmlab.runtime.libvirt.conn import is_local
-    from kvmlab.runtime.libvirt.printed import findings
-
-    accel, _ = target.accel_for(guest)
-    local = connect is None or is_local(connect)
-    found = findings(
-        guest.under(accel), target, caps, local=local, connect=connect, lab_file=str(loaded.path)
-    )
-    for finding in found:
-        print(finding.line("/".join(target.address)), file=sys.stderr)
