@@ -127,3 +127,18 @@ def test_doctor_here_reports_pvm_and_tcg() -> None:
     assert proc.returncode in (0, 1), proc.stderr
     assert "kvm_pvm" in proc.stdout
     assert "accelerator: TCG" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "command", [("migrate", "--lab"), ("exits", "--guest", "vm", "--compare")], ids=str
+)
+def test_a_command_its_backend_does_not_run_is_refused_by_the_backend(
+    command: tuple[str, ...], tmp_path: Path
+) -> None:
+    """The libvirt backend answers before anything starts (no daemon is asked)."""
+    lab = tmp_path / "lv.toml"
+    lab.write_text('backend = "libvirt"\n' + (LABS / "migrate.toml").read_text())
+    args = [*command, str(lab)]
+    run = kvmlab(*args)
+    assert run.returncode == 2, run.stderr
+    assert "runs only on the qemu backend so far" in run.stderr

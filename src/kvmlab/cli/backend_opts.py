@@ -85,10 +85,10 @@ def choose_backend(loaded: LoadedLab, given: BackendOptions) -> Backend:
     )
 
 
-def qemu_only(loaded: LoadedLab, command: str) -> None:
-    """Refuse a lab that asks for the libvirt backend in a command only the qemu one runs."""
-    if loaded.lab.backend == "libvirt":
-        raise UsageError(
-            f"{loaded.path}: backend = \"libvirt\": 'kvmlab {command}' runs only "
-            "on the qemu backend so far (kvmlab up/ps/exec/down run on libvirt)"
-        )
+def check_command(loaded: LoadedLab, command: str) -> None:
+    """Refuse, before anything starts, a command the lab's backend does not run."""
+    backend = choose_backend(loaded, BackendOptions())
+    try:
+        backend.check_command(loaded, command)
+    finally:
+        backend.close()

@@ -278,9 +278,9 @@ def run_compare(
     check_seconds(seconds, LIVE_SECONDS)
     check_seconds(settle, (0.0, 3600.0), "--settle")
     loaded = load_lab(lab_path)
-    from kvmlab.cli.backend_opts import qemu_only
+    from kvmlab.cli.backend_opts import check_command
 
-    qemu_only(loaded, "exits --compare")
+    check_command(loaded, "exits --compare")
     if loaded.lab.find(guest) is None:
         known = ", ".join("/".join(path) for path, _ in loaded.lab.walk())
         raise UsageError(

@@ -109,9 +109,9 @@ def run_compare(
     if html is not None:
         check_out(html)
     loaded = load_lab(lab_path)
-    from kvmlab.cli.backend_opts import qemu_only
+    from kvmlab.cli.backend_opts import check_command
 
-    qemu_only(loaded, "migrate")
+    check_command(loaded, "migrate --lab")
     if variant is not None:
         loaded = loaded.variant_named(variant)
     if not loaded.lab.migrations:

@@ -442,6 +442,11 @@ class Backend(abc.ABC):
         """Refuse the lab's own workloads this backend does not run (by name)."""
 
     @abc.abstractmethod
+    def check_command(self, loaded: LoadedLab, command: str) -> None:
+        """Refuse a command (``kvmlab migrate --lab``, ...) this backend does not run a
+        lab's guests for."""
+
+    @abc.abstractmethod
     def on_this_host(self, guest: Guest) -> bool:
         """Whether a top-level guest runs on this host (its port forwards bind here)."""
 

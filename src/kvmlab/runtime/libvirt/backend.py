@@ -225,6 +225,14 @@ class LibvirtBackend(Backend):
                 "net,boot), or migrate a libvirt guest with kvmlab migrate --to URI"
             )
 
+    def check_command(self, loaded: LoadedLab, command: str) -> None:
+        """Comparisons that bring a lab up again and again run on the qemu backend only."""
+        if command in ("migrate --lab", "exits --compare"):
+            raise UsageError(
+                f"{loaded.path}: backend = \"libvirt\": 'kvmlab {command}' runs only "
+                "on the qemu backend so far (kvmlab up/ps/exec/down run on libvirt)"
+            )
+
     def close(self) -> None:
         for conn in self._conns.values():
             conn.close()

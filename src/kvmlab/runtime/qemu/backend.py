@@ -38,6 +38,9 @@ class QemuBackend(Backend):
     def check_workloads(self, loaded: LoadedLab, migrations: bool) -> None:
         """The qemu backend runs every workload."""
 
+    def check_command(self, loaded: LoadedLab, command: str) -> None:
+        """The qemu backend runs every command."""
+
     def on_this_host(self, guest: Guest) -> bool:
         return True
 
