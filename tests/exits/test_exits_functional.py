@@ -54,6 +54,23 @@ def test_exits_profile_finds_the_storm_and_diagnose_names_it(storm: dict[str, st
     assert findings["acpi-pm-timer-reads"]["fix"]["lab"]["clock.timers.kvmclock.present"] is True
 
 
+def test_ps_threads_splits_each_qemu_where_it_runs(storm: dict[str, str]) -> None:
+    """L1's QEMU on this host (TCG: all of it QEMU's user time), L2's inside L1 (KVM there:
+    its vCPU threads spend time in guest mode), each beside its guest's own CPU."""
+    run = kvmlab(storm, "ps", "--threads", "-o", "json")
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = {r["address"]: r for r in json.loads(run.stdout)}
+    l1, l2 = rows["timer-storm/l1"], rows["timer-storm/l1/idle"]
+    assert l1["threads_where"] == "this host" and l2["threads_where"] == "inside timer-storm/l1"
+    assert l2["threads_problem"] is None, l2["threads_problem"]
+    tcg = [t for t in l1["threads"] if t["name"].endswith("/TCG")]
+    assert tcg and all(t["role"] == "vCPU" and t["guest_pct"] == 0 for t in tcg)
+    kvm = [t for t in l2["threads"] if t["name"].endswith("/KVM")]
+    assert len(kvm) == 2 and any(t["guest_pct"] > 0 for t in kvm), l2["threads"]
+    text = kvmlab(storm, "ps", "--threads")
+    assert "timer-storm/l1/idle: QEMU threads, measured inside timer-storm/l1" in text.stdout
+
+
 def test_tcg_guest_has_no_exits(storm: dict[str, str]) -> None:
     run = kvmlab(storm, "exits", "timer-storm/l1", "--seconds", "1")
     assert run.returncode == 4

@@ -54,6 +54,8 @@ def test_storm_profile_cpu_window(storm: Profile) -> None:
     assert cpu is not None and cpu.seconds > 4
     assert cpu.host_user >= cpu.host_guest > 0  # guest time is counted in user time too
     assert any(name.startswith("CPU 0/KVM") for name in cpu.threads)
+    vcpu = next(v for k, v in cpu.thread_split.items() if k.startswith("CPU 0/KVM"))
+    assert vcpu["guest"] > 0 and vcpu["kernel"] > 0  # recorded: an idle storm is in both
     assert storm.seconds == cpu.seconds
 
 
@@ -130,6 +132,10 @@ def test_thread_times_and_window() -> None:
         0.9,
     )
     assert window.threads == {"CPU 0/KVM (10)": 1.2}  # thread 11 ended, 12 began: left out
+    # user 1.0 s of which 0.9 s in guest mode: QEMU's own user space had 0.1 s
+    assert window.thread_split == {
+        "CPU 0/KVM (10)": {"guest": 0.9, "kernel": 0.2, "qemu_user": 0.1}
+    }
     assert window.host_percent == pytest.approx(60.0)
 
 

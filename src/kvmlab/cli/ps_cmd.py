@@ -5,20 +5,33 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kvmlab.runtime.rundir import running_labs
+from kvmlab.runtime.rundir import GuestRecord, running_labs
+from kvmlab.runtime.thread_cpu import Threads
 from kvmlab.spec.units import format_size
 
+if TYPE_CHECKING:
+    from rich.console import Console
 
-def run_ps(output: str) -> None:
-    """List running labs and guests with host CPU next to guest CPU."""
+Usage = dict[int, tuple[float | None, float | None]]
+
+
+def run_ps(output: str, threads: bool = False) -> None:
+    """List running labs and guests with host CPU next to guest CPU (``threads``: and each
+    QEMU's threads split into guest, host kernel and QEMU user time)."""
     from kvmlab.runtime.cpu_compare import sample_usage
 
     entries = [e for lab_dir in running_labs() for e in lab_dir.entries()]
     rows = [
         (e.run_dir, e.record) for e in entries if e.record is not None and e.state() == "running"
     ]
-    usage = sample_usage(rows)
+    if threads:
+        usage, seen = _with_threads(rows, lambda: sample_usage(rows))
+    else:
+        usage, seen = sample_usage(rows), {}
     now = time.time()
     out: list[dict[str, object]] = []
     for entry in entries:
@@ -47,6 +60,11 @@ def run_ps(output: str) -> None:
                     "boot_s": rec.boot,
                 }
             )
+        if threads:
+            measured = seen.get(entry.name)
+            row["threads"] = None if measured is None else measured.threads
+            row["threads_where"] = None if measured is None else measured.where
+            row["threads_problem"] = None if measured is None else measured.problem
         out.append(row)
     if output == "json":
         print(json.dumps(out, indent=2))
@@ -91,4 +109,94 @@ def run_ps(output: str) -> None:
         print("no running guests")
         return
     title = "running guests (CPU in % of one host CPU, sampled over 0.5 s)"
-    print_grid(Console(), columns, cells, title=title)
+    console = Console()
+    print_grid(console, columns, cells, title=title)
+    if threads:
+        _print_threads(console, out)
+
+
+def _with_threads(
+    rows: list[tuple[Path, GuestRecord]], sample: Callable[[], Usage]
+) -> tuple[Usage, dict[str, Threads]]:
+    """``sample()``'s host and guest CPU, and the QEMU threads of every running guest over
+    the same window: read here for a QEMU of this host, by the kvmlab inside its guest
+    hypervisor for a nested guest (once per hypervisor)."""
+    from kvmlab.runtime.nested import hypervisor_of, inner_address
+    from kvmlab.runtime.thread_cpu import read_threads, thread_use, threads_inside
+
+    here = [rec for _, rec in rows if rec.via is None and rec.pid]
+    before = {rec.pid: read_threads(rec.pid) for rec in here}
+    t0 = time.monotonic()
+    usage = sample()
+    seconds = time.monotonic() - t0
+    seen = {
+        rec.name: Threads(
+            "this host",
+            [t.to_json() for t in thread_use(before[rec.pid], read_threads(rec.pid), seconds)],
+        )
+        for rec in here
+    }
+    inside: dict[tuple[str, str], dict[str, Threads]] = {}
+    for _, rec in rows:
+        if rec.via is None:
+            continue
+        key = (rec.lab, rec.via)
+        if key not in inside:
+            hyper = hypervisor_of(rec)
+            where = f"inside {rec.lab}/{rec.via}"
+            gone = {"": Threads(where, [], "its guest hypervisor's record is gone")}
+            inside[key] = gone if hyper is None else threads_inside(hyper, where)
+            if hyper is not None:
+                hyper.disconnect()
+        found = inside[key]
+        failed = found.get("")
+        seen[rec.name] = (
+            found.get(inner_address(rec))
+            or failed
+            or Threads(f"inside {rec.lab}/{rec.via}", [], "the kvmlab there does not list it")
+        )
+    return usage, seen
+
+
+def _print_threads(console: Console, rows: list[dict[str, object]]) -> None:
+    """One table per guest: its QEMU's threads, where the time goes."""
+    from kvmlab.report.grid import Col, print_grid
+
+    columns = [
+        Col("thread"),
+        Col("tid", "right"),
+        Col("role"),
+        Col("guest %", "right"),
+        Col("kernel %", "right"),
+        Col("QEMU user %", "right"),
+        Col("total %", "right"),
+    ]
+    for row in rows:
+        if row.get("threads_problem"):
+            print(
+                f"{row['address']}: threads not measured: {row['threads_problem']}", file=sys.stderr
+            )
+            continue
+        listed = row.get("threads")
+        if not isinstance(listed, list) or not listed:
+            continue
+        cells = [
+            [
+                str(t["name"]),
+                str(t["tid"]),
+                str(t["role"]),
+                f"{t['guest_pct']:.1f}",
+                f"{t['kernel_pct']:.1f}",
+                f"{t['qemu_user_pct']:.1f}",
+                f"{t['total_pct']:.1f}",
+            ]
+            for t in listed
+        ]
+        own = row.get("guest_cpu_pct")
+        guest = "-" if own is None else f"{own:.0f}%"
+        title = (
+            f"{row['address']}: QEMU threads, measured {row['threads_where']} "
+            f"(% of one CPU; the guest's own CPU: {guest})"
+        )
+        console.print()
+        print_grid(console, columns, cells, title=title)

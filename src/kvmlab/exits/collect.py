@@ -26,8 +26,15 @@ from kvmlab.exits.pcimap import Region, iomem_regions, pci_regions
 from kvmlab.render.devices.control import PID_FILE
 from kvmlab.runtime import backends
 from kvmlab.runtime.machine import Machine
-from kvmlab.runtime.nested import INNER_RUN_ROOT, guest_env, inner_failure, kvmlab_argv
-from kvmlab.runtime.rundir import GuestRecord, LabDir
+from kvmlab.runtime.nested import (
+    INNER_RUN_ROOT,
+    guest_env,
+    hypervisor_of,
+    inner_address,
+    inner_failure,
+    kvmlab_argv,
+)
+from kvmlab.runtime.rundir import GuestRecord
 
 Provider = Literal["auto", "tracepoints", "counters", "perf"]
 PROVIDERS: tuple[str, ...] = ("auto", "tracepoints", "counters", "perf")
@@ -104,13 +111,10 @@ def profile_guest(
 
 def _hypervisor(record: GuestRecord, address: str) -> Machine:
     """The guest hypervisor a nested guest runs in (its record at this level)."""
-    assert record.via is not None
-    via = record.via.split("/")
-    lab_dir = LabDir.of(record.lab)
-    hyper = next((e.record for e in lab_dir.entries() if list(e.address) == via), None)
+    hyper = hypervisor_of(record)
     if hyper is None:
         raise NoExits(f"{address}: its guest hypervisor {record.lab}/{record.via} is gone")
-    return backends.attach(lab_dir.guest_dir(via), hyper)
+    return hyper
 
 
 def _inner_address(record: GuestRecord) -> list[str]:
@@ -269,7 +273,7 @@ def _thread_times(pid: int) -> ThreadTimes:
 def _counted_inside(hyper: Machine, record: GuestRecord, address: str, seconds: float) -> Profile:
     """Counters of a nested guest: its QMP is inside the hypervisor, so the kvmlab there is
     asked (``kvmlab exits ... --provider counters -o json``)."""
-    inner = "/".join([record.lab, *_inner_address(record)])
+    inner = inner_address(record)
     argv = kvmlab_argv(
         "exits",
         inner,

@@ -48,6 +48,7 @@ def cpu_window(start: ThreadTimes, end: ThreadTimes) -> CpuWindow:
     """What the process's threads used between two snapshots (threads in both)."""
     user = system = guest = 0.0
     per_thread: dict[str, float] = {}
+    split: dict[str, dict[str, float]] = {}
     for tid, (comm, u1, s1, g1) in end.threads.items():
         if tid not in start.threads:
             continue
@@ -55,12 +56,19 @@ def cpu_window(start: ThreadTimes, end: ThreadTimes) -> CpuWindow:
         user, system, guest = user + u1 - u0, system + s1 - s0, guest + g1 - g0
         label = f"{comm} ({tid})"
         per_thread[label] = round(u1 - u0 + s1 - s0, 3)
+        in_guest = max(0.0, g1 - g0)  # guest time is inside user time
+        split[label] = {
+            "guest": round(in_guest, 3),
+            "kernel": round(max(0.0, s1 - s0), 3),
+            "qemu_user": round(max(0.0, u1 - u0 - in_guest), 3),
+        }
     return CpuWindow(
         seconds=round(end.uptime - start.uptime, 3),
         host_user=round(user, 3),
         host_system=round(system, 3),
         host_guest=round(guest, 3),
         threads=per_thread,
+        thread_split=split,
     )
 
 

@@ -101,6 +101,10 @@ class CpuWindow:
     guest_busy: float | None = None
     guest_total: float | None = None
     threads: dict[str, float] = field(default_factory=dict)
+    """Each thread's CPU seconds (``name (tid)``)."""
+    thread_split: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Each thread's seconds in guest mode, in the host kernel and in QEMU's user space
+    (``guest``, ``kernel``, ``qemu_user``)."""
 
     @property
     def host_percent(self) -> float:

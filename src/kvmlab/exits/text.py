@@ -190,12 +190,30 @@ def _cpu(profile: Profile, console: Console) -> None:
     )
     busiest = sorted(cpu.threads.items(), key=lambda kv: -kv[1])[:6]
     if busiest and busiest[0][1] > 0:
-        rows = [[name, f"{secs:.2f}", _pct(secs, cpu.seconds)] for name, secs in busiest]
+        rows = []
+        for name, secs in busiest:
+            split = cpu.thread_split.get(name, {})
+            parts = [split.get(k) for k in ("guest", "kernel", "qemu_user")]
+            rows.append(
+                [
+                    name,
+                    f"{secs:.2f}",
+                    _pct(secs, cpu.seconds),
+                    *("-" if p is None else f"{p:.2f}" for p in parts),
+                ]
+            )
         _grid(
             console,
-            [Col("QEMU thread"), Col("CPU s", "right"), Col("%", "right")],
+            [
+                Col("QEMU thread"),
+                Col("CPU s", "right"),
+                Col("%", "right"),
+                Col("guest s", "right"),
+                Col("kernel s", "right"),
+                Col("QEMU user s", "right"),
+            ],
             rows,
-            "busiest QEMU threads",
+            "busiest QEMU threads (guest mode, host kernel, QEMU's own user space)",
         )
 
 

@@ -180,3 +180,23 @@ def stop_children(machine: Machine, lab: str) -> None:
         raise limit.exceeded(f"{machine.config.name}: stopping its guests", timeout) from None
     if result.returncode not in (0, 2):  # 2: nothing was up there
         _checked(machine, argv, result, "stopping its guests")
+
+
+def hypervisor_of(record: GuestRecord) -> Machine | None:
+    """The guest hypervisor a nested guest runs in, as a machine of this level (``None``
+    when its record is gone)."""
+    from kvmlab.runtime import backends
+
+    assert record.via is not None
+    via = record.via.split("/")
+    lab_dir = LabDir.of(record.lab)
+    hyper = next((e.record for e in lab_dir.entries() if list(e.address) == via), None)
+    if hyper is None:
+        return None
+    return backends.attach(lab_dir.guest_dir(via), hyper)
+
+
+def inner_address(record: GuestRecord) -> str:
+    """A nested guest's address as the kvmlab inside its hypervisor knows it."""
+    assert record.via is not None
+    return "/".join([record.lab, *record.address[len(record.via.split("/")) :]])

@@ -54,11 +54,19 @@ def up(
 @app.command()
 def ps(
     output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
+    threads: Annotated[
+        bool,
+        typer.Option(
+            "--threads",
+            help="Also each QEMU's threads: guest, host kernel and QEMU user time (for a "
+            "nested guest, measured inside its guest hypervisor).",
+        ),
+    ] = False,
 ) -> None:
     """List running guests: pid, accelerator, uptime, host CPU% next to guest CPU%."""
     from kvmlab.cli.ps_cmd import run_ps
 
-    run_ps(output_choice(output, "text", "json"))
+    run_ps(output_choice(output, "text", "json"), threads)
 
 
 @app.command(name="exec", context_settings={"ignore_unknown_options": True})
