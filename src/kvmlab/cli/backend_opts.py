@@ -8,11 +8,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from kvmlab.errors import UsageError
-from kvmlab.spec import LoadedLab
-from kvmlab.spec.backend import check_uri
 
 if TYPE_CHECKING:
     from kvmlab.runtime.machine import Backend
+    from kvmlab.spec import LoadedLab
 
 BACKEND_HELP = "qemu (kvmlab runs QEMU) or libvirt (a libvirtd does); default: the lab's."
 CONNECT_HELP = "libvirt URI for the libvirt backend (default: the lab's libvirt.uri)."
@@ -57,6 +56,8 @@ def choose_backend(loaded: LoadedLab, given: BackendOptions) -> Backend:
         raise UsageError(f"--backend {option!r}: choose {' or '.join(backends.BACKEND_NAMES)}")
     if connect is not None:
         try:
+            from kvmlab.spec.backend import check_uri
+
             check_uri(connect)
         except ValueError as exc:
             raise UsageError(f"--connect: {exc}") from None

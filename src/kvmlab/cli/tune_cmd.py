@@ -11,7 +11,6 @@ import typer
 
 from kvmlab.cli.options import output_choice
 from kvmlab.errors import UsageError, printable
-from kvmlab.spec.units import quoted
 
 tune_app = typer.Typer(
     help="Host tuning for the packet path: apply, verify, roll back.", no_args_is_help=True
@@ -99,6 +98,8 @@ def accept_unmovable(lab: Path | None, option: str | None) -> bool:
     """``--unmovable-irqs``, else the lab's ``[tuning] unmovable_irqs``, else refuse."""
     if option is not None:
         if option not in ("refuse", "accept"):
+            from kvmlab.spec.units import quoted
+
             raise UsageError(f"--unmovable-irqs: refuse or accept, not {quoted(option)}")
         return option == "accept"
     if lab is None:

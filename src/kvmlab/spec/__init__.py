@@ -1,31 +1,56 @@
 """Lab files: the pydantic models, their cross-field rules, and the loader.
 
 Pure: nothing here starts a process or touches the host beyond reading the lab file.
+
+The names below load their module on first use: a command that needs only
+``kvmlab.spec.units`` (most of the CLI's option parsing) does not build every model.
 """
 
-from kvmlab.spec.devices import CloudInit, Disk, Forward, Nic, TapNic, UserNic, VhostUserNic
-from kvmlab.spec.lab import Guest, Lab
-from kvmlab.spec.load import LoadedLab, load_lab, parse_lab
-from kvmlab.spec.machine import Clock, Cpu, HyperV, Memory, NumaCell, Pinning, Timer
+from __future__ import annotations
 
-__all__ = [
-    "Clock",
-    "CloudInit",
-    "Cpu",
-    "Disk",
-    "Forward",
-    "Guest",
-    "HyperV",
-    "Lab",
-    "LoadedLab",
-    "Memory",
-    "Nic",
-    "NumaCell",
-    "Pinning",
-    "TapNic",
-    "Timer",
-    "UserNic",
-    "VhostUserNic",
-    "load_lab",
-    "parse_lab",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # (explicit re-exports, for the type checker)
+    from kvmlab.spec.devices import CloudInit as CloudInit
+    from kvmlab.spec.devices import Disk as Disk
+    from kvmlab.spec.devices import Forward as Forward
+    from kvmlab.spec.devices import Nic as Nic
+    from kvmlab.spec.devices import TapNic as TapNic
+    from kvmlab.spec.devices import UserNic as UserNic
+    from kvmlab.spec.devices import VhostUserNic as VhostUserNic
+    from kvmlab.spec.lab import Guest as Guest
+    from kvmlab.spec.lab import Lab as Lab
+    from kvmlab.spec.load import LoadedLab as LoadedLab
+    from kvmlab.spec.load import load_lab as load_lab
+    from kvmlab.spec.load import parse_lab as parse_lab
+    from kvmlab.spec.machine import Clock as Clock
+    from kvmlab.spec.machine import Cpu as Cpu
+    from kvmlab.spec.machine import HyperV as HyperV
+    from kvmlab.spec.machine import Memory as Memory
+    from kvmlab.spec.machine import NumaCell as NumaCell
+    from kvmlab.spec.machine import Pinning as Pinning
+    from kvmlab.spec.machine import Timer as Timer
+
+_WHERE = {
+    **dict.fromkeys(
+        ("CloudInit", "Disk", "Forward", "Nic", "TapNic", "UserNic", "VhostUserNic"), "devices"
+    ),
+    **dict.fromkeys(("Guest", "Lab"), "lab"),
+    **dict.fromkeys(("LoadedLab", "load_lab", "parse_lab"), "load"),
+    **dict.fromkeys(
+        ("Clock", "Cpu", "HyperV", "Memory", "NumaCell", "Pinning", "Timer"), "machine"
+    ),
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    """The model or function ``name``, its module imported now."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
