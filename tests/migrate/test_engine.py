@@ -34,6 +34,9 @@ class Scripted(Transport):
     """A transport whose job answers from a script; ``interrupt_at`` raises Ctrl-C in the
     wait after that many samples."""
 
+    def setup(self) -> None:
+        pass
+
     def __init__(self, script: list[dict[str, Any]], settings: Settings, **kw: Any) -> None:
         super().__init__(
             object(),  # type: ignore[arg-type]

@@ -87,6 +87,11 @@ class Transport(ABC):
         self.forwards: list[tuple[str, str]] = []
         """Host port forwards (netdev id, rule) the source holds, to add on the destination
         once it runs the guest."""
+        self.setup()
+
+    @abstractmethod
+    def setup(self) -> None:
+        """The backend's own state for this job (nothing is touched yet)."""
 
     @classmethod
     @abstractmethod

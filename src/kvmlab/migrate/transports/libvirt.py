@@ -132,18 +132,10 @@ class LibvirtTransport(Transport):
 
     sample_s = 0.2
 
-    def __init__(
-        self,
-        source: Machine,
-        guest_dir: Path,
-        record: GuestRecord,
-        settings: Settings,
-        route: Route,
-    ) -> None:
-        super().__init__(source, guest_dir, record, settings, route)
-        assert isinstance(source, LibvirtMachine) and route.to_uri is not None
-        self.lv_source = source
-        self.to_uri = route.to_uri
+    def setup(self) -> None:
+        assert isinstance(self.source, LibvirtMachine) and self.route.to_uri is not None
+        self.lv_source = self.source
+        self.to_uri = self.route.to_uri
         self.dconn: Any = None
         self.flags = 0
         self._xml = ""

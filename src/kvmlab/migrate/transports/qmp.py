@@ -19,7 +19,7 @@ from typing import Any
 
 from kvmlab.errors import KvmlabError, QmpFailure, RuntimeFailure, StateError, UsageError, printable
 from kvmlab.migrate.engine_common import serial_tail
-from kvmlab.migrate.modes import Plan, Settings, plan
+from kvmlab.migrate.modes import Plan, plan
 from kvmlab.migrate.probe import Where
 from kvmlab.migrate.result import Outcome
 from kvmlab.migrate.stats import FINISHED
@@ -79,18 +79,10 @@ class QmpTransport(Transport):
 
     sample_s = 0.1
 
-    def __init__(
-        self,
-        source: Machine,
-        guest_dir: Path,
-        record: GuestRecord,
-        settings: Settings,
-        route: Route,
-    ) -> None:
-        super().__init__(source, guest_dir, record, settings, route)
-        assert isinstance(source, QemuMachine)  # the registry chose this transport for it
-        self.qemu_source = source
-        self.dest_dir = handover.migration_dir(guest_dir, record)
+    def setup(self) -> None:
+        assert isinstance(self.source, QemuMachine)  # the registry chose this transport for it
+        self.qemu_source = self.source
+        self.dest_dir = handover.migration_dir(self.guest_dir, self.record)
         self.plan: Plan | None = None
         self.dest: QemuMachine | None = None
         self._argv: list[str] = []
