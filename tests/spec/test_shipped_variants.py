@@ -12,12 +12,15 @@ NESTED = Path(__file__).resolve().parents[2] / "src" / "kvmlab" / "labs" / "nest
 
 def test_commented_variants_validate_and_differ() -> None:
     text = NESTED.read_text()
-    enabled = re.sub(r"^# (\[variants|append|model|vcpus|accel)", r"\1", text, flags=re.MULTILINE)
+    enabled = re.sub(
+        r"^# (\[variants|append|kvm|model|vcpus|accel)", r"\1", text, flags=re.MULTILINE
+    )
     lab = parse_lab(enabled.encode(), "nested.toml")
     assert set(lab.variants) == {"l1-npt-off", "named-cpu", "one-vcpu", "l2-kvm", "l2-tcg"}
     loaded = LoadedLab(lab=lab, path=NESTED, digest="x")
     variants = loaded.variants()
-    assert variants["l1-npt-off"].lab.guests["l1"].append == "kvm_amd.npt=0"
+    npt = variants["l1-npt-off"].lab.guests["l1"].kvm
+    assert npt is not None and npt.asked() == {"nested_paging": False}
     assert variants["named-cpu"].lab.guests["l1"].cpu.model == "EPYC"
     assert variants["one-vcpu"].lab.guests["l1"].guests["l2"].vcpus == 1
     assert variants["l2-tcg"].lab.guests["l1"].guests["l2"].accel == "tcg"

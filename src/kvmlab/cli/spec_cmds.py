@@ -72,6 +72,9 @@ def _summary(here: list[_Here]) -> list[str]:
         guest = h.guest
         nics = ",".join(n.type for n in guest.nics) or "no NIC"
         role = " guest hypervisor" if guest.nested else ""
+        if guest.kvm is not None and guest.kvm.asked():
+            asked = ", ".join(f"{k}={'on' if v else 'off'}" for k, v in guest.kvm.asked().items())
+            role += f" (its KVM: {asked})"
         tcg = ""
         if h.tcg_applied:
             keys = ", ".join(_when_tcg_keys(h.written.when_tcg))

@@ -19,6 +19,7 @@ from kvmlab.spec.backend import Backend, LibvirtSpec, check_uri
 from kvmlab.spec.base import SpecModel
 from kvmlab.spec.bench import BenchSpec
 from kvmlab.spec.devices import CloudInit, Disk, Nic, UserNic
+from kvmlab.spec.guest_kvm import GuestKvm
 from kvmlab.spec.machine import Clock, Cpu, HyperV, Memory, Pinning
 from kvmlab.spec.migration import MigrationSpec
 from kvmlab.spec.network import NetworkSpec
@@ -145,6 +146,10 @@ class Guest(SpecModel):
     nested: bool = False
     """This guest is a guest hypervisor: virtualization is exposed to it and it may hold guests."""
 
+    kvm: GuestKvm | None = None
+    """The KVM inside this guest hypervisor (needs `nested = true`): module parameters set
+    before its guests start and read back, e.g. `kvm = { nested_paging = false }`."""
+
     guests: dict[Name, Guest] = {}
     """Guests run inside this one (needs `nested = true`)."""
 
@@ -181,6 +186,14 @@ class Guest(SpecModel):
                 raise _when_tcg_error(*explain(exc.errors()[0], Guest)) from None
             for where, message in _more_exposed(self, merged):
                 raise _when_tcg_error(where, message)
+        return self
+
+    @model_validator(mode="after")
+    def _kvm_needs_a_guest_hypervisor(self) -> Guest:
+        if self.kvm is not None and not self.nested:
+            raise PydanticCustomError(
+                "kvm_not_nested", "kvm sets the KVM inside a guest hypervisor: add nested = true"
+            )
         return self
 
     @field_validator("libvirt_uri")
