@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from kvmlab.cli.console import CONNECTED
 from kvmlab.guest.agent import MAX_INPUT, MAX_OUTPUT
 from kvmlab.proc.confined import checked_run_root, create_owned
 from kvmlab.proc.processes import start_time
@@ -284,6 +285,9 @@ class Console:
         self._listener.close()
 
 
+SAID = CONNECTED.encode() + b"\n"  # stderr's only line: attached (stdin is not a terminal)
+
+
 @pytest.fixture
 def console(guest: Path) -> Iterator[Console]:
     server = Console(guest / CONSOLE_SOCKET)
@@ -293,7 +297,7 @@ def console(guest: Path) -> Iterator[Console]:
 
 def test_console_with_stdin_from_dev_null(console: Console) -> None:
     proc = kvmlab("console", ADDRESS, timeout=30)
-    assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"login: ", b"")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"login: ", SAID)
 
 
 @pytest.mark.parametrize("source", ["file", "pipe"])
@@ -308,5 +312,5 @@ def test_console_with_stdin_from_a_file_or_a_pipe(
         (tmp_path / "keys").write_bytes(b"root\n")
         with (tmp_path / "keys").open("rb") as f:
             proc = kvmlab("console", ADDRESS, stdin=f, timeout=30)
-    assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"login: got:root\n", b"")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"login: got:root\n", SAID)
     assert console.received == b"root\n"

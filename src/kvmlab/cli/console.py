@@ -20,6 +20,9 @@ from pathlib import Path
 DETACH = b"\x1d"  # Ctrl-]
 QUIET = 1.0  # seconds of silence after stdin ended before detaching
 _BACKLOG = 1 << 16  # stdin bytes held while the console does not take them
+CONNECTED = "connected to the serial console; the end of stdin detaches once the guest is quiet"
+"""Said on stderr when stdin is not a terminal: a script waits for it before it makes the
+guest talk (QEMU drops console output while no client is attached)."""
 
 
 def attach(path: Path, stdin: int = 0, stdout: int = 1, quiet: float = QUIET) -> None:
@@ -39,12 +42,8 @@ def attach_socket(
     if is_tty:
         print("connected to the serial console; Ctrl-] detaches\r", file=sys.stderr)
         tty.setraw(stdin)
-    else:  # a script waits for this line before it makes the guest talk
-        print(
-            "connected to the serial console; the end of stdin detaches once the guest is quiet",
-            file=sys.stderr,
-            flush=True,
-        )
+    else:
+        print(CONNECTED, file=sys.stderr, flush=True)
     try:
         _pump(sock, stdin, stdout, is_tty, quiet)
     finally:
