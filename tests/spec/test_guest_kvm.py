@@ -48,3 +48,10 @@ def test_the_lab_key_loads_and_needs_a_guest_hypervisor(tmp_path: Path) -> None:
     lab.write_text(NESTED.replace("nested_paging = false", "paging = false"))
     with pytest.raises(SpecError, match="paging"):
         load_lab(lab)
+
+
+def test_kernel_words_name_every_module_the_key_has() -> None:
+    from kvmlab.spec.guest_kvm import kernel_parameters
+
+    kvm = GuestKvm(nested_paging=False, vgif=True)
+    assert kernel_parameters(kvm) == ["kvm_amd.npt=0", "kvm_intel.ept=0", "kvm_amd.vgif=1"]

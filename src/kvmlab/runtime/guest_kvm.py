@@ -1,5 +1,6 @@
-"""The KVM inside a running guest hypervisor, set as its lab file says before its guests
-start: the module loaded again with the parameters asked for, and each read back."""
+"""The KVM inside a running guest hypervisor, checked against its lab file before its
+guests start: each module parameter asked for (given on its kernel command line, see
+:mod:`kvmlab.spec.guest_kvm`) read back from its ``/sys/module``."""
 
 from __future__ import annotations
 
@@ -10,17 +11,17 @@ from kvmlab.spec.guest_kvm import GuestKvm, module_parameters, parameter_value
 MODULES = ("kvm_amd", "kvm_intel")
 
 
-def set_guest_kvm(machine: Machine, kvm: GuestKvm) -> dict[str, str]:
-    """``kvm``'s parameters on the KVM module inside ``machine`` (nothing runs under it
-    yet), as its ``/sys/module`` reads them after: ``{"kvm_amd.npt": "0", ...}``. A parameter
-    that did not take is a :class:`RuntimeFailure` naming what the guest's kernel shows."""
+def check_guest_kvm(machine: Machine, kvm: GuestKvm) -> dict[str, str]:
+    """What the KVM module inside ``machine`` shows for each parameter ``kvm`` asks for:
+    ``{"kvm_amd.npt": "0", ...}``. One that did not take is a :class:`RuntimeFailure`
+    naming what the guest's kernel shows."""
     name = machine.config.name
     present = _run(machine, ["ls", "/sys/module"], "listing its kernel modules").split()
     module = next((m for m in MODULES if m in present), None)
     if module is None:
         raise RuntimeFailure(
             f"{name}: no kvm_amd or kvm_intel module is loaded inside it, so its kvm.* "
-            "settings cannot be applied (its KVM is not hardware-assisted)"
+            "settings cannot take (its KVM is not hardware-assisted)"
         )
     try:
         params = module_parameters(kvm, module)
@@ -28,14 +29,8 @@ def set_guest_kvm(machine: Machine, kvm: GuestKvm) -> dict[str, str]:
         raise UsageError(f"{name}: {exc}") from None
     if not params:
         return {}
-    _run(machine, ["modprobe", "-r", module], f"unloading {module}")
-    _run(
-        machine,
-        ["modprobe", module, *(f"{k}={v}" for k, v in params.items())],
-        f"loading {module} with {', '.join(f'{k}={v}' for k, v in params.items())}",
-    )
     files = [f"/sys/module/{module}/parameters/{k}" for k in params]
-    lines = _run(machine, ["cat", *files], "reading the parameters back").splitlines()
+    lines = _run(machine, ["cat", *files], "reading its KVM parameters").splitlines()
     seen = {k: parameter_value(line) for k, line in zip(params, lines, strict=False)}
     wrong = [
         f"{k}={want} did not take (/sys/module/{module}/parameters/{k} reads "

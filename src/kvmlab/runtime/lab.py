@@ -33,7 +33,7 @@ from kvmlab.render.identity import tap_name
 from kvmlab.render.target import Accel
 from kvmlab.runtime import backends, forwarded_ports, nested
 from kvmlab.runtime.guest_disks import mount_script
-from kvmlab.runtime.guest_kvm import set_guest_kvm
+from kvmlab.runtime.guest_kvm import check_guest_kvm
 from kvmlab.runtime.guest_network import address_script, lab_addresses, setup_script, user_net
 from kvmlab.runtime.hostcpus import check_host_cpus
 from kvmlab.runtime.machine import Backend, Machine, MachineConfig, Progress
@@ -457,13 +457,13 @@ def start_nested(
     progress: Progress = lambda _: None,
     within: tuple[str, ...] = (),
 ) -> list[GuestRecord]:
-    """Start a running guest hypervisor's guests inside it (``kvmlab up`` there), its own
-    KVM set as the lab says first."""
+    """Start a running guest hypervisor's guests inside it (``kvmlab up`` there), once its
+    own KVM is seen to be as the lab says."""
     address = "/".join((*within, *machine.config.address))
     written = outer.lab.find(address)
     kvm = written.under(machine.config.accel).kvm if written is not None else None
     if kvm is not None and kvm.asked():
-        params = set_guest_kvm(machine, kvm)
+        params = check_guest_kvm(machine, kvm)
         shown = ", ".join(f"{k}={v}" for k, v in params.items())
         progress(f"{machine.config.name}'s KVM: {shown} (read back from its /sys/module)")
     progress(f"starting the guests of {machine.config.name} inside it (kvmlab up there)")

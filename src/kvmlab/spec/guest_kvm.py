@@ -16,10 +16,11 @@ PARAMETERS: dict[str, dict[str, str]] = {
 
 
 class GuestKvm(SpecModel):
-    """The KVM inside this guest hypervisor (`nested = true`): its module parameters, set
-    inside it before its guests start (the module is loaded again with them) and read back
-    from `/sys/module/MODULE/parameters`: a parameter that did not take stops the run with
-    what the guest's kernel shows. Unset keys keep the module's default."""
+    """The KVM inside this guest hypervisor (`nested = true`): its module parameters, given
+    on its kernel command line (`kvm_amd.npt=0 kvm_intel.ept=0`: the module it loads takes
+    its own) and read back from `/sys/module/MODULE/parameters` before its guests start: a
+    parameter that did not take stops the run with what the guest's kernel shows. Unset keys
+    keep the module's default."""
 
     nested_paging: bool | None = None
     """Two-dimensional paging for its guests (`kvm_amd npt`, `kvm_intel ept`); false makes
@@ -56,6 +57,15 @@ def module_parameters(kvm: GuestKvm, module: str) -> dict[str, str]:
             raise ValueError(f"kvm.{key} is a {has} parameter; this guest's KVM is {module}")
         params[name] = "1" if value else "0"
     return params
+
+
+def kernel_parameters(kvm: GuestKvm) -> list[str]:
+    """``kvm`` as kernel command line words for every module that has each key."""
+    return [
+        f"{module}.{name}={'1' if value else '0'}"
+        for key, value in kvm.asked().items()
+        for module, name in PARAMETERS[key].items()
+    ]
 
 
 def parameter_value(text: str) -> str:

@@ -10,6 +10,7 @@ from kvmlab.render.argv import QemuArgs, opts
 from kvmlab.render.target import BootImage, Target
 from kvmlab.render.xmldom import DomainXml, sub
 from kvmlab.spec import Guest
+from kvmlab.spec.guest_kvm import kernel_parameters
 
 VIRTIOFS_SOCKET = "virtiofsd.sock"
 
@@ -32,12 +33,14 @@ class BootPart:
 
     def _kernel(self) -> tuple[Path, Path | None, str | None] | None:
         g, image = self.guest, self.image
+        words = [g.append] if g.append else []
+        if g.kvm is not None:  # the guest hypervisor's KVM module takes its own
+            words += kernel_parameters(g.kvm)
         if image is not None:
-            append = f"{image.append} {g.append}" if g.append else image.append
-            return image.kernel, image.initrd, append
+            return image.kernel, image.initrd, " ".join([image.append, *words])
         if g.boot == "kernel" and g.kernel is not None:
             initrd = self.target.path(g.initrd) if g.initrd else None
-            return self.target.path(g.kernel), initrd, g.append
+            return self.target.path(g.kernel), initrd, " ".join(words) or None
         return None
 
     def qemu(self, q: QemuArgs) -> None:
