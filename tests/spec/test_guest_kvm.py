@@ -45,6 +45,14 @@ def test_the_lab_key_loads_and_needs_a_guest_hypervisor(tmp_path: Path) -> None:
     lab.write_text(NESTED.replace("nested = true\n", "", 1))
     with pytest.raises(SpecError, match="add nested = true"):
         load_lab(lab)
+    lab.write_text(
+        NESTED.replace(
+            'memory = "2G"',
+            'memory = "2G"\nboot = "disk"\ndisks = [{ path = "l1.qcow2", size = "1G" }]',
+        )
+    )
+    with pytest.raises(SpecError, match="kernel command line"):
+        load_lab(lab)
     lab.write_text(NESTED.replace("nested_paging = false", "paging = false"))
     with pytest.raises(SpecError, match="paging"):
         load_lab(lab)

@@ -55,12 +55,9 @@ def choose_backend(loaded: LoadedLab, given: BackendOptions) -> Backend:
     if option is not None and option not in backends.BACKEND_NAMES:
         raise UsageError(f"--backend {option!r}: choose {' or '.join(backends.BACKEND_NAMES)}")
     if connect is not None:
-        try:
-            from kvmlab.spec.backend import check_uri
+        from kvmlab.spec.backend import uri_option
 
-            check_uri(connect)
-        except ValueError as exc:
-            raise UsageError(f"--connect: {exc}") from None
+        uri_option(connect, "--connect")
     chosen = option or loaded.lab.backend
     if chosen == "qemu" and connect is not None and option is None:
         raise UsageError(

@@ -121,8 +121,8 @@ def _with_threads(
     """``sample()``'s host and guest CPU, and the QEMU threads of every running guest over
     the same window: read here for a QEMU of this host, by the kvmlab inside its guest
     hypervisor for a nested guest (once per hypervisor)."""
-    from kvmlab.runtime.nested import hypervisor_of, inner_address
-    from kvmlab.runtime.thread_cpu import read_threads, thread_use, threads_inside
+    from kvmlab.runtime.nested import inner_address
+    from kvmlab.runtime.thread_cpu import read_threads, thread_use
 
     here = [rec for _, rec in rows if rec.via is None and rec.pid]
     before = {rec.pid: read_threads(rec.pid) for rec in here}
@@ -136,26 +136,38 @@ def _with_threads(
         )
         for rec in here
     }
-    inside: dict[tuple[str, str], dict[str, Threads]] = {}
+    inside: dict[tuple[str, str], dict[str, list[dict[str, object]]] | str] = {}
     for _, rec in rows:
         if rec.via is None:
             continue
-        key = (rec.lab, rec.via)
+        key, where = (rec.lab, rec.via), f"inside {rec.lab}/{rec.via}"
         if key not in inside:
-            hyper = hypervisor_of(rec)
-            where = f"inside {rec.lab}/{rec.via}"
-            gone = {"": Threads(where, [], "its guest hypervisor's record is gone")}
-            inside[key] = gone if hyper is None else threads_inside(hyper, where)
-            if hyper is not None:
-                hyper.disconnect()
+            inside[key] = _threads_in(rec)
         found = inside[key]
-        failed = found.get("")
-        seen[rec.name] = (
-            found.get(inner_address(rec))
-            or failed
-            or Threads(f"inside {rec.lab}/{rec.via}", [], "the kvmlab there does not list it")
-        )
+        if isinstance(found, str):  # why that kvmlab could not say
+            seen[rec.name] = Threads(where, [], found)
+        elif inner_address(rec) in found:
+            seen[rec.name] = Threads(where, found[inner_address(rec)])
+        else:
+            seen[rec.name] = Threads(where, [], "the kvmlab there does not list it")
     return usage, seen
+
+
+def _threads_in(rec: GuestRecord) -> dict[str, list[dict[str, object]]] | str:
+    """What the kvmlab inside a nested guest's hypervisor measures, or why it could not."""
+    from kvmlab.errors import KvmlabError
+    from kvmlab.runtime.nested import hypervisor_of
+    from kvmlab.runtime.thread_cpu import threads_inside
+
+    hyper = hypervisor_of(rec)
+    if hyper is None:
+        return "its guest hypervisor's record is gone"
+    try:
+        return threads_inside(hyper)
+    except KvmlabError as exc:
+        return str(exc)
+    finally:
+        hyper.disconnect()
 
 
 def _print_threads(console: Console, rows: list[dict[str, object]]) -> None:

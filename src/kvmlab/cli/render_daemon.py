@@ -7,7 +7,6 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from kvmlab.errors import UsageError
 from kvmlab.render.libvirt_caps import LibvirtCaps
 from kvmlab.render.target import Target
 from kvmlab.spec import Guest, LoadedLab
@@ -21,19 +20,10 @@ def capabilities_at(connect: str | None) -> LibvirtCaps:
 
         return LibvirtCaps.assumed(libvirt.getVersion())
     from kvmlab.runtime.libvirt.conn import capabilities, connected
+    from kvmlab.spec.backend import uri_option
 
-    with connected(_checked_uri(connect)) as conn:
+    with connected(uri_option(connect, "--connect")) as conn:
         return capabilities(conn)
-
-
-def _checked_uri(connect: str) -> str:
-    from kvmlab.spec.backend import check_uri
-
-    try:
-        check_uri(connect)
-    except ValueError as exc:
-        raise UsageError(f"--connect: {exc}") from None
-    return connect
 
 
 def published(target: Target, guest: Guest, connect: str, name: str) -> Target:

@@ -32,9 +32,11 @@ from kvmlab.runtime.nested import (
     hypervisor_of,
     inner_address,
     inner_failure,
+    inner_path,
     kvmlab_argv,
 )
 from kvmlab.runtime.rundir import GuestRecord
+from kvmlab.runtime.thread_cpu import read_threads
 
 Provider = Literal["auto", "tracepoints", "counters", "perf"]
 PROVIDERS: tuple[str, ...] = ("auto", "tracepoints", "counters", "perf")
@@ -117,17 +119,11 @@ def _hypervisor(record: GuestRecord, address: str) -> Machine:
     return hyper
 
 
-def _inner_address(record: GuestRecord) -> list[str]:
-    """The guest's path as the kvmlab inside its hypervisor knows it."""
-    assert record.via is not None
-    return record.address[len(record.via.split("/")) :]
-
-
 def _pid_arg(record: GuestRecord, guest: Machine) -> str:
     """The QEMU process to trace: its pid here, or its pid file inside the hypervisor."""
     if record.via is None:
         return str(guest.pid or 0)
-    return "@" + "/".join([INNER_RUN_ROOT, record.lab, *_inner_address(record), PID_FILE])
+    return "@" + "/".join([INNER_RUN_ROOT, record.lab, *inner_path(record), PID_FILE])
 
 
 def _tcg_reason(record: GuestRecord, address: str) -> str:
@@ -257,17 +253,11 @@ def _counted(address: str, machine: Machine, seconds: float) -> Profile:
 
 def _thread_times(pid: int) -> ThreadTimes:
     """A snapshot of QEMU's threads read here (the same fields trace.sh prints)."""
-    lines = []
-    for task in sorted(Path(f"/proc/{pid}/task").glob("*")):
-        try:
-            stat = (task / "stat").read_text()
-            comm = (task / "comm").read_text().strip()
-        except OSError:
-            continue
-        rest = stat.rsplit(")", 1)[1].split()
-        lines.append(f"{task.name} {rest[11]} {rest[12]} {rest[40]} {comm}")
-    uptime = Path("/proc/uptime").read_text().split()[0]
-    return ThreadTimes.parse(f"{uptime} {os.sysconf('SC_CLK_TCK')}", "\n".join(lines))
+    uptime = float(Path("/proc/uptime").read_text().split()[0])
+    threads = read_threads(pid)
+    return ThreadTimes(
+        uptime, {t.tid: (t.name, t.user, t.system, t.guest) for t in threads.values()}
+    )
 
 
 def _counted_inside(hyper: Machine, record: GuestRecord, address: str, seconds: float) -> Profile:

@@ -196,7 +196,12 @@ def hypervisor_of(record: GuestRecord) -> Machine | None:
     return backends.attach(lab_dir.guest_dir(via), hyper)
 
 
+def inner_path(record: GuestRecord) -> list[str]:
+    """A nested guest's path as the kvmlab inside its hypervisor knows it."""
+    assert record.via is not None
+    return record.address[len(record.via.split("/")) :]
+
+
 def inner_address(record: GuestRecord) -> str:
     """A nested guest's address as the kvmlab inside its hypervisor knows it."""
-    assert record.via is not None
-    return "/".join([record.lab, *record.address[len(record.via.split("/")) :]])
+    return "/".join([record.lab, *inner_path(record)])

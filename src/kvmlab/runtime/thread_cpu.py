@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvmlab.errors import KvmlabError
+from kvmlab.errors import ProcessFailure
 from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.nested import guest_env, inner_failure, kvmlab_argv
 
@@ -150,23 +150,18 @@ class Threads:
     """Why they could not be measured."""
 
 
-def threads_inside(hyper: Machine, where: str) -> dict[str, Threads]:
+def threads_inside(hyper: Machine) -> dict[str, list[dict[str, object]]]:
     """The threads of every guest the kvmlab inside ``hyper`` runs, by its inner address
-    (``kvmlab ps --threads -o json`` there: that QEMU's threads are that guest's)."""
+    (``kvmlab ps --threads -o json`` there: that QEMU's threads are that guest's); a
+    :class:`KvmlabError` saying why when that kvmlab does not answer with them."""
     argv = kvmlab_argv("ps", "--threads", "-o", "json")
-    try:
-        result = hyper.exec(argv, timeout=600, env=guest_env())
-    except KvmlabError as exc:
-        return {"": Threads(where, [], f"kvmlab ps inside failed: {exc}")}
+    result = hyper.exec(argv, timeout=600, env=guest_env())
     if result.returncode != 0:
-        failure = inner_failure(result, argv, "kvmlab ps --threads")
-        return {"": Threads(where, [], str(failure))}
+        raise inner_failure(result, argv, "kvmlab ps --threads")
     try:
         rows = json.loads(result.stdout)
-        return {
-            str(row["address"]): Threads(where, list(row.get("threads") or []))
-            for row in rows
-            if isinstance(row, dict)
-        }
-    except (ValueError, KeyError, TypeError) as exc:
-        return {"": Threads(where, [], f"kvmlab ps inside answered no table ({exc})")}
+        return {str(row["address"]): list(row.get("threads") or []) for row in rows}
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ProcessFailure(
+            f"kvmlab ps --threads inside answered no table ({exc})", argv, result.returncode
+        ) from None

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import field_validator
 
+from kvmlab.errors import UsageError
 from kvmlab.spec.base import SpecModel
 from kvmlab.spec.units import quoted
 
@@ -57,6 +58,15 @@ def check_uri(value: str) -> str:
                 f"(allowed: {', '.join(sorted(PARAMS))})"
             )
     return value
+
+
+def uri_option(value: str, option: str) -> str:
+    """``value`` given as ``option`` (``--connect``, ``--to``): a bad one is a
+    :class:`UsageError` naming the option."""
+    try:
+        return check_uri(value)
+    except ValueError as exc:
+        raise UsageError(f"{option}: {exc}") from None
 
 
 class LibvirtSpec(SpecModel):

@@ -194,6 +194,12 @@ class Guest(SpecModel):
             raise PydanticCustomError(
                 "kvm_not_nested", "kvm sets the KVM inside a guest hypervisor: add nested = true"
             )
+        if self.kvm is not None and self.boot == "disk":
+            raise PydanticCustomError(
+                "kvm_needs_cmdline",
+                "kvm goes on the guest's kernel command line, which a disk boot does not take "
+                'from kvmlab: boot = "image" or "kernel"',
+            )
         return self
 
     @field_validator("libvirt_uri")

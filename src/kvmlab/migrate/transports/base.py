@@ -22,7 +22,7 @@ from kvmlab.migrate.probe import Where
 from kvmlab.migrate.result import Outcome
 from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.rundir import GuestRecord
-from kvmlab.spec.backend import check_uri
+from kvmlab.spec.backend import uri_option
 
 Progress = Callable[[str], None]
 
@@ -43,10 +43,7 @@ class Route:
         if self.channel not in ("tcp", "unix"):
             raise UsageError("--transport must be tcp or unix")
         if self.to_uri is not None:
-            try:
-                check_uri(self.to_uri)
-            except ValueError as exc:
-                raise UsageError(f"--to: {exc}") from None
+            uri_option(self.to_uri, "--to")
 
 
 ON_THIS_HOST = Route()
