@@ -69,8 +69,8 @@ def test_ps_threads_splits_each_qemu_where_it_runs(storm: dict[str, str]) -> Non
         assert all(t["guest_pct"] == 0 for t in vcpus)
     kvm = [t for t in l2["threads"] if t["name"].endswith("/KVM")]
     assert len(kvm) == 2 and any(t["guest_pct"] > 0 for t in kvm), l2["threads"]
-    text = kvmlab(storm, "ps", "--threads")
-    assert "timer-storm/l1/idle: QEMU threads, measured inside timer-storm/l1" in text.stdout
+    # the text form of this answer: tests/exits/test_ps_threads_text.py (one inner
+    # `kvmlab ps` in this L1 takes ~50 s: the storm keeps its only vCPU busy)
 
 
 def test_tcg_guest_has_no_exits(storm: dict[str, str]) -> None:
@@ -97,9 +97,9 @@ def test_live_refreshes_until_interrupted(storm: dict[str, str]) -> None:
     Ctrl-C; the storm is in every one of them, and tracefs is clean afterwards."""
     before = tracing_state(storm)
     live = ("exits", "timer-storm/l1/idle", "--seconds", "2", "--live")
-    status, out, err = interrupted_once(storm, "VM exits by reason", 3, *live)
+    status, out, err = interrupted_once(storm, "VM exits by reason", 2, *live)
     assert status == 130, err
     whole = out.count("VM exits by reason") - 1  # the last may be cut short by the Ctrl-C
-    assert whole >= 2, out[-2000:]
+    assert whole >= 1, out[-2000:]
     assert out.count("ACPI PM timer") >= whole
     assert tracing_state(storm) == before
