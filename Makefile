@@ -17,13 +17,11 @@ demo: deps
 	$(BIN)/kvmlab doctor || true
 	$(BIN)/kvmlab run labs/nested.toml --suite quick --out kvmlab-report.html
 
-# Unit tests on both CPUs (pytest-xdist), then the functional tests on two workers too:
-# one test that boots a guest keeps this 2-core host about half busy (52 % measured), two
-# side by side 90 %. A module stays on one worker and the tests that compare host-wide
-# state run one after the other (tests/conftest.py, worker_group).
+# Unit tests on both CPUs (pytest-xdist), then the functional tests one at a time: they
+# boot guests, and two TCG guests booting at once on a 2-core host only slow each other.
 test: deps
 	@$(BIN)/pytest -q -n 2 -m "not functional" --durations=10; unit=$$?; \
-	$(BIN)/pytest -q -m functional -n 2 --dist loadgroup --durations=30; functional=$$?; \
+	$(BIN)/pytest -q -m functional --durations=30; functional=$$?; \
 	echo "make test: unit tests exit $$unit, functional tests exit $$functional"; \
 	[ $$unit -eq 0 ] && [ $$functional -eq 0 ]
 
