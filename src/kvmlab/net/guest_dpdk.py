@@ -49,12 +49,50 @@ done
 """
 """Bind the NICs with these MACs to uio_pci_generic (in order); print their PCI addresses."""
 
+GUEST_DRIVERS = ("net_virtio", "mempool_ring", "bus_pci", "bus_vdev")
+"""The DPDK drivers testpmd in the guest uses: the virtio NICs, the default mempool and
+the buses they sit on."""
+
+TRIM = r"""
+w=$1; drivers=$2; shift 2
+# EAL dlopens every driver in DPDK's default directory: about 130 in Debian's build, with
+# their libraries, 14 s under TCG against 0.3 s for these. In this mount namespace only,
+# the directory shows the drivers named and those testpmd links against (the linker needs
+# them); elsewhere (no such directory, no ldd) testpmd starts as it is. Few forks: each
+# costs a tenth of a second under TCG.
+pmds=$(ls -d /usr/lib/*/dpdk/pmds-* 2>/dev/null | head -n 1)
+if [ -n "$pmds" ] && linked=$(ldd "$(command -v dpdk-testpmd)"); then
+    keep=" $drivers "
+    for word in $linked; do
+        case "$word" in librte_*.so*) stem=${word#librte_}; keep="$keep${stem%%.so*} " ;; esac
+    done
+    mkdir -p "$w/all" "$w/few"
+    mount --bind "$pmds" "$w/all"
+    links=; kept=0; total=0
+    for f in "$pmds"/librte_*; do  # names without blanks: librte_NAME.so[.ABI[.MINOR]]
+        name=${f##*/}; stem=${name#librte_}; stem=${stem%%.so*}
+        case "$name" in *.so) total=$((total + 1)) ;; esac
+        case "$keep" in *" $stem "*)
+            links="$links $w/all/$name"
+            case "$name" in *.so) kept=$((kept + 1)) ;; esac ;;
+        esac
+    done
+    ln -s $links "$w/few/"
+    mount --bind "$w/few" "$pmds"
+    echo "DPDK drivers in testpmd's mount namespace: $kept of $total" >&2
+fi
+exec python3 "$@"
+"""
+"""Run the helper with DPDK's driver directory trimmed to what testpmd in the guest needs."""
+
 START = r"""
-w=$1; shift
+w=$1; drivers=$2; trim=$3; shift 3
 rm -rf "$w"; mkdir -p "$w"
-setsid python3 "$@" >"$w/helper.log" 2>&1 </dev/null &
+setsid unshare --mount --propagation private sh -c "$trim" trim "$w" "$drivers" "$@" \
+    >"$w/helper.log" 2>&1 </dev/null &
 echo $! > "$w/helper.pid"
 """
+"""Start the helper (and so testpmd) in a mount namespace of its own (:data:`TRIM`)."""
 
 ASK = r"""
 w=$1; req=$2
@@ -130,7 +168,7 @@ class GuestTestPmd(Counted):
 
     def start(self, argv: list[str]) -> None:
         """Start testpmd under the helper in the guest, wait for its prompt, start forwarding."""
-        self._sh(START, WORK, str(HELPER), WORK, *argv)
+        self._sh(START, WORK, " ".join(GUEST_DRIVERS), TRIM, str(HELPER), WORK, *argv)
         deadline = time.monotonic() + 180
         while True:
             ready = self.machine.exec(["cat", f"{WORK}/ready"])
