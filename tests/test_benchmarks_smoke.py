@@ -63,6 +63,7 @@ def test_startup_one_round() -> None:
     assert set(timed) == {
         "kvmlab --help",
         "kvmlab check labs/nested.toml",
+        "kvmlab ps",
         "kvmlab render labs/nested.toml",
         "kvmlab render --format libvirt",
     }

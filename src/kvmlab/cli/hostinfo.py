@@ -6,20 +6,19 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from kvmlab.host.accel import AccelChoice, choose_accel
+from kvmlab.host.accel import OUTER_ACCEL_ENV, AccelChoice, choose_accel
 from kvmlab.host.facts import cpu_info
 from kvmlab.host.probe import HostProbe
-from kvmlab.runtime.lab import HostAccel
-from kvmlab.spec import Lab
+from kvmlab.runtime.hostaccel import HostAccel
 
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from kvmlab.spec import Lab
+
 
 def host_accel() -> tuple[HostAccel, AccelChoice]:
     """``accel = "auto"`` on this host, with the vmx/svm flag guest hypervisors get."""
-    from kvmlab.runtime.nested import OUTER_ACCEL_ENV
-
     probe = HostProbe(Path("/"))
     choice = choose_accel(probe=probe, outer=os.environ.get(OUTER_ACCEL_ENV), cpus=os.cpu_count())
     cpu = cpu_info(probe)

@@ -1,7 +1,8 @@
 """``kvmlab``: the entry point, and the one place errors become exit codes.
 
 The commands live in :mod:`kvmlab.cli.commands` (one module per group); heavy modules are
-imported inside them, so ``kvmlab --help`` stays fast.
+imported inside them, so ``kvmlab --help`` stays fast, and only the command that runs is
+built (:func:`kvmlab.cli.commands.app_for`).
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from typing import Any, NoReturn
 
 import typer
 
-from kvmlab.cli import commands  # noqa: F401 (importing it registers every command)
 from kvmlab.cli.app import PipeClosed, app
+from kvmlab.cli.commands import app_for  # (importing it registers every command on app)
 from kvmlab.errors import KvmlabError
 from kvmlab.proc.signals import interrupting
+
+__all__ = ["app", "main"]
 
 PIPE_CLOSED = 141
 """Exit status when the reader of stdout went away (128 + SIGPIPE, as a shell reports it)."""
@@ -38,7 +41,7 @@ def main() -> None:
             setattr(sys, name, Path(os.devnull).open("w"))  # noqa: SIM115
     try:
         with interrupting(then_ignore=True):  # SIGTERM, SIGHUP like Ctrl-C, at any moment
-            status = app(standalone_mode=False)
+            status = app_for(sys.argv[1:])(standalone_mode=False)
             sys.stdout.flush()
     except KeyboardInterrupt:
         print("kvmlab: interrupted", file=sys.stderr)

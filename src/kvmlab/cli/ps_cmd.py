@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kvmlab.runtime.rundir import GuestRecord, running_labs
-from kvmlab.runtime.thread_cpu import Threads
 from kvmlab.spec.units import format_size
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from kvmlab.runtime.thread_cpu import Threads
 
 Usage = dict[int, tuple[float | None, float | None]]
 
@@ -22,16 +23,14 @@ Usage = dict[int, tuple[float | None, float | None]]
 def run_ps(output: str, threads: bool = False) -> None:
     """List running labs and guests with host CPU next to guest CPU (``threads``: and each
     QEMU's threads split into guest, host kernel and QEMU user time)."""
-    from kvmlab.runtime.cpu_compare import sample_usage
-
     entries = [e for lab_dir in running_labs() for e in lab_dir.entries()]
     rows = [
         (e.run_dir, e.record) for e in entries if e.record is not None and e.state() == "running"
     ]
     if threads:
-        usage, seen = _with_threads(rows, lambda: sample_usage(rows))
+        usage, seen = _with_threads(rows, lambda: _sample(rows))
     else:
-        usage, seen = sample_usage(rows), {}
+        usage, seen = _sample(rows), {}
     now = time.time()
     out: list[dict[str, object]] = []
     for entry in entries:
@@ -69,6 +68,9 @@ def run_ps(output: str, threads: bool = False) -> None:
     if output == "json":
         print(json.dumps(out, indent=2))
         return
+    if not out:
+        print("no running guests")
+        return
     from rich.console import Console
 
     from kvmlab.report.grid import Col, print_grid
@@ -105,14 +107,21 @@ def run_ps(output: str, threads: bool = False) -> None:
     for row in out:
         if row["problem"]:
             print(f"{row['address']}: {row['problem']}", file=sys.stderr)
-    if not out:
-        print("no running guests")
-        return
     title = "running guests (CPU in % of one host CPU, sampled over 0.5 s)"
     console = Console()
     print_grid(console, columns, cells, title=title)
     if threads:
         _print_threads(console, out)
+
+
+def _sample(rows: list[tuple[Path, GuestRecord]]) -> Usage:
+    """Host and guest CPU of the running guests; with none running, what reaches their
+    agents (both backends) is not even imported."""
+    if not rows:
+        return {}
+    from kvmlab.runtime.cpu_compare import sample_usage
+
+    return sample_usage(rows)
 
 
 def _with_threads(
@@ -122,7 +131,7 @@ def _with_threads(
     the same window: read here for a QEMU of this host, by the kvmlab inside its guest
     hypervisor for a nested guest (once per hypervisor)."""
     from kvmlab.runtime.nested import inner_address
-    from kvmlab.runtime.thread_cpu import read_threads, thread_use
+    from kvmlab.runtime.thread_cpu import Threads, read_threads, thread_use
 
     here = [rec for _, rec in rows if rec.via is None and rec.pid]
     before = {rec.pid: read_threads(rec.pid) for rec in here}

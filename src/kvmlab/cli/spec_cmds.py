@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kvmlab.errors import Problem, SpecError, UsageError, printable
-from kvmlab.render.libvirt_caps import LibvirtCaps
-from kvmlab.render.xmldom import xml_comment
 from kvmlab.spec import Guest, LoadedLab, load_lab
 from kvmlab.spec.units import format_size
+
+if TYPE_CHECKING:
+    from kvmlab.render.libvirt_caps import LibvirtCaps
 
 CHECK_SCHEMA = "kvmlab.check/1"
 KEYS_SCHEMA = "kvmlab.keys/1"
@@ -211,7 +213,9 @@ def run_render(
     from kvmlab.cli.hostinfo import host_accel
     from kvmlab.guest.image import latest_cached_image, placeholder_image
     from kvmlab.render import render_libvirt, render_qemu
-    from kvmlab.runtime.lab import HostAccel, make_target
+    from kvmlab.render.xmldom import xml_comment
+    from kvmlab.runtime.hostaccel import HostAccel
+    from kvmlab.runtime.lab import make_target
     from kvmlab.runtime.rundir import LabDir
 
     loaded = load_lab(lab_path)

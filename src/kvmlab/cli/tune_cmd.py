@@ -181,12 +181,21 @@ def restore_abandoned(tuning: bool = False) -> None:
     """Roll back tuning a kvmlab run applied and could not undo (it was killed): every
     kvmlab command does this first, saying so. A state file that is not kvmlab's record is
     one line on stderr, and the command goes on (``tuning``: the command is ``kvmlab
-    tune``, which refuses it itself)."""
+    tune``, which refuses it itself).
+
+    Most commands find no state file: that costs one ``lstat``. The models that read a
+    state are imported only when there is a file, and the rollback (with the lab models it
+    takes the host's CPUs from) only when a run that died left one."""
+    from kvmlab.net.tunepath import state_path, surely_absent
+
+    path = state_path()
+    if surely_absent(path):
+        return
     from kvmlab.errors import KvmlabError
-    from kvmlab.net.tune import State, rollback
+    from kvmlab.net.tunestate import State
     from kvmlab.proc.processes import alive
 
-    state = State()
+    state = State(path)
     try:
         data = state.read()
         if data is None or data.owner is None:
@@ -194,6 +203,8 @@ def restore_abandoned(tuning: bool = False) -> None:
         pid, started = data.owner
         if alive(pid, started=started):
             return
+        from kvmlab.net.tune import rollback
+
         outcome = rollback(state)
     except KvmlabError as exc:
         if not tuning:  # kvmlab tune refuses it itself, once

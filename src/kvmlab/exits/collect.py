@@ -23,7 +23,7 @@ from kvmlab.exits import perfkvm, qstats, tracepoints
 from kvmlab.exits.cputime import ThreadTimes, add_guest_side, cpu_window
 from kvmlab.exits.model import Profile, from_json
 from kvmlab.exits.pcimap import Region, iomem_regions, pci_regions
-from kvmlab.render.devices.control import PID_FILE
+from kvmlab.render.runfiles import PID_FILE
 from kvmlab.runtime import backends
 from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.nested import (

@@ -10,6 +10,9 @@ from kvmlab.host import facts
 from kvmlab.host.probe import HostProbe
 
 TCG_ARGS = "-accel tcg,thread=multi -cpu max"
+OUTER_ACCEL_ENV = "KVMLAB_OUTER_ACCEL"
+"""The accelerator the guest hypervisor runs under, set for the kvmlab inside it; its
+``accel = "auto"`` takes it into account (``outer`` of :func:`choose_accel`)."""
 
 
 @dataclass(frozen=True)

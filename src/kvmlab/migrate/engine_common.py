@@ -203,7 +203,7 @@ def verify_after(
 def kernel_faults(run_dir: Path) -> str:
     """The guest kernel's first faults and its panic from the serial log, or ``""``."""
     from kvmlab.proc.processes import tail
-    from kvmlab.render.devices.control import SERIAL_LOG
+    from kvmlab.render.runfiles import SERIAL_LOG
 
     lines = [x.strip() for x in tail(run_dir / SERIAL_LOG, 400) if x.strip()]
     worst = [x for x in lines if guestside.KERNEL_FAULT.search(x)]
@@ -214,7 +214,7 @@ def kernel_faults(run_dir: Path) -> str:
 def serial_tail(run_dir: Path) -> str:
     """The last lines of a guest's serial log, kernel faults first."""
     from kvmlab.proc.processes import tail
-    from kvmlab.render.devices.control import SERIAL_LOG
+    from kvmlab.render.runfiles import SERIAL_LOG
 
     faults = kernel_faults(run_dir)
     if faults:  # the first faults and the panic, not the call traces after them

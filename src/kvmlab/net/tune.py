@@ -20,13 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvmlab.errors import HostError, KvmlabError, printable
-from kvmlab.net.tunestate import (
-    STATE_ENV,
-    SavedChange,
-    SavedState,
-    State,
-    TuningStateError,
-)
+from kvmlab.net.tunepath import STATE_ENV
+from kvmlab.net.tunestate import SavedChange, SavedState, State, TuningStateError
 from kvmlab.spec.hostcpus import host_cpu_text
 from kvmlab.spec.units import format_cpuset, parse_cpuset
 

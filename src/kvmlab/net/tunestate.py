@@ -28,9 +28,8 @@ from pydantic import (
 
 from kvmlab.bounded import read_at_most
 from kvmlab.errors import KvmlabError, printable
+from kvmlab.net.tunepath import STATE_ENV, state_path
 
-STATE_ENV = "KVMLAB_TUNING_STATE"
-DEFAULT_STATE = Path("/var/lib/kvmlab/tuning.json")
 MAX_STATE_BYTES = 8 << 20
 """A state file lists a few settings per IRQ and CPU: 8 MiB holds tens of thousands."""
 MAX_PID = 1 << 22
@@ -152,7 +151,7 @@ class State:
     """The state file: what kvmlab changed and by whom; present exactly while tuned."""
 
     def __init__(self, path: Path | None = None) -> None:
-        self.path = path or Path(os.environ.get(STATE_ENV) or DEFAULT_STATE)
+        self.path = path or state_path()
 
     def read(self) -> SavedState | None:
         """The saved state, or None when nothing is applied; :class:`TuningStateError`

@@ -2,11 +2,40 @@
 
 Pure: the functions here take a spec and a :class:`Target` and return text; they
 never start a process or read the host.
+
+The names below load their module on first use: a command that needs only a module of
+this package (the names of a guest's run files, :mod:`kvmlab.render.runfiles`) does not
+import both renderers and every lab model.
 """
 
-from kvmlab.render.argv import QemuCommand
-from kvmlab.render.libvirt import render_libvirt
-from kvmlab.render.qemu import render_qemu
-from kvmlab.render.target import Accel, BootImage, Target
+from __future__ import annotations
 
-__all__ = ["Accel", "BootImage", "QemuCommand", "Target", "render_libvirt", "render_qemu"]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # (explicit re-exports, for the type checker)
+    from kvmlab.render.argv import QemuCommand as QemuCommand
+    from kvmlab.render.libvirt import render_libvirt as render_libvirt
+    from kvmlab.render.qemu import render_qemu as render_qemu
+    from kvmlab.render.target import Accel as Accel
+    from kvmlab.render.target import BootImage as BootImage
+    from kvmlab.render.target import Target as Target
+
+_WHERE = {
+    "QemuCommand": "argv",
+    "render_libvirt": "libvirt",
+    "render_qemu": "qemu",
+    **dict.fromkeys(("Accel", "BootImage", "Target"), "target"),
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    """The function or class ``name``, its module imported now."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

@@ -8,10 +8,8 @@ from typing import Literal
 
 from kvmlab.errors import RenderError
 from kvmlab.render.libvirt_caps import LOG_DIR, LibvirtCaps
+from kvmlab.render.runfiles import UNIX_PATH_MAX
 from kvmlab.spec import Guest, VhostUserNic
-
-UNIX_PATH_MAX = 107
-"""The longest path a unix socket can bind (sun_path is 108 bytes with its NUL)."""
 
 Accel = Literal["kvm", "tcg"]
 ShareKind = Literal["9p", "virtiofs", "none"]

@@ -9,7 +9,7 @@ from kvmlab.errors import KvmlabError
 from kvmlab.guest.agent import GuestAgent
 from kvmlab.guest.errors import AgentError
 from kvmlab.proc.processes import cpu_seconds
-from kvmlab.render.devices.control import AGENT_SOCKET
+from kvmlab.render.runfiles import AGENT_SOCKET
 from kvmlab.runtime import backends
 from kvmlab.runtime.rundir import GuestRecord
 

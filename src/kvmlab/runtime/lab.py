@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from kvmlab.errors import Problem, ProcessFailure, RuntimeFailure, SpecError, StateError
 from kvmlab.fabric.lab_networks import NET_DIR, LabNet, TapPlan, check_vhost_net
@@ -30,11 +30,11 @@ from kvmlab.proc.signals import deferred_signals
 from kvmlab.render import BootImage, Target, render_qemu
 from kvmlab.render.devices.disk import SEED_IMAGE
 from kvmlab.render.identity import tap_name
-from kvmlab.render.target import Accel
 from kvmlab.runtime import backends, forwarded_ports, nested
 from kvmlab.runtime.guest_disks import mount_script
 from kvmlab.runtime.guest_kvm import check_guest_kvm
 from kvmlab.runtime.guest_network import address_script, lab_addresses, setup_script, user_net
+from kvmlab.runtime.hostaccel import HostAccel as HostAccel
 from kvmlab.runtime.hostcpus import check_host_cpus
 from kvmlab.runtime.machine import Backend, Machine, MachineConfig, Progress
 from kvmlab.runtime.rundir import GuestEntry, GuestRecord, LabDir, check_socket_paths
@@ -42,16 +42,6 @@ from kvmlab.runtime.waits import LIMITS, check_environment
 from kvmlab.spec import Guest, Lab, LoadedLab, TapNic
 from kvmlab.spec.hostcpus import guest_cpu_uses, switch_cpu_uses, tuning_cpu_uses
 from kvmlab.spec.rules import guest_key
-
-
-@dataclass(frozen=True)
-class HostAccel:
-    """What ``accel = "auto"`` means on this host (decided by the caller from kvmlab.host)."""
-
-    accel: Accel
-    reason: str
-    virt_flag: Literal["vmx", "svm"] | None = None
-    """The host CPU's vmx/svm flag, for guest hypervisors with a named CPU model."""
 
 
 def _quiet(_: str) -> None:

@@ -20,7 +20,9 @@ from kvmlab.errors import KvmlabError, ProcessFailure
 from kvmlab.guest.agent import ExecResult
 from kvmlab.guest.errors import GuestExecTimeout
 from kvmlab.guest.image import GuestImage
-from kvmlab.render.devices.control import AGENT_SOCKET, RELAY_PORT
+from kvmlab.host.accel import OUTER_ACCEL_ENV
+from kvmlab.render.devices.control import RELAY_PORT
+from kvmlab.render.runfiles import AGENT_SOCKET
 from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.rundir import GuestRecord, LabDir
 from kvmlab.runtime.waits import LIMITS
@@ -28,9 +30,6 @@ from kvmlab.spec import LoadedLab
 
 IMAGE_ENV = "KVMLAB_IMAGE"
 """Names the image entry the outer level built, so an inner kvmlab reuses it as it is."""
-OUTER_ACCEL_ENV = "KVMLAB_OUTER_ACCEL"
-"""The accelerator the guest hypervisor runs under; the inner kvmlab's ``accel = "auto"``
-takes it into account (KVM on top of TCG is not stable, see kvmlab.host.accel)."""
 INNER_RUN_ROOT = "/run/kvmlab"
 """kvmlab's run root inside guests (root, no KVMLAB_RUN_DIR)."""
 

@@ -37,8 +37,13 @@ from kvmlab.proc.confined import (
     write_private,
 )
 from kvmlab.proc.processes import alive, find_marked
-from kvmlab.render.devices.control import AGENT_SOCKET, CONSOLE_SOCKET, QMP_SOCKET, RELAY_SOCKET
-from kvmlab.render.target import UNIX_PATH_MAX
+from kvmlab.render.runfiles import (
+    AGENT_SOCKET,
+    CONSOLE_SOCKET,
+    QMP_SOCKET,
+    RELAY_SOCKET,
+    UNIX_PATH_MAX,
+)
 from kvmlab.spec.names import is_name, lab_name
 from kvmlab.spec.units import quoted
 

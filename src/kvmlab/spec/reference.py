@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import ast
+import functools
+import inspect
+import itertools
+import sys
 import types
 import typing
 from collections.abc import Iterator
@@ -101,8 +106,51 @@ def _default(info: FieldInfo) -> str:
     return str(value)
 
 
-def _doc(info: FieldInfo) -> str:
-    return " ".join((info.description or "").split())
+def _doc(model: type[BaseModel], name: str, info: FieldInfo) -> str:
+    return " ".join((info.description or attribute_doc(model, name)).split())
+
+
+def attribute_doc(model: type[BaseModel], name: str) -> str:
+    """The docstring under field ``name``'s annotation in the class that annotates it last
+    (its own, else the nearest base's): what pydantic's ``use_attribute_docstrings`` makes
+    the field's description. Read here, for the reference alone: that option parses the
+    source of every model whenever the models are imported, by every command."""
+    for cls in model.__mro__:
+        if name in vars(cls).get("__annotations__", {}):
+            return _class_docs(cls.__module__).get(cls.__qualname__, {}).get(name, "")
+    return ""
+
+
+@functools.cache
+def _class_docs(module: str) -> dict[str, dict[str, str]]:
+    """Attribute docstrings of each class of ``module`` (by qualified name), from one parse
+    of its source."""
+    found: dict[str, dict[str, str]] = {}
+
+    def visit(body: list[ast.stmt], prefix: str) -> None:
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                found[prefix + node.name] = _attribute_docs(node.body)
+                visit(node.body, f"{prefix}{node.name}.")
+
+    visit(ast.parse(inspect.getsource(sys.modules[module])).body, "")
+    return found
+
+
+def _attribute_docs(body: list[ast.stmt]) -> dict[str, str]:
+    """``name: T`` followed at once by a string statement: that string, cleaned as a
+    docstring, is ``name``'s."""
+    docs: dict[str, str] = {}
+    for stmt, after in itertools.pairwise(body):
+        if (
+            isinstance(stmt, ast.AnnAssign)
+            and isinstance(stmt.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            docs[stmt.target.id] = inspect.cleandoc(after.value.value)
+    return docs
 
 
 def _models_in(tp: Any) -> list[type[BaseModel]]:
@@ -121,7 +169,7 @@ def _models_in(tp: Any) -> list[type[BaseModel]]:
 def _walk(model: type[BaseModel], prefix: str, seen: set[type[BaseModel]]) -> Iterator[KeyDoc]:
     for name, info in model.model_fields.items():
         key = f"{prefix}{name}"
-        yield KeyDoc(key, _field_type(info), _default(info), _doc(info))
+        yield KeyDoc(key, _field_type(info), _default(info), _doc(model, name, info))
         models = _models_in(info.annotation)
         origin = typing.get_origin(info.annotation)
         if origin is dict:

@@ -27,14 +27,14 @@ from kvmlab.migrate.transports.base import JobState, Progress, Route, Transport
 from kvmlab.proc.confined import remove_owned
 from kvmlab.proc.processes import find_marked
 from kvmlab.proc.signals import deferred_signals
-from kvmlab.render.devices.control import (
+from kvmlab.render.runfiles import (
     AGENT_SOCKET,
     CONSOLE_SOCKET,
     PROBE_LOG,
     QMP_SOCKET,
     SERIAL_LOG,
+    UNIX_PATH_MAX,
 )
-from kvmlab.render.target import UNIX_PATH_MAX
 from kvmlab.runtime import backends
 from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.qemu import handover

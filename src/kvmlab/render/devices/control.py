@@ -5,24 +5,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvmlab.render.argv import QemuArgs, opts
+from kvmlab.render.runfiles import (
+    AGENT_SOCKET,
+    CONSOLE_SOCKET,
+    PID_FILE,
+    PROBE_LOG,
+    QMP_SOCKET,
+    RELAY_SOCKET,
+    SERIAL_LOG,
+)
 from kvmlab.render.target import Target
 from kvmlab.render.xmldom import DomainXml, sub
 
 AGENT_PORT = "org.qemu.guest_agent.0"
-
-QMP_SOCKET = "qmp.sock"
-CONSOLE_SOCKET = "console.sock"
-SERIAL_LOG = "serial.log"
-AGENT_SOCKET = "qga.sock"
-PID_FILE = "qemu.pid"
 PROBE_PORT = "org.kvmlab.probe.0"
-PROBE_LOG = "probe.log"
-"""A migratable guest's heartbeat channel: kvmlab-dirty writes a line every 10 ms of guest
-time, QEMU appends it to this file, and the host times the arrivals (guest downtime)."""
+"""A migratable guest's heartbeat channel (the file it goes to: ``runfiles.PROBE_LOG``)."""
 RELAY_PORT = "kvmlab.relay.{}"
-RELAY_SOCKET = "relay-{}.sock"
-"""A guest hypervisor's extra agent channels: one per guest inside it, bridged there to that
-guest's agent socket, so the host reaches every level's agent without a process per call."""
+"""A guest hypervisor's extra agent channel per guest inside it (its socket in the run
+directory: ``runfiles.RELAY_SOCKET``)."""
 
 
 @dataclass(frozen=True)

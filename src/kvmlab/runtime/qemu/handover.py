@@ -18,7 +18,7 @@ from pathlib import Path
 from kvmlab.errors import KvmlabError
 from kvmlab.proc.confined import remove_owned
 from kvmlab.proc.processes import find_marked
-from kvmlab.render.devices.control import (
+from kvmlab.render.runfiles import (
     AGENT_SOCKET,
     CONSOLE_SOCKET,
     PROBE_LOG,

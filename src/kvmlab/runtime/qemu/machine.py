@@ -22,7 +22,7 @@ from kvmlab.guest.agent import GuestAgent
 from kvmlab.guest.errors import AgentError
 from kvmlab.proc.processes import alive, cpu_seconds, start_time, tail, terminate, wait_gone
 from kvmlab.proc.signals import deferred_signals, unblock_in_child
-from kvmlab.render.devices.control import (
+from kvmlab.render.runfiles import (
     AGENT_SOCKET,
     CONSOLE_SOCKET,
     QMP_SOCKET,
