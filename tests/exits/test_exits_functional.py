@@ -1,15 +1,24 @@
-"""Seed 001's loop on a real nested guest: the timer-storm lab's idle L2 (KVM inside a TCG
-L1 on a host without hardware KVM) profiled where its KVM runs, diagnosed, and tracefs left
-exactly as found, also when the profile is interrupted."""
+"""A nested lab for real, booted once for the module: the timer-storm lab (seed 001's idle
+L2 under KVM inside an L1 guest hypervisor; on a host without hardware KVM, L1 under TCG
+with one vCPU) with L1's nested paging off (seed 003's shadow-paging row).
+
+`kvmlab up` runs kvmlab inside L1 to start L2 there; L1's KVM parameters are read back;
+`exec` and `ps` reach L2 through L1; the storm is profiled where L2's KVM runs, diagnosed,
+and tracefs is left exactly as found, also when the profile is interrupted; `down` stops
+L2 before L1 and leaves nothing.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import cli, interrupted_after, interrupted_once, lab_up
+from kvmlab.host.accel import choose_accel
+from tests.conftest import LABS, cli, interrupted_after, interrupted_once
+from tests.runtime.conftest import qemu_pids
 
 pytestmark = pytest.mark.functional
 
@@ -17,25 +26,84 @@ TRACING_STATE = (
     "ls /sys/kernel/tracing/instances; cat /sys/kernel/tracing/synthetic_events; "
     "grep -v '^#' /sys/kernel/tracing/events/kvm/*/trigger || true"
 )
+SHADOW_PAGING = "when_tcg = { vcpus = 1 }\nkvm = { nested_paging = false }"
 
 
 kvmlab = cli
 
 
+class Storm(dict[str, str]):
+    """The lab's environment (a dict, as ``cli`` takes it) and what ``kvmlab up`` printed."""
+
+    up_stderr = ""
+
+
 @pytest.fixture(scope="module")
-def storm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def storm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Storm]:
+    """The lab up for the module; afterwards stopped gracefully (L2 inside L1 first) and
+    nothing of it left."""
     tmp = tmp_path_factory.mktemp("storm")
-    with lab_up(tmp, "timer-storm.toml", "timer-storm", force_down=True) as env:
+    shipped = (LABS / "timer-storm.toml").read_text()
+    assert "when_tcg = { vcpus = 1 }" in shipped
+    lab = tmp / "timer-storm.toml"
+    lab.write_text(shipped.replace("when_tcg = { vcpus = 1 }", SHADOW_PAGING, 1))
+    run_root = tmp / "run"
+    env = Storm({**os.environ, "KVMLAB_RUN_DIR": str(run_root)})
+    up = kvmlab(env, "up", str(lab), timeout=1200)
+    env.up_stderr = up.stderr
+    try:
+        assert up.returncode == 0, up.stderr[-3000:]
         yield env
+        down = kvmlab(env, "down", "timer-storm", timeout=600)
+        assert down.returncode == 0, down.stderr
+        assert "stopping the guests inside timer-storm/l1" in down.stderr
+        inside = down.stderr.index("inside timer-storm/l1")
+        assert inside < down.stderr.index("stopping timer-storm/l1\n"), down.stderr
+    finally:
+        kvmlab(env, "down", "timer-storm", "--force", timeout=600)
+    assert not qemu_pids(str(run_root))
+    assert not (run_root / "timer-storm").exists()
 
 
-def tracing_state(env: dict[str, str]) -> str:
+def test_l2_is_up_inside_l1_with_l1s_kvm_as_the_lab_asks(storm: Storm) -> None:
+    assert "timer-storm/l1/idle is up inside timer-storm/l1 (kvm," in storm.up_stderr
+    read_back = "timer-storm/l1's KVM: kvm_amd.npt=0 (read back from its /sys/module)"
+    assert read_back in storm.up_stderr
+    l1 = kvmlab(
+        storm,
+        "exec",
+        "timer-storm/l1",
+        "--",
+        "sh",
+        "-c",
+        "test -c /dev/kvm && cd /sys/module/kvm_amd/parameters && cat nested npt && nproc",
+    )
+    assert l1.returncode == 0, l1.stderr
+    nested, npt, vcpus = l1.stdout.split()
+    assert nested in ("1", "Y"), "L1 is a guest hypervisor with nested KVM"
+    assert npt == "N", "checked by the test itself, not by kvmlab's read-back"
+    assert vcpus == ("2" if choose_accel().accel == "kvm" else "1"), "when_tcg"
+
+    l2 = kvmlab(storm, "exec", "timer-storm/l1/idle", "--", "hostname")
+    assert (l2.returncode, l2.stdout.strip()) == (0, "idle")
+    code = kvmlab(storm, "exec", "timer-storm/l1/idle", "--", "sh", "-c", "exit 5")
+    assert code.returncode == 5, "an L2 command's exit status comes back through L1"
+
+    rows = {r["address"]: r for r in json.loads(kvmlab(storm, "ps", "-o", "json").stdout)}
+    assert set(rows) == {"timer-storm/l1", "timer-storm/l1/idle"}
+    l1_row, l2_row = rows["timer-storm/l1"], rows["timer-storm/l1/idle"]
+    assert (l1_row["level"], l2_row["level"]) == ("L1", "L2")
+    assert (l2_row["accel"], l2_row["via"]) == ("kvm", "l1")
+    assert l2_row["boot_s"]["total"] > 0
+
+
+def tracing_state(env: Storm) -> str:
     got = kvmlab(env, "exec", "timer-storm/l1", "--", "sh", "-c", TRACING_STATE)
     assert got.returncode == 0, got.stderr
     return got.stdout
 
 
-def test_exits_profile_finds_the_storm_and_diagnose_names_it(storm: dict[str, str]) -> None:
+def test_exits_profile_finds_the_storm_and_diagnose_names_it(storm: Storm) -> None:
     before = tracing_state(storm)
     run = kvmlab(storm, "exits", "timer-storm/l1/idle", "--seconds", "4", "-o", "json")
     assert run.returncode == 0, run.stderr[-3000:]
@@ -54,7 +122,7 @@ def test_exits_profile_finds_the_storm_and_diagnose_names_it(storm: dict[str, st
     assert findings["acpi-pm-timer-reads"]["fix"]["lab"]["clock.timers.kvmclock.present"] is True
 
 
-def test_ps_threads_splits_each_qemu_where_it_runs(storm: dict[str, str]) -> None:
+def test_ps_threads_splits_each_qemu_where_it_runs(storm: Storm) -> None:
     """L1's QEMU on this host (TCG: all of it QEMU's user time), L2's inside L1 (KVM there:
     its vCPU threads spend time in guest mode), each beside its guest's own CPU."""
     run = kvmlab(storm, "ps", "--threads", "-o", "json")
@@ -73,13 +141,13 @@ def test_ps_threads_splits_each_qemu_where_it_runs(storm: dict[str, str]) -> Non
     # `kvmlab ps` in this L1 takes ~50 s: the storm keeps its only vCPU busy)
 
 
-def test_tcg_guest_has_no_exits(storm: dict[str, str]) -> None:
+def test_tcg_guest_has_no_exits(storm: Storm) -> None:
     run = kvmlab(storm, "exits", "timer-storm/l1", "--seconds", "1")
     assert run.returncode == 4
     assert "TCG has no VM exits" in run.stderr and "kvmlab exits timer-storm/l1/GUEST" in run.stderr
 
 
-def test_interrupted_profile_leaves_tracefs_clean(storm: dict[str, str]) -> None:
+def test_interrupted_profile_leaves_tracefs_clean(storm: Storm) -> None:
     """Ctrl-C inside a 120 s window. L1's agent runs one command at a time and the tracer
     holds it, so the test cannot watch the set-up happen: it interrupts after 12 s (the
     set-up takes a few seconds here), and whatever stage that hits, nothing may be left."""
@@ -92,7 +160,7 @@ def test_interrupted_profile_leaves_tracefs_clean(storm: dict[str, str]) -> None
     assert tracing_state(storm) == before, "no instance, trigger or synthetic event is left"
 
 
-def test_live_refreshes_until_interrupted(storm: dict[str, str]) -> None:
+def test_live_refreshes_until_interrupted(storm: Storm) -> None:
     """--live takes window after window (in a pipe each is printed after the last) until
     Ctrl-C; the storm is in every one of them, and tracefs is clean afterwards."""
     before = tracing_state(storm)

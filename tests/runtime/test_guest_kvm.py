@@ -1,5 +1,5 @@
 """The read-back of a guest hypervisor's KVM parameters, against what a guest's kernel
-answers (a stub guest: the real one is in tests/runtime/test_nested.py)."""
+answers (a stub guest: the real one is in tests/exits/test_exits_functional.py)."""
 
 from __future__ import annotations
 
