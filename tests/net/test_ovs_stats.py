@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
+from kvmlab.errors import RuntimeFailure
 from kvmlab.fabric.ovs import config_commands, flows, mask
 from kvmlab.net.ovs_stats import parse_dump_ports, pmd_packets, pmd_processing, rxq_placement
 from kvmlab.net.testpmd_stats import StatsParseError
@@ -56,3 +58,33 @@ def test_bridge_set_up_as_seed_004_with_ports_in_order() -> None:
         "in_port=4,actions=output:3",
     ]
     assert flows(1) == [] and mask([0, 5]) == "0x21"
+
+
+def test_idle_sleep_is_set_under_this_ovs_versions_key_and_only_when_asked() -> None:
+    ports = [("vm0", Path("/r/v.sock"))]
+    quiet = SwitchSpec(kind="ovs-dpdk", idle_sleep_max_us=500)
+    assert "other_config:pmd-maxsleep=500" in config_commands(quiet, ports, ovs=(3, 1))[0]
+    assert "other_config:pmd-sleep-max=500" in config_commands(quiet, ports, ovs=(3, 3))[0]
+    polling = config_commands(SwitchSpec(kind="ovs-dpdk"), ports, ovs=(2, 17))[0]
+    assert not [a for a in polling if "sleep" in a], "0 (the default) sets nothing"
+    with pytest.raises(RuntimeFailure, match=r"needs OVS 3\.1 or newer"):
+        config_commands(quiet, ports, ovs=(3, 0))
+
+
+def test_idle_sleep_is_refused_for_testpmd() -> None:
+    with pytest.raises(ValidationError, match="OVS-DPDK's load-based sleeping"):
+        SwitchSpec(kind="testpmd", idle_sleep_max_us=100)
+
+
+def test_the_sleep_is_read_back_from_ovs_vswitchd_s_log(tmp_path: Path) -> None:
+    from kvmlab.fabric.ovs import Ovs
+
+    log = tmp_path / "ovs-vswitchd.log"
+    took = "2026-11-27T01:02:03.456Z|00061|dpif_netdev|INFO|PMD max sleep request is 500 usecs."
+    log.write_text(f"{took}\n2026-11-27T01:02:03.457Z|00062|dpif_netdev|INFO|other\n")
+    Ovs(tmp_path)._check_sleep(500)  # OVS 3.1's line, as it logged it here
+    with pytest.raises(RuntimeFailure, match="did not take idle_sleep_max_us = 50 "):
+        Ovs(tmp_path)._check_sleep(50)
+    log.write_text("2026-11-27T01:02:03.456Z|00061|dpif_netdev|INFO|PMD load based sleeps\n")
+    with pytest.raises(RuntimeFailure, match="did not take"):
+        Ovs(tmp_path)._check_sleep(500)

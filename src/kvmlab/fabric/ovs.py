@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -41,17 +42,45 @@ def require() -> None:
         )
 
 
+def version() -> tuple[int, int]:
+    """The (major, minor) version of ``ovs-vswitchd-dpdk`` (``(0, 0)`` when it does not say)."""
+    require()
+    out = subprocess.run(
+        [VSWITCHD, "--version"], capture_output=True, text=True, timeout=30, check=False
+    ).stdout
+    found = re.search(r"\(Open vSwitch\) (\d+)\.(\d+)", out)
+    return (int(found[1]), int(found[2])) if found else (0, 0)
+
+
+def sleep_key(spec: SwitchSpec, ovs: tuple[int, int]) -> str | None:
+    """The ``other_config`` key of load-based PMD sleeping in this OVS (``None`` when the
+    lab does not ask for it); :class:`RuntimeFailure` for an OVS without it."""
+    if not spec.idle_sleep_max_us:
+        return None
+    if ovs < (3, 1):
+        raise RuntimeFailure(
+            f"switch.idle_sleep_max_us needs OVS 3.1 or newer (load-based PMD sleeping); "
+            f"this OVS is {ovs[0]}.{ovs[1]}: remove it from the lab, or install a newer OVS"
+        )
+    return "pmd-maxsleep" if ovs < (3, 2) else "pmd-sleep-max"  # renamed in OVS 3.2
+
+
 def mask(cpus: Sequence[int]) -> str:
     """``0x6`` for CPUs 1 and 2."""
     return hex(sum(1 << c for c in cpus))
 
 
 def config_commands(
-    spec: SwitchSpec, ports: Sequence[tuple[str, Path]], prefix: str = "kvmlab-ovs"
+    spec: SwitchSpec,
+    ports: Sequence[tuple[str, Path]],
+    prefix: str = "kvmlab-ovs",
+    ovs: tuple[int, int] = (3, 1),
 ) -> list[list[str]]:
-    """The ``ovs-vsctl`` arguments that set DPDK up and build the bridge (pure). OVS adds
-    ``--in-memory`` itself: its huge pages are unlinked at once, nothing left on disk."""
+    """The ``ovs-vsctl`` arguments that set DPDK up and build the bridge (pure, for OVS
+    version ``ovs``). OVS adds ``--in-memory`` itself: its huge pages are unlinked at once,
+    nothing left on disk."""
     extra = f"--no-pci --single-file-segments --file-prefix={prefix}"
+    sleep = sleep_key(spec, ovs)
     cmds = [
         [
             "set",
@@ -63,6 +92,7 @@ def config_commands(
             f"other_config:dpdk-lcore-mask={mask([spec.main_core])}",
             f"other_config:pmd-cpu-mask={mask(spec.cores)}",
             f"other_config:dpdk-extra={extra}",
+            *([f"other_config:{sleep}={spec.idle_sleep_max_us}"] if sleep else []),
         ],
         ["add-br", BRIDGE, "--", "set", "bridge", BRIDGE, "datapath_type=netdev"],
     ]
@@ -194,7 +224,7 @@ class Ovs:
             "ovsdb-server",
         )
         self.vsctl("init", wait=False)
-        commands = config_commands(spec, ports, prefix)
+        commands = config_commands(spec, ports, prefix, version())
         self.vsctl(*commands[0], wait=False)
         pidfile = self.dir / "ovs-vswitchd.pid"
         argv = [
@@ -213,6 +243,19 @@ class Ovs:
         self.run(["ovs-ofctl", "del-flows", BRIDGE], "clearing the flows")
         for flow in flows(len(ports)):
             self.run(["ovs-ofctl", "add-flow", BRIDGE, flow], f"adding flow {flow}")
+        if spec.idle_sleep_max_us:
+            self._check_sleep(spec.idle_sleep_max_us)
+
+    def _check_sleep(self, us: int) -> None:
+        """That ovs-vswitchd took the sleep the lab asks for: it logs it when it applies
+        the datapath's configuration (OVS 3.1: ``PMD max sleep request is 500 usecs.``)."""
+        log = self.dir / "ovs-vswitchd.log"
+        said = [line for line in tail(log, 200) if "sleep" in line.lower()]
+        if not any(re.search(rf"\b{us} ?us", line) for line in said):
+            raise RuntimeFailure(
+                f"ovs-vswitchd did not take idle_sleep_max_us = {us} (its log {log} says "
+                f"{said[-1].strip() if said else 'nothing of sleeping'})"
+            )
 
     def control(self, program: str = "ovs-vswitchd-dpdk") -> Path:
         """A daemon's control socket (``ovs-vswitchd-dpdk.PID.ctl``)."""

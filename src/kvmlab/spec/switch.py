@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from kvmlab.spec.base import SpecModel
 from kvmlab.spec.units import MAX_CPU, NAME_PATTERN, CpuSet, MemorySize
@@ -41,12 +41,28 @@ class SwitchSpec(SpecModel):
     descriptors: int = Field(default=1024, ge=64, le=4096)
     """RX and TX ring sizes of each port (a power of two)."""
 
+    idle_sleep_max_us: int = Field(default=0, ge=0, le=10000)
+    """`ovs-dpdk`: the longest a poll-mode thread sleeps per iteration while its queues
+    bring (almost) nothing (OVS's load-based sleeping, `pmd-maxsleep`; OVS 3.1 or newer).
+    0 polls without pause, as packet-rate measurements (`pvp`) need; on a host with fewer
+    cores than the switch and its guests want, a few hundred microseconds give the
+    guests back the core the poller would spin on. testpmd has no such setting."""
+
     @field_validator("descriptors")
     @classmethod
     def _power_of_two(cls, v: int) -> int:
         if v & (v - 1):
             raise ValueError(f"must be a power of two, got {v}")
         return v
+
+    @model_validator(mode="after")
+    def _sleep_is_ovs_only(self) -> SwitchSpec:
+        if self.idle_sleep_max_us and self.kind != "ovs-dpdk":
+            raise ValueError(
+                f"idle_sleep_max_us is OVS-DPDK's load-based sleeping; {self.kind} polls "
+                'without pause (use kind = "ovs-dpdk", or remove it)'
+            )
+        return self
 
 
 class PvpSpec(SpecModel):
