@@ -190,19 +190,23 @@ def test_bench_refuses_what_libvirt_does_not_run_yet(tmp_path: Path) -> None:
     assert ran.returncode == 2 and "migrations run only on the qemu backend" in ran.stderr
 
 
-PVP = LAB.replace('name = "pvpt"', 'name = "lvp"').replace("KIND", "testpmd")
-"""The packet-path functional tests' lab (a testpmd switch, a guest with two ports)."""
+PVP = LAB.replace('name = "pvpt"', 'name = "lvp"')
+"""The packet-path functional tests' lab (a switch of KIND, a guest with two ports)."""
 
 
-def test_pvp_through_a_libvirt_domain_on_the_labs_switch(libvirtd: Daemon, tmp_path: Path) -> None:
-    """Seed 002 through libvirt: the lab's testpmd switch on this host, the guest a libvirt
-    domain whose vhost-user NICs are its ports; packets counted at every hop."""
+@pytest.mark.parametrize("kind", ["testpmd", "ovs-dpdk"])
+def test_pvp_through_a_libvirt_domain_on_the_labs_switch(
+    libvirtd: Daemon, tmp_path: Path, kind: str
+) -> None:
+    """Seeds 002 and 004 through libvirt: the lab's switch on this host, the guest a libvirt
+    domain whose vhost-user NICs are its ports (QEMU the socket's client for testpmd, its
+    server for OVS-DPDK); packets counted at every hop."""
     import libvirt
 
     from tests.runtime.conftest import pids_mentioning
 
     lab = tmp_path / "lvp.toml"
-    lab.write_text(PVP)
+    lab.write_text(PVP.replace("KIND", kind))
     env = {**libvirtd.env, "KVMLAB_RESULTS": str(tmp_path / "results.sqlite")}
     refused = cli(env, "up", str(lab), "--backend", "libvirt", "--connect", libvirtd.uri)
     assert refused.returncode == 3, refused.stderr  # QEMU as root only when asked
@@ -235,3 +239,4 @@ def test_pvp_through_a_libvirt_domain_on_the_labs_switch(libvirtd: Daemon, tmp_p
     finally:
         conn.close()
     assert not pids_mentioning("kvmlab-lvp", "dpdk-testpmd")
+    assert not pids_mentioning(str(libvirtd.root / "lvp"))  # OVS's daemons
