@@ -41,6 +41,7 @@ ALL_IDS = [
     "tools.iperf3",
     "tools.perf",
     "tools.sysbench",
+    "tools.stress-ng",
 ]
 
 INTEL_NESTED_FIX = (
@@ -90,6 +91,7 @@ def test_intel_nested_off() -> None:
         "tools.iperf3": "info",
         "tools.perf": "ok",
         "tools.sysbench": "info",
+        "tools.stress-ng": "info",
     }
     nested = found["kvm.nested"]
     assert nested.fix == INTEL_NESTED_FIX
@@ -142,6 +144,7 @@ def test_amd_nested_on() -> None:
         "tools.iperf3": "ok",
         "tools.perf": "ok",
         "tools.sysbench": "ok",
+        "tools.stress-ng": "ok",
     }
     assert found["kvm.nested"].fix == ()
     assert ("/etc/modprobe.d/kvm.conf", "options kvm-amd nested=1") in [

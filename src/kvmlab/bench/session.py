@@ -6,7 +6,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -15,17 +15,22 @@ from kvmlab import __version__
 from kvmlab.bench.executor import GuestExecutor, HostExecutor, Place
 from kvmlab.bench.runner import LevelRunner, Progress, WorkloadsSkipped
 from kvmlab.bench.suite import Settings
-from kvmlab.errors import UsageError
+from kvmlab.errors import HostError, UsageError
 from kvmlab.guest.image import GuestImage
-from kvmlab.results.model import LEVELS, Run
+from kvmlab.results.model import KVM_UNDER_FACT, LEVELS, NOT_RUN_FACT, Run
 from kvmlab.results.store import ResultStore
 from kvmlab.runtime import backends
 from kvmlab.runtime import lab as labrun
 from kvmlab.runtime.guest_disks import scratch_device
+from kvmlab.runtime.guest_kvm import describe as describe_kvm
+from kvmlab.runtime.guest_kvm import host_kvm_unmet, local_kvm
 from kvmlab.runtime.guest_network import SLIRP_HOST, user_net
 from kvmlab.runtime.machine import Machine
-from kvmlab.runtime.rundir import LabDir
+from kvmlab.runtime.rundir import GuestRecord, LabDir
 from kvmlab.spec import Guest, LoadedLab
+
+Observer = Callable[[LevelRunner, Machine, list[GuestRecord]], None]
+"""Called with a guest hypervisor and its guests (records here) while they are up."""
 
 SCRATCH_PARENT = Path("/var/tmp")
 """Where L0's fio file lives: on disk (O_DIRECT), not a tmpfs."""
@@ -127,6 +132,34 @@ def check_levels(loaded: LoadedLab, levels: set[str]) -> None:
     )
 
 
+def _runnable(
+    loaded: LoadedLab, settings: Settings, progress: Progress
+) -> tuple[dict[str, LoadedLab], dict[str, str]]:
+    """The variants to measure, and every other configuration of the lab with why it is
+    not (stored with the run, so its tables show the whole matrix): those this host's KVM
+    cannot run (``host_kvm``: said, and left out; named with ``--variant``, or all of
+    them, a :class:`HostError` before anything starts) and those not asked for."""
+    chosen = loaded.variants(settings.variants)
+    have = local_kvm()
+    not_run: dict[str, str] = {}
+    for name, variant in loaded.variants().items():
+        kvm = variant.lab.host_kvm
+        why = host_kvm_unmet(kvm, have) if kvm is not None else None
+        if why is not None:
+            if settings.variants and name in chosen:
+                raise HostError(f"{loaded.path}: variant {name} cannot run here: host_kvm {why}")
+            not_run[name] = f"host_kvm {why}"
+            if name in chosen:
+                progress(f"variant {name} not run: host_kvm {why}")
+        elif name not in chosen:
+            not_run[name] = "not asked for (--variant)"
+    runnable = {n: v for n, v in chosen.items() if n not in not_run}
+    if not runnable:
+        reasons = "; ".join(f"{n}: {why}" for n, why in not_run.items() if n in chosen)
+        raise HostError(f"{loaded.path}: no configuration of it can run here ({reasons})")
+    return runnable, not_run
+
+
 def run_bench(
     loaded: LoadedLab,
     settings: Settings,
@@ -139,6 +172,7 @@ def run_bench(
     status: Progress | None = None,
     on_start: Callable[[int], None] | None = None,
     after: Callable[[LevelRunner, LoadedLab], None] | None = None,
+    observe: Observer | None = None,
 ) -> int:
     """Measure the suite at the requested levels, for every variant; the stored run's id.
 
@@ -148,7 +182,9 @@ def run_bench(
 
     L0 is measured once and filed under every variant (the host does not change
     between them). ``after`` runs once per variant after its suite, with the lab down (a
-    lab's ``[[migrations]]``, which bring the lab up themselves); a suite without
+    lab's ``[[migrations]]``, which bring the lab up themselves); ``observe`` once per
+    guest hypervisor after its guests' workloads, with them still up (their exit
+    profiles); a suite without
     workloads boots nothing for it. Samples are stored as they are measured; the run is marked
     complete only if everything finished. A failure or Ctrl-C is stored with the level,
     guest and stage it cut short (teardown already done), then raised as it was.
@@ -159,7 +195,7 @@ def run_bench(
     labrun.assert_not_up(loaded.lab.name)
     check_levels(loaded, levels)
     check_measurable(loaded, settings, levels)
-    variants = loaded.variants(settings.variants)
+    variants, not_run = _runnable(loaded, settings, progress)
     run = Run(
         0,
         loaded.lab.name,
@@ -168,7 +204,7 @@ def run_bench(
         settings.suite,
         __version__,
         time.time(),
-        host=host_facts,
+        host={**host_facts, **{f"{NOT_RUN_FACT}{name}": why for name, why in not_run.items()}},
     )
     run_id = store.start(run)
     if on_start is not None:
@@ -193,7 +229,7 @@ def run_bench(
                 store.add(run_id, [replace(s, variant=name) for s in host_samples])
             runner.variant = name
             if levels & {"L1", "L2"} and settings.workloads:
-                _guests(variant, levels, runner, launch, host_exec)
+                _guests(variant, levels, runner, launch, host_exec, observe)
             if after is not None:
                 after(runner, variant)
         if runner.skipped:
@@ -216,6 +252,7 @@ def _guests(
     runner: LevelRunner,
     launch: labrun.Launch,
     host_exec: HostExecutor,
+    observe: Observer | None = None,
 ) -> None:
     """Boot L1, measure it, then start the L2s inside and measure them; tear down.
 
@@ -231,7 +268,7 @@ def _guests(
         try:
             runner.timings[f"boot {loaded.lab.name} L1"] = time.monotonic() - start
             for machine in machines:
-                _measure(loaded, levels, runner, image, host_exec, progress, machine)
+                _measure(loaded, levels, runner, image, host_exec, progress, machine, observe)
         except BaseException as exc:
             runner.fail(exc)
             raise
@@ -242,6 +279,17 @@ def _guests(
     progress(f"stopped {runner.shown(tops)} ({time.monotonic() - start:.1f} s)")
 
 
+def _record_kvm(runner: LevelRunner, address: Sequence[str], under: dict[str, str]) -> None:
+    """Store, with the run's host facts, the KVM a measured guest ran under (its
+    hypervisor's parameters as read back there: seed 003's paging mode per level)."""
+    if not under:
+        return
+    where = runner.shown("/".join(address))
+    shown = "" if runner.variant == "default" else f" ({runner.variant})"
+    key = f"{KVM_UNDER_FACT}{where}{shown}"
+    runner.store.add_host_facts(runner.run_id, {key: describe_kvm(under)})
+
+
 def _measure(
     loaded: LoadedLab,
     levels: set[str],
@@ -250,11 +298,13 @@ def _measure(
     host_exec: HostExecutor,
     progress: Progress,
     machine: Machine,
+    observe: Observer | None = None,
 ) -> None:
     """One guest hypervisor (or plain guest) at L1, then the guests it holds at L2."""
     executor = _guest_executor(loaded, machine)
     if "L1" in levels:
         runner.boot(executor, machine.boot)
+        _record_kvm(runner, machine.config.address, machine.config.under_kvm)
         runner.workloads(executor, host_exec)
     if "L2" not in levels or not machine.config.children:
         return
@@ -275,4 +325,7 @@ def _measure(
         inner = _guest_executor(loaded, backends.attach(lab_dir.guest_dir(child.address), child))
         runner.at("L2", inner.place.guest, "boot")
         runner.boot(inner, inner.machine.boot, say=False)  # start_nested said it
+        _record_kvm(runner, tuple(child.address), child.under_kvm)
         runner.workloads(inner, executor)
+    if observe is not None:
+        observe(runner, machine, children)

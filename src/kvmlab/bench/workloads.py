@@ -14,6 +14,7 @@ from kvmlab.bench.parsers.fio import parse_fio
 from kvmlab.bench.parsers.iperf3 import parse_iperf3
 from kvmlab.bench.parsers.metric import Metric
 from kvmlab.bench.parsers.ping import parse_ping
+from kvmlab.bench.parsers.stress_ng import parse_stress_ng
 from kvmlab.bench.parsers.sysbench import parse_sysbench_cpu, parse_sysbench_memory
 from kvmlab.bench.suite import Settings
 
@@ -153,6 +154,26 @@ def network(place: Place, s: Settings) -> list[Step]:
     return [iperf("to_parent", reverse=False), iperf("from_parent", reverse=True), ping]
 
 
+def fork(place: Place, s: Settings) -> list[Step]:
+    """stress-ng's fork stressor on every vCPU: processes created, run and reaped per second.
+
+    Each fork builds an address space and each exit tears it down: page-table work, which
+    shadow paging (a guest hypervisor without nested paging, seed 003) traps and nested
+    paging does not. The YAML report goes to stdout (the table goes to stderr).
+    """
+    argv = [
+        "stress-ng",
+        "--fork",
+        str(place.vcpus),
+        "--timeout",
+        f"{max(1, round(s.duration))}s",
+        "--metrics-brief",
+        "--yaml",
+        "/dev/stdout",
+    ]
+    return [Step("fork", argv, parse_stress_ng, s.duration + 120, keep=("fork_bogo_ops_per_s",))]
+
+
 def kbuild(place: Place, s: Settings) -> list[Step]:
     """A timed parallel build of Lua 5.4 from Debian's source package (see bench.kbuild)."""
     from kvmlab.bench.kbuild import kbuild_steps, prepare_source
@@ -166,5 +187,6 @@ WORKLOADS: dict[str, Callable[[Place, Settings], list[Step]]] = {
     "disk": disk,
     "network": network,
     "kbuild": kbuild,
+    "fork": fork,
 }
 """Workloads that run commands; ``boot`` comes from the runtime's measured boot stages."""

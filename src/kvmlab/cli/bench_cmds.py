@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvmlab.errors import KvmlabError, UsageError
-from kvmlab.results.model import MIGRATION_DOCUMENT, NETCOMPARE_DOCUMENT, Run
+from kvmlab.results.model import COMPARED_BY_FACT, MIGRATION_DOCUMENT, NETCOMPARE_DOCUMENT, Run
 from kvmlab.results.store import ResultStore
 
 if TYPE_CHECKING:
@@ -24,12 +24,15 @@ if TYPE_CHECKING:
     from rich.status import Status
 
     from kvmlab.cli.backend_opts import BackendOptions
+    from kvmlab.spec import LoadedLab
 
 
 def host_facts(accel: str, reason: str, flavour: str) -> dict[str, Any]:
     """What a run records about the host it ran on."""
     from kvmlab.host.facts import cpu_info, meminfo_kb
     from kvmlab.host.probe import HostProbe
+    from kvmlab.runtime.guest_kvm import describe as describe_kvm
+    from kvmlab.runtime.guest_kvm import local_kvm
 
     probe = HostProbe(Path("/"))
     cpu = cpu_info(probe)
@@ -39,12 +42,14 @@ def host_facts(accel: str, reason: str, flavour: str) -> dict[str, Any]:
         ).stdout.splitlines()[0]
     except (OSError, IndexError, subprocess.TimeoutExpired):
         qemu = "not found"
+    kvm = describe_kvm(local_kvm()) or f"no hardware KVM module ({flavour or 'none'})"
     return {
         "cpu": f"{cpu.vendor} {cpu.model}" if cpu else "unknown",
         "cpus": os.cpu_count(),
         "memory_gib": round(meminfo_kb(probe).get("MemTotal", 0) / 1024 / 1024, 1),
         "kernel": os.uname().release,
         "kvm_flavour": flavour,
+        "kvm": kvm,
         "accelerator": accel,
         "accelerator_reason": reason,
         "qemu": qemu,
@@ -141,6 +146,8 @@ def run_bench_cmd(
         host, choice = host_accel()
         facts = host_facts(choice.accel, choice.reason, choice.flavour)
         facts.update(backend.facts(loaded))
+        if loaded.lab.bench.headline:
+            facts[COMPARED_BY_FACT] = " ".join(loaded.lab.bench.headline)
         if "backend" in facts:
             err.print(f"guests run through {backend.name}: {facts['backend']}", markup=False)
         plan = (", ".join(settings.workloads) or "no workloads") + extras.describe(loaded)
@@ -171,6 +178,7 @@ def run_bench_cmd(
                     status=log.status,
                     on_start=stored.append,
                     after=extras.after(launch, log.status, settings.repetitions),
+                    observe=_observer(loaded, wanted),
                 )
             except (Exception, KeyboardInterrupt) as exc:
                 if not stored:  # refused before anything was stored: nothing to report
@@ -335,7 +343,7 @@ def _render(store: ResultStore, runs: list[Run], output: str, to_file: bool = Fa
     if output == "text":
         from rich.console import Console
 
-        from kvmlab.report.text import print_table
+        from kvmlab.report.text import print_configurations, print_table
 
         buffer = io.StringIO() if to_file else None
         console = Console(file=buffer, color_system=None) if buffer else Console()
@@ -345,14 +353,21 @@ def _render(store: ResultStore, runs: list[Run], output: str, to_file: bool = Fa
                 print_table(rest, console, title)
             else:
                 console.print(title, soft_wrap=True, markup=False, highlight=False)
+            if (configs := _configurations(head, rest, compare)) is not None:
+                print_configurations(configs, console)
         _print_netcompare(store, runs, console)
         return buffer.getvalue() if buffer else None
     if output == "md":
-        from kvmlab.report.markdown import markdown_table
+        from kvmlab.report.markdown import markdown_configurations, markdown_table
 
-        return "".join(markdown_table(t, title) for _, t in tables)
+        parts = []
+        for _, table in tables:
+            parts.append(markdown_table(table, title))
+            if (configs := _configurations(head, table, compare)) is not None:
+                parts.append(markdown_configurations(configs))
+        return "".join(parts)
     if output == "html":
-        from kvmlab.report.html import report_html
+        from kvmlab.report.html import configurations_section, report_html
         from kvmlab.report.migration_html import comparison_section
 
         extra = [
@@ -364,8 +379,37 @@ def _render(store: ResultStore, runs: list[Run], output: str, to_file: bool = Fa
             )
             for i, (run_id, variant, doc) in enumerate(documents)
         ]
+        for run_id, table in tables:
+            if (configs := _configurations(head, table, compare)) is not None:
+                extra.insert(
+                    0,
+                    configurations_section(
+                        configs, f"Run {run_id}: by configuration", f"configurations-{run_id}"
+                    ),
+                )
         return report_html(runs, tables, title=title, extra=extra)
     raise UsageError(f"unknown report format {output!r}; choose text, md, html or json")
+
+
+def _observer(loaded: LoadedLab, levels: set[str]) -> Any:
+    """The exit profiler of ``[bench] exit_profile`` (L2 guests under KVM), or None."""
+    seconds = loaded.lab.bench.exit_profile
+    if not seconds or "L2" not in levels:
+        return None
+    from kvmlab.cli.bench_profile import exit_profiler
+
+    return exit_profiler(seconds)
+
+
+def _configurations(run: Run, table: Any, compare: bool) -> Any:
+    """Seed 003's by-configuration tables of one run with variants (not for ``--compare``,
+    whose columns are runs)."""
+    from kvmlab.report.configurations import COMPARED_BY, configurations
+
+    if compare:
+        return None
+    wanted = str(run.host.get(COMPARED_BY, "")).split()
+    return configurations(table, run.host, wanted)
 
 
 def _cut_short(run: Run) -> str:

@@ -168,6 +168,14 @@ check_sysbench = simple_tool(
     "sysbench",
     use=" (CPU and memory benchmarks)",
 )
+check_stress_ng = simple_tool(
+    "tools.stress-ng",
+    ("stress-ng", "--version"),
+    r"stress-ng, version\s+(\S+)",
+    "stress-ng",
+    "stress-ng",
+    use=" (the fork benchmark)",
+)
 
 
 def check_libvirt(probe: HostProbe) -> Finding:
@@ -283,4 +291,5 @@ TOOL_CHECKS: tuple[Callable[[HostProbe], Finding], ...] = (
     check_iperf3,
     check_perf,
     check_sysbench,
+    check_stress_ng,
 )

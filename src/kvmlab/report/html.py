@@ -18,6 +18,7 @@ from xml.etree.ElementTree import Element
 
 from kvmlab import __version__
 from kvmlab.report import svg
+from kvmlab.report.configurations import ConfigurationTable, cell_value, ratio_text
 from kvmlab.report.fmt import change, median_spread, number
 from kvmlab.report.table import FAILED, INTERRUPTED, Column, LevelTable, Row
 from kvmlab.results.model import LEVELS, MIGRATION_PREFIX, Run, Summary
@@ -442,3 +443,37 @@ def _boot_figure(summaries: list[Summary], ident: str) -> Markup:
         f"{_configs(order)}."
     )
     return _figure("boot stages per guest", chart, caption, ident)
+
+
+def configurations_section(configs: ConfigurationTable, title: str, anchor: str) -> Markup:
+    """Seed 003's tables (see :func:`kvmlab.report.text.print_configurations`)."""
+    last = configs.levels[-1]
+    parts: list[str] = [h("h2", title)]
+    for headline in configs.headlines:
+        head = h(
+            "tr",
+            h("th", "configuration"),
+            *(h("th", level, class_="num") for level in configs.levels),
+            h("th", f"{last} vs default", class_="num"),
+            h("th", "KVM under its guests (read back), or why it did not run"),
+        )
+        body = []
+        for row in configs.rows:
+            why = f"not run: {row.not_run}" if row.not_run else "; ".join(row.kvm) or "–"
+            body.append(
+                h(
+                    "tr",
+                    h("td", row.variant),
+                    *(
+                        h("td", cell_value(row.values.get((headline, lv))), class_="num")
+                        for lv in configs.levels
+                    ),
+                    h("td", ratio_text(configs.ratio(row, headline)), class_="num"),
+                    h("td", why),
+                )
+            )
+        parts.append(h("h3", headline.label))
+        parts.append(
+            h("div", h("table", h("thead", head), h("tbody", *body)), class_="card scroll")
+        )
+    return h("section", *parts, id=anchor)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kvmlab.report.configurations import ConfigurationTable, cell_value, ratio_text
 from kvmlab.report.fmt import cell_text
 from kvmlab.report.table import LevelTable
 
@@ -38,3 +39,24 @@ def _escape(text: str) -> str:
     for char in "\\`*_[]<>|":
         text = text.replace(char, "\\" + char)
     return text
+
+
+def markdown_configurations(configs: ConfigurationTable) -> str:
+    """Seed 003's tables (see :func:`kvmlab.report.text.print_configurations`) in Markdown."""
+    last = configs.levels[-1]
+    lines: list[str] = []
+    for headline in configs.headlines:
+        heads = ["configuration", *configs.levels, f"{last} vs default", "KVM under its guests"]
+        lines += [
+            f"### By configuration: {_escape(headline.label)}",
+            "",
+            "| " + " | ".join(heads) + " |",
+            "|---|" + "---:|" * (len(configs.levels) + 1) + "---|",
+        ]
+        for row in configs.rows:
+            cells = [cell_value(row.values.get((headline, lv))) for lv in configs.levels]
+            why = f"not run: {row.not_run}" if row.not_run else "; ".join(row.kvm) or "-"
+            ratio = ratio_text(configs.ratio(row, headline))
+            lines.append(f"| {row.variant} | " + " | ".join([*cells, ratio, _escape(why)]) + " |")
+        lines.append("")
+    return "\n".join(lines)

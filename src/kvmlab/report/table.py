@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from kvmlab.results.model import LEVELS, Failure, Summary
 from kvmlab.results.stats import change_pct
 
-WORKLOAD_ORDER = ("cpu", "memory", "disk", "network", "boot", "kbuild")
+WORKLOAD_ORDER = ("cpu", "memory", "disk", "network", "boot", "kbuild", "fork", "exits")
 FAILED = "failed"
 INTERRUPTED = "interrupted"
 """Shown instead of the accelerator for a guest cut short before anything was measured."""

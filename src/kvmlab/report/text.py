@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
+from kvmlab.report.configurations import ConfigurationTable, cell_value, ratio_text
 from kvmlab.report.fmt import cell_text
 from kvmlab.report.grid import Cell as GridCell
 from kvmlab.report.grid import Col, print_grid
@@ -37,3 +38,23 @@ def print_table(table: LevelTable, console: Console, title: str) -> None:
 def _coloured(delta: str, cell: Cell) -> str:
     colour = {True: "red", False: "green", None: "white"}[cell.worse]
     return f" [{colour}]{delta}[/{colour}]"
+
+
+def print_configurations(configs: ConfigurationTable, console: Console) -> None:
+    """Seed 003's table per compared metric: a row per configuration, a column per level,
+    the deepest level against the lab as written, and the KVM its guests ran under (or
+    why this host did not run it)."""
+    last = configs.levels[-1]
+    for headline in configs.headlines:
+        columns = [
+            Col("configuration"),
+            *(Col(level, "right") for level in configs.levels),
+            Col(f"{last} vs default", "right"),
+            Col("KVM its guests ran under (read back), or why it did not run"),
+        ]
+        rows: list[list[GridCell]] = []
+        for row in configs.rows:
+            cells = [cell_value(row.values.get((headline, lv))) for lv in configs.levels]
+            why = f"not run: {row.not_run}" if row.not_run else "; ".join(row.kvm) or "-"
+            rows.append([row.variant, *cells, ratio_text(configs.ratio(row, headline)), why])
+        print_grid(console, columns, rows, title=f"by configuration: {headline.label}")

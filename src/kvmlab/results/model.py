@@ -13,6 +13,14 @@ MIGRATION_DOCUMENT = "migrations"
 NETCOMPARE_DOCUMENT = "netcompare"
 """Run documents (and the workload) of `netcompare`: paths, left-out NICs, multiqueue."""
 
+NOT_RUN_FACT = "not run "
+"""A run's host fact ``not run VARIANT``: why this host could not run that variant."""
+KVM_UNDER_FACT = "kvm under "
+"""A run's host fact ``kvm under LAB/GUEST [(VARIANT)]``: the KVM that guest ran under, as
+read back where its QEMU ran (seed 003's paging mode per level)."""
+COMPARED_BY_FACT = "configurations compared by"
+"""A run's host fact: the lab's ``[bench] headline`` metrics (``workload.metric ...``)."""
+
 
 @dataclass(frozen=True)
 class Sample:

@@ -32,7 +32,7 @@ from kvmlab.render.devices.disk import SEED_IMAGE
 from kvmlab.render.identity import tap_name
 from kvmlab.runtime import backends, forwarded_ports, nested
 from kvmlab.runtime.guest_disks import mount_script
-from kvmlab.runtime.guest_kvm import check_guest_kvm
+from kvmlab.runtime.guest_kvm import check_guest_kvm, check_host_kvm, local_kvm
 from kvmlab.runtime.guest_network import address_script, lab_addresses, setup_script, user_net
 from kvmlab.runtime.hostaccel import HostAccel as HostAccel
 from kvmlab.runtime.hostcpus import check_host_cpus
@@ -165,6 +165,7 @@ def guest_config(
         pinning=pins,
         emulator_pinning=guest.pinning.emulator,
         children=bool(guest.nested and guest.guests),
+        under_kvm=local_kvm() if accel == "kvm" else {},
     )
 
 
@@ -270,6 +271,8 @@ def started(
     """
     backend, progress = launch.backend, launch.progress
     check_environment()  # every limit the environment sets, before anything starts
+    if not within:  # the host's own KVM (inside a guest hypervisor it is L1's, set by L0)
+        check_host_kvm(loaded)
     outer = loaded
     path = tuple(within.split("/")) if within else ()
     if within:

@@ -88,6 +88,9 @@ class MachineConfig:
     emulator_pinning: tuple[int, ...] | None = None
     children: bool = False
     """The guest is a guest hypervisor running guests of the lab (stopped before it)."""
+    under_kvm: dict[str, str] = field(default_factory=dict)
+    """The KVM the guest runs under, as its hypervisor's ``/sys/module`` shows it
+    (``{"kvm_amd.npt": "0", ...}``); empty under TCG or where it cannot be read."""
 
     @property
     def name(self) -> str:
@@ -108,6 +111,7 @@ class MachineConfig:
             memory=record.memory,
             boots_image=record.boots_image,
             children=record.children,
+            under_kvm=dict(record.under_kvm),
         )
 
 
@@ -348,6 +352,7 @@ class Machine(abc.ABC):
             started=self._started,
             boots_image=cfg.boots_image,
             children=cfg.children,
+            under_kvm=dict(cfg.under_kvm),
             boot=self.boot,
             pid_start=self._pid_start,
             state="launching" if launching else "running",

@@ -160,6 +160,7 @@ def start_children(
             started=row["started"],
             boots_image=row["boots_image"],
             boot=row["boot"],
+            under_kvm=row.get("under_kvm", {}),
             via="/".join(machine.config.address),
             marker=marker,
         )

@@ -89,6 +89,9 @@ class GuestRecord:
     backend_fields: dict[str, Any] = field(default_factory=dict)
     """What that backend needs to find the guest again (libvirt: the daemon's URI, the
     domain's UUID and token, ...), read and written by the backend alone."""
+    under_kvm: dict[str, str] = field(default_factory=dict)
+    """The KVM the guest runs under, as read back where its QEMU runs (its hypervisor's
+    module parameters); empty under TCG or when unknown."""
 
     @property
     def name(self) -> str:
@@ -128,6 +131,10 @@ class GuestRecord:
                 raise ValueError("its pid or argv has the wrong type")
             if not isinstance(record.backend, str) or not isinstance(record.backend_fields, dict):
                 raise ValueError("its backend has the wrong type")
+            if not isinstance(record.under_kvm, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in record.under_kvm.items()
+            ):
+                raise ValueError("its under_kvm has the wrong type")
             from kvmlab.runtime.backends import BACKEND_NAMES  # the registry imports this
 
             if record.backend not in BACKEND_NAMES:

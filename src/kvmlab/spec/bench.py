@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from kvmlab.spec.base import SpecModel
 from kvmlab.spec.network import NetCompareSpec
 from kvmlab.spec.switch import PvpSpec
 
 WorkloadName = Literal[
-    "cpu", "memory", "disk", "network", "boot", "kbuild", "pvp", "migrations", "netcompare"
+    "cpu", "memory", "disk", "network", "boot", "kbuild", "fork", "pvp", "migrations", "netcompare"
 ]
-WORKLOADS: tuple[WorkloadName, ...] = ("cpu", "memory", "disk", "network", "boot", "kbuild")
+WORKLOADS: tuple[WorkloadName, ...] = (
+    "cpu",
+    "memory",
+    "disk",
+    "network",
+    "boot",
+    "kbuild",
+    "fork",
+)
 """The suite's workloads: the same commands at every level."""
 LAB_WORKLOADS: tuple[WorkloadName, ...] = ("pvp", "migrations", "netcompare")
 """Workloads of what a lab declares: PVP through its `[switch]`, its `[[migrations]]`, the
@@ -48,6 +57,27 @@ class BenchSpec(SpecModel):
 
     ping_count: int | None = Field(default=None, ge=1, le=1000)
     """Echo requests per ping repetition."""
+
+    headline: list[str] = Field(default=[], max_length=16)
+    """Metrics the lab's configurations (it and its variants) are compared by, as
+    `workload.metric` (`kbuild.build_elapsed_s`): `kvmlab run` prints a table of each, a
+    row per configuration and a column per level (seed 003's table); empty: the first
+    metric of each workload."""
+
+    @field_validator("headline")
+    @classmethod
+    def _workload_dot_metric(cls, value: list[str]) -> list[str]:
+        bad = [v for v in value if not re.fullmatch(r"[a-z][a-z0-9 _-]*\.[a-z0-9_]+", v)]
+        if bad:
+            raise ValueError(f"each is workload.metric (e.g. kbuild.build_elapsed_s), got {bad}")
+        return value
+
+    exit_profile: float = Field(default=0, ge=0, le=600)
+    """Seconds of VM-exit profile to take of every guest under KVM inside a guest
+    hypervisor (L2), after its workloads, while stress-ng's fork stressor runs on each of
+    its vCPUs (page-table work: nested paging barely exits for it, shadow paging traps
+    it), stored as the run's `exits` rows (exits/s in all and for the most frequent
+    reasons): seed 003's profile beside each configuration. 0: none."""
 
     pvp: PvpSpec = PvpSpec()
     """The packet-rate benchmark through the lab's `[switch]` (`kvmlab run`, `--only pvp`)."""

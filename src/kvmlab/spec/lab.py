@@ -362,6 +362,14 @@ class Lab(SpecModel):
     tuning: TuningSpec | None = None
     """Host tuning for the packet path (`kvmlab tune`, `[bench.pvp] compare_tuning`)."""
 
+    host_kvm: GuestKvm | None = None
+    """What this lab needs of the host's own KVM (L0's `kvm_intel`/`kvm_amd` parameters,
+    the same keys as a guest hypervisor's `kvm`): checked before anything starts and never
+    changed (kvmlab does not reload the host's modules). A variant asking for what the
+    host does not have is not run by `kvmlab run`, which names it with the reason and the
+    command that would give it (seed 003's rows with the host's EPT/NPT or VMCS shadowing
+    off); `up` and `--variant` refuse it."""
+
     migrations: list[MigrationSpec] = []
     """Live migrations `kvmlab migrate --lab` runs side by side (`[[migrations]]`); `kvmlab
     run` runs them after the suite and stores them with the run."""
