@@ -17,13 +17,24 @@ demo: deps
 	$(BIN)/kvmlab doctor || true
 	$(BIN)/kvmlab run labs/nested.toml --suite quick --out kvmlab-report.html
 
-# Unit tests on both CPUs (pytest-xdist), then the functional tests one at a time: they
-# boot guests, and two TCG guests booting at once on a 2-core host only slow each other.
+# Unit tests on both CPUs (pytest-xdist), then the functional tests in two lanes: the main
+# one, one test at a time, and beside it the side lane (tests/conftest.py SIDE_LANE): light
+# tests, one small guest at a time, that touch nothing the main lane's tests compare or
+# measure. A booting test keeps this 2-core host about half busy. The guest images both
+# lanes boot are built first; the side lane's output follows the main lane's.
 test: deps
 	@$(BIN)/pytest -q -n 2 -m "not functional" --durations=10; unit=$$?; \
-	$(BIN)/pytest -q -m functional --durations=30; functional=$$?; \
-	echo "make test: unit tests exit $$unit, functional tests exit $$functional"; \
-	[ $$unit -eq 0 ] && [ $$functional -eq 0 ]
+	$(BIN)/python -m tests.images; images=$$?; \
+	side_log=$$(mktemp /tmp/kvmlab-side-lane.XXXXXX); \
+	$(BIN)/pytest -q -p no:cacheprovider -m "functional and side" --durations=10 \
+	    >"$$side_log" 2>&1 & side_pid=$$!; \
+	$(BIN)/pytest -q -m "functional and not side" --durations=30; functional=$$?; \
+	wait $$side_pid; side=$$?; \
+	echo "---- side lane (tests/conftest.py SIDE_LANE), run beside the main lane ----"; \
+	cat "$$side_log"; rm -f "$$side_log"; \
+	echo "make test: unit tests exit $$unit, images $$images, functional tests exit" \
+	    "$$functional (main lane), $$side (side lane)"; \
+	[ $$unit -eq 0 ] && [ $$images -eq 0 ] && [ $$functional -eq 0 ] && [ $$side -eq 0 ]
 
 lint: deps
 	$(BIN)/ruff check src tests benchmarks

@@ -205,3 +205,38 @@ def short_tmp() -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+SIDE_LANE = (
+    "tests/bench/test_kbuild.py",
+    "tests/guest/test_agent.py",
+    "tests/guest/test_boot.py",
+    "tests/guest/test_disk_boot.py",
+    "tests/guest/test_exec_channel.py",
+    "tests/libvirt_backend/test_cloud_init_libvirt.py",
+    "tests/render/test_libvirt_schema.py",
+    "tests/render/test_qemu_accepts.py",
+    "tests/report/test_html.py",
+    "tests/runtime/test_crash_safety.py",
+    "tests/runtime/test_exec_cli.py",
+    "tests/runtime/test_hostview_guest.py",
+    "tests/runtime/test_lifecycle.py",
+    "tests/test_benchmarks_smoke.py",
+)
+"""Functional tests `make test` runs in a second lane, beside the others: one guest at a
+time on user networking or none (no port forward, tap, bridge, namespace, huge page,
+switch or tracefs of the host), nothing measured against time or against host-wide state,
+the images they boot built before either lane starts. A booting test keeps this 2-core
+host about half busy, so the other lane's guests lose little; the tests that compare the
+host's links, namespaces or huge pages before and after, measure, or migrate under load
+stay in the main lane."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the side lane's functional tests ``side`` (``-m "functional and side"``)."""
+    for item in items:
+        if item.get_closest_marker("functional") is None:
+            continue
+        where = Path(str(item.fspath)).relative_to(ROOT).as_posix()
+        if where in SIDE_LANE:
+            item.add_marker(pytest.mark.side)
