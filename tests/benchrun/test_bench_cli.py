@@ -24,7 +24,7 @@ README_BENCH = [
     "--levels",
     "L0,L1",
     "--only",
-    "cpu,disk",
+    "cpu",
 ]
 """The README tour's bench example, as typed."""
 
@@ -38,9 +38,10 @@ def run(
 
 
 def test_readme_bench_example_measures_l0_and_l1(tmp_path: Path) -> None:
-    """The README's ``kvmlab bench labs/basic.toml ... --only cpu,disk``, run from a copy of
-    the checkout's lab (its disk is made beside it): every asked workload has a numeric
-    figure at L0 and at L1, the run is complete, the report, HTML and CSV are written."""
+    """The README's ``kvmlab bench labs/basic.toml ... --only cpu``, run from a copy of the
+    checkout's lab (its disk is made beside it): every asked workload has a numeric figure
+    at L0 and at L1, the run is complete, the report, HTML and CSV are written (the disk
+    workload at every level: the main job's test)."""
     import os
 
     readme = (LABS.parent / "README.md").read_text()
@@ -63,7 +64,7 @@ def test_readme_bench_example_measures_l0_and_l1(tmp_path: Path) -> None:
     rows = report["rows"]
     assert report["runs"][0]["complete"] is True
     by = {(r["level"], r["workload"], r["metric"]): r for r in rows}
-    for workload in ("cpu", "disk"):
+    for workload in ("cpu",):
         metrics = {m for level, w, m in by if w == workload}
         assert metrics, f"no {workload} rows"
         for metric in metrics:
@@ -74,15 +75,14 @@ def test_readme_bench_example_measures_l0_and_l1(tmp_path: Path) -> None:
                 assert row["n"] == 3, row
             assert by[("L1", workload, metric)]["change_pct"] is not None
     assert by[("L1", "cpu", "1thread_events_per_s")]["accelerator"] == "tcg"
-    assert "--direct=1" in by[("L0", "disk", "randread_iops")]["command"]
 
     html = tmp_path / "report.html"
     assert run(env, "report", "--last", "-o", "html", "--out", str(html)).returncode == 0
     page = html.read_text()
-    assert "<svg" in page and "randread_iops" in page
+    assert "<svg" in page and "1thread_events_per_s" in page
 
     csv = run(env, "results", "export", "last", "-o", "csv").stdout.splitlines()
     assert csv[0].startswith("run,variant,guest,level")
-    assert len(csv) > 20
+    assert len(csv) == 1 + 2 * 2 * 3  # a row per sample: 2 metrics at 2 levels, 3 repetitions
     listing = json.loads(run(env, "results", "ls", "-o", "json").stdout)
     assert [r["complete"] for r in listing] == [True]

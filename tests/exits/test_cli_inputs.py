@@ -98,8 +98,14 @@ def one_line(proc: subprocess.CompletedProcess[str], status: int) -> str:
         ),
         (["exits", "lab/vm1", "-o", "yaml"], "Invalid value for --output"),
         (["exits", "lab/vm1", "--live", "-o", "json"], "--live prints tables"),
-        (["exits", "lab/vm1", "--guest", "vm1"], "--guest and --settle go with --compare LAB_FILE"),
-        (["exits", "lab/vm1", "--settle", "1"], "--guest and --settle go with --compare"),
+        (
+            ["exits", "lab/vm1", "--guest", "vm1"],
+            "--guest, --settle and --variant go with --compare LAB_FILE",
+        ),
+        (
+            ["exits", "lab/vm1", "--settle", "1"],
+            "--guest, --settle and --variant go with --compare",
+        ),
         (["diagnose"], "give the guest's address (LAB/GUEST) or --import FILE"),
         (["diagnose", "lab/vm1", "--import", str(LIVE)], "give the guest's address"),
         (["diagnose", "../x"], "is not a guest address"),
@@ -276,7 +282,10 @@ def test_compare_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     lab, plain = str(_lab(tmp_path, True)), str(_lab(tmp_path, False))
     cases = [
         (["--compare", str(tmp_path / "missing.toml"), "--guest", "vm1"], "no such file"),
-        (["--compare", plain, "--guest", "vm1"], f"{plain} has no variants to compare"),
+        (
+            ["--compare", plain, "--guest", "vm1"],
+            f"{plain}: nothing to compare (kvmlab diagnose --apply writes a variant)",
+        ),
         (["--compare", lab, "--guest", "nope"], "lab basic has no guest 'nope' (its guests: vm1"),
         (["--compare", lab, "--guest", "vm1/"], "lab basic has no guest 'vm1/'"),
         (["--compare", lab], "--compare LAB_FILE needs --guest PATH"),

@@ -63,9 +63,25 @@ def test_a_row_per_configuration_with_the_deepest_level_against_the_lab_as_writt
 
 def test_chosen_metrics_only_and_none_for_a_single_configuration() -> None:
     table = level_table(build("default", (2.5, 60, 80)) + build("l1-shadow", (2.5, 61, 320)))
-    configs = configurations(table, {}, ["fork.fork_bogo_ops_per_s", "nosuch.metric"])
+    configs = configurations(table, {}, ["fork.fork_bogo_ops_per_s", "kbuild.build_elapsd_s"])
     assert configs is not None and [h.workload for h in configs.headlines] == ["fork"]
+    assert configs.notes == ["[bench] headline 'kbuild.build_elapsd_s': the run has no such row"]
     assert configurations(level_table(build("default", (1, 2, 3))), {}) is None
+
+
+def test_a_run_cut_short_before_anything_was_measured_has_no_table() -> None:
+    assert configurations(level_table([]), {"not run x": "host_kvm needs ..."}) is None
+
+
+def test_a_headline_whose_workload_has_a_space() -> None:
+    where = ("l1", "L1", "tcg", "migrate precopy", "total_time_s", "s", False, 1)
+    rows = [
+        Summary("default", *where, 2.5, 2.5, 2.5, 0, ""),
+        Summary("fast", *where, 2.0, 2.0, 2.0, 0, ""),
+    ]
+    configs = configurations(level_table(rows), {}, ["migrate precopy.total_time_s"])
+    assert configs is not None and configs.headlines[0].workload == "migrate precopy"
+    assert configs.ratio(configs.rows[1], configs.headlines[0]) == 0.8
 
 
 def test_the_html_section_is_a_table_per_metric() -> None:

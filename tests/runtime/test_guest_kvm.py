@@ -89,7 +89,7 @@ def test_a_host_requirement_names_what_the_host_has_and_the_command_it_takes() -
     assert why is not None and "kvm_intel ept=0 (it has 1)" in why
     assert "modprobe -r kvm_intel && modprobe kvm_intel ept=0" in why
     amd = host_kvm_unmet(GuestKvm(vmcs_shadowing=False), {"kvm_amd.npt": "1"})
-    assert amd == "needs kvm.vmcs_shadowing is a kvm_intel parameter; this guest's KVM is kvm_amd"
+    assert amd == "needs kvm.vmcs_shadowing, a kvm_intel parameter, and this host's KVM is kvm_amd"
     none = host_kvm_unmet(GuestKvm(nested_paging=False), {})
     assert none is not None and none.startswith("needs hardware KVM on this host")
     assert "kvm_amd.npt=0 or kvm_intel.ept=0" in none

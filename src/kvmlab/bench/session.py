@@ -302,9 +302,9 @@ def _measure(
 ) -> None:
     """One guest hypervisor (or plain guest) at L1, then the guests it holds at L2."""
     executor = _guest_executor(loaded, machine)
+    _record_kvm(runner, machine.config.address, machine.config.under_kvm)  # L2's axis too
     if "L1" in levels:
         runner.boot(executor, machine.boot)
-        _record_kvm(runner, machine.config.address, machine.config.under_kvm)
         runner.workloads(executor, host_exec)
     if "L2" not in levels or not machine.config.children:
         return

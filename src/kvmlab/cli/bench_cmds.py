@@ -147,7 +147,7 @@ def run_bench_cmd(
         facts = host_facts(choice.accel, choice.reason, choice.flavour)
         facts.update(backend.facts(loaded))
         if loaded.lab.bench.headline:
-            facts[COMPARED_BY_FACT] = " ".join(loaded.lab.bench.headline)
+            facts[COMPARED_BY_FACT] = list(loaded.lab.bench.headline)
         if "backend" in facts:
             err.print(f"guests run through {backend.name}: {facts['backend']}", markup=False)
         plan = (", ".join(settings.workloads) or "no workloads") + extras.describe(loaded)
@@ -408,8 +408,8 @@ def _configurations(run: Run, table: Any, compare: bool) -> Any:
 
     if compare:
         return None
-    wanted = str(run.host.get(COMPARED_BY, "")).split()
-    return configurations(table, run.host, wanted)
+    wanted = run.host.get(COMPARED_BY, [])
+    return configurations(table, run.host, wanted if isinstance(wanted, list) else [])
 
 
 def _cut_short(run: Run) -> str:

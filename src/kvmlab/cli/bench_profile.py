@@ -4,10 +4,12 @@ while a page-table-heavy load runs in it, stored as the run's ``exits`` rows."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 from kvmlab.bench.runner import LevelRunner
 from kvmlab.bench.session import Observer
+from kvmlab.errors import KvmlabError
 from kvmlab.exits.collect import profile_guest
 from kvmlab.exits.model import Profile
 from kvmlab.results.model import Sample
@@ -19,9 +21,10 @@ WORKLOAD = "exits"
 TOP_KINDS = 6
 """Exit kinds (vendor-neutral: ``exception``, ``cr_access``, ``npf``, ...) stored per
 profile, most frequent first (the rest are in ``all_per_s``)."""
-LOAD_MARGIN_S = 15.0
-"""The load runs this much longer than the window: it must still run when the tracer,
-started inside the guest hypervisor after it, begins."""
+LOAD_MARGIN_S = 30.0
+"""The load's backstop is the window plus this (times the guest's slowness): the tracer,
+started inside the guest hypervisor after the load, must find it running; the load is
+stopped as soon as the window is taken."""
 
 
 def load_argv(vcpus: int, seconds: float) -> list[str]:
@@ -72,8 +75,14 @@ def exit_profiler(seconds: float) -> Observer:
             runner.at("L2", guest, WORKLOAD)
             run_dir = lab_dir.guest_dir(child.address)
             machine = backends.attach(run_dir, child)
-            machine.exec_background(load_argv(child.vcpus, seconds + LOAD_MARGIN_S))
-            profile = profile_guest(run_dir, child, seconds)
+            # a backstop: it is stopped once the window is taken
+            backstop = (seconds + LOAD_MARGIN_S) * max(1.0, machine.level_factor())
+            load = machine.exec_background(load_argv(child.vcpus, backstop))
+            try:
+                profile = profile_guest(run_dir, child, seconds)
+            finally:
+                with contextlib.suppress(KvmlabError):
+                    machine.exec(["kill", "-TERM", str(load)], timeout=60)
             rows = samples(profile, runner.variant, guest, "L2")
             runner.store.add(runner.run_id, rows)
             top = ", ".join(f"{r.metric} {r.value:.0f}" for r in rows[1:4])

@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -256,8 +257,10 @@ def run_compare(
     settle: float,
     output: str,
     provider: str = "auto",
+    chosen: Sequence[str] = (),
 ) -> None:
-    """Boot each variant of the lab in turn, profile ``guest`` the same way, compare.
+    """Boot each variant of the lab (``chosen``: those) in turn, profile ``guest`` the
+    same way, compare.
 
     Everything is checked before the first variant boots: the windows, the guest's path,
     that every variant has the guest.
@@ -287,14 +290,21 @@ def run_compare(
             f"lab {loaded.lab.name} has no guest {printable(repr(guest))} "
             f"(its guests: {known}; --guest is a path like l1/l2)"
         )
-    variants = loaded.variants()
+    variants = loaded.variants(chosen)
     if len(variants) < 2:
         raise UsageError(
-            f"{printable(str(lab_path))} has no variants to compare (kvmlab "
-            "diagnose --apply writes one)"
+            f"{printable(str(lab_path))}: nothing to compare "
+            + (
+                "(name two or more with --variant)"
+                if chosen
+                else "(kvmlab diagnose --apply writes a variant)"
+            )
         )
+    from kvmlab.runtime.guest_kvm import check_host_kvm
+
     guests: dict[str, Guest] = {}
     for name, variant in variants.items():
+        check_host_kvm(variant)  # every variant this host's KVM cannot run, before any boots
         found = variant.lab.find(guest)
         if found is None:
             raise UsageError(f"variant {name} of lab {loaded.lab.name} has no guest {guest}")

@@ -58,16 +58,16 @@ w=$1; drivers=$2; shift 2
 # EAL dlopens every driver in DPDK's default directory: about 130 in Debian's build, with
 # their libraries, 14 s under TCG against 0.3 s for these. In this mount namespace only,
 # the directory shows the drivers named and those testpmd links against (the linker needs
-# them); elsewhere (no such directory, no ldd) testpmd starts as it is. Few forks: each
-# costs a tenth of a second under TCG.
+# them); where that cannot be done (no such directory, no ldd, a mount refused) testpmd
+# sees them all, as it would without kvmlab. Few forks: each costs a tenth of a second
+# under TCG.
 pmds=$(ls -d /usr/lib/*/dpdk/pmds-* 2>/dev/null | head -n 1)
-if [ -n "$pmds" ] && linked=$(ldd "$(command -v dpdk-testpmd)"); then
+if [ -n "$pmds" ] && linked=$(ldd "$(command -v dpdk-testpmd)") \
+    && mkdir -p "$w/all" "$w/few" && mount --bind "$pmds" "$w/all"; then
     keep=" $drivers "
     for word in $linked; do
         case "$word" in librte_*.so*) stem=${word#librte_}; keep="$keep${stem%%.so*} " ;; esac
     done
-    mkdir -p "$w/all" "$w/few"
-    mount --bind "$pmds" "$w/all"
     links=; kept=0; total=0
     for f in "$pmds"/librte_*; do  # names without blanks: librte_NAME.so[.ABI[.MINOR]]
         name=${f##*/}; stem=${name#librte_}; stem=${stem%%.so*}
@@ -77,9 +77,13 @@ if [ -n "$pmds" ] && linked=$(ldd "$(command -v dpdk-testpmd)"); then
             case "$name" in *.so) kept=$((kept + 1)) ;; esac ;;
         esac
     done
-    ln -s $links "$w/few/"
-    mount --bind "$w/few" "$pmds"
-    echo "DPDK drivers in testpmd's mount namespace: $kept of $total" >&2
+    if [ -n "$links" ] && ln -s $links "$w/few/" && mount --bind "$w/few" "$pmds"; then
+        echo "DPDK drivers in testpmd's mount namespace: $kept of $total" >&2
+    else
+        echo "DPDK drivers: all $total (the trimmed directory could not be made)" >&2
+    fi
+else
+    echo "DPDK drivers: as installed (no driver directory, ldd or bind mount here)" >&2
 fi
 exec python3 "$@"
 """
@@ -88,8 +92,12 @@ exec python3 "$@"
 START = r"""
 w=$1; drivers=$2; trim=$3; shift 3
 rm -rf "$w"; mkdir -p "$w"
-setsid unshare --mount --propagation private sh -c "$trim" trim "$w" "$drivers" "$@" \
-    >"$w/helper.log" 2>&1 </dev/null &
+if command -v unshare >/dev/null; then  # a mount namespace of its own, for TRIM
+    setsid unshare --mount --propagation private sh -c "$trim" trim "$w" "$drivers" "$@" \
+        >"$w/helper.log" 2>&1 </dev/null &
+else
+    setsid python3 "$@" >"$w/helper.log" 2>&1 </dev/null &
+fi
 echo $! > "$w/helper.pid"
 """
 """Start the helper (and so testpmd) in a mount namespace of its own (:data:`TRIM`)."""

@@ -10,8 +10,9 @@ import both renderers and every lab model.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kvmlab.lazy import lazy_names
 
 if TYPE_CHECKING:  # (explicit re-exports, for the type checker)
     from kvmlab.render.argv import QemuCommand as QemuCommand
@@ -31,11 +32,4 @@ _WHERE = {
 __all__ = sorted(_WHERE)
 
 
-def __getattr__(name: str) -> Any:
-    """The function or class ``name``, its module imported now."""
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _WHERE, globals())

@@ -42,6 +42,11 @@ class Configuration:
     """The KVM its guests ran under (``l1/l2: kvm_amd: npt=0, ... (shadow paging)``)."""
     not_run: str | None = None
 
+    @property
+    def how(self) -> str:
+        """The last column: why it did not run, or the KVM its guests ran under."""
+        return f"not run: {self.not_run}" if self.not_run else "; ".join(self.kvm) or "-"
+
 
 @dataclass
 class ConfigurationTable:
@@ -51,6 +56,13 @@ class ConfigurationTable:
     headlines: list[Headline]
     levels: list[str]
     rows: list[Configuration]
+    missing: list[str] = field(default_factory=list)
+    """``[bench] headline`` names no row of the run has (a typo, a workload not run)."""
+
+    @property
+    def notes(self) -> list[str]:
+        """One line per headline the run has no row for."""
+        return [f"[bench] headline {m!r}: the run has no such row" for m in self.missing]
 
     def ratio(self, row: Configuration, headline: Headline) -> float | None:
         """The deepest level's value over the lab as written's (None without both)."""
@@ -69,13 +81,18 @@ def configurations(
 ) -> ConfigurationTable | None:
     """The configurations of one run's level table (its ``host`` facts name those not run
     and the KVM each guest ran under); ``wanted``: ``workload.metric`` names to compare
-    by (default: the first metric of each workload). None with a single configuration."""
+    by (default: the first metric of each workload; one the run lacks is left out, and
+    :func:`unmatched` names it). None with a single configuration or nothing measured.
+    Each level shows its first guest (a lab with two guests at one level: their level
+    table has both)."""
     not_run = {k.removeprefix(NOT_RUN): str(v) for k, v in host.items() if k.startswith(NOT_RUN)}
     variants = [*table.variants, *(v for v in not_run if v not in table.variants)]
     if len(variants) < 2:
         return None
     headlines = _headlines(table, wanted)
     levels = [lv for lv in LEVELS if any(c.level == lv for c in table.columns)]
+    if not headlines or not levels:  # nothing measured (a run cut short before its first)
+        return None
     rows = []
     for variant in variants:
         row = Configuration(variant, not_run=not_run.get(variant))
@@ -92,7 +109,7 @@ def configurations(
             if k.startswith(KVM_UNDER) and (k.endswith(suffix) if suffix else not k.endswith(")"))
         ]
         rows.append(row)
-    return ConfigurationTable(headlines, levels, rows)
+    return ConfigurationTable(headlines, levels, rows, unmatched(table, wanted))
 
 
 def cell_value(cell: Cell | None) -> str:
@@ -111,8 +128,8 @@ def ratio_text(ratio: float | None) -> str:
 def _headlines(table: LevelTable, wanted: Sequence[str]) -> list[Headline]:
     rows = {(r.workload, r.metric): r for r in table.rows}
     if wanted:
-        chosen = [tuple(w.split(".", 1)) for w in wanted]
-        picked = [rows[(w, m)] for w, m in chosen if (w, m) in rows]
+        chosen = [str(w).partition(".")[::2] for w in wanted]
+        picked = [rows[key] for key in chosen if key in rows]
     else:
         firsts: dict[str, Any] = {}
         for r in table.rows:
@@ -130,3 +147,9 @@ def _row(table: LevelTable, headline: Headline) -> Any:
         (r for r in table.rows if (r.workload, r.metric) == (headline.workload, headline.metric)),
         None,
     )
+
+
+def unmatched(table: LevelTable, wanted: Sequence[str]) -> list[str]:
+    """The ``workload.metric`` names of ``wanted`` no row of the run has."""
+    rows = {(r.workload, r.metric) for r in table.rows}
+    return [w for w in wanted if tuple(str(w).partition(".")[::2]) not in rows]

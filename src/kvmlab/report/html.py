@@ -459,7 +459,6 @@ def configurations_section(configs: ConfigurationTable, title: str, anchor: str)
         )
         body = []
         for row in configs.rows:
-            why = f"not run: {row.not_run}" if row.not_run else "; ".join(row.kvm) or "–"
             body.append(
                 h(
                     "tr",
@@ -469,11 +468,12 @@ def configurations_section(configs: ConfigurationTable, title: str, anchor: str)
                         for lv in configs.levels
                     ),
                     h("td", ratio_text(configs.ratio(row, headline)), class_="num"),
-                    h("td", why),
+                    h("td", row.how),
                 )
             )
         parts.append(h("h3", headline.label))
         parts.append(
             h("div", h("table", h("thead", head), h("tbody", *body)), class_="card scroll")
         )
+    parts += [h("p", note, class_="note") for note in configs.notes]
     return h("section", *parts, id=anchor)

@@ -55,8 +55,10 @@ def markdown_configurations(configs: ConfigurationTable) -> str:
         ]
         for row in configs.rows:
             cells = [cell_value(row.values.get((headline, lv))) for lv in configs.levels]
-            why = f"not run: {row.not_run}" if row.not_run else "; ".join(row.kvm) or "-"
             ratio = ratio_text(configs.ratio(row, headline))
-            lines.append(f"| {row.variant} | " + " | ".join([*cells, ratio, _escape(why)]) + " |")
+            lines.append(
+                f"| {row.variant} | " + " | ".join([*cells, ratio, _escape(row.how)]) + " |"
+            )
         lines.append("")
+    lines += [f"- {_escape(note)}" for note in configs.notes]
     return "\n".join(lines)

@@ -55,6 +55,7 @@ def print_configurations(configs: ConfigurationTable, console: Console) -> None:
         rows: list[list[GridCell]] = []
         for row in configs.rows:
             cells = [cell_value(row.values.get((headline, lv))) for lv in configs.levels]
-            why = f"not run: {row.not_run}" if row.not_run else "; ".join(row.kvm) or "-"
-            rows.append([row.variant, *cells, ratio_text(configs.ratio(row, headline)), why])
+            rows.append([row.variant, *cells, ratio_text(configs.ratio(row, headline)), row.how])
         print_grid(console, columns, rows, title=f"by configuration: {headline.label}")
+    for note in configs.notes:
+        console.print(Text(note, style="red"), soft_wrap=True)

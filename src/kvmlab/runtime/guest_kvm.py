@@ -118,10 +118,13 @@ def host_kvm_unmet(kvm: GuestKvm, have: dict[str, str]) -> str | None:
             "kvm_intel: its guests run under TCG)"
         )
     module = next(iter(have)).partition(".")[0]
-    try:
-        want = module_parameters(kvm, module)
-    except ValueError as exc:
-        return f"needs {exc}"
+    for key in kvm.asked():
+        if module not in PARAMETERS[key]:
+            return (
+                f"needs kvm.{key}, a {' or '.join(PARAMETERS[key])} parameter, and this "
+                f"host's KVM is {module}"
+            )
+    want = module_parameters(kvm, module)
     wrong = {k: v for k, v in want.items() if have.get(f"{module}.{k}") != v}
     if not wrong:
         return None

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -25,6 +28,7 @@ from kvmlab.fabric.switch import (
 )
 from kvmlab.guest.errors import GuestExecTimeout
 from kvmlab.guest.image import STANDALONE, GuestImage, build_image
+from kvmlab.host.accel import OUTER_ACCEL_ENV
 from kvmlab.proc.processes import terminate
 from kvmlab.proc.signals import deferred_signals
 from kvmlab.render import BootImage, Target, render_qemu
@@ -206,6 +210,47 @@ def prepare_guest(machine: Machine, lab: Lab, path: tuple[str, ...], guest: Gues
         _setup(machine, setup_script(net), "network set-up")
     if len(path) == 1 and (own := lab_addresses(lab, path, guest)):
         _setup(machine, address_script(own), "addresses on the lab's networks")
+    if guest.background:
+        start_background(machine, guest.background)
+
+
+BACKGROUND_GRACE_S = 1.0
+"""How long a background command must keep running after its start to count as started
+(an early exit, a missing program or device, is caught; a later one only by its log)."""
+
+
+def background_argv(command: str) -> list[str]:
+    """``command``'s words; kvmlab's own guest programs (``kvmlab-rtc``) by their path
+    beside kvmlab, which a guest sharing the host root sees at the same place."""
+    words = shlex.split(command)
+    if "/" not in words[0] and words[0].startswith("kvmlab-"):
+        beside = Path(sys.executable).with_name(words[0])
+        if beside.is_file():
+            words[0] = str(beside)
+    return words
+
+
+def start_background(machine: Machine, commands: Sequence[str]) -> list[int]:
+    """Start a lab's background ``commands`` in the guest, each one's output to
+    ``/run/kvmlab-background-N.log`` there; their guest pids. One that has exited after
+    :data:`BACKGROUND_GRACE_S` (scaled by the guest's slowness, once for them all) is a
+    RuntimeFailure with what it printed."""
+    started = []
+    for i, command in enumerate(commands):
+        log = f"/run/kvmlab-background-{i}.log"
+        argv = ["sh", "-c", 'exec "$@" >"$0" 2>&1', log, *background_argv(command)]
+        started.append((command, log, machine.exec_background(argv)))
+    time.sleep(BACKGROUND_GRACE_S * max(1.0, machine.level_factor()))
+    for command, log, pid in started:
+        alive = machine.exec(["sh", "-c", 'kill -0 "$1" 2>/dev/null', "-", str(pid)], timeout=60)
+        if alive.returncode != 0:
+            said = machine.exec(["tail", "-n", "5", log], timeout=60).stdout
+            text = said.decode(errors="replace").strip()
+            raise RuntimeFailure(
+                f"{machine.config.name}: background command {command!r} exited at once"
+                + (f": {text}" if text else "")
+            )
+    return [pid for _, _, pid in started]
 
 
 def _setup(machine: Machine, argv: list[str], what: str) -> None:
@@ -271,7 +316,7 @@ def started(
     """
     backend, progress = launch.backend, launch.progress
     check_environment()  # every limit the environment sets, before anything starts
-    if not within:  # the host's own KVM (inside a guest hypervisor it is L1's, set by L0)
+    if not (within and os.environ.get(OUTER_ACCEL_ENV)):  # inside L1: the host is L0's to check
         check_host_kvm(loaded)
     outer = loaded
     path = tuple(within.split("/")) if within else ()

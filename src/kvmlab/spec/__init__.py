@@ -8,8 +8,9 @@ The names below load their module on first use: a command that needs only
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kvmlab.lazy import lazy_names
 
 if TYPE_CHECKING:  # (explicit re-exports, for the type checker)
     from kvmlab.spec.devices import CloudInit as CloudInit
@@ -46,11 +47,4 @@ _WHERE = {
 __all__ = sorted(_WHERE)
 
 
-def __getattr__(name: str) -> Any:
-    """The model or function ``name``, its module imported now."""
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _WHERE, globals())

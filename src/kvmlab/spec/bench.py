@@ -67,9 +67,15 @@ class BenchSpec(SpecModel):
     @field_validator("headline")
     @classmethod
     def _workload_dot_metric(cls, value: list[str]) -> list[str]:
-        bad = [v for v in value if not re.fullmatch(r"[a-z][a-z0-9 _-]*\.[a-z0-9_]+", v)]
-        if bad:
-            raise ValueError(f"each is workload.metric (e.g. kbuild.build_elapsed_s), got {bad}")
+        known = (*WORKLOADS, *LAB_WORKLOADS, "exits")
+        for item in value:
+            workload, dot, metric = item.partition(".")
+            named = workload in known or re.fullmatch(r"migrate [a-z0-9][a-z0-9-]*", workload)
+            if not dot or not named or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_ >-]*", metric):
+                raise ValueError(
+                    f"{item!r}: each is workload.metric, a workload of {', '.join(known)} "
+                    "(or 'migrate NAME') and one of its metrics, e.g. kbuild.build_elapsed_s"
+                )
         return value
 
     exit_profile: float = Field(default=0, ge=0, le=600)

@@ -24,7 +24,14 @@ from kvmlab.spec.machine import Clock, Cpu, HyperV, Memory, Pinning
 from kvmlab.spec.migration import MigrationSpec
 from kvmlab.spec.network import NetworkSpec
 from kvmlab.spec.switch import SwitchSpec, TuningSpec
-from kvmlab.spec.units import NAME_PATTERN, CommandLine, PathText, path_text, quoted
+from kvmlab.spec.units import (
+    NAME_PATTERN,
+    BackgroundCommand,
+    CommandLine,
+    PathText,
+    path_text,
+    quoted,
+)
 
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 
@@ -138,6 +145,14 @@ class Guest(SpecModel):
 
     cloud_init: CloudInit | None = None
     """With `boot = "disk"`: attach a NoCloud seed (user, ssh keys, guest agent) kvmlab writes."""
+
+    background: list[BackgroundCommand] = Field(default=[], max_length=8)
+    """Commands started in the guest once it is up and set up, each a line of shell words
+    run without a shell, as root, left running for the guest's life (a load, or a device
+    the guest drives, for `exits` to profile: `kvmlab-rtc --hz 1024` turns on the RTC's
+    periodic interrupt, seed 001's storm). kvmlab's own guest programs (`kvmlab-*`) are
+    found beside kvmlab itself. One that exits at once stops `up` with what it printed;
+    its output is in `/run/kvmlab-background-N.log` in the guest."""
 
     libvirt_uri: str | None = None
     """The libvirtd that runs this guest on the libvirt backend, when not the lab's (`[libvirt]

@@ -222,5 +222,24 @@ NAME_PATTERN = r"^[a-z][a-z0-9-]{0,31}$"
 CommandLine = Annotated[str, Field(max_length=2048), AfterValidator(one_line)]
 """A kernel command line: one printable line, at most the kernel's 2048 characters."""
 
+
+def shell_words(value: str) -> str:
+    """A command line split as a shell would, with at least a program: refused otherwise."""
+    import shlex
+
+    try:
+        words = shlex.split(value)
+    except ValueError as exc:
+        raise ValueError(f"not shell words ({exc}): {value!r}") from None
+    if not words:
+        raise ValueError("an empty command")
+    return value
+
+
+BackgroundCommand = Annotated[
+    str, Field(max_length=4096), AfterValidator(one_line), AfterValidator(shell_words)
+]
+"""A command a guest runs in the background: one printable line of shell words."""
+
 KeyLine = Annotated[str, Field(max_length=16384), AfterValidator(one_line)]
 """One ``authorized_keys`` entry: one printable line."""

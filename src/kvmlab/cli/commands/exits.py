@@ -44,6 +44,14 @@ def exits(
         float | None,
         typer.Option("--settle", help="With --compare: seconds idle before profiling (10)."),
     ] = None,
+    variant: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--variant",
+            help="With --compare: compare these (repeatable; default: the lab as written "
+            "and every variant).",
+        ),
+    ] = None,
     import_: Annotated[
         Path | None,
         typer.Option(
@@ -74,6 +82,7 @@ def exits(
                 "--provider": provider != "auto",
                 "--guest": guest is not None,
                 "--settle": settle is not None,
+                "--variant": bool(variant),
                 "--host-side-only": host_side_only,
             },
         )
@@ -102,10 +111,11 @@ def exits(
             10.0 if settle is None else settle,
             output,
             provider,
+            variant or [],
         )
         return
-    if guest is not None or settle is not None:
-        raise UsageError("--guest and --settle go with --compare LAB_FILE")
+    if guest is not None or settle is not None or variant:
+        raise UsageError("--guest, --settle and --variant go with --compare LAB_FILE")
     if address is None:
         raise UsageError(
             "give the guest's address (LAB/GUEST), --import FILE or --compare LAB_FILE"

@@ -245,12 +245,16 @@ class LibvirtBackend(Backend):
             dict.fromkeys([self.uri, *(self.uri_of(g) for g in loaded.lab.guests.values())])
         )
         caps = [self.connect(uri) for uri in uris]
-        return {
+        facts = {
             "backend": "; ".join(f"{c.label} at {u}" for c, u in zip(caps, uris, strict=True))
             + f" ({mode} domains)",
             "qemu": "; ".join(dict.fromkeys(f"QEMU {version_text(c.qemu_version)}" for c in caps))
             + " (libvirt's)",
         }
+        far = [u for u in uris if not is_local(u)]
+        if far:
+            facts["kvm"] = f"not read: guests run on {', '.join(far)} (remote daemons)"
+        return facts
 
     def check(self, loaded: LoadedLab, only: str | None = None, start_inner: bool = True) -> None:
         """Refuse, before anything starts, what this backend cannot run (``start_inner``
@@ -259,6 +263,13 @@ class LibvirtBackend(Backend):
         problems = refusals(loaded, only, start_inner, self.uri_of)
         if problems:
             raise SpecError(problems)
+        far = [self.uri_of(g) for g in loaded.lab.guests.values() if not is_local(self.uri_of(g))]
+        if loaded.lab.host_kvm is not None and far:
+            raise UsageError(
+                f"{loaded.path}: host_kvm is read from this host's /sys/module, and guests "
+                f"run on {far[0]}, whose KVM kvmlab cannot read: run kvmlab on that host, "
+                "or take host_kvm out of the lab"
+            )
         # bench starts them after measuring L1
         self._start_inner = self._start_inner or start_inner
         self._check_root(loaded, only, self._start_inner)
@@ -286,6 +297,8 @@ class LibvirtBackend(Backend):
     ) -> LibvirtMachine:
         uri = self.uri_of(guest)
         caps, local = self.connect(uri), is_local(uri)
+        if not local:  # this host's /sys/module says nothing of that daemon's KVM
+            config = replace(config, under_kvm={})
         token = secrets.token_hex(12)
         as_root = self.root_reason(guest, config.children and self._start_inner)
         if as_root is not None:

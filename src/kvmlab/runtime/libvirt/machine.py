@@ -498,8 +498,6 @@ class LibvirtMachine(Machine):
             LibvirtFields(self.uri, self.uuid, self.token, self.persistent, self.serial_log)
         )
         record.marker = self.uuid
-        if not is_local(self.uri):  # what this host's /sys/module says is not that daemon's
-            record.under_kvm = {}
 
     @classmethod
     def running_on_record(cls, record: GuestRecord, run_dir: Path) -> bool:
