@@ -92,7 +92,7 @@ exec python3 "$@"
 START = r"""
 w=$1; drivers=$2; trim=$3; shift 3
 rm -rf "$w"; mkdir -p "$w"
-if command -v unshare >/dev/null; then  # a mount namespace of its own, for TRIM
+if unshare --mount --propagation private true 2>/dev/null; then  # a namespace for TRIM
     setsid unshare --mount --propagation private sh -c "$trim" trim "$w" "$drivers" "$@" \
         >"$w/helper.log" 2>&1 </dev/null &
 else
