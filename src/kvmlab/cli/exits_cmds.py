@@ -81,6 +81,28 @@ def run_exits(
                 return
 
 
+def run_host_profile(address: str, seconds: float, output: str) -> None:
+    """Sample where ``address``'s QEMU spends its host CPU; print it with its findings."""
+    from rich.console import Console
+
+    from kvmlab.exits.host_rules import evaluate
+    from kvmlab.exits.hostprof_text import show
+    from kvmlab.exits.sampling import host_profile_guest
+
+    check_seconds(seconds, LIVE_SECONDS)
+    run_dir, record = find_guest(address)
+    with interruptible(f"sampling the host CPU of {address}'s QEMU"):
+        profile = host_profile_guest(run_dir, record, seconds)
+    diagnosis = evaluate(profile, address=address)
+    if output == "json":
+        doc = profile.to_json()
+        doc["findings"] = [f.to_json() for f in diagnosis.findings]
+        doc["unchecked"] = list(diagnosis.unchecked)
+        print(json.dumps(doc, indent=2))
+        return
+    show(profile, diagnosis, Console())
+
+
 def import_seconds(seconds: float | None) -> float:
     """The window of an imported report: given, since perf's output does not say it."""
     if seconds is None:

@@ -73,19 +73,19 @@ def profile_guest(
     if record.via is None and record.accel != "kvm":
         raise NoExits(_tcg_reason(record, address))
     guest = backends.attach(run_dir, record)
-    hyper = _hypervisor(record, address) if record.via is not None else None
-    before = _guest_read(guest) if guest_side else ("", "")
+    hyper = guest_hypervisor(record, address) if record.via is not None else None
+    before = guest_read(guest) if guest_side else ("", "")
     t0 = time.monotonic()
     profile = None
     if provider == "perf":
-        profile = _perf(address, _pid_arg(record, guest), seconds, name, hyper)
+        profile = _perf(address, pid_arg(record, guest), seconds, name, hyper)
     if provider in ("auto", "tracepoints"):
         regions = iomem_regions(before[1])
         if hyper is None and not regions:
             with suppress(KvmlabError):  # names only: tracing does not need QMP
                 regions = pci_regions(guest.monitor().execute("query-pci"))
         profile = _traced(
-            address, _pid_arg(record, guest), seconds, name, hyper, provider == "auto", regions
+            address, pid_arg(record, guest), seconds, name, hyper, provider == "auto", regions
         )
     if profile is None:
         profile = (
@@ -98,7 +98,7 @@ def profile_guest(
                 "tracepoints unavailable where its KVM runs (no hist "
                 "triggers or no tracefs access): counters only"
             )
-    after = _guest_read(guest) if guest_side and before[0] else ("", "")
+    after = guest_read(guest) if guest_side and before[0] else ("", "")
     wall = time.monotonic() - t0
     if profile.cpu is not None and before[0] and after[0]:
         add_guest_side(profile.cpu, before[0], after[0], wall)
@@ -111,7 +111,7 @@ def profile_guest(
     return profile
 
 
-def _hypervisor(record: GuestRecord, address: str) -> Machine:
+def guest_hypervisor(record: GuestRecord, address: str) -> Machine:
     """The guest hypervisor a nested guest runs in (its record at this level)."""
     hyper = hypervisor_of(record)
     if hyper is None:
@@ -119,7 +119,7 @@ def _hypervisor(record: GuestRecord, address: str) -> Machine:
     return hyper
 
 
-def _pid_arg(record: GuestRecord, guest: Machine) -> str:
+def pid_arg(record: GuestRecord, guest: Machine) -> str:
     """The QEMU process to trace: its pid here, or its pid file inside the hypervisor."""
     if record.via is None:
         return str(guest.pid or 0)
@@ -133,7 +133,7 @@ def _tcg_reason(record: GuestRecord, address: str) -> str:
     return why
 
 
-def _guest_read(machine: Machine) -> tuple[str, str]:
+def guest_read(machine: Machine) -> tuple[str, str]:
     """The guest's ``/proc/stat`` and ``/proc/iomem`` ('' where unreadable)."""
     argv = ["sh", "-c", "cat /proc/stat; echo @@; cat /proc/iomem"]
     try:
@@ -157,7 +157,7 @@ def _traced(
     None when ``fallback`` and tracing is unusable there."""
     argv = tracepoints.run_argv(name, seconds, pid)
     with _cleaned(name, hyper):
-        code, out, err = _run_where(argv, hyper, seconds + 120, "the VM-exit tracer")
+        code, out, err = run_where(argv, hyper, seconds + 120, "the VM-exit tracer")
     if code in (tracepoints.NO_HIST, tracepoints.NO_TRACEFS) and fallback:
         return None
     if code in (tracepoints.NO_HIST, tracepoints.NO_TRACEFS):
@@ -182,7 +182,7 @@ def _traced(
     return tracepoints.parse_output(out.decode(errors="replace"), address, seconds, regions)
 
 
-def _run_where(
+def run_where(
     argv: list[str], hyper: Machine | None, timeout: float, what: str
 ) -> tuple[int | None, bytes, bytes]:
     """Exit status, stdout and stderr of ``argv`` run here, or inside ``hyper`` through its
@@ -217,7 +217,7 @@ def _cleaned(name: str, hyper: Machine | None) -> Iterator[None]:
 def _perf(address: str, pid: str, seconds: float, name: str, hyper: Machine | None) -> Profile:
     """``perf kvm stat record`` of the guest's QEMU, where its KVM runs, and its reports."""
     argv = perfkvm.record_argv(pid, seconds, name)
-    code, out, err = _run_where(argv, hyper, seconds + 300, "perf kvm stat record")
+    code, out, err = run_where(argv, hyper, seconds + 300, "perf kvm stat record")
     if code == 4:  # perf.sh: perf or nsenter missing where KVM runs
         raise ToolMissing(
             "perf" if hyper is None else f"perf inside {hyper.config.name}",

@@ -60,17 +60,48 @@ def exits(
             "its window (perf kvm stat live: 1).",
         ),
     ] = None,
+    host_profile: Annotated[
+        bool,
+        typer.Option(
+            "--host-profile",
+            help="Sample where the guest's QEMU spends its host CPU instead (perf, where "
+            "that QEMU runs): guest mode, host kernel and QEMU user space by thread and "
+            "symbol, with findings.",
+        ),
+    ] = False,
 ) -> None:
     """VM-exit profile of a running guest: exits by reason with handling times, per vCPU,
     port I/O, MSR and MMIO exits named, and host CPU against guest CPU for the window.
 
     Taken where the guest's KVM runs (inside its guest hypervisor for a nested guest), with
-    the best provider there: kernel tracepoints, else KVM's counters (query-stats).
+    the best provider there: kernel tracepoints, else KVM's counters (query-stats). With
+    --host-profile, a sampled profile of its QEMU process instead (perf record -e
+    cpu-clock where that QEMU runs; any accelerator).
     """
     from kvmlab.cli.exits_cmds import DEFAULT_SECONDS, check_provider, refuse_with
 
     output = output_choice(output, "text", "json")
     provider = check_provider(provider)
+    if host_profile:
+        from kvmlab.cli.exits_cmds import run_host_profile
+
+        refuse_with(
+            "--host-profile",
+            {
+                "--import": import_ is not None,
+                "--compare": compare is not None,
+                "--live": live,
+                "--provider": provider != "auto",
+                "--guest": guest is not None,
+                "--settle": settle is not None,
+                "--variant": bool(variant),
+                "--host-side-only": host_side_only,
+            },
+        )
+        if address is None:
+            raise UsageError("--host-profile needs the guest's address (LAB/GUEST)")
+        run_host_profile(address, DEFAULT_SECONDS if seconds is None else seconds, output)
+        return
     if import_ is not None:
         from kvmlab.cli.exits_cmds import run_import
 
