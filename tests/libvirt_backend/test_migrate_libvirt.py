@@ -81,6 +81,8 @@ def test_migrate_there_and_back(libvirtd: Daemon, second: Daemon) -> None:
         assert doc["samples"], "QEMU's query-migrate was not sampled"
         # the guest's own view: its heartbeats, read through each QEMU's root
         assert doc["guest_downtime_ms"] > 0 and doc["baseline_gap_ms"] > 0, doc
+        # and the network's, through the forward libvirt's QEMU holds (moved by kvmlab)
+        assert doc["network"]["downtime_ms"] > 0 and doc["network"]["probes_sent"] > 0, doc
         assert _domains(libvirtd.uri) == [] and _domains(second.tcp_uri) == ["migrate-vm"]
         rows = json.loads(cli(env, "ps", "-o", "json").stdout)
         assert [(r["address"], r["state"]) for r in rows] == [("migrate/vm", "running")]

@@ -54,6 +54,16 @@ def test_migrate_verifies_and_the_address_follows(lab: dict[str, str]) -> None:
     assert times["total-time"] > 0 and times["downtime"] > 0
     assert out["final"]["ram"]["transferred"] > 0
     assert out["guest_downtime_ms"] is not None
+    # the network's view: UDP at 1 kHz through the guest's forward, echoed in the guest
+    net = out["network"]
+    assert net["path"].startswith("udp 127.0.0.1:"), net
+    assert net["downtime_ms"] > 0 and net["probes_sent"] > 0, net
+    assert 0 <= net["probes_lost"] <= net["probes_sent"], net
+    probe_port = net["path"].split(":")[1].split()[0]
+    held = subprocess.run(
+        ["ss", "-lunpH", f"sport = :{probe_port}"], capture_output=True, text=True
+    )
+    assert held.stdout.strip() == "", "the probe's forward is removed afterwards"
     assert {c["name"] for c in out["checks"]["after"]} == {
         "guest agent",
         "memory pattern",
@@ -71,6 +81,7 @@ def test_migrate_verifies_and_the_address_follows(lab: dict[str, str]) -> None:
     again = kvmlab(lab, "migrate", "migrate/vm", "--dirty", "0", "--dirty-mem", "16")
     assert again.returncode == 0, again.stderr[-3000:]
     assert "verdict: VERIFIED" in again.stdout and "Migration status: completed" in again.stdout
+    assert "network downtime (UDP probes at 1 kHz, udp 127.0.0.1:" in again.stdout
     assert [p.name for p in leftovers(lab)] == [".migration-2"]  # the live one only
 
 

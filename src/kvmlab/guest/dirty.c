@@ -24,16 +24,24 @@
  * in its own progress, by the guest's clock). PROBE (a virtio-serial port) gets a line
  * with a sequence number every 10 ms of guest time: the host timestamps their arrival,
  * which is how a stop of the whole guest is seen from outside. SIGTERM/SIGINT: exit 0.
+ *
+ *   kvmlab-echo PORT        (this program under that name, or kvmlab-dirty --echo PORT)
+ *
+ * Echoes every UDP datagram that reaches PORT back to its sender, until SIGTERM/SIGINT:
+ * the guest's end of the network probe, whose gaps the host times through a migration.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -185,10 +193,49 @@ static void verify(const char *dir, uint64_t *mem, uint64_t pages, uint64_t pass
 	put_file(dir, "verify.log", line, 1);
 }
 
+static int echo(const char *port_text)
+{
+	char *end;
+	unsigned long port = strtoul(port_text, &end, 10);
+	if (*end || port == 0 || port > 65535) {
+		fprintf(stderr, "kvmlab-dirty: bad PORT %s\n", port_text);
+		return 2;
+	}
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in at = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	at.sin_addr.s_addr = htonl(INADDR_ANY);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&at, sizeof at) < 0) {
+		fprintf(stderr, "kvmlab-dirty: cannot listen on UDP port %lu: %s\n", port,
+			strerror(errno));
+		return 1;
+	}
+	struct sigaction sa = {0}; /* no SA_RESTART: a signal ends the wait in recvfrom */
+	sa.sa_handler = on_term;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	char buf[2048];
+	while (!want_stop) {
+		struct sockaddr_in from;
+		socklen_t len = sizeof from;
+		ssize_t n = recvfrom(fd, buf, sizeof buf, 0, (struct sockaddr *)&from, &len);
+		if (n < 0)
+			continue; /* EINTR (a stop is looked at above), or a transient error */
+		ssize_t w = sendto(fd, buf, (size_t)n, 0, (struct sockaddr *)&from, len);
+		(void)w;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	const char *name = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+	if (strcmp(name, "kvmlab-echo") == 0 && argc == 2)
+		return echo(argv[1]);
+	if (argc == 3 && strcmp(argv[1], "--echo") == 0)
+		return echo(argv[2]);
 	if (argc < 4 || argc > 5) {
-		fprintf(stderr, "usage: kvmlab-dirty MEM_MIB RATE_MIBS STATEDIR [PROBE]\n");
+		fprintf(stderr, "usage: kvmlab-dirty MEM_MIB RATE_MIBS STATEDIR [PROBE]\n"
+				"       kvmlab-echo PORT\n");
 		return 2;
 	}
 	char *end;

@@ -24,6 +24,7 @@ from kvmlab.guest.errors import ImageError
 
 QEMU_GA = Path("/usr/sbin/qemu-ga")
 DIRTY_BIN = "bin/kvmlab-dirty"
+ECHO_BIN = "bin/kvmlab-echo"
 LIB_DIR = "lib/x86_64-linux-gnu"
 _LDD_LINE = re.compile(r"^\s*(?:(\S+) => )?(/\S+) \(0x[0-9a-f]+\)\s*$")
 
@@ -79,7 +80,7 @@ def compile_dirty(workdir: Path) -> bytes:
 
 
 def tool_files() -> list[ToolFile]:
-    """qemu-ga with its libraries and the dynamic loader, and kvmlab-dirty."""
+    """qemu-ga with its libraries and the dynamic loader, kvmlab-dirty and kvmlab-echo."""
     inputs()
     proc = subprocess.run(["ldd", str(QEMU_GA)], capture_output=True, text=True, timeout=60)
     if proc.returncode != 0:
@@ -92,5 +93,7 @@ def tool_files() -> list[ToolFile]:
         else:
             files.append(ToolFile(f"{LIB_DIR}/{name}", data, 0o644))
     with tempfile.TemporaryDirectory(prefix="kvmlab-dirty-") as tmp:
-        files.append(ToolFile(DIRTY_BIN, compile_dirty(Path(tmp))))
-    return files
+        dirty = compile_dirty(Path(tmp))
+    # the same program under a second name: a process of its own name (pidof kvmlab-dirty
+    # finds the dirtier alone), the network probe's echo
+    return [*files, ToolFile(DIRTY_BIN, dirty), ToolFile(ECHO_BIN, dirty)]

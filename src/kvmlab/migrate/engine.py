@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from kvmlab.errors import KvmlabError
 from kvmlab.migrate import guestside
@@ -28,6 +29,7 @@ from kvmlab.migrate.engine_common import (
     verify_after,
 )
 from kvmlab.migrate.modes import AUTO_PASSES, Settings, check_settings
+from kvmlab.migrate.netprobe import GUEST_PORT, NetworkProbe, free_udp_port
 from kvmlab.migrate.probe import STEADY_CEILING_S, HeartbeatWatch, measure_downtime
 from kvmlab.migrate.result import Outcome
 from kvmlab.migrate.stats import FINISHED, Sample, parse
@@ -116,13 +118,16 @@ def _attempt(transport: Transport, outcome: Outcome, ref: Baseline, progress: Pr
     started = False
     files = transport.heartbeat_files()
     watch = HeartbeatWatch(files) if files else None
+    net: _NetProbe | None = None
     t0 = time.monotonic()
     try:
         transport.open(progress)
+        net = _start_network_probe(transport, outcome, progress)
         t_base = time.monotonic()
         if watch is not None:
             watch.start()
-            time.sleep(1.0)  # the heartbeats' own noise, before the migration
+        if watch is not None or net is not None:
+            time.sleep(1.0)  # the heartbeats' and the probes' own noise, before the migration
         progress(f"migrating {outcome.address} ({outcome.plan})")
         t0 = time.monotonic()
         transport.start(progress)
@@ -136,19 +141,26 @@ def _attempt(transport: Transport, outcome: Outcome, ref: Baseline, progress: Pr
                 f"{transport.downtime_target_ms()} ms target"
             )
         t_run = transport.destination_running()
+        # the address first (the source's port forwards move only once it has let go of
+        # them: a user of the guest's forwarded ports waits for that, not for a measure)
+        progress("switched over: letting the source go, handing the address over")
+        moved = transport.hand_over()
+        _after_hand_over(transport, moved, outcome)
+        t_forwarded = time.monotonic()
+        ceiling = STEADY_CEILING_S * transport.level_factor()
         if watch is not None:
-            progress(
-                "the destination runs the guest: measuring its downtime until its "
-                "heartbeats are steady"
-            )
-            ceiling = STEADY_CEILING_S * transport.level_factor()
+            progress("measuring the guest's downtime until its heartbeats are steady")
             gap, base = measure_downtime(watch, t_base, t0, t_run, ceiling)
             outcome.guest_downtime_ms = gap.seconds * 1000 if gap else None
             outcome.baseline_gap_ms = base.seconds * 1000 if base else None
             watch.stop()
-        progress("switched over: letting the source go, handing the address over")
-        moved = transport.hand_over()
-        _after_hand_over(transport, moved, outcome)
+        if net is not None:
+            gap, base = measure_downtime(net.probe, t_base, t0, t_forwarded, ceiling)
+            end = time.monotonic()
+            outcome.network_downtime_ms = gap.seconds * 1000 if gap else None
+            outcome.network_baseline_gap_ms = base.seconds * 1000 if base else None
+            loss = net.probe.loss(t0, end)
+            outcome.network_probes = (loss.sent, loss.lost)
     except _Unfinished:
         pass
     except (KeyboardInterrupt, KvmlabError) as exc:
@@ -158,6 +170,9 @@ def _attempt(transport: Transport, outcome: Outcome, ref: Baseline, progress: Pr
     finally:
         if watch is not None:
             watch.stop()
+        if net is not None:
+            with deferred_signals():
+                _stop_network_probe(transport, net, moved or transport.source)
     if moved is None and outcome.lost:
         outcome.checks_after = [
             guestside.Check("destination", False, transport.destination_evidence())
@@ -170,6 +185,62 @@ def _attempt(transport: Transport, outcome: Outcome, ref: Baseline, progress: Pr
         _verify(source, ref, outcome, "source")
         return
     _verify(moved, ref, outcome, "destination")
+
+
+@dataclass(frozen=True)
+class _NetProbe:
+    """The network probe of one migration: the host's prober, the forward it goes
+    through (netdev id, hostfwd rule) and the echo's pid in the guest."""
+
+    probe: NetworkProbe
+    netdev: str
+    rule: str
+    echo_pid: int
+
+
+ECHO_WAIT_S = 10.0
+"""How long the first echo may take once the probe starts (times the guest's slowness)."""
+
+
+def _start_network_probe(
+    transport: Transport, outcome: Outcome, progress: Progress
+) -> _NetProbe | None:
+    """UDP probes from this host to the guest through a port forward on its user network,
+    echoed there; the forward moves to the destination with the lab's own. None (and why,
+    in ``outcome``) when the guest has no forward that moves with it, or no echo came."""
+    if not transport.forwards:
+        outcome.network_path = (
+            "the guest has no user-network port forward that moves with it to the "
+            "destination, so no probe reaches it from this host"
+        )
+        return None
+    netdev = transport.forwards[0][0]
+    port = free_udp_port()
+    rule = f"udp:127.0.0.1:{port}-:{GUEST_PORT}"
+    transport.hmp(transport.source, f"hostfwd_add {netdev} {rule}")
+    echo = guestside.start_echo(transport.source, GUEST_PORT)
+    net = _NetProbe(NetworkProbe("127.0.0.1", port).start(), netdev, rule, echo)
+    deadline = time.monotonic() + ECHO_WAIT_S * max(1.0, transport.level_factor())
+    while not net.probe.arrivals and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not net.probe.arrivals:
+        _stop_network_probe(transport, net, transport.source)
+        outcome.network_path = f"no echo came back through {rule} in {ECHO_WAIT_S:g} s"
+        return None
+    transport.forwards.append((netdev, rule))
+    outcome.network_path = f"udp 127.0.0.1:{port} -> guest port {GUEST_PORT}, its user network"
+    progress(f"network probe: UDP at 1 kHz to 127.0.0.1:{port}, echoed in the guest")
+    return net
+
+
+def _stop_network_probe(transport: Transport, net: _NetProbe, machine: Machine) -> None:
+    """Stop probing; remove the forward and the echo where the guest runs now."""
+    net.probe.stop()
+    host_side = net.rule.split("-", 1)[0]  # udp:127.0.0.1:PORT
+    with contextlib.suppress(KvmlabError):
+        transport.hmp(machine, f"hostfwd_remove {net.netdev} {host_side}")
+    with contextlib.suppress(KvmlabError):
+        guestside.stop_echo(machine, net.echo_pid)
 
 
 def _after_hand_over(transport: Transport, moved: Machine, outcome: Outcome) -> None:

@@ -125,6 +125,16 @@ def stop_dirtier(machine: Machine, dirtier: Dirtier) -> None:
     _sh(machine, f"kill {dirtier.pid} 2>/dev/null; true")
 
 
+def start_echo(machine: Machine, port: int) -> int:
+    """``kvmlab-echo PORT`` in the guest: the network probe's far end; its pid."""
+    return machine.exec_background(["/bin/kvmlab-echo", str(port)])
+
+
+def stop_echo(machine: Machine, pid: int) -> None:
+    """Stop the echo (it exits on SIGTERM)."""
+    _sh(machine, f"kill {pid} 2>/dev/null; true")
+
+
 def write_check_file(machine: Machine, mib: int = 8) -> str:
     """Write random data to a file in the guest; return its sha256."""
     code, out = _sh(

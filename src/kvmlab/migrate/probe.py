@@ -45,12 +45,53 @@ STEADY_PAUSE_S = 0.1
 than twice the longest pause seen before the migration, is not steady."""
 
 
-class HeartbeatWatch:
+class Arrivals:
+    """Arrival times (monotonic seconds) of something a running guest keeps sending, and
+    the pauses between them: its heartbeats, or the echoes of a network probe."""
+
+    def __init__(self) -> None:
+        self.arrivals: list[float] = []
+
+    def longest_gap(self, since: float, until: float) -> Gap | None:
+        """The longest pause in [since, until], counted whole: a pause that began before
+        the window or ends after it is measured from the arrival before to the arrival
+        after (one still going at ``until`` counts up to ``until``); None without an
+        arrival before ``until``."""
+        arrivals = sorted(self.arrivals)
+        before = [t for t in arrivals if t < since][-1:]
+        inside = [t for t in arrivals if since <= t <= until]
+        after = [t for t in arrivals if t > until][:1]
+        times = before + inside + (after or ([until] if before + inside else []))
+        if len(times) < 2:
+            return None
+        best = max(range(1, len(times)), key=lambda i: times[i] - times[i - 1])
+        return Gap(times[best] - times[best - 1], times[best - 1])
+
+    def wait_steady(self, since: float, pause: float, ceiling: float) -> float:
+        """Wait until heartbeats have come steadily for :data:`STEADY_S` after ``since``
+        (none of their pauses longer than ``pause``), and return when: the end of the
+        window a downtime is measured in. Gives up ``ceiling`` seconds after ``since``
+        (a guest that never settles: its pause is then still counted, up to that end)."""
+        while True:
+            now = time.monotonic()
+            start = max(since, now - STEADY_S)
+            times = [start, *(t for t in list(self.arrivals) if t >= start), now]
+            calm = all(b - a <= pause for a, b in itertools.pairwise(times))
+            if (now - since >= STEADY_S and calm) or now - since >= ceiling:
+                return now
+            time.sleep(0.05)
+
+    def beats(self, since: float, until: float) -> int:
+        """How many arrivals fell in [since, until]."""
+        return sum(1 for t in list(self.arrivals) if since <= t <= until)
+
+
+class HeartbeatWatch(Arrivals):
     """Arrival times of heartbeats in any of several files (monotonic seconds)."""
 
     def __init__(self, files: Sequence[Where]) -> None:
+        super().__init__()
         self.files = list(files)
-        self.arrivals: list[float] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kvmlab-probe", daemon=True)
 
@@ -95,42 +136,9 @@ class HeartbeatWatch:
         if self._thread.is_alive():
             self._thread.join(2.0)
 
-    def longest_gap(self, since: float, until: float) -> Gap | None:
-        """The longest pause in [since, until], counted whole: a pause that began before
-        the window or ends after it is measured from the arrival before to the arrival
-        after (one still going at ``until`` counts up to ``until``); None without an
-        arrival before ``until``."""
-        arrivals = sorted(self.arrivals)
-        before = [t for t in arrivals if t < since][-1:]
-        inside = [t for t in arrivals if since <= t <= until]
-        after = [t for t in arrivals if t > until][:1]
-        times = before + inside + (after or ([until] if before + inside else []))
-        if len(times) < 2:
-            return None
-        best = max(range(1, len(times)), key=lambda i: times[i] - times[i - 1])
-        return Gap(times[best] - times[best - 1], times[best - 1])
-
-    def wait_steady(self, since: float, pause: float, ceiling: float) -> float:
-        """Wait until heartbeats have come steadily for :data:`STEADY_S` after ``since``
-        (none of their pauses longer than ``pause``), and return when: the end of the
-        window a downtime is measured in. Gives up ``ceiling`` seconds after ``since``
-        (a guest that never settles: its pause is then still counted, up to that end)."""
-        while True:
-            now = time.monotonic()
-            start = max(since, now - STEADY_S)
-            times = [start, *(t for t in list(self.arrivals) if t >= start), now]
-            calm = all(b - a <= pause for a, b in itertools.pairwise(times))
-            if (now - since >= STEADY_S and calm) or now - since >= ceiling:
-                return now
-            time.sleep(0.05)
-
-    def beats(self, since: float, until: float) -> int:
-        """How many arrivals fell in [since, until]."""
-        return sum(1 for t in list(self.arrivals) if since <= t <= until)
-
 
 def measure_downtime(
-    watch: HeartbeatWatch, base_since: float, t0: float, resumed: float, ceiling: float
+    watch: Arrivals, base_since: float, t0: float, resumed: float, ceiling: float
 ) -> tuple[Gap | None, Gap | None]:
     """The guest's downtime and the heartbeats' own noise, as both migration paths measure
     them: the window opens at the migration's start ``t0`` and closes once heartbeats have

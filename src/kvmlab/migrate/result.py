@@ -32,6 +32,16 @@ class Outcome:
     """The same measure over a second before the migration (scheduling noise)."""
     guest_clock_gap_ms: float | None = None
     """Longest gap the dirtier saw in its own progress, by the guest's clock."""
+    network_downtime_ms: float | None = None
+    """Longest gap between echoes of the network probe (UDP at 1 kHz from the host through
+    the guest's port forward) around the switch-over, until they came steadily again."""
+    network_baseline_gap_ms: float | None = None
+    """The same over a second before the migration (the probe path's own noise)."""
+    network_probes: tuple[int, int] | None = None
+    """Probes sent in that window, and how many of them never came back."""
+    network_path: str | None = None
+    """Where the probes went (``udp 127.0.0.1:P -> guest port 7777, via the user-network
+    forward``), or why there was no probe."""
     dirty_mib: int = 0
     dirty_rate_mibs: float = 0.0
     dirty_seen_mibs: float | None = None
@@ -96,6 +106,13 @@ class Outcome:
             "guest_downtime_ms": self.guest_downtime_ms,
             "baseline_gap_ms": self.baseline_gap_ms,
             "guest_clock_gap_ms": self.guest_clock_gap_ms,
+            "network": {
+                "downtime_ms": self.network_downtime_ms,
+                "baseline_gap_ms": self.network_baseline_gap_ms,
+                "probes_sent": self.network_probes[0] if self.network_probes else None,
+                "probes_lost": self.network_probes[1] if self.network_probes else None,
+                "path": self.network_path,
+            },
             "dirty": {
                 "mib": self.dirty_mib,
                 "rate_mibs": self.dirty_rate_mibs,
@@ -155,6 +172,16 @@ def text(outcome: Outcome) -> list[str]:
         lines.append(
             f"guest downtime (heartbeats, host clock): {outcome.guest_downtime_ms:.0f} ms{base}"
         )
+    if outcome.network_downtime_ms is not None and outcome.network_probes is not None:
+        sent, lost = outcome.network_probes
+        noise = outcome.network_baseline_gap_ms
+        base = "" if noise is None else f"; its noise before the migration: {noise:.0f} ms"
+        lines.append(
+            f"network downtime (UDP probes at 1 kHz, {outcome.network_path}): "
+            f"{outcome.network_downtime_ms:.0f} ms, {lost} of {sent} probes lost{base}"
+        )
+    elif outcome.network_path:
+        lines.append(f"network downtime: not measured ({outcome.network_path})")
     if outcome.guest_clock_gap_ms is not None:
         lines.append(f"longest stall by the guest's own clock: {outcome.guest_clock_gap_ms:.0f} ms")
     for when, checks in (

@@ -58,7 +58,13 @@ def comparison_parts(doc: dict[str, Any], lab: str, ident: str) -> list[Markup]:
     colors = {s["name"]: PALETTE[i % len(PALETTE)] for i, s in enumerate(strategies)}
     label = {s["name"]: str(i + 1) for i, s in enumerate(strategies)}
     groups = []
-    for metric in ("total time", "QEMU downtime", "guest downtime", "transferred"):
+    for metric in (
+        "total time",
+        "QEMU downtime",
+        "guest downtime",
+        "network downtime",
+        "transferred",
+    ):
         bars = []
         unit = ""
         for s in strategies:

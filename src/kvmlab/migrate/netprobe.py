@@ -1,0 +1,110 @@
+"""Downtime as the network sees it: UDP probes from the host, echoed by the guest.
+
+Operators judge a migration by what the network loses, which neither QEMU's downtime nor
+the guest's heartbeats show: a guest on user networking is reached through the host port
+forward QEMU holds, and that forward moves to the destination only once the guest runs
+there. A thread here sends a numbered, timestamped datagram every millisecond to a UDP
+port forwarded to the guest, where ``kvmlab-echo`` sends each back; another thread
+notes each echo's arrival. The longest pause between echoes around the switch-over (the
+same window and steadiness rule as the heartbeats') is the downtime the network saw, and
+the probes sent in it that never came back are the loss.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass
+
+from kvmlab.migrate.probe import Arrivals
+
+RATE_HZ = 1000
+"""Probes a second (seed 004's operators ping at 1 kHz to see a switch-over's gap)."""
+GUEST_PORT = 7777
+"""The UDP port ``kvmlab-echo`` listens on in the guest."""
+_PACKET = struct.Struct("!Qd")
+"""A probe: its sequence number and the host's monotonic time it was sent."""
+
+
+@dataclass(frozen=True)
+class Loss:
+    """Probes sent in a window, and how many of them never came back."""
+
+    sent: int
+    lost: int
+
+
+class NetworkProbe(Arrivals):
+    """Probes to ``(host, port)`` at :data:`RATE_HZ`; ``arrivals`` are the echoes' times."""
+
+    def __init__(self, host: str, port: int) -> None:
+        super().__init__()
+        self.target = (host, port)
+        self.sent: list[float] = []
+        """When each probe went out (its sequence number is its index)."""
+        self.echoed: set[int] = set()
+        self._stop = threading.Event()
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self._sock.settimeout(0.05)
+        self._threads = [
+            threading.Thread(target=self._send, name="kvmlab-netprobe-tx", daemon=True),
+            threading.Thread(target=self._receive, name="kvmlab-netprobe-rx", daemon=True),
+        ]
+
+    def start(self) -> NetworkProbe:
+        """Begin probing."""
+        self._sock.connect(self.target)
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop probing (waits for both threads) and close the socket."""
+        self._stop.set()
+        for thread in self._threads:
+            if thread.is_alive():
+                thread.join(2.0)
+        self._sock.close()
+
+    def _send(self) -> None:
+        period = 1.0 / RATE_HZ
+        due = time.monotonic()
+        while not self._stop.is_set():
+            now = time.monotonic()
+            self.sent.append(now)
+            # refused while no QEMU holds the forward (the switch-over): the loss it is
+            with contextlib.suppress(OSError):
+                self._sock.send(_PACKET.pack(len(self.sent) - 1, now))
+            due += period
+            pause = due - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            else:  # behind (a loaded host): keep the rate from here, do not burst
+                due = time.monotonic()
+
+    def _receive(self) -> None:
+        while not self._stop.is_set():
+            try:
+                data = self._sock.recv(64)
+            except (TimeoutError, OSError):  # nothing came, or the port was refused
+                continue
+            if len(data) == _PACKET.size:
+                seq, _ = _PACKET.unpack(data)
+                self.echoed.add(seq)
+                self.arrivals.append(time.monotonic())
+
+    def loss(self, since: float, until: float) -> Loss:
+        """Probes sent in [since, until] and how many of them were never echoed."""
+        window = [i for i, t in enumerate(list(self.sent)) if since <= t <= until]
+        return Loss(len(window), sum(1 for i in window if i not in self.echoed))
+
+
+def free_udp_port(host: str = "127.0.0.1") -> int:
+    """A UDP port on ``host`` nothing holds now (the forward takes it a moment later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind((host, 0))
+        port: int = s.getsockname()[1]
+        return port
