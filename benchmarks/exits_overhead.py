@@ -10,12 +10,14 @@ seconds, with one collector running inside L1 over the whole workload:
 - ``none``: no collector;
 - ``counters``: two QMP ``query-stats`` samples over L2's QMP socket (socat, in L1);
 - ``tracepoints``: kvmlab's tracer (tracefs hist triggers, ``exits/trace.sh``);
-- ``perf``: ``perf kvm stat record -p`` (``exits/perf.sh``), the reference.
+- ``perf``: ``perf kvm stat record -p`` (``exits/perf.sh``), the reference;
+- ``hostprof``: ``--host-profile``'s sampler (``exits/hostprof.sh``: ``perf record -e
+  cpu-clock -F 199 -g -p`` on L2's QEMU), its report included.
 
 Collectors are started in the background inside L1 a few seconds before the workload and
 outlast it. The modes alternate in a rotating order per repetition (A/B in one run); per
 mode and workload: median and min-max over N repetitions, and the slowdown of the median
-against ``none``. Not a test: each repetition takes about 4 x 2 x (S + 15) s.
+against ``none``. Not a test: each repetition takes about 5 x 2 x (S + 15) s.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 KVMLAB = str(Path(sys.executable).with_name("kvmlab"))
-MODES = ("none", "counters", "tracepoints", "perf")
+MODES = ("none", "counters", "tracepoints", "perf", "hostprof")
 LEAD_S = 6.0
 """Seconds a collector gets to set up inside L1 before the workload starts."""
 
@@ -46,6 +48,7 @@ def kvmlab(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str
 
 def collector_argv(mode: str, lab: str, window: float) -> list[str] | None:
     """The collector's command inside L1, run in the background (None for ``none``)."""
+    from kvmlab.exits import sampling
     from kvmlab.exits.perfkvm import record_argv
     from kvmlab.exits.tracepoints import run_argv
 
@@ -54,6 +57,8 @@ def collector_argv(mode: str, lab: str, window: float) -> list[str] | None:
         return run_argv(f"kvmlab_bench_{os.getpid()}", window, pidfile)
     if mode == "perf":
         return record_argv(pidfile, window, f"kvmlab_bench_{os.getpid()}")
+    if mode == "hostprof":
+        return sampling.run_argv(f"kvmlab_bench_{os.getpid()}", window, sampling.RATE, pidfile)
     if mode == "counters":
         # What the provider does, two query-stats over L2's QMP socket, without the start-up
         # of the Python kvmlab inside the TCG L1 (20-60 s of L1's one vCPU), which is the

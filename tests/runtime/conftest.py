@@ -31,8 +31,25 @@ def pids_mentioning(marker: str, program: str = "") -> list[int]:
 
 
 def qemu_pids(marker: str) -> list[int]:
-    """Live QEMU processes whose command line mentions ``marker``."""
+    """Live processes whose command line mentions ``marker`` and a QEMU.
+
+    Broad on purpose: it also counts the host-view wrapper (``unshare ... sh hostview.sh``)
+    that is about to exec QEMU, and that wrapper's short-lived forks.
+    """
     return pids_mentioning(marker, "qemu-system")
+
+
+def running_qemus(marker: str) -> list[int]:
+    """Live processes that are QEMU itself (argv[0]) and mention ``marker``."""
+    found = []
+    for pid in pids_mentioning(marker, "qemu-system"):
+        try:
+            argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+        except OSError:
+            continue
+        if Path(argv0.decode()).name.startswith("qemu-system"):
+            found.append(pid)
+    return found
 
 
 @pytest.fixture

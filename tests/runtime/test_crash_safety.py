@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.runtime.conftest import KVMLAB, kvmlab, qemu_pids, write_lab
+from tests.runtime.conftest import KVMLAB, kvmlab, qemu_pids, running_qemus, write_lab
 
 pytestmark = pytest.mark.functional
 
@@ -76,8 +76,14 @@ def test_up_killed_mid_boot_is_found_stopped_and_restartable(
     wait_until("QEMU on record", lambda: recorded_pid(run_root, "kill") > 0, proc)
     proc.kill()
     proc.communicate()
-    [qemu] = qemu_pids(str(run_root))
-    assert qemu == recorded_pid(run_root, "kill")
+    qemu = recorded_pid(run_root, "kill")
+    # The pid on record may still be the host-view wrapper (it forks its mounts, then execs
+    # QEMU under the same pid): wait for the exec, then exactly that one QEMU must run.
+    deadline = time.monotonic() + 120
+    while running_qemus(str(run_root)) != [qemu]:
+        assert time.monotonic() < deadline, f"QEMU {qemu} never ran: {qemu_pids(str(run_root))}"
+        time.sleep(0.05)
+    assert qemu_pids(str(run_root)) == [qemu]
 
     rows = json.loads(kvmlab("ps", "-o", "json").stdout)
     assert [(r["address"], r["state"], r["pid"]) for r in rows] == [("kill/vm", "orphaned", qemu)]
