@@ -74,7 +74,7 @@ def test_startup_one_round() -> None:
 def test_exits_overhead_builds_its_collectors() -> None:
     proc = bench("exits_overhead.py", *SMOKE["exits_overhead.py"])
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "4 collector commands built"
+    assert proc.stdout.strip() == "5 collector commands built"
 
 
 def test_l2_tcg_variants_are_valid_labs() -> None:
