@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
@@ -20,8 +21,11 @@ ROOT = Path(__file__).resolve().parent.parent
 LABS = ROOT / "labs"
 LAB_FILES = sorted(LABS.glob("*.toml"))
 KVMLAB = str(Path(sys.executable).with_name("kvmlab"))
-# Tests never see (or roll back) tuning of the host they run on: a state file of their own.
-os.environ["KVMLAB_TUNING_STATE"] = str(Path(tempfile.mkdtemp(prefix="kvmlab-tune-")) / "t.json")
+# Tests never see (or roll back) tuning of the host they run on: a state file of their own,
+# in a directory this process made and removes when it ends (each xdist worker has its own).
+_TUNING_DIR = tempfile.mkdtemp(prefix="kvmlab-tune-")
+atexit.register(shutil.rmtree, _TUNING_DIR, ignore_errors=True)
+os.environ["KVMLAB_TUNING_STATE"] = str(Path(_TUNING_DIR) / "t.json")
 
 
 def cli(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:

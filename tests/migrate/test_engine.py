@@ -220,3 +220,27 @@ def test_timeout_cancels_unless_postcopy_is_asked(no_guest: list[str]) -> None:
     done = attempt(late)
     assert late.calls == ["open", "start", "postcopy", "hand_over"]
     assert done.choice and "--on-timeout postcopy" in done.choice
+
+
+def test_auto_without_evidence_says_so_before_its_in_flight_rule(no_guest: list[str]) -> None:
+    script = [reply("active", 1), reply("active", 2), reply("active", 3), reply("completed", 3)]
+    t = Scripted(script, Settings(mode="auto"), postcopy=True)
+    outcome = Outcome("lab/vm", "scripted", choice="no verified migration of this guest here")
+    ref = Baseline(guestside.Dirtier(pid=1, mem_mib=8, rate_mibs=0.0), "digest", 0)
+    engine._attempt(t, outcome, ref, lambda _: None)
+    assert t.calls == ["open", "start", "postcopy", "hand_over"]
+    assert outcome.choice is not None
+    assert outcome.choice.startswith("no verified migration of this guest here; by QEMU's figures:")
+    assert outcome.choice.endswith(": postcopy")
+
+
+def test_a_chosen_strategy_keeps_its_reason_when_the_timeout_switches(
+    no_guest: list[str],
+) -> None:
+    script = [reply("active", 1)] * 3 + [reply("completed", 1)]
+    t = Scripted(script, Settings(max_seconds=0.0, on_timeout="postcopy"), postcopy=True)
+    outcome = Outcome("lab/vm", "auto: scripted", choice="xbzrle by the guest's gap")
+    ref = Baseline(guestside.Dirtier(pid=1, mem_mib=8, rate_mibs=0.0), "digest", 0)
+    engine._attempt(t, outcome, ref, lambda _: None)
+    assert outcome.choice is not None
+    assert outcome.choice.startswith("xbzrle by the guest's gap; then not converged in 0 s")

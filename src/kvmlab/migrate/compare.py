@@ -14,6 +14,7 @@ from typing import Any
 
 from kvmlab.errors import KvmlabError
 from kvmlab.guest.image import GuestImage
+from kvmlab.migrate.autochoice import choose, evidence, no_evidence, outcome_gap
 from kvmlab.migrate.engine import migrate
 from kvmlab.migrate.engine_common import Workload
 from kvmlab.migrate.modes import Settings
@@ -127,8 +128,7 @@ def run_migrations(
     fresh = True
     try:
         for rep in range(rounds):
-            order = strategies[rep % len(strategies) :] + strategies[: rep % len(strategies)]
-            for strategy in order:
+            for strategy in round_order(strategies, rep):
                 if len(strategy.outcomes) >= (reps or strategy.spec.repetitions):
                     continue
                 spec = strategy.spec
@@ -142,12 +142,14 @@ def run_migrations(
                     accel = _accel(labrun.up(loaded, launch))
                 strategy.accel = accel.get(spec.guest, strategy.accel)
                 detail(f"{spec.name}: run {len(strategy.outcomes) + 1}")
+                settings, reason = auto_settings(strategy, strategies)
                 try:
                     outcome = migrate(
                         address,
-                        strategy.settings(),
+                        settings,
                         Workload(spec.dirty_mib, spec.dirty_rate_mibs),
                         detail,
+                        auto_reason=reason,
                     )
                 except KvmlabError as exc:  # one broken attempt does not end the comparison
                     outcome = Outcome(address, spec.mode, status="failed", error=str(exc))
@@ -162,6 +164,46 @@ def run_migrations(
     finally:
         labrun.down(lab, force=True, progress=detail)
     return strategies
+
+
+def round_order(strategies: list[Strategy], rep: int) -> list[Strategy]:
+    """One round: the fixed strategies, rotated by the round so none always goes first, then
+    every ``auto`` (it chooses by what the fixed ones measured so far)."""
+    fixed = [s for s in strategies if s.spec.mode != "auto"]
+    autos = [s for s in strategies if s.spec.mode == "auto"]
+    if fixed:
+        fixed = fixed[rep % len(fixed) :] + fixed[: rep % len(fixed)]
+    return fixed + autos
+
+
+def auto_settings(strategy: Strategy, strategies: list[Strategy]) -> tuple[Settings, str | None]:
+    """What ``strategy`` runs with: its own settings; for ``auto``, the fixed strategy of the
+    same guest, workload and bandwidth whose verified runs of this comparison paused the
+    guest least (:mod:`.autochoice`), and why (or why it falls back to its in-flight rule)."""
+    own = strategy.settings()
+    if strategy.spec.mode != "auto":
+        return own, None
+    candidates = []
+    for other in strategies:
+        if not _same_conditions(strategy.spec, other.spec):
+            continue
+        found = evidence(other.spec.name, other.settings(), map(outcome_gap, other.outcomes))
+        if found is not None:
+            candidates.append(found)
+    choice = choose(candidates, own, "this comparison")
+    if choice is None:
+        return own, no_evidence("this comparison yet")
+    return choice.settings, choice.reason
+
+
+def _same_conditions(auto: MigrationSpec, other: MigrationSpec) -> bool:
+    """Whether ``other`` migrated the same guest under what ``auto`` will face."""
+    return (
+        other.guest == auto.guest
+        and other.dirty_mib == auto.dirty_mib
+        and other.dirty_rate_mibs == auto.dirty_rate_mibs
+        and other.bandwidth_mibs == auto.bandwidth_mibs
+    )
 
 
 def _figures(outcome: Outcome) -> str:

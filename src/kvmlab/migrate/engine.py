@@ -53,9 +53,14 @@ def migrate(
     workload: Workload = DEFAULT_WORKLOAD,
     progress: Progress = lambda _: None,
     route: Route = ON_THIS_HOST,
+    auto_reason: str | None = None,
 ) -> Outcome:
     """Migrate the running guest at ``address`` along ``route`` and verify it; the
     outcome, whatever it is.
+
+    ``auto_reason``: this migration is ``auto``'s (:mod:`.autochoice`): with a fixed mode in
+    ``settings``, why ``auto`` chose it; with mode ``auto``, why it falls back to its
+    in-flight rule. Either way the outcome's ``choice`` says it.
 
     Raises only for what stops the attempt before the migration starts (bad input, a
     guest that is not running or not migratable, a destination that does not start).
@@ -69,25 +74,35 @@ def migrate(
         try:
             transport = transport_for(source, guest_dir, record, settings, route)
             try:
-                return _migrate(transport, address, workload, progress)
+                return _migrate(transport, address, workload, progress, auto_reason)
             finally:
                 transport.close()
         finally:
             source.disconnect()  # every session closes, whatever ended the attempt
 
 
-def _migrate(transport: Transport, address: str, workload: Workload, progress: Progress) -> Outcome:
+def _migrate(
+    transport: Transport,
+    address: str,
+    workload: Workload,
+    progress: Progress,
+    auto_reason: str | None,
+) -> Outcome:
     t_start = time.monotonic()
     check_fits(workload, transport.record, address)
     transport.prepare(progress)
+    chosen = auto_reason is not None and transport.settings.mode != "auto"
     outcome = Outcome(
         address,
-        transport.describe(),
+        f"auto: {transport.describe()}" if chosen else transport.describe(),
         dirty_mib=workload.mem_mib,
         dirty_rate_mibs=workload.rate_mibs,
         source_qemu=transport.source_name,
         dest_qemu=transport.dest_name,
+        choice=auto_reason,
     )
+    if chosen:
+        progress(f"auto: {auto_reason}")
     ref = start_workload(transport.source, address, workload, outcome, progress)
     try:
         _attempt(transport, outcome, ref, progress)
@@ -136,9 +151,10 @@ def _attempt(transport: Transport, outcome: Outcome, ref: Baseline, progress: Pr
         if outcome.status != "completed":
             raise _Unfinished()
         if settings.mode == "auto" and outcome.postcopy_started is None:
-            outcome.choice = (
+            outcome.choice = _fallback(
+                outcome.choice,
                 f"precopy converged within {AUTO_PASSES} passes under the "
-                f"{transport.downtime_target_ms()} ms target"
+                f"{transport.downtime_target_ms()} ms target",
             )
         t_run = transport.destination_running()
         # the address first (the source's port forwards move only once it has let go of
@@ -403,9 +419,10 @@ def _steer(
             transport.start_postcopy()
             outcome.postcopy_started = t
             expected = sample.times.get("expected-downtime", 0) if sample is not None else 0
-            outcome.choice = (
+            outcome.choice = _fallback(
+                outcome.choice,
                 f"precopy did not reach the {transport.downtime_target_ms()} ms target in "
-                f"{AUTO_PASSES} passes (expected downtime {expected:.0f} ms): postcopy"
+                f"{AUTO_PASSES} passes (expected downtime {expected:.0f} ms): postcopy",
             )
             progress(f"auto: {outcome.choice} at {t:.1f} s")
     if t <= settings.max_seconds or outcome.postcopy_started is not None:
@@ -417,16 +434,22 @@ def _steer(
             outcome.cancelled = f"not converged in {settings.max_seconds:g} s, and {exc}"
         else:
             outcome.postcopy_started = t
-            outcome.choice = (
+            timed_out = (
                 f"not converged in {settings.max_seconds:g} s: switched to "
                 "postcopy (--on-timeout postcopy)"
             )
+            outcome.choice = f"{outcome.choice}; then {timed_out}" if outcome.choice else timed_out
             progress(f"not converged in {settings.max_seconds:g} s: switching to postcopy")
             return
     else:
         outcome.cancelled = f"not converged in {settings.max_seconds:g} s"
     progress(f"{outcome.cancelled}: cancelling (the source keeps running)")
     transport.cancel()
+
+
+def _fallback(why: str | None, rule: str) -> str:
+    """``auto``'s choice by its in-flight rule, after why it had to use that rule."""
+    return f"{why}; by QEMU's figures: {rule}" if why else rule
 
 
 def _final_times(transport: Transport, outcome: Outcome, t0: float) -> None:

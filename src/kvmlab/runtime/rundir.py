@@ -98,6 +98,12 @@ class GuestRecord:
         """``lab/guest`` as users type it."""
         return "/".join([self.lab, *self.address])
 
+    @property
+    def qemu_binary(self) -> str:
+        """The QEMU in ``argv`` (past the host-view wrapper before it), or "" when there is
+        none on record (a guest another host's daemon runs)."""
+        return next((a for a in self.argv if Path(a).name.startswith("qemu-system")), "")
+
     def save(self, run_dir: Path) -> None:
         """Write atomically (0600) into the guest's run directory."""
         write_private(run_dir / GUEST_FILE, json.dumps(asdict(self), indent=2))
