@@ -6,14 +6,9 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from kvmlab.cli.lab_cmds import interruptible
-from kvmlab.errors import KvmlabError, UsageError
-
-if TYPE_CHECKING:
-    from kvmlab.migrate.engine_common import Workload
-    from kvmlab.migrate.modes import Settings
+from kvmlab.errors import UsageError
 
 EXIT_NOT_COMPLETED = 3
 """The migration failed or was cancelled; the source kept running (and was verified)."""
@@ -85,7 +80,9 @@ def run_migrate(options: MigrateOptions, output: str) -> int:
         route = Route(to_uri=opts.to, dest_qemu=opts.dest_qemu, channel=opts.transport)
         reason = None
         if settings.mode == "auto":
-            settings, reason = auto_by_history(address, settings, workload)
+            from kvmlab.migrate.stored import auto_by_hand
+
+            settings, reason = auto_by_hand(address, settings, workload, route)
         outcome = migrate(address, settings, workload, progress, route, auto_reason=reason)
     if output == "json":
         print(json.dumps(outcome.to_json(), indent=2))
@@ -96,42 +93,6 @@ def run_migrate(options: MigrateOptions, output: str) -> int:
     if outcome.verified:
         return 0
     return EXIT_CORRUPTED if outcome.status == "completed" else EXIT_NOT_COMPLETED
-
-
-def auto_by_history(address: str, settings: Settings, workload: Workload) -> tuple[Settings, str]:
-    """``auto`` by hand: the strategy the newest stored comparison of this guest under this
-    workload found best by the guest's gap (:mod:`kvmlab.migrate.autochoice`), or ``auto``'s
-    in-flight rule when the store has none; and why."""
-    from kvmlab.migrate.autochoice import choose, no_evidence
-    from kvmlab.migrate.engine_common import running_source
-    from kvmlab.migrate.stored import history
-    from kvmlab.results.store import ResultStore, default_results_path
-
-    path = default_results_path()
-    where = f"the results ({path})"
-    if not path.is_file():
-        return settings, no_evidence(where)
-    _, _, record = running_source(address)
-    try:
-        with ResultStore(path) as store:
-            found = history(
-                store,
-                record.lab,
-                record.address[0],
-                workload,
-                settings.bandwidth_mibs,
-                record.accel,
-                record.qemu_binary,
-            )
-    except KvmlabError as exc:  # a store it cannot read leaves auto its in-flight rule
-        return settings, f"the results could not be read ({exc})"
-    if found is None:
-        return settings, no_evidence(where)
-    candidates, source = found
-    choice = choose(candidates, settings, source)
-    if choice is None:
-        return settings, no_evidence(source)
-    return choice.settings, choice.reason
 
 
 def run_compare(

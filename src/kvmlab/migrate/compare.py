@@ -20,7 +20,7 @@ from kvmlab.migrate.engine_common import Workload
 from kvmlab.migrate.modes import Settings
 from kvmlab.migrate.result import Outcome
 from kvmlab.runtime import lab as labrun
-from kvmlab.runtime.machine import Machine
+from kvmlab.runtime.machine import Machine, MachineConfig
 from kvmlab.runtime.rundir import LabDir
 from kvmlab.spec import LoadedLab
 from kvmlab.spec.migration import MigrationSpec
@@ -55,6 +55,8 @@ class Strategy:
     outcomes: list[Outcome] = field(default_factory=list)
     accel: str = ""
     """How the guest ran (``kvm``, ``tcg``), as the lab brought it up."""
+    shape: tuple[int, int] | None = None
+    """The guest's vCPUs and memory (bytes), as the lab brought it up."""
 
     def settings(self) -> Settings:
         """The session settings for this entry."""
@@ -124,7 +126,7 @@ def run_migrations(
     rounds = max(reps or s.spec.repetitions for s in strategies)
     lab = loaded.lab.name
     launch = labrun.Launch(host, image, progress=detail)
-    accel = _accel(labrun.up(loaded, launch))
+    machines = _guests(labrun.up(loaded, launch))
     fresh = True
     try:
         for rep in range(rounds):
@@ -139,8 +141,10 @@ def run_migrations(
                         "bringing the lab up again"
                     )
                     labrun.down(lab, force=True, progress=detail)
-                    accel = _accel(labrun.up(loaded, launch))
-                strategy.accel = accel.get(spec.guest, strategy.accel)
+                    machines = _guests(labrun.up(loaded, launch))
+                if (machine := machines.get(spec.guest)) is not None:
+                    strategy.accel = machine.accel
+                    strategy.shape = (machine.vcpus, machine.memory)
                 detail(f"{spec.name}: run {len(strategy.outcomes) + 1}")
                 settings, reason = auto_settings(strategy, strategies)
                 try:
@@ -152,7 +156,9 @@ def run_migrations(
                         auto_reason=reason,
                     )
                 except KvmlabError as exc:  # one broken attempt does not end the comparison
-                    outcome = Outcome(address, spec.mode, status="failed", error=str(exc))
+                    outcome = Outcome(
+                        address, spec.mode, status="failed", error=str(exc), choice=reason
+                    )
                 strategy.outcomes.append(outcome)
                 if outcome.interrupted:
                     raise KeyboardInterrupt  # the user's Ctrl-C ends the comparison
@@ -177,9 +183,10 @@ def round_order(strategies: list[Strategy], rep: int) -> list[Strategy]:
 
 
 def auto_settings(strategy: Strategy, strategies: list[Strategy]) -> tuple[Settings, str | None]:
-    """What ``strategy`` runs with: its own settings; for ``auto``, the fixed strategy of the
-    same guest, workload and bandwidth whose verified runs of this comparison paused the
-    guest least (:mod:`.autochoice`), and why (or why it falls back to its in-flight rule)."""
+    """What ``strategy`` runs with: its own settings; for ``auto``, those of the fixed
+    strategy of the same guest, workload and bandwidth that this comparison found most
+    reliable and, among those, pausing the guest least (:mod:`.autochoice`), and why (or
+    why it falls back to its in-flight rule)."""
     own = strategy.settings()
     if strategy.spec.mode != "auto":
         return own, None
@@ -190,10 +197,15 @@ def auto_settings(strategy: Strategy, strategies: list[Strategy]) -> tuple[Setti
         found = evidence(other.spec.name, other.settings(), map(outcome_gap, other.outcomes))
         if found is not None:
             candidates.append(found)
-    choice = choose(candidates, own, "this comparison")
-    if choice is None:
-        return own, no_evidence("this comparison yet")
-    return choice.settings, choice.reason
+    choice = choose(candidates, "this comparison")
+    if choice is not None:
+        return choice.settings, choice.reason
+    fixed = [o for o in strategies if o.spec.mode != "auto"]
+    if not any(_same_conditions(strategy.spec, o.spec) for o in fixed):
+        return own, (
+            "no fixed strategy of this guest under this workload in this comparison to judge by"
+        )
+    return own, no_evidence("this comparison yet")
 
 
 def _same_conditions(auto: MigrationSpec, other: MigrationSpec) -> bool:
@@ -215,8 +227,8 @@ def _figures(outcome: Outcome) -> str:
     return " (" + ", ".join(f"{n} {v:.0f} {u}" for n, v, u in shown if v is not None) + ")"
 
 
-def _accel(machines: list[Machine]) -> dict[str, str]:
-    return {m.config.address[-1]: m.config.accel for m in machines}
+def _guests(machines: list[Machine]) -> dict[str, MachineConfig]:
+    return {m.config.address[-1]: m.config for m in machines}
 
 
 def intact(outcome: Outcome) -> bool:
@@ -268,6 +280,8 @@ def to_json(strategies: list[Strategy]) -> dict[str, Any]:
                 "name": s.spec.name,
                 "spec": s.spec.model_dump(),
                 "accel": s.accel,
+                "vcpus": s.shape[0] if s.shape else None,
+                "memory": s.shape[1] if s.shape else None,
                 "verified": s.verified,
                 "runs": len(s.outcomes),
                 "summary": summary,

@@ -65,6 +65,8 @@ def migrate(
     Raises only for what stops the attempt before the migration starts (bad input, a
     guest that is not running or not migratable, a destination that does not start).
     """
+    if auto_reason is not None:  # first: a refusal of what auto chose says it was auto's
+        progress(f"auto: {auto_reason}")
     check_settings(settings)
     route.check()
     lab_dir, _, _ = running_source(address)  # checked before the lock, which creates the lab dir
@@ -101,8 +103,6 @@ def _migrate(
         dest_qemu=transport.dest_name,
         choice=auto_reason,
     )
-    if chosen:
-        progress(f"auto: {auto_reason}")
     ref = start_workload(transport.source, address, workload, outcome, progress)
     try:
         _attempt(transport, outcome, ref, progress)

@@ -100,9 +100,11 @@ class GuestRecord:
 
     @property
     def qemu_binary(self) -> str:
-        """The QEMU in ``argv`` (past the host-view wrapper before it), or "" when there is
-        none on record (a guest another host's daemon runs)."""
-        return next((a for a in self.argv if Path(a).name.startswith("qemu-system")), "")
+        """The QEMU in ``argv``: the first ``qemu-system-*`` word (past the host-view wrapper
+        before it), else the first word, as a migration records its source; "" when there is
+        no argv on record (a guest another host's daemon runs)."""
+        found = (a for a in self.argv if Path(a).name.startswith("qemu-system"))
+        return next(found, self.argv[0] if self.argv else "")
 
     def save(self, run_dir: Path) -> None:
         """Write atomically (0600) into the guest's run directory."""

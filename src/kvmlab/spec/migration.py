@@ -27,10 +27,11 @@ class MigrationSpec(SpecModel):
     mode: MigrationMode = "precopy"
     """`precopy`, `postcopy` (switched after `postcopy_after` passes), `multifd`,
     `auto-converge`, `xbzrle`, `dirty-limit` (QEMU 8.1+), or `auto`: it runs after the
-    fixed strategies of each round and takes the one whose verified runs of the same guest,
-    workload and bandwidth paused the guest least (the longer of the heartbeat and network
-    gaps, median); before any, kvmlab watches the first passes and switches to postcopy when
-    precopy would not reach `downtime_limit_ms`."""
+    fixed strategies of each round and takes, with its own settings, the one of the same
+    guest, workload and bandwidth with the most runs verified and then the least pause of
+    the guest (the longer of the heartbeat and network gaps, median); before any, kvmlab
+    watches the first passes and switches to postcopy when precopy would not reach
+    `downtime_limit_ms`."""
 
     downtime_limit_ms: int | None = Field(default=None, ge=1, le=2000000)
     """QEMU's `downtime-limit` (default 300 ms); for `auto`, the target (default 50 ms)."""
