@@ -22,7 +22,8 @@ seconds on the host's monotonic clock; min, median and max over ``--runs`` per t
   with kmod's modprobe, which needs the ``modules.*.bin`` indexes that the cache (made with
   busybox depmod) lacks, so vng gets a hard-linked view of the unpacked package with kmod's
   depmod run in it (the cache is not changed). virtme-ng comes from PyPI into its own venv,
-  ``~/.cache/kvmlab/bench-venvs/virtme-ng``. The host needs kmod (modprobe, depmod) and udev
+  ``~/.cache/kvmlab/bench-venvs/virtme-ng``. The host needs file (vng asks it whether
+  busybox is static), kmod (modprobe, depmod) and udev
   (virtme's init runs systemd-udevd to name the virtio ports ``--exec`` talks through;
   without it vng exits 255).
 
@@ -293,18 +294,15 @@ def ensure_vng(venv: Path, version: str) -> None:
 def check_vng_host() -> None:
     """The host tools vng needs and kvmlab does not."""
     path = search_path()
-    missing = [
-        f"{tool} ({package})"
-        for tool, package in (("modprobe", "kmod"), ("depmod", "kmod"))
-        if shutil.which(tool, path=path) is None
-    ]
+    needed = (("modprobe", "kmod"), ("depmod", "kmod"), ("file", "file"))
+    missing = [(tool, package) for tool, package in needed if shutil.which(tool, path=path) is None]
     udevd = [Path(d, "systemd-udevd") for d in ("/usr/lib/systemd", "/lib/systemd")]
     if not any(p.exists() for p in udevd) and shutil.which("udevd", path=path) is None:
-        missing.append("systemd-udevd (udev)")
+        missing.append(("systemd-udevd", "udev"))
     if missing:
-        raise BenchError(
-            "virtme-ng needs " + ", ".join(missing) + " on the host: apt-get install kmod udev"
-        )
+        tools = ", ".join(f"{tool} ({package})" for tool, package in missing)
+        packages = " ".join(sorted({package for _, package in missing}))
+        raise BenchError(f"virtme-ng needs {tools} on the host: apt-get install {packages}")
 
 
 def _link_or_copy(src: str, dst: str) -> str:
