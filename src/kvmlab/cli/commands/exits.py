@@ -82,22 +82,20 @@ def exits(
 
     output = output_choice(output, "text", "json")
     provider = check_provider(provider)
+    # what neither --host-profile nor --import takes (each also refuses the other's flag)
+    others = {
+        "--compare": compare is not None,
+        "--live": live,
+        "--provider": provider != "auto",
+        "--guest": guest is not None,
+        "--settle": settle is not None,
+        "--variant": bool(variant),
+        "--host-side-only": host_side_only,
+    }
     if host_profile:
         from kvmlab.cli.exits_cmds import run_host_profile
 
-        refuse_with(
-            "--host-profile",
-            {
-                "--import": import_ is not None,
-                "--compare": compare is not None,
-                "--live": live,
-                "--provider": provider != "auto",
-                "--guest": guest is not None,
-                "--settle": settle is not None,
-                "--variant": bool(variant),
-                "--host-side-only": host_side_only,
-            },
-        )
+        refuse_with("--host-profile", {**others, "--import": import_ is not None})
         if address is None:
             raise UsageError("--host-profile needs the guest's address (LAB/GUEST)")
         run_host_profile(address, DEFAULT_SECONDS if seconds is None else seconds, output)
@@ -105,18 +103,7 @@ def exits(
     if import_ is not None:
         from kvmlab.cli.exits_cmds import run_import
 
-        refuse_with(
-            "--import",
-            {
-                "--compare": compare is not None,
-                "--live": live,
-                "--provider": provider != "auto",
-                "--guest": guest is not None,
-                "--settle": settle is not None,
-                "--variant": bool(variant),
-                "--host-side-only": host_side_only,
-            },
-        )
+        refuse_with("--import", others)
         run_import(import_, address, seconds, output)
         return
     if compare is not None:
