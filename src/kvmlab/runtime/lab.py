@@ -230,18 +230,30 @@ def background_argv(command: str) -> list[str]:
     return words
 
 
+def announces_ready(command: str) -> bool:
+    """Whether ``command`` is one of kvmlab's own guest programs, which print their first
+    line only once they are running as asked (``kvmlab-rtc``: the ticks are on)."""
+    return Path(shlex.split(command)[0]).name.startswith("kvmlab-")
+
+
 def start_background(machine: Machine, commands: Sequence[str]) -> list[int]:
     """Start a lab's background ``commands`` in the guest, each one's output to
-    ``/run/kvmlab-background-N.log`` there; their guest pids. One that has exited after
-    :data:`BACKGROUND_GRACE_S` (scaled by the guest's slowness, once for them all) is a
-    RuntimeFailure with what it printed."""
+    ``/run/kvmlab-background-N.log`` there; their guest pids. kvmlab's own programs are
+    waited for until they say they run (a profile taken after ``up`` must see their
+    steady state, and a Python program starting over a nested 9p share on a loaded host
+    takes seconds); the others must still run after :data:`BACKGROUND_GRACE_S` (scaled by
+    the guest's slowness, once for them all). One that has exited is a RuntimeFailure
+    with what it printed."""
     started = []
     for i, command in enumerate(commands):
         log = f"/run/kvmlab-background-{i}.log"
         argv = ["sh", "-c", 'exec "$@" >"$0" 2>&1', log, *background_argv(command)]
         started.append((command, log, machine.exec_background(argv)))
-    time.sleep(BACKGROUND_GRACE_S * max(1.0, machine.level_factor()))
+    if not all(announces_ready(command) for command in commands):
+        time.sleep(BACKGROUND_GRACE_S * max(1.0, machine.level_factor()))
     for command, log, pid in started:
+        if announces_ready(command):
+            _await_first_line(machine, command, log, pid)
         alive = machine.exec(["sh", "-c", 'kill -0 "$1" 2>/dev/null', "-", str(pid)], timeout=60)
         if alive.returncode != 0:
             said = machine.exec(["tail", "-n", "5", log], timeout=60).stdout
@@ -251,6 +263,23 @@ def start_background(machine: Machine, commands: Sequence[str]) -> list[int]:
                 + (f": {text}" if text else "")
             )
     return [pid for _, _, pid in started]
+
+
+FIRST_LINE_WAIT = 'while [ ! -s "$0" ] && kill -0 "$1" 2>/dev/null; do sleep 0.1; done'
+"""Guest-side shell (``$0`` the log, ``$1`` the pid): returns once the log has a byte or
+the process is gone."""
+
+
+def _await_first_line(machine: Machine, command: str, log: str, pid: int) -> None:
+    """Wait in the guest until background ``command`` (guest ``pid``) has written to
+    ``log`` or exited, bounded by the ``setup`` limit at the guest's speed."""
+    limit = LIMITS["setup"]
+    timeout = limit.value("ceiling", machine.level_factor())
+    try:
+        machine.exec(["sh", "-c", FIRST_LINE_WAIT, log, str(pid)], timeout=timeout)
+    except GuestExecTimeout as exc:
+        what = f"{machine.config.name}: background command {command!r} saying it runs"
+        raise limit.exceeded(what, timeout, str(exc)) from None
 
 
 def _setup(machine: Machine, argv: list[str], what: str) -> None:

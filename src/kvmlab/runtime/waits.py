@@ -73,7 +73,9 @@ LIMITS = {
             "output, boot markers, QEMU's CPU time)",
         ),
         Limit("agent", 60, 120, "a running guest's agent answering before a command"),
-        Limit("setup", 60, 60, "guest-side set-up after boot: disk mounts, network"),
+        Limit(
+            "setup", 60, 60, "guest-side set-up after boot: disk mounts, network, kvmlab-* programs"
+        ),
         Limit(
             "inner-up",
             300,

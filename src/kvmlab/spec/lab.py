@@ -151,8 +151,9 @@ class Guest(SpecModel):
     run without a shell, as root, left running for the guest's life (a load, or a device
     the guest drives, for `exits` to profile: `kvmlab-rtc --hz 1024` turns on the RTC's
     periodic interrupt, seed 001's storm). kvmlab's own guest programs (`kvmlab-*`) are
-    found beside kvmlab itself. One that exits at once stops `up` with what it printed;
-    its output is in `/run/kvmlab-background-N.log` in the guest."""
+    found beside kvmlab itself, and `up` waits until they say they run (the ticks are on
+    when a profile starts). One that exits at once stops `up` with what it printed; its
+    output is in `/run/kvmlab-background-N.log` in the guest."""
 
     libvirt_uri: str | None = None
     """The libvirtd that runs this guest on the libvirt backend, when not the lab's (`[libvirt]
