@@ -18,6 +18,7 @@ import tomllib
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -25,6 +26,9 @@ from kvmlab.guest.image import build_image, latest_cached_image
 from kvmlab.spec import LoadedLab, TapNic, load_lab
 from tests.conftest import LAB_FILES, cli
 from tests.libvirt_backend.conftest import Daemon
+
+if TYPE_CHECKING:
+    import libvirt
 
 pytestmark = pytest.mark.functional
 
@@ -111,10 +115,24 @@ BOOTED_TO_THE_AGENT = {"basic-vm1", "migrate-vm"}
 """Domains booted until their agent answers: the default image over 9p and the
 self-contained image (a cloud image with its seed boots through libvirt, to cloud-init's
 end, in test_cloud_init_libvirt.py); the agent channel is rendered alike for all. The others
-are started and must still run a few seconds later: QEMU and libvirt have accepted every
-device by then (a device either fails at start)."""
+are started and must still run once their vCPUs have run a second of guest code (libvirt's
+CPU time): QEMU and libvirt have accepted every device by then (a device fails at start),
+and the guest's firmware or kernel is executing."""
 
-STILL_RUNNING_AFTER_S = 3.0
+RAN_CPU_NS = 1_000_000_000
+"""The CPU time a started domain must have used (its vCPUs and QEMU's threads, as libvirt
+counts it) to count as running: progress, not a fixed wait (see STYLE.md)."""
+
+
+def ran_a_while(dom: libvirt.virDomain, ceiling_s: float = 120.0) -> float:
+    """Wait until libvirt's domain ``dom`` has used :data:`RAN_CPU_NS` of CPU time, while
+    it stays active; the CPU seconds it used. A ceiling bounds a domain that never runs."""
+    deadline = time.monotonic() + ceiling_s
+    while True:
+        cpu_ns = dom.info()[4]
+        if cpu_ns >= RAN_CPU_NS or not dom.isActive() or time.monotonic() > deadline:
+            return float(cpu_ns) / 1e9
+        time.sleep(0.1)
 
 
 def _toml(value: object) -> str:
@@ -266,7 +284,7 @@ def test_printed_domain_defines_and_starts(
         if domain in BOOTED_TO_THE_AGENT:
             LibvirtAgent(dom, name).wait_ready(timeout=300)
         else:
-            time.sleep(STILL_RUNNING_AFTER_S)
+            assert ran_a_while(dom) >= RAN_CPU_NS / 1e9, "it ran for the ceiling without CPU"
         assert dom.isActive()
     finally:
         with contextlib.suppress(libvirt.libvirtError):
