@@ -213,6 +213,7 @@ def short_tmp() -> Iterator[Path]:
 
 SIDE_LANE = (
     "tests/bench/test_kbuild.py",
+    "tests/exits/test_rtc_storm.py",
     "tests/guest/test_agent.py",
     "tests/guest/test_boot.py",
     "tests/guest/test_disk_boot.py",
@@ -227,10 +228,12 @@ SIDE_LANE = (
     "tests/runtime/test_lifecycle.py",
     "tests/test_benchmarks_smoke.py",
 )
-"""Functional tests `make test` runs in a second lane, beside the others: one guest at a
-time on user networking or none (no port forward, tap, bridge, namespace, huge page,
-switch or tracefs of the host), nothing measured against time or against host-wide state,
-the images they boot built before either lane starts. A booting test keeps this 2-core
+"""Functional tests `make test` runs in a second lane, beside the others: one guest (or
+one guest hypervisor and its guest) at a time on user networking or none (no port forward,
+tap, bridge, namespace, huge page, switch or tracefs of the host: the RTC storm's tracing
+is inside its L1), nothing measured against time or against host-wide state (the RTC
+storm compares exit counts of one window against another's, 100x apart), the images they
+boot built before either lane starts. A booting test keeps this 2-core
 host about half busy, so the other lane's guests lose little; the tests that compare the
 host's links, namespaces or huge pages before and after, measure, or migrate under load
 stay in the main lane."""

@@ -3,8 +3,10 @@ afterwards; the system's libvirtd is never touched)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,3 +54,57 @@ def libvirtd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
         yield daemon
     finally:
         _stop(daemon, "kvtest")
+
+
+@dataclass(frozen=True)
+class FarHost:
+    """A second "host": a network namespace of its own, reached from here over a veth pair,
+    running a private libvirtd of a kvmlab with its own run directory (its state, domains
+    and image store), listening on the namespace's address. The kvmlab under test reaches it
+    only through ``uri``, over that link, as it would another machine."""
+
+    uri: str
+    netns: str
+    address: str
+    """Its address on the link."""
+    near: str
+    """This host's address on the link."""
+    daemon: Daemon
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True)
+
+
+@contextlib.contextmanager
+def far_host(tmp: Path, name: str) -> Iterator[FarHost]:
+    """Make the namespace, the link and the daemon; remove all three afterwards."""
+    if shutil.which("libvirtd") is None:
+        pytest.skip("libvirtd is not installed (make deps installs it)")
+    tag = os.getpid() % 100000
+    netns, here, there = f"kvmlab-{name}-{tag}", f"kvf{tag}a", f"kvf{tag}b"
+    subnet = f"10.253.{tag % 250}"
+    near, address = f"{subnet}.1", f"{subnet}.2"
+    _ip("netns", "add", netns)
+    try:
+        _ip("link", "add", here, "type", "veth", "peer", "name", there)
+        _ip("link", "set", there, "netns", netns)
+        _ip("addr", "add", f"{near}/30", "dev", here)
+        _ip("link", "set", here, "up")
+        _ip("-n", netns, "addr", "add", f"{address}/30", "dev", there)
+        _ip("-n", netns, "link", "set", there, "up")
+        _ip("-n", netns, "link", "set", "lo", "up")
+        env = {**os.environ, "KVMLAB_RUN_DIR": str(tmp / "far-run")}
+        args = ["--tcp-port", "16509", "--netns", netns, "--listen", address]
+        started = cli(env, "libvirtd", "start", name, *args, timeout=120)
+        assert started.returncode == 0, started.stderr
+        uri = started.stdout.split()[1]
+        assert uri == f"qemu+tcp://{address}:16509/system", started.stdout
+        daemon = Daemon(started.stdout.split()[0], uri, env, tmp / "far-run")
+        try:
+            yield FarHost(uri, netns, address, near, daemon)
+        finally:
+            _stop(daemon, name)
+    finally:
+        subprocess.run(["ip", "netns", "delete", netns], check=False)
+        subprocess.run(["ip", "link", "delete", here], check=False, capture_output=True)

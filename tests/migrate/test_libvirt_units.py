@@ -12,7 +12,13 @@ libvirt = pytest.importorskip("libvirt")
 from kvmlab.errors import UsageError  # noqa: E402
 from kvmlab.migrate.jobinfo import domjobinfo, job_stats  # noqa: E402
 from kvmlab.migrate.modes import Settings  # noqa: E402
-from kvmlab.migrate.transports.libvirt import dest_xml, flags_for, params_for  # noqa: E402
+from kvmlab.migrate.transports.libvirt import (  # noqa: E402
+    dest_xml,
+    flags_for,
+    host_address,
+    params_for,
+    user_netdev,
+)
 from kvmlab.runtime.libvirt.conn import is_local  # noqa: E402
 
 XML = """<domain type='qemu' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>
@@ -90,8 +96,18 @@ def test_flags_and_params_per_mode() -> None:
     assert params[libvirt.VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS] == 4
     assert params[libvirt.VIR_MIGRATE_PARAM_BANDWIDTH] == 100
     assert params[libvirt.VIR_MIGRATE_PARAM_URI] == "tcp://127.0.0.1"
-    remote = params_for(Settings(), "qemu+ssh://host2/system", "<domain/>")
-    assert libvirt.VIR_MIGRATE_PARAM_URI not in remote
+    # another host: the address kvmlab reached it at, not the name that host reports
+    remote = params_for(Settings(), "qemu+tcp://10.253.7.2:16509/system", "<domain/>")
+    assert remote[libvirt.VIR_MIGRATE_PARAM_URI] == "tcp://10.253.7.2"
+    remote = params_for(Settings(), "qemu+tcp://[fd00::2]:16509/system", "<domain/>")
+    assert remote[libvirt.VIR_MIGRATE_PARAM_URI] == "tcp://[fd00::2]"
+
+
+def test_the_user_netdev_and_the_host_address_of_a_destination() -> None:
+    assert user_netdev(XML) == "kvnet0"
+    assert user_netdev("<domain xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'/>") is None
+    assert host_address("qemu+tcp://10.253.7.2:16509/system") == "10.253.7.2"
+    assert host_address("qemu+unix:///system?socket=/x") is None
 
 
 @pytest.mark.parametrize(

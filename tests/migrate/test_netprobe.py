@@ -3,6 +3,7 @@ made by the echo's side, not the prober) is measured as a gap, and its probes as
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -14,14 +15,17 @@ from kvmlab.migrate.netprobe import NetworkProbe, free_udp_port
 
 
 class Echo:
-    """A UDP echo on 127.0.0.1 that can be paused (it then reads and drops)."""
+    """A UDP echo on ``host`` (127.0.0.1) that can be paused (it then reads and drops);
+    it counts what it echoed."""
 
-    def __init__(self) -> None:
-        self.port = free_udp_port()
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.host = host
+        self.port = free_udp_port(host)
+        self.echoed = 0
         self.paused = threading.Event()
         self.stop = threading.Event()
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind(("127.0.0.1", self.port))
+        self.sock.bind((host, self.port))
         self.sock.settimeout(0.05)
         self.thread = threading.Thread(target=self.run, daemon=True)
 
@@ -33,16 +37,25 @@ class Echo:
                 continue
             if not self.paused.is_set():
                 self.sock.sendto(data, peer)
+                self.echoed += 1
+
+
+@contextlib.contextmanager
+def running(host: str = "127.0.0.1") -> Iterator[Echo]:
+    server = Echo(host)
+    server.thread.start()
+    try:
+        yield server
+    finally:
+        server.stop.set()
+        server.thread.join(2)
+        server.sock.close()
 
 
 @pytest.fixture
 def echo() -> Iterator[Echo]:
-    server = Echo()
-    server.thread.start()
-    yield server
-    server.stop.set()
-    server.thread.join(2)
-    server.sock.close()
+    with running() as server:
+        yield server
 
 
 def test_a_pause_of_the_echo_is_a_gap_and_its_probes_are_lost(echo: Echo) -> None:
@@ -72,3 +85,24 @@ def test_probes_to_a_port_nobody_holds_are_all_lost() -> None:
     probe.stop()
     loss = probe.loss(t0, time.monotonic())
     assert probe.arrivals == [] and loss.sent > 0 and loss.lost == loss.sent
+
+
+def test_retargeted_probes_reach_the_guest_on_its_new_host() -> None:
+    """After the switch-over to another host the probes go to the forward there (another
+    address: 127.0.0.2 stands in for it), from a socket whose source address that host can
+    answer; the old path gets nothing more."""
+    with running("127.0.0.1") as source, running("127.0.0.2") as dest:
+        probe = NetworkProbe("127.0.0.1", source.port).start()
+        try:
+            time.sleep(0.3)
+            probe.retarget("127.0.0.2", dest.port)
+            t_moved = time.monotonic()
+            before = source.echoed
+            time.sleep(0.4)
+            end = time.monotonic()
+        finally:
+            probe.stop()
+        assert before > 100 and source.echoed - before <= 5, (before, source.echoed)
+        assert dest.echoed > 200, dest.echoed
+        gap = probe.longest_gap(t_moved, end)
+        assert gap is not None and gap.seconds < 0.2, gap

@@ -53,3 +53,42 @@ def test_stopping_a_dead_daemon_on_record_removes_its_state(
     err = capsys.readouterr().err
     assert err == "private libvirtd gone was not running (its state is removed)\n"
     assert not daemon.root.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--tcp-port", "16600", "--listen", "host2"], "--listen 'host2': give an IP address"),
+        (["--listen", "10.77.0.2"], "--listen and --netns go with --tcp-port"),
+        (["--netns", "h2"], "--listen and --netns go with --tcp-port"),
+        (["--tcp-port", "16600", "--netns", "../x"], "--netns '../x': a namespace name"),
+        (
+            ["--tcp-port", "16600", "--netns", "kvmlab-nosuch-ns"],
+            "--netns kvmlab-nosuch-ns: no such network namespace (ip netns add",
+        ),
+    ],
+)
+def test_a_second_host_daemon_with_a_bad_network_is_refused_before_anything(
+    args: list[str],
+    said: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("KVMLAB_RUN_DIR", str(tmp_path / "run"))
+    assert run(["libvirtd", "start", "host2", *args], monkeypatch) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and said in err[0], err
+    assert not (tmp_path / "run" / ".libvirtd").exists()
+
+
+def test_the_tcp_uri_names_the_address_it_listens_on() -> None:
+    from kvmlab.runtime.libvirt.private import PrivateDaemon
+
+    assert PrivateDaemon("h", tcp_port=16600).tcp_uri == "qemu+tcp://127.0.0.1:16600/system"
+    far = PrivateDaemon("h", tcp_port=16600, listen="10.77.0.2", netns="h2")
+    assert far.tcp_uri == "qemu+tcp://10.77.0.2:16600/system"
+    assert (
+        PrivateDaemon("h", tcp_port=1, listen="fd00::2").tcp_uri == "qemu+tcp://[fd00::2]:1/system"
+    )
+    assert PrivateDaemon("h").tcp_uri is None

@@ -27,11 +27,27 @@ def start(
             "for a remote host; any local user can then drive it, as root).",
         ),
     ] = None,
+    listen: Annotated[
+        str,
+        typer.Option(
+            "--listen",
+            help="With --tcp-port: the address to listen on instead of 127.0.0.1 "
+            "(anyone who reaches it drives the daemon as root: a lab network only).",
+        ),
+    ] = "127.0.0.1",
+    netns: Annotated[
+        str | None,
+        typer.Option(
+            "--netns",
+            help="With --tcp-port: run in this network namespace (ip netns add NAME), a "
+            "second 'host' reached only over the network; --listen an address of it.",
+        ),
+    ] = None,
 ) -> None:
     """Start a private libvirtd in its own mount namespace; print its URIs."""
     from kvmlab.runtime.libvirt import private
 
-    daemon = private.start(name, tcp_port)
+    daemon = private.start(name, tcp_port, listen, netns)
     print(daemon.uri)
     if daemon.tcp_uri:
         print(daemon.tcp_uri)
@@ -60,7 +76,14 @@ def list_(
     from kvmlab.runtime.libvirt import private
 
     rows = [
-        {"name": d.name, "running": d.running(), "pid": d.pid, "uri": d.uri, "tcp_uri": d.tcp_uri}
+        {
+            "name": d.name,
+            "running": d.running(),
+            "pid": d.pid,
+            "uri": d.uri,
+            "tcp_uri": d.tcp_uri,
+            "netns": d.netns,
+        }
         for d in private.running()
     ]
     if output == "json":

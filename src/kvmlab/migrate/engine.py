@@ -162,6 +162,8 @@ def _attempt(transport: Transport, outcome: Outcome, ref: Baseline, progress: Pr
         progress("switched over: letting the source go, handing the address over")
         moved = transport.hand_over()
         _after_hand_over(transport, moved, outcome)
+        if net is not None:
+            net.probe.retarget(*net.there)
         t_forwarded = time.monotonic()
         ceiling = STEADY_CEILING_S * transport.level_factor()
         if watch is not None:
@@ -206,12 +208,15 @@ def _attempt(transport: Transport, outcome: Outcome, ref: Baseline, progress: Pr
 @dataclass(frozen=True)
 class _NetProbe:
     """The network probe of one migration: the host's prober, the forward it goes
-    through (netdev id, hostfwd rule) and the echo's pid in the guest."""
+    through (netdev id, hostfwd rule on the source, and on the destination), the echo's
+    pid in the guest and where the probes go once the guest runs on the destination."""
 
     probe: NetworkProbe
     netdev: str
     rule: str
+    dest_rule: str
     echo_pid: int
+    there: tuple[str, int]
 
 
 ECHO_WAIT_S = 10.0
@@ -224,18 +229,21 @@ def _start_network_probe(
     """UDP probes from this host to the guest through a port forward on its user network,
     echoed there; the forward moves to the destination with the lab's own. None (and why,
     in ``outcome``) when the guest has no forward that moves with it, or no echo came."""
-    if not transport.forwards:
+    route = transport.probe_route()
+    if route is None:
         outcome.network_path = (
             "the guest has no user-network port forward that moves with it to the "
             "destination, so no probe reaches it from this host"
         )
         return None
-    netdev = transport.forwards[0][0]
+    netdev, there = route
     port = free_udp_port()
     rule = f"udp:127.0.0.1:{port}-:{GUEST_PORT}"
+    dest_rule = f"udp:{there}:{port}-:{GUEST_PORT}"
     transport.hmp(transport.source, f"hostfwd_add {netdev} {rule}")
     echo = guestside.start_echo(transport.source, GUEST_PORT)
-    net = _NetProbe(NetworkProbe("127.0.0.1", port).start(), netdev, rule, echo)
+    probe = NetworkProbe("127.0.0.1", port).start()
+    net = _NetProbe(probe, netdev, rule, dest_rule, echo, (there, port))
     deadline = time.monotonic() + ECHO_WAIT_S * max(1.0, transport.level_factor())
     while not net.probe.arrivals and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -243,16 +251,20 @@ def _start_network_probe(
         _stop_network_probe(transport, net, transport.source)
         outcome.network_path = f"no echo came back through {rule} in {ECHO_WAIT_S:g} s"
         return None
-    transport.forwards.append((netdev, rule))
-    outcome.network_path = f"udp 127.0.0.1:{port} -> guest port {GUEST_PORT}, its user network"
-    progress(f"network probe: UDP at 1 kHz to 127.0.0.1:{port}, echoed in the guest")
+    transport.forwards.append((netdev, dest_rule))
+    after = "" if there == "127.0.0.1" else f", then {there}:{port} on the destination's host"
+    outcome.network_path = (
+        f"udp 127.0.0.1:{port}{after} -> guest port {GUEST_PORT}, its user network"
+    )
+    progress(f"network probe: UDP at 1 kHz to 127.0.0.1:{port}{after}, echoed in the guest")
     return net
 
 
 def _stop_network_probe(transport: Transport, net: _NetProbe, machine: Machine) -> None:
     """Stop probing; remove the forward and the echo where the guest runs now."""
     net.probe.stop()
-    host_side = net.rule.split("-", 1)[0]  # udp:127.0.0.1:PORT
+    rule = net.rule if machine is transport.source else net.dest_rule
+    host_side = rule.split("-", 1)[0]  # udp:ADDRESS:PORT
     with contextlib.suppress(KvmlabError):
         transport.hmp(machine, f"hostfwd_remove {net.netdev} {host_side}")
     with contextlib.suppress(KvmlabError):

@@ -47,12 +47,28 @@ class NetworkProbe(Arrivals):
         """When each probe went out (its sequence number is its index)."""
         self.echoed: set[int] = set()
         self._stop = threading.Event()
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self._sock.settimeout(0.05)
+        self._sock = self._socket()
         self._threads = [
             threading.Thread(target=self._send, name="kvmlab-netprobe-tx", daemon=True),
             threading.Thread(target=self._receive, name="kvmlab-netprobe-rx", daemon=True),
         ]
+
+    @staticmethod
+    def _socket() -> socket.socket:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.settimeout(0.05)
+        return sock
+
+    def retarget(self, host: str, port: int) -> None:
+        """Probe ``(host, port)`` from now on (the guest's forward on another host after the
+        switch-over), from a new socket: a connected UDP socket keeps the source address
+        it first took (loopback), which another host cannot answer."""
+        if (host, port) == self.target:
+            return
+        fresh = self._socket()
+        fresh.connect((host, port))
+        old, self._sock, self.target = self._sock, fresh, (host, port)
+        old.close()
 
     def start(self) -> NetworkProbe:
         """Begin probing."""

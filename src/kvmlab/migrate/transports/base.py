@@ -96,6 +96,12 @@ class Transport(ABC):
         """Refuse a route this backend cannot take (:class:`UsageError`, naming the one
         it can)."""
 
+    def probe_route(self) -> tuple[str, str] | None:
+        """Where the network probe goes: the user netdev whose forwards follow the guest,
+        and the address its probe forward binds on the destination's host (this host's
+        loopback when both are here); None when the guest has no such network."""
+        return (self.forwards[0][0], "127.0.0.1") if self.forwards else None
+
     # --- before the dirtying workload starts -------------------------------------------------
 
     @abstractmethod

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
 import threading
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import libvirt
 import libvirt_qemu
@@ -77,7 +79,33 @@ def params_for(settings: Settings, dest_uri: str, xml: str) -> dict[str, Any]:
         params[libvirt.VIR_MIGRATE_PARAM_COMPRESSION] = "xbzrle"
     if is_local(dest_uri):  # the daemon's host name may not resolve to this host
         params[libvirt.VIR_MIGRATE_PARAM_URI] = "tcp://127.0.0.1"
+    elif (there := host_address(dest_uri)) is not None:
+        # the address kvmlab reached the daemon at, not the host name it reports (which
+        # may resolve to another interface, or to the source's host in a container)
+        host = f"[{there}]" if ":" in there else there
+        params[libvirt.VIR_MIGRATE_PARAM_URI] = f"tcp://{host}"
     return params
+
+
+def host_address(uri: str) -> str | None:
+    """The IP address of the host in ``uri`` (resolved once), or None without one."""
+    host = urlsplit(uri).hostname
+    if not host:
+        return None
+    try:
+        found = socket.getaddrinfo(host, None, type=socket.SOCK_DGRAM)
+    except (OSError, UnicodeError):
+        return None
+    return str(found[0][4][0]) if found else None
+
+
+def user_netdev(xml: str) -> str | None:
+    """The id of the domain's first user-network netdev (rendered as a QEMU argument)."""
+    for arg in ET.fromstring(xml).iter(f"{{{QEMU_NS}}}arg"):
+        value = arg.get("value", "")
+        if value.startswith("user,"):
+            return next((o[3:] for o in value.split(",") if o.startswith("id=")), None)
+    return None
 
 
 def image_files(xml: str, address: str) -> dict[str, Path]:
@@ -145,6 +173,8 @@ class LibvirtTransport(Transport):
         self._worker: threading.Thread | None = None
         self._cancelled = False
         self._t_end: float | None = None
+        self.same_host = True
+        self._netdev: str | None = None
 
     @classmethod
     def check_route(cls, route: Route, record: GuestRecord) -> None:
@@ -184,9 +214,19 @@ class LibvirtTransport(Transport):
         if files:
             progress(f"publishing the guest image to {self.to_uri}")
             where = publish(self.dconn, self.to_uri, list(files.values()))
-        same_host = is_local(self.to_uri) and is_local(source.uri)
+        self.same_host = is_local(self.to_uri) and is_local(source.uri)
         self._beats = probe_files(source, self.to_uri, xml)
-        self._xml, self.forwards = dest_xml(xml, {t: where[f] for t, f in files.items()}, same_host)
+        self._netdev = user_netdev(xml)
+        paths = {t: where[f] for t, f in files.items()}
+        self._xml, self.forwards = dest_xml(xml, paths, self.same_host)
+
+    def probe_route(self) -> tuple[str, str] | None:
+        """On another host the guest's forwards stay with its domain XML; the probe's own
+        forward binds there on the address kvmlab reaches that host at."""
+        if self.same_host:
+            return super().probe_route()
+        there = host_address(self.to_uri)
+        return (self._netdev, there) if self._netdev and there else None
 
     def describe(self) -> str:
         return f"libvirt {self.settings.mode} to {self.to_uri}"

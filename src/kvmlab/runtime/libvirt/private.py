@@ -5,13 +5,17 @@ It runs in a mount namespace of its own where ``/etc/libvirt``, ``/run/libvirt``
 kvmlab's run directory, so it shares no state, config, domain or socket with the system's
 libvirtd. Its RPC socket is in that run directory (``qemu+unix:///system?socket=...``);
 with ``tcp_port`` it also listens on 127.0.0.1 without authentication (a stand-in for a
-second host: any local user can then drive it, so only when asked). Tests and one-machine
-migrations use it; ``kvmlab libvirtd start|stop|list`` manages it.
+second host: any local user can then drive it, so only when asked). With ``netns`` it runs
+in that network namespace (made by ``ip netns add``) and listens on ``listen``, an address
+there: a "second host" that kvmlab reaches only through its URI and the network, as it
+would another machine. Tests and one-machine migrations use it; ``kvmlab libvirtd
+start|stop|list`` manages it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import os
 import pwd
@@ -56,6 +60,10 @@ class PrivateDaemon:
     kvm_hidden: str | None = None
     """Why the host's /dev/kvm is closed to libvirt's QEMU user, if it is: the daemon gets
     a node of its own that its QEMU user can open."""
+    listen: str = "127.0.0.1"
+    """The address its TCP listener binds (with ``tcp_port``)."""
+    netns: str | None = None
+    """The network namespace it runs in (``ip netns``), or None: this host's."""
 
     @property
     def root(self) -> Path:
@@ -72,7 +80,8 @@ class PrivateDaemon:
 
     @property
     def tcp_uri(self) -> str | None:
-        return f"qemu+tcp://127.0.0.1:{self.tcp_port}/system" if self.tcp_port else None
+        host = f"[{self.listen}]" if ":" in self.listen else self.listen
+        return f"qemu+tcp://{host}:{self.tcp_port}/system" if self.tcp_port else None
 
     def running(self) -> bool:
         return self.pid > 0 and alive(self.pid, "libvirtd", self.pid_start)
@@ -88,7 +97,7 @@ class PrivateDaemon:
             data = json.loads((daemon.root / RECORD).read_text())
         except (OSError, ValueError):
             return daemon
-        known = {"pid", "pid_start", "tcp_port", "mnt_ns", "kvm_hidden"}
+        known = {"pid", "pid_start", "tcp_port", "mnt_ns", "kvm_hidden", "listen", "netns"}
         return cls(name, **{k: v for k, v in data.items() if k in known})
 
 
@@ -149,7 +158,33 @@ def _shared_parent(target: str) -> str | None:
     return best if shared else None
 
 
-def _config(root: Path, name: str, tcp_port: int | None) -> None:
+def check_network(tcp_port: int | None, listen: str, netns: str | None) -> str:
+    """The listen address, normalised; refused (UsageError) when it is not an IP address,
+    is given without a TCP port, or names a namespace that does not exist."""
+    try:
+        address = ipaddress.ip_address(listen)
+    except ValueError:
+        raise UsageError(f"--listen {listen!r}: give an IP address (e.g. 10.77.0.2)") from None
+    if not tcp_port and (netns is not None or not address.is_loopback):
+        raise UsageError("--listen and --netns go with --tcp-port (the daemon's TCP listener)")
+    if netns is not None:
+        if not is_name(netns):
+            raise UsageError(
+                f"--netns {netns!r}: a namespace name of lower-case letters, digits and dashes"
+            )
+        if not (NETNS_DIR / netns).exists():
+            raise UsageError(
+                f"--netns {netns}: no such network namespace (ip netns add {netns}, and give "
+                "it an address for --listen)"
+            )
+    return str(address)
+
+
+NETNS_DIR = Path("/run/netns")
+"""Where ``ip netns`` keeps the named network namespaces."""
+
+
+def _config(root: Path, name: str, tcp_port: int | None, listen: str) -> None:
     """A configuration of its own, written whole: nothing of the host's (no domains,
     networks or pools to autostart, no listen setting to inherit), and a host UUID of its
     own (libvirt refuses a migration between daemons that report the same one)."""
@@ -171,7 +206,7 @@ def _config(root: Path, name: str, tcp_port: int | None) -> None:
     if tcp_port:
         lines += [
             "listen_tcp = 1",
-            'listen_addr = "127.0.0.1"',
+            f'listen_addr = "{listen}"',
             f'tcp_port = "{tcp_port}"',
             'auth_tcp = "none"',
         ]
@@ -180,9 +215,13 @@ def _config(root: Path, name: str, tcp_port: int | None) -> None:
     (etc / "libvirtd.conf").write_text("\n".join(lines) + "\n")
 
 
-def start(name: str, tcp_port: int | None = None) -> PrivateDaemon:
-    """Start the private daemon ``name``; its record. Refuses a second one of that name."""
+def start(
+    name: str, tcp_port: int | None = None, listen: str = "127.0.0.1", netns: str | None = None
+) -> PrivateDaemon:
+    """Start the private daemon ``name`` (in network namespace ``netns``, its TCP listener
+    on ``listen``); its record. Refuses a second one of that name."""
     check_name(name)
+    listen = check_network(tcp_port, listen, netns)
     if shutil.which("libvirtd") is None:
         raise ToolMissing(
             "libvirtd",
@@ -217,8 +256,8 @@ def start(name: str, tcp_port: int | None = None) -> PrivateDaemon:
     if user is not None:
         os.chown(root / "lib/qemu", *user)
         (root / "lib/qemu").chmod(0o751)
-    _config(root, name, tcp_port)
-    daemon.tcp_port = tcp_port
+    _config(root, name, tcp_port, listen)
+    daemon.tcp_port, daemon.listen, daemon.netns = tcp_port, listen, netns
     daemon.kvm_hidden = kvm_blocked()
     Path("/run/libvirt").mkdir(parents=True, exist_ok=True)
     binds = [
@@ -243,8 +282,9 @@ def start(name: str, tcp_port: int | None = None) -> PrivateDaemon:
     script = " && ".join([*binds, daemon_argv + listen])
     propagation = "private" if whole_root else "unchanged"  # a chroot: checked above
     log = (root / "daemon.out").open("wb")
+    inside = ["ip", "netns", "exec", netns] if netns else []
     proc = subprocess.Popen(
-        ["unshare", "--mount", f"--propagation={propagation}", "sh", "-c", script],
+        [*inside, "unshare", "--mount", f"--propagation={propagation}", "sh", "-c", script],
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
