@@ -25,6 +25,14 @@ def far(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FarHost]:
         yield host
 
 
+def free_tcp_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def _domains(uri: str, pools: bool = False) -> list[str]:
     """The daemon's domains (and, with ``pools``, its storage pools: kvmlab's image store)."""
     import libvirt
@@ -47,6 +55,7 @@ def test_a_lab_over_two_hosts_runs_and_migrates_between_them(
         'name = "spread"\n'
         '[guests.here]\nvcpus = 1\nmemory = "512M"\nmigratable = true\n'
         '[[guests.here.nics]]\ntype = "user"\n'
+        f"forwards = [{{ host_port = {free_tcp_port()}, guest_port = 22 }}]\n"
         f'[guests.there]\nmemory = "512M"\nlibvirt_uri = "{far.uri}"\n'
     )
     env = libvirtd.env
@@ -77,6 +86,7 @@ def test_a_lab_over_two_hosts_runs_and_migrates_between_them(
         )
         assert moved.returncode == 0, moved.stderr[-3000:] + moved.stdout[-3000:]
         doc = json.loads(moved.stdout)
+        print(moved.stderr[-1500:], json.dumps(doc["network"]), doc["libvirt_job"])
         assert doc["verdict"] == "VERIFIED", doc["checks"]
         assert doc["libvirt_job"]["memory_total"] > 0
         # the network's view: probes to this host's forward, then to the far host's

@@ -168,39 +168,3 @@ def test_to_refuses_a_qemu_backend_guest_and_bad_uris(tmp_path: Path) -> None:
     env = {**os.environ, "KVMLAB_RUN_DIR": str(tmp_path / "run")}
     bad = cli(env, "migrate", "nolab/vm", "--to", "qemu+tcp://127.0.0.1:99999/system")
     assert bad.returncode == 2 and "--to" in bad.stderr, bad.stderr
-
-
-def test_one_lab_over_two_daemons(libvirtd: Daemon, second: Daemon, tmp_path: Path) -> None:
-    """A guest naming ``libvirt_uri`` runs on that daemon, the others on ``--connect``'s;
-    ``exec``/``ps``/``down`` find each where it runs, and both daemons are left empty."""
-    import libvirt
-
-    assert second.tcp_uri is not None
-    lab = tmp_path / "spread.toml"
-    lab.write_text(
-        f'name = "spread"\n[guests.here]\nmemory = "512M"\n'
-        f'[guests.there]\nmemory = "512M"\nlibvirt_uri = "{second.tcp_uri}"\n'
-    )
-    env = libvirtd.env
-    up = cli(env, "up", str(lab), "--backend", "libvirt", "--connect", libvirtd.uri, timeout=900)
-    try:
-        assert up.returncode == 0, up.stderr[-3000:]
-        assert _domains(libvirtd.uri) == ["spread-here"]
-        assert _domains(second.tcp_uri) == ["spread-there"]
-        for guest in ("here", "there"):
-            ran = cli(env, "exec", f"spread/{guest}", "--", "cat", "/proc/sys/kernel/hostname")
-            assert ran.returncode == 0 and ran.stdout.strip() == guest, ran.stderr
-        rows = json.loads(cli(env, "ps", "-o", "json").stdout)
-        assert sorted((r["address"], r["state"]) for r in rows) == [
-            ("spread/here", "running"),
-            ("spread/there", "running"),
-        ]
-    finally:
-        down = cli(env, "down", "spread", timeout=300)
-    assert down.returncode == 0, down.stderr
-    for uri in (libvirtd.uri, second.tcp_uri):
-        conn = libvirt.open(uri)
-        try:
-            assert conn.listAllDomains(0) == [] and conn.listAllStoragePools(0) == []
-        finally:
-            conn.close()

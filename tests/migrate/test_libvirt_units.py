@@ -106,6 +106,8 @@ def test_flags_and_params_per_mode() -> None:
 def test_the_user_netdev_and_the_host_address_of_a_destination() -> None:
     assert user_netdev(XML) == "kvnet0"
     assert user_netdev("<domain xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'/>") is None
+    libvirts = "<domain><devices><interface type='user'><alias name='net0'/></interface>"
+    assert user_netdev(libvirts + "</devices></domain>") == "hostnet0"
     assert host_address("qemu+tcp://10.253.7.2:16509/system") == "10.253.7.2"
     assert host_address("qemu+unix:///system?socket=/x") is None
 

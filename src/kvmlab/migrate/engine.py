@@ -162,7 +162,7 @@ def _attempt(transport: Transport, outcome: Outcome, ref: Baseline, progress: Pr
         progress("switched over: letting the source go, handing the address over")
         moved = transport.hand_over()
         _after_hand_over(transport, moved, outcome)
-        if net is not None:
+        if net is not None and not net.early:
             net.probe.retarget(*net.there)
         t_forwarded = time.monotonic()
         ceiling = STEADY_CEILING_S * transport.level_factor()
@@ -217,6 +217,9 @@ class _NetProbe:
     dest_rule: str
     echo_pid: int
     there: tuple[str, int]
+    early: bool
+    """Whether the destination held its forward from its start (then both paths are
+    probed throughout, and the guest answers on whichever it runs)."""
 
 
 ECHO_WAIT_S = 10.0
@@ -243,7 +246,8 @@ def _start_network_probe(
     transport.hmp(transport.source, f"hostfwd_add {netdev} {rule}")
     echo = guestside.start_echo(transport.source, GUEST_PORT)
     probe = NetworkProbe("127.0.0.1", port).start()
-    net = _NetProbe(probe, netdev, rule, dest_rule, echo, (there, port))
+    early = transport.forward_from_start(netdev, dest_rule)
+    net = _NetProbe(probe, netdev, rule, dest_rule, echo, (there, port), early)
     deadline = time.monotonic() + ECHO_WAIT_S * max(1.0, transport.level_factor())
     while not net.probe.arrivals and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -251,8 +255,15 @@ def _start_network_probe(
         _stop_network_probe(transport, net, transport.source)
         outcome.network_path = f"no echo came back through {rule} in {ECHO_WAIT_S:g} s"
         return None
-    transport.forwards.append((netdev, dest_rule))
-    after = "" if there == "127.0.0.1" else f", then {there}:{port} on the destination's host"
+    if early:
+        probe.add_target(there, port)
+    else:
+        transport.forwards.append((netdev, dest_rule))
+    after = (
+        ""
+        if there == "127.0.0.1"
+        else f"{' and' if early else ', then'} {there}:{port} on the destination's host"
+    )
     outcome.network_path = (
         f"udp 127.0.0.1:{port}{after} -> guest port {GUEST_PORT}, its user network"
     )

@@ -13,6 +13,7 @@ the probes sent in it that never came back are the loss.
 from __future__ import annotations
 
 import contextlib
+import select
 import socket
 import struct
 import threading
@@ -38,7 +39,11 @@ class Loss:
 
 
 class NetworkProbe(Arrivals):
-    """Probes to ``(host, port)`` at :data:`RATE_HZ`; ``arrivals`` are the echoes' times."""
+    """Probes to ``(host, port)`` at :data:`RATE_HZ`; ``arrivals`` are the echoes' times.
+
+    A guest migrating to another host can be probed on both paths at once: each probe
+    goes to every target, and an echo from either counts (the guest answers where it runs,
+    like an address that moves with it)."""
 
     def __init__(self, host: str, port: int) -> None:
         super().__init__()
@@ -47,43 +52,46 @@ class NetworkProbe(Arrivals):
         """When each probe went out (its sequence number is its index)."""
         self.echoed: set[int] = set()
         self._stop = threading.Event()
-        self._sock = self._socket()
+        self._socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM)]
         self._threads = [
             threading.Thread(target=self._send, name="kvmlab-netprobe-tx", daemon=True),
             threading.Thread(target=self._receive, name="kvmlab-netprobe-rx", daemon=True),
         ]
 
-    @staticmethod
-    def _socket() -> socket.socket:
+    def add_target(self, host: str, port: int) -> None:
+        """Probe ``(host, port)`` too, from a socket of its own (a connected UDP socket
+        keeps the source address it first took, loopback, which another host cannot
+        answer)."""
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        sock.settimeout(0.05)
-        return sock
+        sock.connect((host, port))
+        self._socks = [*self._socks, sock]
 
     def retarget(self, host: str, port: int) -> None:
-        """Probe ``(host, port)`` from now on (the guest's forward on another host after the
-        switch-over), from a new socket: a connected UDP socket keeps the source address
-        it first took (loopback), which another host cannot answer."""
+        """Probe only ``(host, port)`` from now on (the guest's forward on another host,
+        once it runs there)."""
         if (host, port) == self.target:
             return
-        fresh = self._socket()
-        fresh.connect((host, port))
-        old, self._sock, self.target = self._sock, fresh, (host, port)
-        old.close()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.connect((host, port))
+        old, self._socks, self.target = self._socks, [sock], (host, port)
+        for each in old:
+            each.close()
 
     def start(self) -> NetworkProbe:
         """Begin probing."""
-        self._sock.connect(self.target)
+        self._socks[0].connect(self.target)
         for thread in self._threads:
             thread.start()
         return self
 
     def stop(self) -> None:
-        """Stop probing (waits for both threads) and close the socket."""
+        """Stop probing (waits for both threads) and close the sockets."""
         self._stop.set()
         for thread in self._threads:
             if thread.is_alive():
                 thread.join(2.0)
-        self._sock.close()
+        for sock in self._socks:
+            sock.close()
 
     def _send(self) -> None:
         period = 1.0 / RATE_HZ
@@ -91,9 +99,11 @@ class NetworkProbe(Arrivals):
         while not self._stop.is_set():
             now = time.monotonic()
             self.sent.append(now)
-            # refused while no QEMU holds the forward (the switch-over): the loss it is
-            with contextlib.suppress(OSError):
-                self._sock.send(_PACKET.pack(len(self.sent) - 1, now))
+            packet = _PACKET.pack(len(self.sent) - 1, now)
+            for sock in self._socks:
+                # refused while no QEMU holds the forward (the switch-over): the loss it is
+                with contextlib.suppress(OSError):
+                    sock.send(packet)
             due += period
             pause = due - time.monotonic()
             if pause > 0:
@@ -104,13 +114,18 @@ class NetworkProbe(Arrivals):
     def _receive(self) -> None:
         while not self._stop.is_set():
             try:
-                data = self._sock.recv(64)
-            except (TimeoutError, OSError):  # nothing came, or the port was refused
+                ready, _, _ = select.select(self._socks, [], [], 0.05)
+            except (OSError, ValueError):  # a socket closed by retarget: take the new ones
                 continue
-            if len(data) == _PACKET.size:
-                seq, _ = _PACKET.unpack(data)
-                self.echoed.add(seq)
-                self.arrivals.append(time.monotonic())
+            for sock in ready:
+                try:
+                    data = sock.recv(64)
+                except OSError:  # the port was refused (no forward there yet), or closed
+                    continue
+                if len(data) == _PACKET.size:
+                    seq, _ = _PACKET.unpack(data)
+                    self.echoed.add(seq)
+                    self.arrivals.append(time.monotonic())
 
     def loss(self, since: float, until: float) -> Loss:
         """Probes sent in [since, until] and how many of them were never echoed."""

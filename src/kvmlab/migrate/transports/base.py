@@ -102,6 +102,12 @@ class Transport(ABC):
         loopback when both are here); None when the guest has no such network."""
         return (self.forwards[0][0], "127.0.0.1") if self.forwards else None
 
+    def forward_from_start(self, netdev: str, rule: str) -> bool:
+        """Give the destination the host forward ``rule`` on ``netdev`` from its start (it
+        then answers the moment the guest runs there); False when it cannot (one host:
+        the source holds the port until it exits, so the forward is added afterwards)."""
+        return False
+
     # --- before the dirtying workload starts -------------------------------------------------
 
     @abstractmethod

@@ -100,11 +100,17 @@ def host_address(uri: str) -> str | None:
 
 
 def user_netdev(xml: str) -> str | None:
-    """The id of the domain's first user-network netdev (rendered as a QEMU argument)."""
-    for arg in ET.fromstring(xml).iter(f"{{{QEMU_NS}}}arg"):
+    """The id of the domain's first user-network netdev: kvmlab's own (a QEMU argument,
+    for port forwards), else libvirt's ``<interface type='user'>``, whose netdev libvirt
+    names ``host`` + its alias (``hostnet0``; the alias is in the live XML)."""
+    root = ET.fromstring(xml)
+    for arg in root.iter(f"{{{QEMU_NS}}}arg"):
         value = arg.get("value", "")
         if value.startswith("user,"):
             return next((o[3:] for o in value.split(",") if o.startswith("id=")), None)
+    for alias in root.iterfind("devices/interface[@type='user']/alias"):
+        if alias.get("name"):
+            return f"host{alias.get('name')}"
     return None
 
 
@@ -216,17 +222,31 @@ class LibvirtTransport(Transport):
             where = publish(self.dconn, self.to_uri, list(files.values()))
         self.same_host = is_local(self.to_uri) and is_local(source.uri)
         self._beats = probe_files(source, self.to_uri, xml)
-        self._netdev = user_netdev(xml)
+        self._netdev = user_netdev(ET.tostring(live, encoding="unicode"))
         paths = {t: where[f] for t, f in files.items()}
         self._xml, self.forwards = dest_xml(xml, paths, self.same_host)
 
     def probe_route(self) -> tuple[str, str] | None:
-        """On another host the guest's forwards stay with its domain XML; the probe's own
-        forward binds there on the address kvmlab reaches that host at."""
-        if self.same_host:
-            return super().probe_route()
-        there = host_address(self.to_uri)
+        """The guest's user netdev (with or without forwards); the probe's own forward on
+        the destination binds this host's loopback, or on another host the address kvmlab
+        reaches that host at (the guest's own forwards stay in its domain XML there)."""
+        there = "127.0.0.1" if self.same_host else host_address(self.to_uri)
         return (self._netdev, there) if self._netdev and there else None
+
+    def forward_from_start(self, netdev: str, rule: str) -> bool:
+        """On another host the port is free from the start: the rule goes into kvmlab's
+        slirp netdev of the destination XML (libvirt's own ``<interface type='user'>``
+        has no forwards without passt: that one is added after the switch-over)."""
+        if self.same_host:
+            return False
+        root = ET.fromstring(self._xml)
+        for arg in root.iter(f"{{{QEMU_NS}}}arg"):
+            value = arg.get("value", "")
+            if value.startswith("user,") and f"id={netdev}" in value.split(","):
+                arg.set("value", f"{value},hostfwd={rule}")
+                self._xml = ET.tostring(root, encoding="unicode")
+                return True
+        return False
 
     def describe(self) -> str:
         return f"libvirt {self.settings.mode} to {self.to_uri}"
