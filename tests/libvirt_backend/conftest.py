@@ -76,6 +76,35 @@ def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True)
 
 
+def _ip_in(netns: str, *args: str) -> None:
+    """``ip`` inside ``netns`` by nsenter (``ip -n`` remounts /, which fails in a chroot)."""
+    _ip_argv = ["nsenter", f"--net=/run/netns/{netns}", "--", "ip", *args]
+    subprocess.run(_ip_argv, check=True, capture_output=True)
+
+
+def _left_in(netns: str, wait_s: float = 10.0) -> list[int]:
+    """The pids still in ``netns`` once killed ones have had ``wait_s`` to go (read from
+    /proc: ``ip netns pids`` would be one more thing that could fail quietly)."""
+    import time
+
+    ns = Path(f"/run/netns/{netns}").stat()
+    deadline = time.monotonic() + wait_s
+    while True:
+        inside = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                st = (entry / "ns" / "net").stat()
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) == (ns.st_dev, ns.st_ino):
+                inside.append(int(entry.name))
+        if not inside or time.monotonic() > deadline:
+            return inside
+        time.sleep(0.2)
+
+
 @contextlib.contextmanager
 def far_host(tmp: Path, name: str) -> Iterator[FarHost]:
     """Make the namespace, the link and the daemon; remove all three afterwards."""
@@ -91,20 +120,23 @@ def far_host(tmp: Path, name: str) -> Iterator[FarHost]:
         _ip("link", "set", there, "netns", netns)
         _ip("addr", "add", f"{near}/30", "dev", here)
         _ip("link", "set", here, "up")
-        _ip("-n", netns, "addr", "add", f"{address}/30", "dev", there)
-        _ip("-n", netns, "link", "set", there, "up")
-        _ip("-n", netns, "link", "set", "lo", "up")
+        _ip_in(netns, "addr", "add", f"{address}/30", "dev", there)
+        _ip_in(netns, "link", "set", there, "up")
+        _ip_in(netns, "link", "set", "lo", "up")
         env = {**os.environ, "KVMLAB_RUN_DIR": str(tmp / "far-run")}
         args = ["--tcp-port", "16509", "--netns", netns, "--listen", address]
-        started = cli(env, "libvirtd", "start", name, *args, timeout=120)
-        assert started.returncode == 0, started.stderr
-        uri = started.stdout.split()[1]
-        assert uri == f"qemu+tcp://{address}:16509/system", started.stdout
-        daemon = Daemon(started.stdout.split()[0], uri, env, tmp / "far-run")
+        daemon = Daemon("", None, env, tmp / "far-run")
         try:
+            started = cli(env, "libvirtd", "start", name, *args, timeout=120)
+            assert started.returncode == 0, started.stderr
+            uri = started.stdout.split()[1]
+            assert uri == f"qemu+tcp://{address}:16509/system", started.stdout
+            daemon = Daemon(started.stdout.split()[0], uri, env, tmp / "far-run")
             yield FarHost(uri, netns, address, near, daemon)
         finally:
-            _stop(daemon, name)
+            if (daemon.root / ".libvirtd" / name).exists():
+                _stop(daemon, name)
+            assert not _left_in(netns), "processes left in the far host's namespace"
     finally:
         subprocess.run(["ip", "netns", "delete", netns], check=False)
         subprocess.run(["ip", "link", "delete", here], check=False, capture_output=True)

@@ -115,11 +115,11 @@ BOOTED_TO_THE_AGENT = {"basic-vm1", "migrate-vm"}
 """Domains booted until their agent answers: the default image over 9p and the
 self-contained image (a cloud image with its seed boots through libvirt, to cloud-init's
 end, in test_cloud_init_libvirt.py); the agent channel is rendered alike for all. The others
-are started and must still run once their vCPUs have run a second of guest code (libvirt's
+are started and must still run once their vCPUs have run half a second of guest code (libvirt's
 CPU time): QEMU and libvirt have accepted every device by then (a device fails at start),
 and the guest's firmware or kernel is executing."""
 
-RAN_CPU_NS = 1_000_000_000
+RAN_CPU_NS = 500_000_000
 """The CPU time a started domain must have used (its vCPUs and QEMU's threads, as libvirt
 counts it) to count as running: progress, not a fixed wait (see STYLE.md)."""
 

@@ -15,7 +15,7 @@ from kvmlab.migrate.modes import Settings  # noqa: E402
 from kvmlab.migrate.transports.libvirt import (  # noqa: E402
     dest_xml,
     flags_for,
-    host_address,
+    ip_literal,
     params_for,
     user_netdev,
 )
@@ -79,6 +79,19 @@ def test_dest_xml_moves_the_image_and_holds_forwards_on_one_host() -> None:
     assert held == [] and "hostfwd=tcp:127.0.0.1:2230-:22" in xml
 
 
+def test_an_earlier_probes_forward_is_never_carried_on() -> None:
+    """A migration to another host gave the destination the network probe's forward in its
+    XML; the next migration of that guest (back here, say) must not bind it again."""
+    probed = XML.replace(
+        "hostfwd=udp::5000-:5000'", "hostfwd=udp::5000-:5000,hostfwd=udp:10.253.7.2:40000-:7777'"
+    )
+    for same_host in (True, False):
+        xml, held = dest_xml(probed, {}, same_host=same_host)
+        assert ":7777" not in xml and all(":7777" not in rule for _, rule in held)
+    xml, _ = dest_xml(probed, {}, same_host=False)
+    assert "hostfwd=udp::5000-:5000" in xml  # the lab's own UDP forward stays
+
+
 def test_flags_and_params_per_mode() -> None:
     live = libvirt.VIR_MIGRATE_LIVE
     assert flags_for(Settings(), False) == live
@@ -101,6 +114,13 @@ def test_flags_and_params_per_mode() -> None:
     assert remote[libvirt.VIR_MIGRATE_PARAM_URI] == "tcp://10.253.7.2"
     remote = params_for(Settings(), "qemu+tcp://[fd00::2]:16509/system", "<domain/>")
     assert remote[libvirt.VIR_MIGRATE_PARAM_URI] == "tcp://[fd00::2]"
+    named = params_for(Settings(), "qemu+ssh://host2/system", "<domain/>")
+    assert libvirt.VIR_MIGRATE_PARAM_URI not in named  # a name is libvirt's to resolve
+    # back from another host: this host's address on the route to it (loopback here)
+    back = params_for(Settings(), "qemu:///system", "<domain/>", "qemu+tcp://127.0.0.7/system")
+    assert back[libvirt.VIR_MIGRATE_PARAM_URI] == "tcp://127.0.0.1"
+    back = params_for(Settings(), "qemu:///system", "<domain/>", "qemu+tcp://10.253.7.2/system")
+    assert back.get(libvirt.VIR_MIGRATE_PARAM_URI) != "tcp://127.0.0.1"
 
 
 def test_the_user_netdev_and_the_host_address_of_a_destination() -> None:
@@ -108,8 +128,9 @@ def test_the_user_netdev_and_the_host_address_of_a_destination() -> None:
     assert user_netdev("<domain xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'/>") is None
     libvirts = "<domain><devices><interface type='user'><alias name='net0'/></interface>"
     assert user_netdev(libvirts + "</devices></domain>") == "hostnet0"
-    assert host_address("qemu+tcp://10.253.7.2:16509/system") == "10.253.7.2"
-    assert host_address("qemu+unix:///system?socket=/x") is None
+    assert str(ip_literal("qemu+tcp://10.253.7.2:16509/system")) == "10.253.7.2"
+    assert ip_literal("qemu+unix:///system?socket=/x") is None
+    assert ip_literal("qemu+ssh://host2/system") is None  # never resolved
 
 
 @pytest.mark.parametrize(

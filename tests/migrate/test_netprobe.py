@@ -87,22 +87,34 @@ def test_probes_to_a_port_nobody_holds_are_all_lost() -> None:
     assert probe.arrivals == [] and loss.sent > 0 and loss.lost == loss.sent
 
 
-def test_retargeted_probes_reach_the_guest_on_its_new_host() -> None:
-    """After the switch-over to another host the probes go to the forward there (another
-    address: 127.0.0.2 stands in for it), from a socket whose source address that host can
-    answer; the old path gets nothing more."""
+def test_probes_go_both_ways_and_the_echo_counts_where_the_guest_runs() -> None:
+    """A guest migrating to another host is probed on both paths (127.0.0.2 stands in for
+    the destination's forward): while the source echoes and after the destination takes
+    over, every probe comes back once at least, and the hand-over is the only gap."""
     with running("127.0.0.1") as source, running("127.0.0.2") as dest:
+        dest.paused.set()  # the destination's QEMU holds its forward, the guest is not there
         probe = NetworkProbe("127.0.0.1", source.port).start()
         try:
+            probe.add_target("127.0.0.2", dest.port)
             time.sleep(0.3)
-            probe.retarget("127.0.0.2", dest.port)
-            t_moved = time.monotonic()
-            before = source.echoed
+            t_switch = time.monotonic()
+            source.paused.set()  # the switch-over: the guest stops on the source ...
+            time.sleep(0.2)
+            dest.paused.clear()  # ... and runs on the destination
             time.sleep(0.4)
             end = time.monotonic()
         finally:
             probe.stop()
-        assert before > 100 and source.echoed - before <= 5, (before, source.echoed)
-        assert dest.echoed > 200, dest.echoed
-        gap = probe.longest_gap(t_moved, end)
-        assert gap is not None and gap.seconds < 0.2, gap
+        assert source.echoed > 100 and dest.echoed > 200, (source.echoed, dest.echoed)
+        gap = probe.longest_gap(t_switch - 0.05, end)
+        assert gap is not None and 0.15 <= gap.seconds < 1.0, gap
+        calm = probe.longest_gap(t_switch + 0.3, end)
+        assert calm is not None and calm.seconds < 0.2, calm
+        assert probe.loss(t_switch + 0.3, end - 0.05).lost == 0
+
+
+def test_a_destination_with_no_route_is_refused_at_once() -> None:
+    probe = NetworkProbe("127.0.0.1", free_udp_port())
+    with pytest.raises(OSError):
+        probe.add_target("256.1.1.1", 9)
+    probe.stop()

@@ -312,7 +312,8 @@ def test_the_generators_drops_count_although_start_resets_them(
         lambda _: None,
     )  # type: ignore[arg-type]
     lost = [s.value for s in got if s.metric == "64B sent lost"]
-    assert lost == pytest.approx([0.0005] * 3)  # 500/s in every trial, not only the first
+    # 500/s in every trial, not only the first (the fake clock's sums round a packet)
+    assert lost == pytest.approx([0.0005] * 3, rel=0.01)
 
 
 def test_a_sink_that_never_drains_fails_the_trial(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -329,7 +330,7 @@ def test_a_sink_that_never_drains_fails_the_trial(monkeypatch: pytest.MonkeyPatc
 
     counted[2] = Busy("sink", counted[2].gen, {0: (900, 0)})
     at = Where("default", "host", "L0", "native", "cmd", 1)
-    with pytest.raises(RuntimeFailure, match="still received packets"):
+    with pytest.raises(RuntimeFailure, match="packets still moved"):
         pvp.measure(
             gen,
             counted,
@@ -341,3 +342,37 @@ def test_a_sink_that_never_drains_fails_the_trial(monkeypatch: pytest.MonkeyPatc
             at,
             lambda _: None,
         )  # type: ignore[arg-type]
+
+
+def test_what_a_ring_held_before_the_trial_is_not_counted_in_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """256 packets (a guest's ring) left from before the trial reach the sink only once
+    the path is read: the trial starts after they have, so no hop counts more than the
+    one before it was given (the fault a fresh-machine run hit: guest in > switch to guest)."""
+    import kvmlab.net.pvp as pvp
+
+    gen, counted = fake_loopback(monkeypatch)
+
+    class Leftover(FakeCounted):
+        def snapshot(self) -> Any:
+            snap = super().snapshot()
+            if self.reads > 1:  # its testpmd polls from its second read on
+                snap.ports[0].rx_packets += 256
+            return snap
+
+    counted[2] = Leftover("sink", counted[2].gen, {0: (900, 0)})
+    at = Where("default", "host", "L0", "native", "cmd", 1)
+    got = pvp.measure(
+        gen,
+        counted,
+        loopback_hops(["kvmlab-gen", "kvmlab-sink"]),
+        [64],
+        0,
+        1,
+        1,
+        at,
+        lambda _: None,
+    )  # type: ignore[arg-type]
+    value = {s.metric: s.value for s in got}
+    assert value["64B received"] == pytest.approx(0.0009)  # not 0.0009 + 256 a second

@@ -63,6 +63,12 @@ def test_stopping_a_dead_daemon_on_record_removes_its_state(
         (["--netns", "h2"], "--listen and --netns go with --tcp-port"),
         (["--tcp-port", "16600", "--netns", "../x"], "--netns '../x': a namespace name"),
         (
+            ["--tcp-port", "16600", "--listen", 'fe80::1%x"\nunix_sock_rw_perms = "0777'],
+            "give an IP address",
+        ),
+        (["--tcp-port", "16600", "--listen", "0.0.0.0"], "a wildcard"),
+        (["--tcp-port", "16600", "--listen", "10.77.0.2"], "without --netns: an unauthenticated"),
+        (
             ["--tcp-port", "16600", "--netns", "kvmlab-nosuch-ns"],
             "--netns kvmlab-nosuch-ns: no such network namespace (ip netns add",
         ),
@@ -92,3 +98,24 @@ def test_the_tcp_uri_names_the_address_it_listens_on() -> None:
         PrivateDaemon("h", tcp_port=1, listen="fd00::2").tcp_uri == "qemu+tcp://[fd00::2]:1/system"
     )
     assert PrivateDaemon("h").tcp_uri is None
+
+
+def test_a_tampered_record_names_no_address_or_namespace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """daemon.json is a file: a listen address or namespace written into it by hand is
+    checked again when read (``list`` shows defaults, never the text)."""
+    import json
+
+    monkeypatch.setenv("KVMLAB_RUN_DIR", str(tmp_path / "run"))
+    from kvmlab.proc.confined import checked_run_root
+
+    root = checked_run_root() / ".libvirtd" / "host2"
+    root.mkdir(parents=True)
+    record = {"pid": 0, "tcp_port": 1, "listen": "evil@x/", "netns": "../../x"}
+    (root / "daemon.json").write_text(json.dumps(record))
+    assert run(["libvirtd", "list", "-o", "json"], monkeypatch) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["tcp_uri"] == "qemu+tcp://127.0.0.1:1/system" and rows[0]["netns"] is None
+    (root / "daemon.json").write_text(json.dumps({**record, "listen": None}))
+    assert run(["libvirtd", "list", "-o", "json"], monkeypatch) == 0

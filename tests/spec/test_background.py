@@ -38,8 +38,9 @@ def test_kvmlabs_own_guest_programs_are_found_beside_kvmlab() -> None:
 def test_only_kvmlabs_own_programs_are_waited_for_until_they_say_they_run() -> None:
     from kvmlab.runtime.lab import announces_ready
 
-    assert announces_ready("kvmlab-rtc --hz 1024")
-    assert announces_ready("/usr/local/bin/kvmlab-rtc")
+    assert announces_ready("kvmlab-rtc --hz 1024")  # installed beside kvmlab
+    assert not announces_ready("/usr/local/bin/kvmlab-rtc")  # a user's, of a like name
+    assert not announces_ready("kvmlab-nosuch")  # on the guest's PATH, if anywhere
     assert not announces_ready("stress-ng --fork 1")
     assert not announces_ready("sleep kvmlab-rtc")
 

@@ -162,8 +162,6 @@ def _attempt(transport: Transport, outcome: Outcome, ref: Baseline, progress: Pr
         progress("switched over: letting the source go, handing the address over")
         moved = transport.hand_over()
         _after_hand_over(transport, moved, outcome)
-        if net is not None and not net.early:
-            net.probe.retarget(*net.there)
         t_forwarded = time.monotonic()
         ceiling = STEADY_CEILING_S * transport.level_factor()
         if watch is not None:
@@ -216,10 +214,9 @@ class _NetProbe:
     rule: str
     dest_rule: str
     echo_pid: int
-    there: tuple[str, int]
     early: bool
-    """Whether the destination held its forward from its start (then both paths are
-    probed throughout, and the guest answers on whichever it runs)."""
+    """Whether the destination (on another host) held its forward from its start: then
+    both paths are probed throughout, and the guest answers on whichever it runs."""
 
 
 ECHO_WAIT_S = 10.0
@@ -230,44 +227,48 @@ def _start_network_probe(
     transport: Transport, outcome: Outcome, progress: Progress
 ) -> _NetProbe | None:
     """UDP probes from this host to the guest through a port forward on its user network,
-    echoed there; the forward moves to the destination with the lab's own. None (and why,
-    in ``outcome``) when the guest has no forward that moves with it, or no echo came."""
+    echoed there. On one host the forward moves to the destination with the lab's own; to
+    another host the destination holds one of its own from its start and every probe goes
+    both ways. None (and why, in ``outcome``) when no probe can reach the guest, or no
+    echo came."""
     route = transport.probe_route()
-    if route is None:
-        outcome.network_path = (
-            "the guest has no user-network port forward that moves with it to the "
-            "destination, so no probe reaches it from this host"
-        )
+    if isinstance(route, str):
+        outcome.network_path = route
         return None
     netdev, there = route
     port = free_udp_port()
     rule = f"udp:127.0.0.1:{port}-:{GUEST_PORT}"
     dest_rule = f"udp:{there}:{port}-:{GUEST_PORT}"
+    early = there != "127.0.0.1"
     transport.hmp(transport.source, f"hostfwd_add {netdev} {rule}")
     echo = guestside.start_echo(transport.source, GUEST_PORT)
     probe = NetworkProbe("127.0.0.1", port).start()
-    early = transport.forward_from_start(netdev, dest_rule)
-    net = _NetProbe(probe, netdev, rule, dest_rule, echo, (there, port), early)
+    net = _NetProbe(probe, netdev, rule, dest_rule, echo, early)
     deadline = time.monotonic() + ECHO_WAIT_S * max(1.0, transport.level_factor())
     while not net.probe.arrivals and time.monotonic() < deadline:
         time.sleep(0.05)
+    why = None
     if not net.probe.arrivals:
+        why = f"no echo came back through {rule} in {ECHO_WAIT_S:g} s"
+    elif early:
+        try:
+            probe.add_target(there, port)
+        except OSError as exc:
+            why = f"no route to {there} for the probe: {exc}"
+        else:
+            if not transport.forward_from_start(netdev, dest_rule):
+                why = "the destination's user network takes no forward at its start"
+    if why is not None:
         _stop_network_probe(transport, net, transport.source)
-        outcome.network_path = f"no echo came back through {rule} in {ECHO_WAIT_S:g} s"
+        outcome.network_path = why
         return None
-    if early:
-        probe.add_target(there, port)
-    else:
+    if not early:
         transport.forwards.append((netdev, dest_rule))
-    after = (
-        ""
-        if there == "127.0.0.1"
-        else f"{' and' if early else ', then'} {there}:{port} on the destination's host"
-    )
+    both = f" and {there}:{port} on the destination's host" if early else ""
     outcome.network_path = (
-        f"udp 127.0.0.1:{port}{after} -> guest port {GUEST_PORT}, its user network"
+        f"udp 127.0.0.1:{port}{both} -> guest port {GUEST_PORT}, its user network"
     )
-    progress(f"network probe: UDP at 1 kHz to 127.0.0.1:{port}{after}, echoed in the guest")
+    progress(f"network probe: UDP at 1 kHz to 127.0.0.1:{port}{both}, echoed in the guest")
     return net
 
 

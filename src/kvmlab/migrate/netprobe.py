@@ -52,7 +52,7 @@ class NetworkProbe(Arrivals):
         """When each probe went out (its sequence number is its index)."""
         self.echoed: set[int] = set()
         self._stop = threading.Event()
-        self._socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM)]
+        self._socks = [self._socket()]
         self._threads = [
             threading.Thread(target=self._send, name="kvmlab-netprobe-tx", daemon=True),
             threading.Thread(target=self._receive, name="kvmlab-netprobe-rx", daemon=True),
@@ -62,20 +62,19 @@ class NetworkProbe(Arrivals):
         """Probe ``(host, port)`` too, from a socket of its own (a connected UDP socket
         keeps the source address it first took, loopback, which another host cannot
         answer)."""
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        sock.connect((host, port))
+        sock = self._socket()
+        try:
+            sock.connect((host, port))
+        except OSError:
+            sock.close()
+            raise
         self._socks = [*self._socks, sock]
 
-    def retarget(self, host: str, port: int) -> None:
-        """Probe only ``(host, port)`` from now on (the guest's forward on another host,
-        once it runs there)."""
-        if (host, port) == self.target:
-            return
+    @staticmethod
+    def _socket() -> socket.socket:
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        sock.connect((host, port))
-        old, self._socks, self.target = self._socks, [sock], (host, port)
-        for each in old:
-            each.close()
+        sock.setblocking(False)  # select says readable; a datagram dropped since never blocks
+        return sock
 
     def start(self) -> NetworkProbe:
         """Begin probing."""
@@ -115,7 +114,7 @@ class NetworkProbe(Arrivals):
         while not self._stop.is_set():
             try:
                 ready, _, _ = select.select(self._socks, [], [], 0.05)
-            except (OSError, ValueError):  # a socket closed by retarget: take the new ones
+            except (OSError, ValueError):  # a socket closed by stop()
                 continue
             for sock in ready:
                 try:

@@ -231,9 +231,10 @@ def background_argv(command: str) -> list[str]:
 
 
 def announces_ready(command: str) -> bool:
-    """Whether ``command`` is one of kvmlab's own guest programs, which print their first
-    line only once they are running as asked (``kvmlab-rtc``: the ticks are on)."""
-    return Path(shlex.split(command)[0]).name.startswith("kvmlab-")
+    """Whether ``command`` is one of kvmlab's own guest programs (found beside kvmlab, not
+    a program of the user's of a like name), which print their first line only once they
+    run as asked (``kvmlab-rtc``: the ticks are on) or have failed."""
+    return background_argv(command)[0] != shlex.split(command)[0]
 
 
 def start_background(machine: Machine, commands: Sequence[str]) -> list[int]:
@@ -241,19 +242,20 @@ def start_background(machine: Machine, commands: Sequence[str]) -> list[int]:
     ``/run/kvmlab-background-N.log`` there; their guest pids. kvmlab's own programs are
     waited for until they say they run (a profile taken after ``up`` must see their
     steady state, and a Python program starting over a nested 9p share on a loaded host
-    takes seconds); the others must still run after :data:`BACKGROUND_GRACE_S` (scaled by
-    the guest's slowness, once for them all). One that has exited is a RuntimeFailure
-    with what it printed."""
+    takes seconds); then every one must still run after :data:`BACKGROUND_GRACE_S`
+    (scaled by the guest's slowness, once for them all). One that has exited is a
+    RuntimeFailure with what it printed."""
     started = []
     for i, command in enumerate(commands):
         log = f"/run/kvmlab-background-{i}.log"
         argv = ["sh", "-c", 'exec "$@" >"$0" 2>&1', log, *background_argv(command)]
         started.append((command, log, machine.exec_background(argv)))
-    if not all(announces_ready(command) for command in commands):
-        time.sleep(BACKGROUND_GRACE_S * max(1.0, machine.level_factor()))
     for command, log, pid in started:
         if announces_ready(command):
             _await_first_line(machine, command, log, pid)
+    # then the grace, for them all: a program that printed an error is exiting by then
+    time.sleep(BACKGROUND_GRACE_S * max(1.0, machine.level_factor()))
+    for command, log, pid in started:
         alive = machine.exec(["sh", "-c", 'kill -0 "$1" 2>/dev/null', "-", str(pid)], timeout=60)
         if alive.returncode != 0:
             said = machine.exec(["tail", "-n", "5", log], timeout=60).stdout

@@ -96,11 +96,16 @@ class Transport(ABC):
         """Refuse a route this backend cannot take (:class:`UsageError`, naming the one
         it can)."""
 
-    def probe_route(self) -> tuple[str, str] | None:
+    def probe_route(self) -> tuple[str, str] | str:
         """Where the network probe goes: the user netdev whose forwards follow the guest,
         and the address its probe forward binds on the destination's host (this host's
-        loopback when both are here); None when the guest has no such network."""
-        return (self.forwards[0][0], "127.0.0.1") if self.forwards else None
+        loopback when both are here); or why there is no probe."""
+        if not self.forwards:
+            return (
+                "the guest has no user-network port forward that moves with it to the "
+                "destination, so no probe reaches it from this host"
+            )
+        return (self.forwards[0][0], "127.0.0.1")
 
     def forward_from_start(self, netdev: str, rule: str) -> bool:
         """Give the destination the host forward ``rule`` on ``netdev`` from its start (it

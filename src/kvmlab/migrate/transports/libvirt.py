@@ -12,6 +12,7 @@ follows it (URI, pid).
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import socket
 import threading
@@ -28,6 +29,7 @@ from kvmlab.errors import KvmlabError, StateError, UsageError
 from kvmlab.guest.kernel import default_cache_dir
 from kvmlab.migrate.jobinfo import job_stats
 from kvmlab.migrate.modes import Settings
+from kvmlab.migrate.netprobe import GUEST_PORT
 from kvmlab.migrate.probe import Where
 from kvmlab.migrate.result import Outcome
 from kvmlab.migrate.transports.base import JobState, Progress, Refused, Route, Transport
@@ -67,7 +69,9 @@ def flags_for(settings: Settings, persistent: bool) -> int:
     return int(flags)
 
 
-def params_for(settings: Settings, dest_uri: str, xml: str) -> dict[str, Any]:
+def params_for(
+    settings: Settings, dest_uri: str, xml: str, source_uri: str = "qemu:///system"
+) -> dict[str, Any]:
     """``virDomainMigrate3``'s typed parameters: the destination XML (its image paths),
     bandwidth, multifd channels; a loopback destination streams over loopback."""
     params: dict[str, Any] = {libvirt.VIR_MIGRATE_PARAM_DEST_XML: xml}
@@ -77,26 +81,46 @@ def params_for(settings: Settings, dest_uri: str, xml: str) -> dict[str, Any]:
         params[libvirt.VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS] = settings.multifd_channels
     if settings.mode == "xbzrle":
         params[libvirt.VIR_MIGRATE_PARAM_COMPRESSION] = "xbzrle"
-    if is_local(dest_uri):  # the daemon's host name may not resolve to this host
-        params[libvirt.VIR_MIGRATE_PARAM_URI] = "tcp://127.0.0.1"
-    elif (there := host_address(dest_uri)) is not None:
-        # the address kvmlab reached the daemon at, not the host name it reports (which
-        # may resolve to another interface, or to the source's host in a container)
-        host = f"[{there}]" if ":" in there else there
-        params[libvirt.VIR_MIGRATE_PARAM_URI] = f"tcp://{host}"
+    host = stream_address(source_uri, dest_uri)
+    if host is not None:
+        params[libvirt.VIR_MIGRATE_PARAM_URI] = (
+            f"tcp://[{host}]" if ":" in host else f"tcp://{host}"
+        )
     return params
 
 
-def host_address(uri: str) -> str | None:
-    """The IP address of the host in ``uri`` (resolved once), or None without one."""
+def stream_address(source_uri: str, dest_uri: str) -> str | None:
+    """Where the source's QEMU sends the migration stream, when kvmlab knows better than
+    the host name the destination daemon reports (which may resolve elsewhere: another
+    interface, or from a namespace to the wrong host): this host's loopback between two
+    daemons of this host; the address the user gave for another host; for a guest coming
+    back from another host, the address of this host on the route to it. None: libvirt's
+    own choice (a host given by name is libvirt's to resolve)."""
+    here, there = is_local(source_uri), is_local(dest_uri)
+    if here and there:
+        return "127.0.0.1"
+    if not there:
+        dest = ip_literal(dest_uri)
+        return str(dest) if dest is not None else None
+    source = ip_literal(source_uri)
+    if source is None:
+        return None
+    family = socket.AF_INET6 if source.version == 6 else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect((str(source), 9))  # routes only: nothing is sent
+        except OSError:
+            return None
+        return str(probe.getsockname()[0])
+
+
+def ip_literal(uri: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The host of ``uri`` when it is written as an IP address (nothing is resolved)."""
     host = urlsplit(uri).hostname
-    if not host:
-        return None
     try:
-        found = socket.getaddrinfo(host, None, type=socket.SOCK_DGRAM)
-    except (OSError, UnicodeError):
+        return ipaddress.ip_address(host or "")
+    except ValueError:
         return None
-    return str(found[0][4][0]) if found else None
 
 
 def user_netdev(xml: str) -> str | None:
@@ -150,11 +174,19 @@ def dest_xml(
         if node is not None:
             node.text = str(path)
     held: list[tuple[str, str]] = []
-    for arg in root.iter(f"{{{QEMU_NS}}}arg") if same_host else ():
+    for arg in root.iter(f"{{{QEMU_NS}}}arg"):
         value = arg.get("value", "")
         if not value.startswith("user,") or "hostfwd=" not in value:
             continue
-        opts = value.split(",")
+        # a network probe's forward that an earlier migration gave the domain is not the
+        # lab's: it is never carried on (the probe adds its own)
+        probe = ("hostfwd=udp:", f"-:{GUEST_PORT}")
+        opts = [
+            o for o in value.split(",") if not (o.startswith(probe[0]) and o.endswith(probe[1]))
+        ]
+        arg.set("value", ",".join(opts))
+        if not same_host:
+            continue
         netdev = next((o[3:] for o in opts if o.startswith("id=")), "")
         held += [(netdev, o[len("hostfwd=") :]) for o in opts if o.startswith("hostfwd=")]
         arg.set("value", ",".join(o for o in opts if not o.startswith("hostfwd=")))
@@ -226,17 +258,29 @@ class LibvirtTransport(Transport):
         paths = {t: where[f] for t, f in files.items()}
         self._xml, self.forwards = dest_xml(xml, paths, self.same_host)
 
-    def probe_route(self) -> tuple[str, str] | None:
-        """The guest's user netdev (with or without forwards); the probe's own forward on
-        the destination binds this host's loopback, or on another host the address kvmlab
-        reaches that host at (the guest's own forwards stay in its domain XML there)."""
-        there = "127.0.0.1" if self.same_host else host_address(self.to_uri)
-        return (self._netdev, there) if self._netdev and there else None
+    def probe_route(self) -> tuple[str, str] | str:
+        """The guest's user netdev (with or without forwards) and where the probe's forward
+        binds on the destination: this host's loopback, or on another host the IPv4
+        address the user reached it at (slirp forwards only IPv4; a name is not resolved
+        here, where it may mean something else); or why there is no probe."""
+        if not is_local(self.lv_source.uri):
+            return f"the guest runs on {self.lv_source.uri}, whose forwards this host cannot reach"
+        if self._netdev is None:
+            return "the guest has no user network, so no probe reaches it from this host"
+        if self.same_host:
+            return (self._netdev, "127.0.0.1")
+        there = ip_literal(self.to_uri)
+        if there is None or there.version != 4:
+            return (
+                f"--to {self.to_uri} names its host by name or IPv6; the probe's forward "
+                "there binds the IPv4 address it is reached at (write the URI with it)"
+            )
+        return (self._netdev, str(there))
 
     def forward_from_start(self, netdev: str, rule: str) -> bool:
         """On another host the port is free from the start: the rule goes into kvmlab's
         slirp netdev of the destination XML (libvirt's own ``<interface type='user'>``
-        has no forwards without passt: that one is added after the switch-over)."""
+        takes no forward without passt: then there is no probe)."""
         if self.same_host:
             return False
         root = ET.fromstring(self._xml)
@@ -273,7 +317,10 @@ class LibvirtTransport(Transport):
             self.lv_source.domain().migrateSetMaxDowntime(self.settings.downtime_limit_ms, 0)
 
     def start(self, progress: Progress) -> None:
-        dom, params = self.lv_source.domain(), params_for(self.settings, self.to_uri, self._xml)
+        dom, params = (
+            self.lv_source.domain(),
+            params_for(self.settings, self.to_uri, self._xml, self.lv_source.uri),
+        )
 
         def run() -> None:
             try:

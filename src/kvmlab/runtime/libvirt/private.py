@@ -28,7 +28,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from kvmlab.errors import HostError, ToolMissing, UsageError
+from kvmlab.errors import HostError, ToolMissing, UsageError, printable
 from kvmlab.proc.confined import checked_run_root, create_owned, remove_owned, write_private
 from kvmlab.proc.processes import alive, start_time, terminate
 from kvmlab.spec.names import is_name
@@ -98,7 +98,14 @@ class PrivateDaemon:
         except (OSError, ValueError):
             return daemon
         known = {"pid", "pid_start", "tcp_port", "mnt_ns", "kvm_hidden", "listen", "netns"}
-        return cls(name, **{k: v for k, v in data.items() if k in known})
+        fields = {k: v for k, v in data.items() if k in known}
+        # a record is a file: what names an address or a namespace is checked again
+        listen, netns = fields.get("listen", "127.0.0.1"), fields.get("netns")
+        if not isinstance(listen, str) or not _plain_address(listen):
+            fields["listen"] = "127.0.0.1"
+        if netns is not None and not (isinstance(netns, str) and is_name(netns)):
+            fields["netns"] = None
+        return cls(name, **fields)
 
 
 def check_name(name: str) -> None:
@@ -159,18 +166,32 @@ def _shared_parent(target: str) -> str | None:
 
 
 def check_network(tcp_port: int | None, listen: str, netns: str | None) -> str:
-    """The listen address, normalised; refused (UsageError) when it is not an IP address,
-    is given without a TCP port, or names a namespace that does not exist."""
+    """The listen address, normalised; refused (UsageError) when it is not a plain IP
+    address (no zone: it is written into libvirtd.conf), is a wildcard, is given without a
+    TCP port, is not loopback outside a namespace of its own, or names a namespace that
+    does not exist."""
     try:
         address = ipaddress.ip_address(listen)
     except ValueError:
-        raise UsageError(f"--listen {listen!r}: give an IP address (e.g. 10.77.0.2)") from None
+        address = None
+    if address is None or "%" in listen:
+        raise UsageError(
+            f"--listen {printable(repr(listen[:60]))}: give an IP address (e.g. 10.77.0.2)"
+        )
+    if address.is_unspecified:
+        raise UsageError(f"--listen {listen}: a wildcard; give the one address to listen on")
     if not tcp_port and (netns is not None or not address.is_loopback):
         raise UsageError("--listen and --netns go with --tcp-port (the daemon's TCP listener)")
+    if netns is None and not address.is_loopback:
+        raise UsageError(
+            f"--listen {listen} without --netns: an unauthenticated root daemon on this "
+            "host's network; run it in a network namespace of its own (--netns NAME)"
+        )
     if netns is not None:
         if not is_name(netns):
             raise UsageError(
-                f"--netns {netns!r}: a namespace name of lower-case letters, digits and dashes"
+                f"--netns {printable(repr(netns[:60]))}: a namespace name of lower-case "
+                "letters, digits and dashes"
             )
         if not (NETNS_DIR / netns).exists():
             raise UsageError(
@@ -178,6 +199,14 @@ def check_network(tcp_port: int | None, listen: str, netns: str | None) -> str:
                 "it an address for --listen)"
             )
     return str(address)
+
+
+def _plain_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return "%" not in text
 
 
 NETNS_DIR = Path("/run/netns")
@@ -277,12 +306,14 @@ def start(
             f"chgrp {user[1]} {dev}/kvm",
             f"mount --bind {dev}/kvm /dev/kvm",
         ]
-    listen = " -l" if tcp_port else ""  # its pid file in its own /run/libvirt
+    listen_flag = " -l" if tcp_port else ""  # its pid file in its own /run/libvirt
     daemon_argv = "exec libvirtd -f /etc/libvirt/libvirtd.conf -p /run/libvirt/libvirtd.pid"
-    script = " && ".join([*binds, daemon_argv + listen])
+    script = " && ".join([*binds, daemon_argv + listen_flag])
     propagation = "private" if whole_root else "unchanged"  # a chroot: checked above
     log = (root / "daemon.out").open("wb")
-    inside = ["ip", "netns", "exec", netns] if netns else []
+    # nsenter, not `ip netns exec`: that also remounts / as a slave, which fails where /
+    # is no mount point (a chroot)
+    inside = ["nsenter", f"--net={NETNS_DIR / netns}", "--"] if netns else []
     proc = subprocess.Popen(
         [*inside, "unshare", "--mount", f"--propagation={propagation}", "sh", "-c", script],
         stdin=subprocess.DEVNULL,
