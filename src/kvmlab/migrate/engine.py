@@ -227,44 +227,49 @@ def _start_network_probe(
     transport: Transport, outcome: Outcome, progress: Progress
 ) -> _NetProbe | None:
     """UDP probes from this host to the guest through a port forward on its user network,
-    echoed there. On one host the forward moves to the destination with the lab's own; to
-    another host the destination holds one of its own from its start and every probe goes
-    both ways. None (and why, in ``outcome``) when no probe can reach the guest, or no
-    echo came."""
+    echoed there. Where the backend can give the destination a forward of its own from its
+    start (another port on this host, the same one on another host), every probe goes both
+    ways and the guest answers where it runs; otherwise (one host, QEMU's own migration)
+    the forward moves to the destination with the lab's own, once the source lets go of
+    it. None (and why, in ``outcome``) when no probe can reach the guest, or no echo came."""
     route = transport.probe_route()
     if isinstance(route, str):
         outcome.network_path = route
         return None
     netdev, there = route
+    remote = there != "127.0.0.1"
     port = free_udp_port()
     rule = f"udp:127.0.0.1:{port}-:{GUEST_PORT}"
-    dest_rule = f"udp:{there}:{port}-:{GUEST_PORT}"
-    early = there != "127.0.0.1"
+    dest_port = port if remote else free_udp_port()
+    own_rule = f"udp:{there}:{dest_port}-:{GUEST_PORT}"
     transport.hmp(transport.source, f"hostfwd_add {netdev} {rule}")
     echo = guestside.start_echo(transport.source, GUEST_PORT)
     probe = NetworkProbe("127.0.0.1", port).start()
-    net = _NetProbe(probe, netdev, rule, dest_rule, echo, early)
+    net = _NetProbe(probe, netdev, rule, rule, echo, False)
     deadline = time.monotonic() + ECHO_WAIT_S * max(1.0, transport.level_factor())
     while not net.probe.arrivals and time.monotonic() < deadline:
         time.sleep(0.05)
     why = None
+    early = False
     if not net.probe.arrivals:
         why = f"no echo came back through {rule} in {ECHO_WAIT_S:g} s"
-    elif early:
+    elif transport.forward_from_start(netdev, own_rule):
+        early = True
+        net = _NetProbe(probe, netdev, rule, own_rule, echo, True)
         try:
-            probe.add_target(there, port)
+            probe.add_target(there, dest_port)
         except OSError as exc:
             why = f"no route to {there} for the probe: {exc}"
-        else:
-            if not transport.forward_from_start(netdev, dest_rule):
-                why = "the destination's user network takes no forward at its start"
+    elif remote:
+        why = "the destination's user network takes no forward at its start"
     if why is not None:
         _stop_network_probe(transport, net, transport.source)
         outcome.network_path = why
         return None
     if not early:
-        transport.forwards.append((netdev, dest_rule))
-    both = f" and {there}:{port} on the destination's host" if early else ""
+        transport.forwards.append((netdev, rule))
+    where = "the destination's host" if remote else "the destination"
+    both = f" and {there}:{dest_port} on {where}" if early else ""
     outcome.network_path = (
         f"udp 127.0.0.1:{port}{both} -> guest port {GUEST_PORT}, its user network"
     )

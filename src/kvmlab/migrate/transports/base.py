@@ -109,8 +109,8 @@ class Transport(ABC):
 
     def forward_from_start(self, netdev: str, rule: str) -> bool:
         """Give the destination the host forward ``rule`` on ``netdev`` from its start (it
-        then answers the moment the guest runs there); False when it cannot (one host:
-        the source holds the port until it exits, so the forward is added afterwards)."""
+        then answers the moment the guest runs there); False when it cannot (QEMU's own
+        migration starts the destination before the probe: the forward moves afterwards)."""
         return False
 
     # --- before the dirtying workload starts -------------------------------------------------

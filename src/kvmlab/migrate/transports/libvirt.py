@@ -278,11 +278,9 @@ class LibvirtTransport(Transport):
         return (self._netdev, str(there))
 
     def forward_from_start(self, netdev: str, rule: str) -> bool:
-        """On another host the port is free from the start: the rule goes into kvmlab's
-        slirp netdev of the destination XML (libvirt's own ``<interface type='user'>``
-        takes no forward without passt: then there is no probe)."""
-        if self.same_host:
-            return False
+        """The rule goes into kvmlab's slirp netdev of the destination XML (a port of its
+        own on this host, or any on another); libvirt's own ``<interface type='user'>``
+        takes no forward without passt: then it is False."""
         root = ET.fromstring(self._xml)
         for arg in root.iter(f"{{{QEMU_NS}}}arg"):
             value = arg.get("value", "")
