@@ -194,26 +194,36 @@ def fake_loopback(monkeypatch: pytest.MonkeyPatch, late: int = 0) -> tuple[Any, 
     return gen, counted
 
 
-def test_tuned_and_untuned_windows_alternate_and_tuning_ends_off(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+LOOPBACK_AT = Where("default", "host", "L0", "native", "cmd", 1)
+
+
+def loopback_trials(
+    gen: Any, counted: list[Any], warmup: float, seconds: float, reps: int, tuning: Any = None
+) -> list[Any]:
+    """``pvp.measure`` of the fake loopback (64-byte frames, generator to sink)."""
     import kvmlab.net.pvp as pvp
 
-    gen, counted = fake_loopback(monkeypatch)
-    toggle = FakeToggle()
-    at = Where("default", "host", "L0", "native", "cmd", 1)
-    got = pvp.measure(
+    return pvp.measure(
         gen,
         counted,
         loopback_hops(["kvmlab-gen", "kvmlab-sink"]),
         [64],
-        0,
-        1,
-        2,
-        at,
+        warmup,
+        seconds,
+        reps,
+        LOOPBACK_AT,
         lambda _: None,
-        toggle,
-    )  # type: ignore[arg-type]
+        tuning,
+    )
+
+
+def test_tuned_and_untuned_windows_alternate_and_tuning_ends_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+
+    gen, counted = fake_loopback(monkeypatch)
+    toggle = FakeToggle()
+    got = loopback_trials(gen, counted, warmup=0, seconds=1, reps=2, tuning=toggle)
     assert toggle.calls == [False, True, True, False, False]  # swapped order, then off
     assert {s.variant for s in got} == {"untuned", "tuned"}
     received = [s for s in got if s.metric == "64B received"]
@@ -228,21 +238,9 @@ def test_a_trial_counts_every_hop_over_the_sending_time_after_the_path_drained(
 ) -> None:
     """Packets still in flight when the generator stops are counted (the sink is read
     until it stays still), and over the generator's sending time, not the reading time."""
-    import kvmlab.net.pvp as pvp
 
     gen, counted = fake_loopback(monkeypatch, late=50)
-    at = Where("default", "host", "L0", "native", "cmd", 1)
-    got = pvp.measure(
-        gen,
-        counted,
-        loopback_hops(["kvmlab-gen", "kvmlab-sink"]),
-        [64],
-        0.5,
-        2,
-        1,
-        at,
-        lambda _: None,
-    )  # type: ignore[arg-type]
+    got = loopback_trials(gen, counted, warmup=0.5, seconds=2, reps=1)
     value = {s.metric: s.value for s in got}
     assert value["64B sent"] == pytest.approx(0.001)
     assert value["64B received"] == pytest.approx((900 * 2 + 50) / 2 / 1e6)
@@ -299,25 +297,13 @@ def test_the_generators_drops_count_although_start_resets_them(
 
     process.command = command  # type: ignore[method-assign]
     gen = HostTestPmd("generator", process)  # type: ignore[arg-type]
-    at = Where("default", "host", "L0", "native", "cmd", 1)
-    got = pvp.measure(
-        gen,
-        counted,
-        loopback_hops(["kvmlab-gen", "kvmlab-sink"]),
-        [64],
-        0,
-        2,
-        3,
-        at,
-        lambda _: None,
-    )  # type: ignore[arg-type]
+    got = loopback_trials(gen, counted, warmup=0, seconds=2, reps=3)
     lost = [s.value for s in got if s.metric == "64B sent lost"]
     # 500/s in every trial, not only the first (the fake clock's sums round a packet)
     assert lost == pytest.approx([0.0005] * 3, rel=0.01)
 
 
 def test_a_sink_that_never_drains_fails_the_trial(monkeypatch: pytest.MonkeyPatch) -> None:
-    import kvmlab.net.pvp as pvp
     from kvmlab.errors import RuntimeFailure
 
     gen, counted = fake_loopback(monkeypatch)
@@ -329,19 +315,8 @@ def test_a_sink_that_never_drains_fails_the_trial(monkeypatch: pytest.MonkeyPatc
             return snap
 
     counted[2] = Busy("sink", counted[2].gen, {0: (900, 0)})
-    at = Where("default", "host", "L0", "native", "cmd", 1)
     with pytest.raises(RuntimeFailure, match="packets still moved"):
-        pvp.measure(
-            gen,
-            counted,
-            loopback_hops(["kvmlab-gen", "kvmlab-sink"]),
-            [64],
-            0,
-            1,
-            1,
-            at,
-            lambda _: None,
-        )  # type: ignore[arg-type]
+        loopback_trials(gen, counted, warmup=0, seconds=1, reps=1)
 
 
 def test_what_a_ring_held_before_the_trial_is_not_counted_in_it(
@@ -350,7 +325,6 @@ def test_what_a_ring_held_before_the_trial_is_not_counted_in_it(
     """256 packets (a guest's ring) left from before the trial reach the sink only once
     the path is read: the trial starts after they have, so no hop counts more than the
     one before it was given (the fault a fresh-machine run hit: guest in > switch to guest)."""
-    import kvmlab.net.pvp as pvp
 
     gen, counted = fake_loopback(monkeypatch)
 
@@ -362,17 +336,6 @@ def test_what_a_ring_held_before_the_trial_is_not_counted_in_it(
             return snap
 
     counted[2] = Leftover("sink", counted[2].gen, {0: (900, 0)})
-    at = Where("default", "host", "L0", "native", "cmd", 1)
-    got = pvp.measure(
-        gen,
-        counted,
-        loopback_hops(["kvmlab-gen", "kvmlab-sink"]),
-        [64],
-        0,
-        1,
-        1,
-        at,
-        lambda _: None,
-    )  # type: ignore[arg-type]
+    got = loopback_trials(gen, counted, warmup=0, seconds=1, reps=1)
     value = {s.metric: s.value for s in got}
     assert value["64B received"] == pytest.approx(0.0009)  # not 0.0009 + 256 a second

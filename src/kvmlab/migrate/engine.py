@@ -12,6 +12,7 @@ now: a guest that fails any check is reported FAILED with the evidence.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -255,7 +256,7 @@ def _start_network_probe(
         why = f"no echo came back through {rule} in {ECHO_WAIT_S:g} s"
     elif transport.forward_from_start(netdev, own_rule):
         early = True
-        net = _NetProbe(probe, netdev, rule, own_rule, echo, True)
+        net = dataclasses.replace(net, dest_rule=own_rule, early=True)
         try:
             probe.add_target(there, dest_port)
         except OSError as exc:
