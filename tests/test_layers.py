@@ -53,6 +53,7 @@ REGISTRY = "kvmlab.runtime.backends"
 BACKEND_SIDES = {
     "kvmlab.migrate.transports.qmp": "kvmlab.runtime.qemu",
     "kvmlab.migrate.transports.libvirt": "kvmlab.runtime.libvirt",
+    "kvmlab.migrate.transports.libvirt_disks": "kvmlab.runtime.libvirt",  # its disk copies
     "kvmlab.cli.libvirtd_cmd": "kvmlab.runtime.libvirt",  # kvmlab libvirtd: private daemons
     "kvmlab.cli.render_daemon": "kvmlab.runtime.libvirt",  # render --format libvirt --connect
 }

@@ -2,12 +2,17 @@
 whose private libvirtd (a kvmlab of its own: run directory, domains and image store) kvmlab
 reaches only through its ``qemu+tcp://`` URI on that link (tests/libvirt_backend/conftest.py
 ``far_host``). The lab comes up on both, ``exec``/``ps`` find each guest where it runs, a
-guest migrates to the far host with a dirtying workload, verified, with the downtime its
-network saw, and back, and ``down`` leaves nothing on either."""
+guest migrates to the far host with a dirtying workload and its disk copied (libvirt's NBD
+copy into a volume kvmlab makes there), verified, with the downtime its network saw; and
+back, with the copy made here corrupted from outside while the job runs, which must fail
+the verdict on that disk; and ``down`` leaves nothing on either."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,6 +38,57 @@ def free_tcp_port() -> int:
         return int(s.getsockname()[1])
 
 
+FILL_DISK = "dd if=/dev/urandom of=/dev/vda bs=1M count=16 oflag=direct 2>&1 && sync"
+"""Random data over the whole 16 MiB disk, written past the guest's page cache."""
+WORD_AT = 1048576 + 4096
+"""Where the corruption lands in the copy (a raw image: the guest's offset)."""
+
+
+def copies(run_root: Path) -> list[Path]:
+    """The copies of disk ``vda`` in the image store of the daemon whose kvmlab runs there."""
+    return sorted(run_root.glob(".libvirtd/*/lib/images/kvmlab/*-vda.raw"))
+
+
+def sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def sha256_of_zeros(mib: int) -> str:
+    import hashlib
+
+    return hashlib.sha256(bytes(mib << 20)).hexdigest()
+
+
+@contextlib.contextmanager
+def corrupting(run_root: Path) -> Iterator[list[int]]:
+    """A thread that, from the copy's appearance until the block, writes 8 bytes into it
+    every 20 ms (as another process on that host could); how many writes landed."""
+    hits: list[int] = []
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.wait(0.02):
+            for copy in copies(run_root):
+                with contextlib.suppress(OSError):
+                    fd = os.open(copy, os.O_WRONLY)
+                    try:
+                        os.pwrite(fd, b"kvmlab!!", WORD_AT)
+                        os.fsync(fd)
+                        hits.append(1)
+                    finally:
+                        os.close(fd)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    try:
+        yield hits
+    finally:
+        stop.set()
+        worker.join()
+
+
 def _domains(uri: str, pools: bool = False) -> list[str]:
     """The daemon's domains (and, with ``pools``, its storage pools: kvmlab's image store)."""
     import libvirt
@@ -47,15 +103,31 @@ def _domains(uri: str, pools: bool = False) -> list[str]:
         conn.close()
 
 
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A directory libvirt's QEMU user may enter, for the lab and its disk (pytest's
+    temporary directories are closed to that user)."""
+    import shutil
+    import tempfile
+
+    where = Path(tempfile.mkdtemp(prefix="kvmlab-far-", dir="/var/tmp"))
+    try:
+        where.chmod(0o711)
+        yield where
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+
+
 def test_a_lab_over_two_hosts_runs_and_migrates_between_them(
-    libvirtd: Daemon, far: FarHost, tmp_path: Path
+    libvirtd: Daemon, far: FarHost, open_dir: Path, tmp_path: Path
 ) -> None:
-    lab = tmp_path / "spread.toml"
+    lab = open_dir / "spread.toml"
     lab.write_text(
         'name = "spread"\n'
         '[guests.here]\nvcpus = 1\nmemory = "512M"\nmigratable = true\n'
         '[[guests.here.nics]]\ntype = "user"\n'
         f"forwards = [{{ host_port = {free_tcp_port()}, guest_port = 22 }}]\n"
+        '[[guests.here.disks]]\npath = "here.raw"\nformat = "raw"\nsize = "16M"\n'
         f'[guests.there]\nmemory = "512M"\nlibvirt_uri = "{far.uri}"\n'
     )
     env = libvirtd.env
@@ -67,6 +139,10 @@ def test_a_lab_over_two_hosts_runs_and_migrates_between_them(
         for guest in ("here", "there"):
             ran = cli(env, "exec", f"spread/{guest}", "--", "cat", "/proc/sys/kernel/hostname")
             assert ran.returncode == 0 and ran.stdout.strip() == guest, ran.stderr
+        # data of the guest's own on its disk, as a user's would be (the disk is made
+        # empty: a copy that copied nothing would read back the same)
+        wrote = cli(env, "exec", "spread/here", "--", "sh", "-c", FILL_DISK)
+        assert wrote.returncode == 0, wrote.stderr
         rows = json.loads(cli(env, "ps", "-o", "json").stdout)
         assert sorted((r["address"], r["state"]) for r in rows) == [
             ("spread/here", "running"),
@@ -89,6 +165,12 @@ def test_a_lab_over_two_hosts_runs_and_migrates_between_them(
         print(moved.stderr[-1500:], json.dumps(doc["network"]), doc["libvirt_job"])
         assert doc["verdict"] == "VERIFIED", doc["checks"]
         assert doc["libvirt_job"]["memory_total"] > 0
+        disks = next(c for c in doc["checks"]["after"] if c["name"] == "copied disks")
+        assert "vda (16 MiB of 16 MiB)" in disks["evidence"], disks
+        # read from outside, with another tool: the far host's copy is the lab's image as
+        # the guest left it (it no longer writes the source's)
+        (copy,) = copies(far.daemon.root)
+        assert sha256(copy) == sha256(open_dir / "here.raw") != sha256_of_zeros(16)
         # the network's view: probes to this host's forward, then to the far host's
         assert far.address in doc["network"]["path"], doc["network"]
         assert doc["network"]["downtime_ms"] > 0 and doc["network"]["probes_sent"] > 0, doc
@@ -101,11 +183,19 @@ def test_a_lab_over_two_hosts_runs_and_migrates_between_them(
         # and back: the probe's forward the far host's QEMU was given is not carried here
         # (this host has no such address: QEMU would not start), and from a guest on
         # another host there is no probe, said so
-        back = cli(env, "migrate", "spread/here", "--to", libvirtd.uri, "-o", "json", timeout=900)
+        # ... and one word of the copy made here changed from outside while the job runs
+        # (another process, after libvirt's mirror wrote it): the verdict must turn
+        with corrupting(libvirtd.root) as hits:
+            back = cli(
+                env, "migrate", "spread/here", "--to", libvirtd.uri, "-o", "json", timeout=900
+            )
+        assert hits, "the copy was corrupted while the job ran"
         (tmp_path / "back.json").write_text(back.stdout)
-        assert back.returncode == 0, back.stderr[-3000:] + back.stdout[:1500]
         doc = json.loads(back.stdout)
-        assert doc["verdict"] == "VERIFIED", doc["checks"]
+        assert doc["verdict"] == "FAILED", doc["checks"]
+        failed = [c for c in doc["checks"]["after"] if not c["ok"]]
+        assert [c["name"] for c in failed] == ["copied disks"], failed
+        assert failed[0]["evidence"].startswith("vda (16 MiB of 16 MiB): sha256"), failed
         assert "whose forwards this host cannot reach" in doc["network"]["path"], doc["network"]
         assert _domains(libvirtd.uri) == ["spread-here"]
     finally:

@@ -98,4 +98,9 @@ def test_seed_volumes_are_kvmlab_s_to_delete_and_nothing_else_is() -> None:
     assert VOLUME.match("0123456789abcdef01234567-cidata.img")
     assert VOLUME.match("0123456789abcdef01234567-kernel")
     assert not VOLUME.match("0123456789abcdef01234567-disk.qcow2")
+    # a migration's copies of a domain's disks, by its token and the disk's target
+    assert VOLUME.match("0123456789abcdef01234567-vda.qcow2")
+    assert VOLUME.match("0123456789abcdef01234567-sdb.raw")
+    assert not VOLUME.match("0123456789abcdef01234567-vda.img")
+    assert not VOLUME.match("0123456789abcdef01234567-../vda.raw")
     assert not VOLUME.match("users-cidata.img")

@@ -104,7 +104,9 @@ def _migrate(
         dest_qemu=transport.dest_name,
         choice=auto_reason,
     )
-    ref = start_workload(transport.source, address, workload, outcome, progress)
+    ref = start_workload(
+        transport.source, address, workload, outcome, progress, transport.copied_disk_sizes()
+    )
     try:
         _attempt(transport, outcome, ref, progress)
     except BaseException:  # what _attempt does not handle: nothing of it may run on
@@ -347,7 +349,7 @@ def _interrupted(
 def _verify(machine: Machine, ref: Baseline, outcome: Outcome, side: str) -> None:
     """Every check of the guest where it runs now; its dirtier stopped."""
     t_verify = time.monotonic()
-    checks = verify_after(machine, ref.dirtier, ref.digest, ref.klines, side)
+    checks = verify_after(machine, ref.dirtier, ref.digest, ref.klines, side, ref.disks)
     if side == "source":
         outcome.source_checks = checks
     else:

@@ -72,6 +72,8 @@ class Baseline:
     dirtier: guestside.Dirtier
     digest: str
     klines: int
+    disks: tuple[guestside.DiskDigest, ...] = ()
+    """The disks the migration copies, as the guest read them before it."""
 
 
 def check_fits(workload: Workload, record: GuestRecord, address: str) -> None:
@@ -84,9 +86,15 @@ def check_fits(workload: Workload, record: GuestRecord, address: str) -> None:
 
 
 def start_workload(
-    source: Machine, address: str, workload: Workload, outcome: Outcome, progress: Progress
+    source: Machine,
+    address: str,
+    workload: Workload,
+    outcome: Outcome,
+    progress: Progress,
+    disk_sizes: tuple[int, ...] = (),
 ) -> Baseline:
-    """kvmlab-dirty started in the guest, a file written, the memory verified once and the
+    """kvmlab-dirty started in the guest, a file written, the copied disks (``disk_sizes``:
+    their sizes in bytes, in the domain's order) read, the memory verified once and the
     warm-up waited out (the rate reached noted in ``outcome``): what the checks after the
     migration compare against. On any failure the dirtier is stopped again."""
     progress(
@@ -98,6 +106,12 @@ def start_workload(
     try:
         digest = guestside.write_check_file(source)
         klines = guestside.kernel_lines(source)
+        disks: tuple[guestside.DiskDigest, ...] = ()
+        if disk_sizes:
+            progress(f"reading the {len(disk_sizes)} disk(s) to copy in {address}")
+            devices = guestside.guest_disks(source, list(disk_sizes))
+            disks = tuple(guestside.read_disks(source, devices))
+            outcome.checks_before.append(guestside.disks_read(disks))
         outcome.checks_before.append(guestside.verify_memory(source, dirtier))
         outcome.verify_seconds += time.monotonic() - t_verify
         if not outcome.checks_before[-1].ok:
@@ -118,7 +132,7 @@ def start_workload(
         with deferred_signals(), contextlib.suppress(KvmlabError, OSError):
             guestside.stop_dirtier(source, dirtier)
         raise
-    return Baseline(dirtier, digest, klines)
+    return Baseline(dirtier, digest, klines, disks)
 
 
 def restore_forwards(
@@ -167,7 +181,12 @@ def _forwarded(usernet: str, host_port: str) -> bool:
 
 
 def verify_after(
-    machine: Machine, dirtier: guestside.Dirtier, digest: str, klines: int, side: str
+    machine: Machine,
+    dirtier: guestside.Dirtier,
+    digest: str,
+    klines: int,
+    side: str,
+    disks: tuple[guestside.DiskDigest, ...] = (),
 ) -> list[guestside.Check]:
     """Every check of a guest after a migration (or after one that did not happen); a
     guest that dies on the way fails the check it died in, with its serial log's tail."""
@@ -184,6 +203,8 @@ def verify_after(
         ("file written before", lambda: guestside.check_file(machine, digest)),
         ("kernel log", lambda: guestside.check_kernel(machine, klines)),
     ]
+    if disks:
+        steps.insert(3, ("copied disks", lambda: guestside.check_disks(machine, list(disks))))
     for name, step in steps:
         try:
             checks.append(step())

@@ -188,3 +188,105 @@ def check_agent(machine: Machine) -> Check:
         f"uptime {out.split()[0] if out else '?'} s",
         time.monotonic() - t0,
     )
+
+
+DISK_CHECK_MIB = 1024
+"""How much of each copied disk the guest reads back (from its start): a whole small disk,
+the first GiB of a large one (the guest reads at TCG speed here)."""
+
+
+@dataclass(frozen=True)
+class DiskDigest:
+    """A copied disk as the guest read it before the migration."""
+
+    device: str
+    """The guest's block device (``vdb``), found by its place among the virtio disks."""
+    size: int
+    read: int
+    """How many bytes from its start were hashed."""
+    sha256: str
+    mounted: str | None = None
+    """Where the guest has it mounted (then it is not compared: its own writes change it)."""
+
+
+def _disk_script(devices: list[str]) -> str:
+    """Drop the page cache (a read must reach the disk, not the RAM that migrated), then
+    for each device: its size and mount point, and the sha256 of its first bytes."""
+    lines = ["sync", "echo 3 > /proc/sys/vm/drop_caches"]
+    for dev in devices:
+        lines.append(
+            f"s=$(($(cat /sys/block/{dev}/size) * 512)); "
+            f"m=$(awk '$1 == \"/dev/{dev}\" {{print $2; exit}}' /proc/mounts); "
+            f"h=$(head -c {DISK_CHECK_MIB * 1048576} /dev/{dev} | sha256sum); "
+            f'echo "disk {dev} $s ${{h%% *}} ${{m:--}}"'
+        )
+    return "\n".join(lines)
+
+
+def guest_disks(machine: Machine, sizes: list[int]) -> list[str]:
+    """The guest's devices of the copied disks: the virtio disks in their order, which must
+    match the copied disks' sizes (bytes, in the domain's order) one for one."""
+    code, out = _sh(machine, "cd /sys/block && for d in vd*; do echo $d $(cat $d/size); done")
+    found = [line.split() for line in out.splitlines() if len(line.split()) == 2]
+    if code != 0 or len(found) != len(sizes):
+        raise RuntimeFailure(
+            f"{machine.config.name} shows {len(found)} virtio disk(s), the domain copies "
+            f"{len(sizes)}: cannot tell which guest device is which ({out.strip()[-200:]})"
+        )
+    devices = []
+    for (dev, sectors), size in zip(found, sizes, strict=True):
+        if int(sectors) * 512 != size:
+            raise RuntimeFailure(
+                f"{machine.config.name}'s {dev} has {int(sectors) * 512} bytes, the disk "
+                f"copied in its place {size}: cannot tell which guest device is which"
+            )
+        devices.append(dev)
+    return devices
+
+
+def read_disks(machine: Machine, devices: list[str]) -> list[DiskDigest]:
+    """Each device read by the guest from the disk itself (page cache dropped first)."""
+    if not devices:
+        return []
+    code, out = _sh(machine, _disk_script(devices), timeout=600)
+    got = {}
+    for line in out.splitlines():
+        words = line.split()
+        if len(words) == 5 and words[0] == "disk":
+            _, dev, size, digest, mount = words
+            read = min(int(size), DISK_CHECK_MIB * 1048576)
+            got[dev] = DiskDigest(dev, int(size), read, digest, None if mount == "-" else mount)
+    if code != 0 or set(got) != set(devices):
+        raise RuntimeFailure(
+            f"cannot read the disks {', '.join(devices)} in {machine.config.name}: "
+            f"{out.strip()[-300:]}"
+        )
+    return [got[dev] for dev in devices]
+
+
+def disks_read(disks: tuple[DiskDigest, ...]) -> Check:
+    """What the guest read of the disks to copy, before the migration."""
+    said = [
+        f"{d.device} ({d.read // 1048576} MiB of {d.size // 1048576} MiB): sha256 "
+        f"{d.sha256[:16]}...{f' (mounted at {d.mounted})' if d.mounted else ''}"
+        for d in disks
+    ]
+    return Check("copied disks", True, "; ".join(said))
+
+
+def check_disks(machine: Machine, before: list[DiskDigest]) -> Check:
+    """Every copied disk the guest does not write itself reads back as before the
+    migration, from the destination's copy (the guest's page cache dropped first)."""
+    t0 = time.monotonic()
+    now = {d.device: d for d in read_disks(machine, [d.device for d in before])}
+    bad, said = [], []
+    for old in before:
+        new = now[old.device]
+        what = f"{old.device} ({old.read // 1048576} MiB of {old.size // 1048576} MiB)"
+        if old.mounted is not None:
+            said.append(f"{old.device} not compared: mounted at {old.mounted}, it changes")
+        elif new.sha256 != old.sha256:
+            bad.append(f"{what}: sha256 {new.sha256[:16]}... against {old.sha256[:16]}... before")
+        else:
+            said.append(f"{what}: sha256 {new.sha256[:16]}... as before")
+    return Check("copied disks", not bad, "; ".join(bad + said), time.monotonic() - t0)

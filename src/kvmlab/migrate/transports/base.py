@@ -96,6 +96,11 @@ class Transport(ABC):
         """Refuse a route this backend cannot take (:class:`UsageError`, naming the one
         it can)."""
 
+    def copied_disk_sizes(self) -> tuple[int, ...]:
+        """The sizes (bytes) of the disks this job copies to the destination, in the
+        domain's order; none when the guest has none or the destination shares them."""
+        return ()
+
     def probe_route(self) -> tuple[str, str] | str:
         """Where the network probe goes: the user netdev whose forwards follow the guest,
         and the address its probe forward binds on the destination's host (this host's

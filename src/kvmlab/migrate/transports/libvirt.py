@@ -33,6 +33,13 @@ from kvmlab.migrate.netprobe import GUEST_PORT
 from kvmlab.migrate.probe import Where
 from kvmlab.migrate.result import Outcome
 from kvmlab.migrate.transports.base import JobState, Progress, Refused, Route, Transport
+from kvmlab.migrate.transports.libvirt_disks import (
+    CopiedDisk,
+    copied_disks,
+    make_copies,
+    remove_copies,
+    retarget,
+)
 from kvmlab.proc.processes import find_marked
 from kvmlab.render.devices.control import PROBE_PORT
 from kvmlab.render.xmldom import QEMU_NS  # (importing it registers the XML prefixes)
@@ -84,6 +91,18 @@ def params_for(
     host = stream_address(source_uri, dest_uri)
     if host is not None:
         params[libvirt.VIR_MIGRATE_PARAM_URI] = (
+            f"tcp://[{host}]" if ":" in host else f"tcp://{host}"
+        )
+    return params
+
+
+def disk_params(source_uri: str, dest_uri: str, disks: list[CopiedDisk]) -> dict[str, Any]:
+    """The disks to copy, and where the destination's NBD server listens for them: the
+    address the migration stream takes (loopback on one host), not every address."""
+    params: dict[str, Any] = {libvirt.VIR_MIGRATE_PARAM_MIGRATE_DISKS: [d.dev for d in disks]}
+    host = stream_address(source_uri, dest_uri)
+    if host is not None:
+        params[libvirt.VIR_MIGRATE_PARAM_DISKS_URI] = (
             f"tcp://[{host}]" if ":" in host else f"tcp://{host}"
         )
     return params
@@ -213,6 +232,10 @@ class LibvirtTransport(Transport):
         self._t_end: float | None = None
         self.same_host = True
         self._netdev: str | None = None
+        self._disks: list[CopiedDisk] = []
+        self._copies: dict[str, str] = {}
+        """The destination's copies of the disks, by target, while they are kvmlab's to
+        delete (until the job completes)."""
 
     @classmethod
     def check_route(cls, route: Route, record: GuestRecord) -> None:
@@ -231,11 +254,7 @@ class LibvirtTransport(Transport):
         if not source.is_alive():
             raise StateError(f"{address} is not running")
         live = ET.fromstring(source.domain().XMLDesc(0))
-        if live.find("devices/disk") is not None:
-            raise UsageError(
-                f"{address} has disks: kvmlab migrates libvirt guests without "
-                "disks so far (shared or copied storage is not set up)"
-            )
+        self._disks = copied_disks(source.domain(), live, address, source.uri)
         if live.find("devices/interface[@type='ethernet']") is not None:
             raise UsageError(
                 f"{address} has tap NICs: on the destination they would not be on the lab's "
@@ -243,6 +262,8 @@ class LibvirtTransport(Transport):
                 "kvmlab migrates libvirt guests with user NICs only so far"
             )
         self.flags = flags_for(self.settings, source.persistent)
+        if self._disks:
+            self.flags |= libvirt.VIR_MIGRATE_NON_SHARED_DISK
         self.dconn = open_uri(self.to_uri, self.record.name)
         xml = source.domain().XMLDesc(libvirt.VIR_DOMAIN_XML_MIGRATABLE)
         files = image_files(xml, address)
@@ -257,6 +278,14 @@ class LibvirtTransport(Transport):
         self._netdev = user_netdev(ET.tostring(live, encoding="unicode"))
         paths = {t: where[f] for t, f in files.items()}
         self._xml, self.forwards = dest_xml(xml, paths, self.same_host)
+        if self._disks:
+            sizes = ", ".join(f"{d.dev} {d.size / 1048576:g} MiB" for d in self._disks)
+            progress(f"making the copies of its disks on {self.to_uri}: {sizes}")
+            self._copies = make_copies(self.dconn, self.to_uri, source.token, self._disks)
+            self._xml = retarget(self._xml, self._copies)
+
+    def copied_disk_sizes(self) -> tuple[int, ...]:
+        return tuple(d.size for d in self._disks)
 
     def probe_route(self) -> tuple[str, str] | str:
         """The guest's user netdev (with or without forwards) and where the probe's forward
@@ -319,6 +348,8 @@ class LibvirtTransport(Transport):
             self.lv_source.domain(),
             params_for(self.settings, self.to_uri, self._xml, self.lv_source.uri),
         )
+        if self._disks:
+            params.update(disk_params(self.lv_source.uri, self.to_uri, self._disks))
 
         def run() -> None:
             try:
@@ -347,6 +378,7 @@ class LibvirtTransport(Transport):
             self._t_end = time.monotonic()
         self._release()  # the job has defined the domain there (or failed): see publish.LOCK
         if "dom" in self._done:
+            self._copies = {}  # the guest's disks now: no longer kvmlab's to delete
             return JobState("completed")
         error = self._done.get("error", "the job ended without a result")
         return JobState("cancelled" if self._cancelled else "failed", error + _hint(error))
@@ -444,6 +476,9 @@ class LibvirtTransport(Transport):
             with contextlib.suppress(KvmlabError, libvirt.libvirtError):
                 self.hand_over()
 
+    def _job_running(self) -> bool:
+        return self._worker is not None and self._worker.is_alive()
+
     def _join(self) -> None:
         if self._worker is not None and self._worker.is_alive():
             self._worker.join(JOIN_S)
@@ -454,6 +489,8 @@ class LibvirtTransport(Transport):
             release()
 
     def close(self) -> None:
+        if self._copies and "dom" not in self._done and not self._job_running():
+            remove_copies(self.dconn, list(self._copies.values()))  # the job never completed
         self._release()
         if self.dconn is not None:
             with contextlib.suppress(libvirt.libvirtError):

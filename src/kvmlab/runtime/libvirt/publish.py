@@ -31,9 +31,12 @@ POOL = "kvmlab"
 POOL_UUID = "6b766d6c-6162-5f70-6f6f-6c0000000001"
 """kvmlab's pool has this UUID: a pool named ``kvmlab`` without it is not kvmlab's and is
 never used, emptied or deleted."""
-VOLUME = re.compile(r"^[0-9a-f]{24}-(kernel|initrd\.img|cidata\.img)$")
-"""The names of the volumes kvmlab uploads (and so may delete): the image's kernel and
-initrd by the image's digest, a domain's cloud-init seed by the domain's token."""
+VOLUME = re.compile(
+    r"^[0-9a-f]{24}-(kernel|initrd\.img|cidata\.img|(vd|sd)[a-z]{1,2}\.(qcow2|raw))$"
+)
+"""The names of the volumes kvmlab makes (and so may delete): the image's kernel and
+initrd by the image's digest; by the domain's token, its cloud-init seed and the copies of
+its disks a migration made on this daemon."""
 CHUNK = 1 << 20
 
 
