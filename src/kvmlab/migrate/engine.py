@@ -105,7 +105,7 @@ def _migrate(
         choice=auto_reason,
     )
     ref = start_workload(
-        transport.source, address, workload, outcome, progress, transport.copied_disk_sizes()
+        transport.source, address, workload, outcome, progress, transport.copied_disks()
     )
     try:
         _attempt(transport, outcome, ref, progress)

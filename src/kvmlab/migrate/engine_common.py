@@ -91,10 +91,10 @@ def start_workload(
     workload: Workload,
     outcome: Outcome,
     progress: Progress,
-    disk_sizes: tuple[int, ...] = (),
+    disks: tuple[tuple[str, int], ...] = (),
 ) -> Baseline:
-    """kvmlab-dirty started in the guest, a file written, the copied disks (``disk_sizes``:
-    their sizes in bytes, in the domain's order) read, the memory verified once and the
+    """kvmlab-dirty started in the guest, a file written, the copied disks (``disks``: their
+    targets and sizes in bytes, in the domain's order) read, the memory verified once and the
     warm-up waited out (the rate reached noted in ``outcome``): what the checks after the
     migration compare against. On any failure the dirtier is stopped again."""
     progress(
@@ -106,12 +106,12 @@ def start_workload(
     try:
         digest = guestside.write_check_file(source)
         klines = guestside.kernel_lines(source)
-        disks: tuple[guestside.DiskDigest, ...] = ()
-        if disk_sizes:
-            progress(f"reading the {len(disk_sizes)} disk(s) to copy in {address}")
-            devices = guestside.guest_disks(source, list(disk_sizes))
-            disks = tuple(guestside.read_disks(source, devices))
-            outcome.checks_before.append(guestside.disks_read(disks))
+        read: tuple[guestside.DiskDigest, ...] = ()
+        if disks:
+            progress(f"reading the {len(disks)} disk(s) to copy in {address}")
+            devices = guestside.guest_disks(source, list(disks))
+            read = tuple(guestside.read_disks(source, devices))
+            outcome.checks_before.append(guestside.disks_read(read))
         outcome.checks_before.append(guestside.verify_memory(source, dirtier))
         outcome.verify_seconds += time.monotonic() - t_verify
         if not outcome.checks_before[-1].ok:
@@ -132,7 +132,7 @@ def start_workload(
         with deferred_signals(), contextlib.suppress(KvmlabError, OSError):
             guestside.stop_dirtier(source, dirtier)
         raise
-    return Baseline(dirtier, digest, klines, disks)
+    return Baseline(dirtier, digest, klines, read)
 
 
 def restore_forwards(

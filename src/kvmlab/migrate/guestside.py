@@ -223,25 +223,33 @@ def _disk_script(devices: list[str]) -> str:
     return "\n".join(lines)
 
 
-def guest_disks(machine: Machine, sizes: list[int]) -> list[str]:
-    """The guest's devices of the copied disks: the virtio disks in their order, which must
-    match the copied disks' sizes (bytes, in the domain's order) one for one."""
-    code, out = _sh(machine, "cd /sys/block && for d in vd*; do echo $d $(cat $d/size); done")
+def guest_disks(machine: Machine, disks: list[tuple[str, int]]) -> list[str]:
+    """The guest's devices of the copied disks (``(target, bytes)`` in the domain's order):
+    its virtio-blk disks (``vd*``) and its SCSI disks (``sd*``), each kind in the order the
+    guest named them, must match the targets of that kind one for one, size for size."""
+    code, out = _sh(
+        machine, "cd /sys/block && for d in vd* sd*; do [ -e $d ] && echo $d $(cat $d/size); done"
+    )
+    if code != 0:
+        raise RuntimeFailure(f"cannot list the disks of {machine.config.name}: {out.strip()}")
     found = [line.split() for line in out.splitlines() if len(line.split()) == 2]
-    if code != 0 or len(found) != len(sizes):
-        raise RuntimeFailure(
-            f"{machine.config.name} shows {len(found)} virtio disk(s), the domain copies "
-            f"{len(sizes)}: cannot tell which guest device is which ({out.strip()[-200:]})"
-        )
-    devices = []
-    for (dev, sectors), size in zip(found, sizes, strict=True):
-        if int(sectors) * 512 != size:
+    devices: dict[str, str] = {}
+    for kind in ("vd", "sd"):
+        wanted = [(t, size) for t, size in disks if t.startswith(kind)]
+        seen = sorted((d for d in found if d[0].startswith(kind)), key=lambda d: (len(d[0]), d))
+        if len(seen) != len(wanted):
             raise RuntimeFailure(
-                f"{machine.config.name}'s {dev} has {int(sectors) * 512} bytes, the disk "
-                f"copied in its place {size}: cannot tell which guest device is which"
+                f"{machine.config.name} shows {len(seen)} {kind}* disk(s), the domain copies "
+                f"{len(wanted)}: cannot tell which guest device is which ({out.strip()[-200:]})"
             )
-        devices.append(dev)
-    return devices
+        for (dev, sectors), (target, size) in zip(seen, wanted, strict=True):
+            if int(sectors) * 512 != size:
+                raise RuntimeFailure(
+                    f"{machine.config.name}'s {dev} has {int(sectors) * 512} bytes, the disk "
+                    f"{target} copied in its place {size}: cannot tell which device is which"
+                )
+            devices[target] = dev
+    return [devices[target] for target, _ in disks]
 
 
 def read_disks(machine: Machine, devices: list[str]) -> list[DiskDigest]:

@@ -96,9 +96,10 @@ class Transport(ABC):
         """Refuse a route this backend cannot take (:class:`UsageError`, naming the one
         it can)."""
 
-    def copied_disk_sizes(self) -> tuple[int, ...]:
-        """The sizes (bytes) of the disks this job copies to the destination, in the
-        domain's order; none when the guest has none or the destination shares them."""
+    def copied_disks(self) -> tuple[tuple[str, int], ...]:
+        """The disks this job copies to the destination (the device's target name, as
+        ``vda``, and its size in bytes), in the domain's order; none when the guest has
+        none or the destination shares them."""
         return ()
 
     def probe_route(self) -> tuple[str, str] | str:

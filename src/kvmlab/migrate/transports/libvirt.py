@@ -284,8 +284,8 @@ class LibvirtTransport(Transport):
             self._copies = make_copies(self.dconn, self.to_uri, source.token, self._disks)
             self._xml = retarget(self._xml, self._copies)
 
-    def copied_disk_sizes(self) -> tuple[int, ...]:
-        return tuple(d.size for d in self._disks)
+    def copied_disks(self) -> tuple[tuple[str, int], ...]:
+        return tuple((d.dev, d.size) for d in self._disks)
 
     def probe_route(self) -> tuple[str, str] | str:
         """The guest's user netdev (with or without forwards) and where the probe's forward

@@ -81,17 +81,18 @@ def make_copies(conn: Any, uri: str, token: str, disks: list[CopiedDisk]) -> dic
     if not disks:
         return {}
     where = pool(conn, uri)
-    used = in_use(conn) or set()
+    used = in_use(conn)
     made: dict[str, str] = {}
     try:
         for disk in disks:
             name = f"{token}-{disk.dev}.{disk.fmt}"
             with contextlib.suppress(libvirt.libvirtError):
                 old = where.storageVolLookupByName(name)
-                if {old.path(), name} & used:
+                if used is None or {old.path(), name} & used:
                     raise LibvirtFailure(
                         f"the copy {name} of disk {disk.dev} exists on {uri} and a domain "
-                        "uses it: the guest seems to run there already",
+                        "uses it (or a domain there cannot be read): the guest seems to run "
+                        "there already",
                         uri,
                     )
                 old.delete(0)
