@@ -70,6 +70,8 @@ class FarHost:
     near: str
     """This host's address on the link."""
     daemon: Daemon
+    link: str
+    """This host's end of the link (``ip link set LINK down`` cuts it)."""
 
 
 def _ip(*args: str) -> None:
@@ -132,7 +134,7 @@ def far_host(tmp: Path, name: str) -> Iterator[FarHost]:
             uri = started.stdout.split()[1]
             assert uri == f"qemu+tcp://{address}:16509/system", started.stdout
             daemon = Daemon(started.stdout.split()[0], uri, env, tmp / "far-run")
-            yield FarHost(uri, netns, address, near, daemon)
+            yield FarHost(uri, netns, address, near, daemon, here)
         finally:
             if (daemon.root / ".libvirtd" / name).exists():
                 _stop(daemon, name)

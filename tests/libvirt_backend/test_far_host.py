@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli
+from tests.conftest import KVMLAB, cli
 from tests.libvirt_backend.conftest import Daemon, FarHost, far_host
 
 pytestmark = pytest.mark.functional
@@ -202,3 +202,62 @@ def test_a_lab_over_two_hosts_runs_and_migrates_between_them(
         down = cli(env, "down", "spread", timeout=300)
     assert down.returncode == 0, down.stderr
     assert _domains(libvirtd.uri, pools=True) == [] and _domains(far.uri, pools=True) == []
+
+
+def test_a_link_cut_during_the_migration_cancels_it_and_leaves_the_source_whole(
+    libvirtd: Daemon, far: FarHost, open_dir: Path
+) -> None:
+    """The link to the far host goes down while the job runs (another tool: ``ip link``),
+    for 40 s: the job is cancelled at --max-time although neither the far daemon nor the
+    far QEMU answers (keepalive closes the dead connection), the guest keeps running here
+    and passes every check with its disk, and once the link is back nothing of the job is
+    left on the far host."""
+    import subprocess
+    import time
+
+    lab = open_dir / "cut.toml"
+    lab.write_text(
+        'name = "cut"\n[guests.here]\nvcpus = 1\nmemory = "512M"\nmigratable = true\n'
+        '[[guests.here.disks]]\npath = "cut.raw"\nformat = "raw"\nsize = "16M"\n'
+    )
+    env = libvirtd.env
+    up = cli(env, "up", str(lab), "--backend", "libvirt", "--connect", libvirtd.uri, timeout=900)
+    out = open_dir / "cut.json"
+    try:
+        assert up.returncode == 0, up.stderr[-3000:]
+        wrote = cli(env, "exec", "cut/here", "--", "sh", "-c", FILL_DISK)
+        assert wrote.returncode == 0, wrote.stderr
+        argv = ["migrate", "cut/here", "--to", far.uri, "--dirty", "20", "--bandwidth", "8"]
+        with out.open("w") as stdout:
+            job = subprocess.Popen(
+                [KVMLAB, *argv, "--max-time", "10", "-o", "json"],
+                env=env,
+                stdout=stdout,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            said = []
+            assert job.stderr is not None
+            for line in job.stderr:
+                said.append(line)
+                if "migrating cut/here" in line:
+                    time.sleep(1)
+                    subprocess.run(["ip", "link", "set", far.link, "down"], check=True)
+                    break
+            try:
+                time.sleep(40)
+            finally:
+                subprocess.run(["ip", "link", "set", far.link, "up"], check=True)
+            said += job.stderr.readlines()
+            assert job.wait(timeout=600) == 3, "".join(said)  # not completed
+        doc = json.loads(out.read_text())
+        assert (doc["status"], doc["cancelled"]) == ("cancelled", "not converged in 10 s"), doc
+        source = {c["name"]: c for c in doc["checks"]["source"]}
+        assert all(c["ok"] for c in source.values()), source
+        assert "vda (16 MiB of 16 MiB)" in source["copied disks"]["evidence"]
+        assert _domains(libvirtd.uri) == ["cut-here"]
+        assert _domains(far.uri, pools=True) == [], "the job's copy and image are deleted there"
+    finally:
+        down = cli(env, "down", "cut", timeout=300)
+    assert down.returncode == 0, down.stderr
+    assert _domains(libvirtd.uri, pools=True) == []

@@ -244,3 +244,38 @@ def test_a_chosen_strategy_keeps_its_reason_when_the_timeout_switches(
     engine._attempt(t, outcome, ref, lambda _: None)
     assert outcome.choice is not None
     assert outcome.choice.startswith("xbzrle by the guest's gap; then not converged in 0 s")
+
+
+class Stuck(Scripted):
+    """A job that a cancel does not end until ``unstick`` frees it (or ever)."""
+
+    def __init__(self, frees: bool) -> None:
+        super().__init__([reply("active")], Settings(max_seconds=0.0))
+        self.frees = frees
+
+    def unstick(self) -> str | None:
+        self.calls.append("unstick")
+        if self.frees:
+            self.script = [reply("cancelled")]
+            self.samples = 0
+            return "closed the source QEMU's connection(s) to 10.0.0.2:49153 (ss -K)"
+        return None
+
+
+@pytest.mark.parametrize("frees", [True, False])
+def test_a_job_a_cancel_does_not_end_is_freed_or_given_up_on(
+    no_guest: list[str], monkeypatch: pytest.MonkeyPatch, frees: bool
+) -> None:
+    monkeypatch.setattr(engine, "CANCEL_S", 0.05)
+    t = Stuck(frees)
+    said: list[str] = []
+    outcome = Outcome("lab/vm", "stuck")
+    ref = Baseline(guestside.Dirtier(pid=1, mem_mib=8, rate_mibs=0.0), "digest", 0)
+    engine._attempt(t, outcome, ref, said.append)
+    assert t.calls.count("cancel") == 1 and t.calls.count("unstick") == 1, t.calls
+    assert any("has not ended" in line for line in said), said
+    if frees:
+        assert outcome.status == "cancelled" and "ss -K" in " ".join(said)
+    else:
+        assert "did not end" in (outcome.error or ""), outcome.error
+    assert no_guest == ["source"], "the source is checked either way"

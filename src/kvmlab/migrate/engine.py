@@ -324,7 +324,9 @@ def _interrupted(
             if outcome.postcopy_started is not None and alive is not False:
                 progress("postcopy cannot be cancelled: letting it finish first")
             elif outcome.postcopy_started is None:
-                progress(f"cancelling the migration ({outcome.status})")
+                state = outcome.status
+                said = "before QEMU reported it" if state == "none" else f"QEMU's state: {state}"
+                progress(f"cancelling the migration ({said})")
                 with contextlib.suppress(KvmlabError):
                     transport.cancel()
             with contextlib.suppress(KvmlabError):
@@ -377,6 +379,8 @@ def _follow(
     last_pass = 0.0
     bounded = not steer and outcome.postcopy_started is None
     deadline = time.monotonic() + CANCEL_S if bounded else None
+    cancelled_at: float | None = None
+    unstuck = False
     while True:
         t = time.monotonic() - t0
         reply, job = transport.sample()
@@ -405,6 +409,22 @@ def _follow(
             )
         if steer and outcome.cancelled is None:
             _steer(transport, outcome, settings, t, sample, progress)
+        if steer and outcome.cancelled is not None:
+            cancelled_at = cancelled_at or time.monotonic()
+            waited = time.monotonic() - cancelled_at
+            if waited > CANCEL_S and not unstuck:
+                unstuck = True
+                done = transport.unstick()
+                progress(
+                    f"the job has not ended {waited:.0f} s after the cancel"
+                    + (f": {done}" if done else "")
+                )
+            elif waited > 2 * CANCEL_S:
+                outcome.error = (
+                    f"the job did not end {waited:.0f} s after it was cancelled; "
+                    f"{transport.describe()} may still hold the guest's domain"
+                )
+                return
         alive = transport.destination_alive()
         if alive is False and outcome.postcopy_started is None:
             outcome.error = outcome.error or "the destination QEMU exited during the migration"
@@ -420,7 +440,12 @@ def _follow(
             )
             return
         if deadline is not None and time.monotonic() > deadline:
-            return
+            done = None if unstuck else transport.unstick()
+            if done is None:
+                return
+            unstuck = True
+            progress(f"the job has not ended {CANCEL_S:.0f} s after the cancel: {done}")
+            deadline = time.monotonic() + CANCEL_S
         for event in transport.wait(transport.sample_s):
             outcome.events.append(
                 {"t": time.monotonic() - t0, "event": event["event"], "data": event.get("data", {})}

@@ -228,7 +228,9 @@ def guest_disks(machine: Machine, disks: list[tuple[str, int]]) -> list[str]:
     its virtio-blk disks (``vd*``) and its SCSI disks (``sd*``), each kind in the order the
     guest named them, must match the targets of that kind one for one, size for size."""
     code, out = _sh(
-        machine, "cd /sys/block && for d in vd* sd*; do [ -e $d ] && echo $d $(cat $d/size); done"
+        machine,
+        'cd /sys/block && for d in vd* sd*; do if [ -e "$d" ]; then echo "$d $(cat "$d/size")"; '
+        "fi; done",
     )
     if code != 0:
         raise RuntimeFailure(f"cannot list the disks of {machine.config.name}: {out.strip()}")

@@ -188,6 +188,11 @@ class Transport(ABC):
     def destination_alive(self) -> bool | None:
         """Whether the destination still runs (``None``: the backend watches it itself)."""
 
+    def unstick(self) -> str | None:
+        """A job that a cancel did not end: free what holds it, if the backend knows how;
+        what was done, or None."""
+        return None
+
     # --- after the job ---------------------------------------------------------------------
 
     @abstractmethod

@@ -41,6 +41,7 @@ from kvmlab.migrate.transports.libvirt_disks import (
     retarget,
 )
 from kvmlab.proc.processes import find_marked
+from kvmlab.proc.sockets import close_connection, tcp_connections
 from kvmlab.render.devices.control import PROBE_PORT
 from kvmlab.render.xmldom import QEMU_NS  # (importing it registers the XML prefixes)
 from kvmlab.runtime.libvirt.conn import LibvirtFailure, describe, is_local, open_uri
@@ -233,6 +234,12 @@ class LibvirtTransport(Transport):
         self.same_host = True
         self._netdev: str | None = None
         self._disks: list[CopiedDisk] = []
+        self.mconn: Any = None
+        self._progress: Progress = lambda _: None
+        self._watched: Any = None
+        """The source domain on a connection of its own, for sampling and cancelling the
+        job: the job's connection waits on the migration call, and behind it (a link cut
+        during the disk copy held a query there for 12 minutes)."""
         self._copies: dict[str, str] = {}
         """The destination's copies of the disks, by target, while they are kvmlab's to
         delete (until the job completes)."""
@@ -248,6 +255,7 @@ class LibvirtTransport(Transport):
     # --- before ------------------------------------------------------------------------------
 
     def prepare(self, progress: Progress) -> None:
+        self._progress = progress
         source, address = self.lv_source, self.record.name
         if self.to_uri == source.uri:
             raise UsageError(f"--to {self.to_uri}: {address} runs there already")
@@ -265,6 +273,11 @@ class LibvirtTransport(Transport):
         if self._disks:
             self.flags |= libvirt.VIR_MIGRATE_NON_SHARED_DISK
         self.dconn = open_uri(self.to_uri, self.record.name)
+        self.mconn = open_uri(source.uri, self.record.name)
+        try:
+            self._watched = self.mconn.lookupByUUIDString(source.uuid)
+        except libvirt.libvirtError as exc:
+            raise LibvirtFailure(f"cannot find the domain ({describe(exc)})", source.uri) from None
         xml = source.domain().XMLDesc(libvirt.VIR_DOMAIN_XML_MIGRATABLE)
         files = image_files(xml, address)
         hold()  # the copies are unused until the job defines the domain there: see publish.LOCK
@@ -361,7 +374,7 @@ class LibvirtTransport(Transport):
         self._worker.start()
 
     def sample(self) -> tuple[dict[str, Any] | None, dict[str, float] | None]:
-        dom = self.lv_source.domain()
+        dom = self._watched
         job: dict[str, float] | None = None
         reply: dict[str, Any] | None = None
         with contextlib.suppress(libvirt.libvirtError):
@@ -392,17 +405,32 @@ class LibvirtTransport(Transport):
 
     def start_postcopy(self) -> None:
         try:
-            self.lv_source.domain().migrateStartPostCopy(0)
+            self._watched.migrateStartPostCopy(0)
         except libvirt.libvirtError as exc:
             raise Refused(f"libvirt refused the switch to postcopy: {describe(exc)}") from None
 
     def cancel(self) -> None:
         self._cancelled = True
-        with contextlib.suppress(libvirt.libvirtError):
-            self.lv_source.domain().abortJob()
+        with contextlib.suppress(libvirt.libvirtError, AttributeError):
+            self._watched.abortJob()  # (none before the job: nothing to cancel)
 
     def destination_alive(self) -> bool | None:
         return None  # libvirt fails the job when the destination dies
+
+    def unstick(self) -> str | None:
+        """Close the source QEMU's connections to the destination's host: a disk mirror
+        whose peer vanished while the link was down waits on one forever, and libvirt's
+        cancel waits for the mirror (measured: 12 minutes, then only ``ss -K`` ended it)."""
+        there = ip_literal(self.to_uri)
+        pid = self.lv_source.pid
+        if there is None or pid is None or not is_local(self.lv_source.uri):
+            return None
+        stuck = [c for c in tcp_connections(pid) if c.remote == str(there)]
+        closed = [c for c in stuck if close_connection(c)]
+        if not closed:
+            return None
+        ports = ", ".join(f"{c.remote}:{c.remote_port}" for c in closed)
+        return f"closed the source QEMU's connection(s) to {ports} (ss -K)"
 
     # --- after -------------------------------------------------------------------------------
 
@@ -476,6 +504,32 @@ class LibvirtTransport(Transport):
             with contextlib.suppress(KvmlabError, libvirt.libvirtError):
                 self.hand_over()
 
+    def _clean_destination(self) -> None:
+        """After a job that never completed: its disk copies and, unless a domain there
+        uses them, the guest image published for it go (a daemon the guest never reached is
+        not one its lab's ``down`` visits). Through a new connection when the job's has
+        died (a cut link: keepalive closed it); what cannot be deleted is said."""
+        for fresh in (False, True):
+            conn = None
+            try:
+                conn = open_uri(self.to_uri, self.record.name) if fresh else self.dconn
+                remove_copies(conn, list(self._copies.values()), strict=True)
+                self._copies = {}
+                unpublish_unused(conn)
+                return
+            except (KvmlabError, libvirt.libvirtError):
+                continue
+            finally:
+                if fresh and conn is not None:
+                    with contextlib.suppress(libvirt.libvirtError):
+                        conn.close()
+        left = ", ".join(self._copies.values()) or "none"
+        self._progress(
+            f"cannot reach {self.to_uri} to delete what this migration put there (disk "
+            f"copies: {left}; the guest image, unless a domain uses it): a later migration "
+            f"there deletes it, or: virsh -c {self.to_uri} vol-list kvmlab"
+        )
+
     def _job_running(self) -> bool:
         return self._worker is not None and self._worker.is_alive()
 
@@ -489,12 +543,13 @@ class LibvirtTransport(Transport):
             release()
 
     def close(self) -> None:
-        if self._copies and "dom" not in self._done and not self._job_running():
-            remove_copies(self.dconn, list(self._copies.values()))  # the job never completed
+        if self.dconn is not None and "dom" not in self._done and not self._job_running():
+            self._clean_destination()
         self._release()
-        if self.dconn is not None:
-            with contextlib.suppress(libvirt.libvirtError):
-                self.dconn.close()
+        for conn in (self.dconn, self.mconn):
+            if conn is not None:
+                with contextlib.suppress(libvirt.libvirtError):
+                    conn.close()
 
 
 def probe_files(source: LibvirtMachine, to_uri: str, xml: str) -> list[Where]:

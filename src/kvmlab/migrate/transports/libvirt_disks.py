@@ -115,14 +115,18 @@ def make_copies(conn: Any, uri: str, token: str, disks: list[CopiedDisk]) -> dic
     return made
 
 
-def remove_copies(conn: Any, paths: list[str]) -> None:
-    """Delete the copies kvmlab made (by path, each checked to be a copy's name)."""
+def remove_copies(conn: Any, paths: list[str], strict: bool = False) -> None:
+    """Delete the copies kvmlab made (by path, each checked to be a copy's name); one that
+    is gone already is no error. ``strict``: a daemon that does not answer raises."""
     for path in paths:
         name = path.rsplit("/", 1)[-1]
         if not VOLUME.match(name):
             continue
-        with contextlib.suppress(libvirt.libvirtError):
+        try:
             conn.storageVolLookupByPath(path).delete(0)
+        except libvirt.libvirtError as exc:
+            if strict and exc.get_error_code() != libvirt.VIR_ERR_NO_STORAGE_VOL:
+                raise
 
 
 def retarget(xml: str, paths: dict[str, str]) -> str:

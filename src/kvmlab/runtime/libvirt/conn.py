@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from urllib.parse import urlsplit
@@ -13,6 +14,30 @@ from kvmlab.errors import KvmlabError
 from kvmlab.render.libvirt_caps import LibvirtCaps
 
 libvirt.registerErrorHandler(lambda _ctx, _err: None, None)  # errors are raised, not printed
+
+KEEPALIVE = (5, 5)
+"""libvirt's keepalive on every connection (interval in seconds, unanswered probes): a
+daemon that stops answering, or a link that is cut, closes the connection within about
+30 s, and a call waiting on it fails then instead of when TCP gives up (15 minutes)."""
+_events: list[threading.Thread] = []
+_events_lock = threading.Lock()
+
+
+def _event_loop() -> None:
+    """libvirt's default event loop, run by a daemon thread from the first connection on
+    (keepalive needs one)."""
+    with _events_lock:
+        if _events:
+            return
+        libvirt.virEventRegisterDefaultImpl()
+
+        def run() -> None:
+            while True:
+                libvirt.virEventRunDefaultImpl()
+
+        thread = threading.Thread(target=run, name="libvirt-events", daemon=True)
+        thread.start()
+        _events.append(thread)
 
 
 class LibvirtFailure(KvmlabError):
@@ -69,12 +94,16 @@ def describe(exc: libvirt.libvirtError) -> str:
 
 def open_uri(uri: str, guest: str | None = None) -> libvirt.virConnect:
     """A read-write connection; :class:`LibvirtUnreachable` with the fix when none answers."""
+    _event_loop()
     try:
-        return libvirt.open(uri)
+        conn = libvirt.open(uri)
     except libvirt.libvirtError as exc:
         raise LibvirtUnreachable(
             f"no libvirtd answers ({describe(exc)})", uri, guest, start_fix(uri)
         ) from None
+    with contextlib.suppress(libvirt.libvirtError):  # a daemon without keepalive: as before
+        conn.setKeepAlive(*KEEPALIVE)
+    return conn
 
 
 @contextmanager
