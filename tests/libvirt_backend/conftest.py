@@ -7,6 +7,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,18 @@ class Daemon:
     tcp_uri: str | None
     env: dict[str, str]
     root: Path
+
+
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A directory libvirt's QEMU user may enter, for a lab and its disks: pytest's
+    temporary directories, and a checkout under /root, are closed to that user."""
+    where = Path(tempfile.mkdtemp(prefix="kvmlab-lvt-", dir="/var/tmp"))
+    try:
+        where.chmod(0o711)
+        yield where
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
 
 
 def _start(tmp: Path, name: str, tcp_port: int | None = None) -> Daemon:

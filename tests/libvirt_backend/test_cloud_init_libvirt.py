@@ -8,10 +8,7 @@ done ~20 s later; the whole test 61 s.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,17 +33,6 @@ path = "DISK"
 [[guests.vm.nics]]
 type = "user"
 """
-
-
-@pytest.fixture
-def open_dir() -> Iterator[Path]:
-    """A directory libvirt's QEMU user may enter (a checkout under /root is closed to it)."""
-    where = Path(tempfile.mkdtemp(prefix="kvmlab-lvci-", dir="/var/tmp"))
-    try:
-        where.chmod(0o711)
-        yield where
-    finally:
-        shutil.rmtree(where, ignore_errors=True)
 
 
 def _no_leftovers(uri: str) -> None:

@@ -103,21 +103,6 @@ def _domains(uri: str, pools: bool = False) -> list[str]:
         conn.close()
 
 
-@pytest.fixture
-def open_dir() -> Iterator[Path]:
-    """A directory libvirt's QEMU user may enter, for the lab and its disk (pytest's
-    temporary directories are closed to that user)."""
-    import shutil
-    import tempfile
-
-    where = Path(tempfile.mkdtemp(prefix="kvmlab-far-", dir="/var/tmp"))
-    try:
-        where.chmod(0o711)
-        yield where
-    finally:
-        shutil.rmtree(where, ignore_errors=True)
-
-
 def test_a_lab_over_two_hosts_runs_and_migrates_between_them(
     libvirtd: Daemon, far: FarHost, open_dir: Path, tmp_path: Path
 ) -> None:

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -21,7 +22,7 @@ from qemu.qmp import QMPClient
 from kvmlab.guest.image import build_default_image, build_image
 from kvmlab.render import BootImage, render_qemu
 from kvmlab.render.devices.disk import SEED_IMAGE
-from kvmlab.spec import Guest, TapNic, VhostUserNic, load_lab
+from kvmlab.spec import Guest, TapNic, UserNic, VhostUserNic, load_lab
 from kvmlab.spec.machine import HUGEPAGE_BYTES
 from tests.conftest import LAB_FILES, target_for
 
@@ -89,6 +90,19 @@ def _start(argv: list[str], sock: Path, log: Path) -> subprocess.Popen[bytes]:
     return proc
 
 
+def _free_forwards(nic: Any) -> Any:
+    """A user NIC whose forwards each listen on a port free now (other NICs as they are)."""
+    if not isinstance(nic, UserNic) or not nic.forwards:
+        return nic
+    moved = []
+    for fwd in nic.forwards:
+        kind = socket.SOCK_DGRAM if fwd.proto == "udp" else socket.SOCK_STREAM
+        with socket.socket(socket.AF_INET, kind) as probe:
+            probe.bind((str(fwd.host_addr), 0))
+            moved.append(fwd.model_copy(update={"host_port": probe.getsockname()[1]}))
+    return nic.model_copy(update={"forwards": moved})
+
+
 def _pci_devices(facts: dict[str, Any], desc: str) -> int:
     return sum(
         1
@@ -108,6 +122,10 @@ def test_qemu_builds_the_spec(lab_file: Path, path: tuple[str, ...], tmp_path: P
         # QEMU waits at start for the peer of a vhost-user NIC, client or server mode alike;
         # the net tests run those with dpdk-testpmd. The rest of the guest is checked here.
         guest = guest.model_copy(update={"nics": peerless})
+    # A lab's forwards bind fixed host ports (basic's 2222, migrate's 2230) that the main
+    # lane's tests of the same labs hold meanwhile: each takes a free port here (the rule is
+    # what QEMU checks, not the number).
+    guest = guest.model_copy(update={"nics": [_free_forwards(n) for n in guest.nics]})
     if guest.accel == "kvm":
         # Forced KVM (an L2 inside its guest hypervisor): the devices are what is checked
         # here, under TCG like every other guest; a KVM-less host could not start it.
@@ -138,8 +156,13 @@ def test_qemu_builds_the_spec(lab_file: Path, path: tuple[str, ...], tmp_path: P
         argv = [shutil.which("unshare") or "unshare", "--net", "--", *argv]
     proc = _start(argv, run_dir / "qmp.sock", tmp_path / "qemu.log")
     try:
-        deadline = time.monotonic() + 10  # QEMU writes its pidfile after the QMP socket
+        # QEMU writes its pidfile after the QMP socket: waited for while it runs (a loaded
+        # host is slow, not wrong), within a bound only for a QEMU that hangs
+        deadline = time.monotonic() + 300
         while not (run_dir / "qemu.pid").exists() and time.monotonic() < deadline:
+            if proc.poll() is not None:
+                log = (tmp_path / "qemu.log").read_text()
+                pytest.fail(f"QEMU exited ({proc.returncode}):\n{log}")
             time.sleep(0.02)
         pid = (run_dir / "qemu.pid").read_text().strip()
         assert pid == str(proc.pid) or argv[0] != target.qemu_binary
