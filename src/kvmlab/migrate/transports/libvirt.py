@@ -91,10 +91,13 @@ def params_for(
         params[libvirt.VIR_MIGRATE_PARAM_COMPRESSION] = "xbzrle"
     host = stream_address(source_uri, dest_uri)
     if host is not None:
-        params[libvirt.VIR_MIGRATE_PARAM_URI] = (
-            f"tcp://[{host}]" if ":" in host else f"tcp://{host}"
-        )
+        params[libvirt.VIR_MIGRATE_PARAM_URI] = tcp_uri(host)
     return params
+
+
+def tcp_uri(host: str) -> str:
+    """``tcp://HOST`` as libvirt's migration parameters take it (an IPv6 one bracketed)."""
+    return f"tcp://[{host}]" if ":" in host else f"tcp://{host}"
 
 
 def disk_params(source_uri: str, dest_uri: str, disks: list[CopiedDisk]) -> dict[str, Any]:
@@ -103,9 +106,7 @@ def disk_params(source_uri: str, dest_uri: str, disks: list[CopiedDisk]) -> dict
     params: dict[str, Any] = {libvirt.VIR_MIGRATE_PARAM_MIGRATE_DISKS: [d.dev for d in disks]}
     host = stream_address(source_uri, dest_uri)
     if host is not None:
-        params[libvirt.VIR_MIGRATE_PARAM_DISKS_URI] = (
-            f"tcp://[{host}]" if ":" in host else f"tcp://{host}"
-        )
+        params[libvirt.VIR_MIGRATE_PARAM_DISKS_URI] = tcp_uri(host)
     return params
 
 
@@ -411,8 +412,10 @@ class LibvirtTransport(Transport):
 
     def cancel(self) -> None:
         self._cancelled = True
-        with contextlib.suppress(libvirt.libvirtError, AttributeError):
-            self._watched.abortJob()  # (none before the job: nothing to cancel)
+        if self._watched is None:
+            return  # prepared nothing: there is no job to cancel
+        with contextlib.suppress(libvirt.libvirtError):
+            self._watched.abortJob()
 
     def destination_alive(self) -> bool | None:
         return None  # libvirt fails the job when the destination dies
