@@ -106,8 +106,10 @@ def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         progress: Any,
         strategies: list[Strategy],
         detail: Any,
+        path_probe: Any = None,
     ) -> list[Strategy]:
         seen["migrations"] += 1
+        seen["path_probe"] = path_probe
         strategies[:] = [Strategy(m, accel="tcg") for m in loaded.lab.migrations]
         strategies[0].outcomes = [outcome(True, 30), outcome(True, 50)]
         strategies[1].outcomes = [outcome(True, 5), outcome(not seen["corrupt"], 7)]

@@ -59,6 +59,7 @@ def run_migrate(options: MigrateOptions, output: str) -> int:
     from kvmlab.migrate.modes import Settings
     from kvmlab.migrate.result import text
     from kvmlab.migrate.transports.base import Route
+    from kvmlab.net.migration_path import switch_path
 
     opts = options.checked()
     settings = Settings(
@@ -83,7 +84,15 @@ def run_migrate(options: MigrateOptions, output: str) -> int:
             from kvmlab.migrate.stored import auto_by_hand
 
             settings, reason = auto_by_hand(address, settings, workload, route)
-        outcome = migrate(address, settings, workload, progress, route, auto_reason=reason)
+        outcome = migrate(
+            address,
+            settings,
+            workload,
+            progress,
+            route,
+            auto_reason=reason,
+            path_probe=switch_path,
+        )
     if output == "json":
         print(json.dumps(outcome.to_json(), indent=2))
     else:
@@ -127,7 +136,11 @@ def run_compare(
         print(f"kvmlab: {line}", file=sys.stderr, flush=True)
 
     with interruptible(f"comparing the migrations of {loaded.lab.name}"):
-        strategies = run_migrations(loaded, host, image_factory(), reps, progress)
+        from kvmlab.net.migration_path import switch_path
+
+        strategies = run_migrations(
+            loaded, host, image_factory(), reps, progress, path_probe=switch_path
+        )
     doc = to_json(strategies)
     if html is not None:
         write_out(html, migration_html(doc, loaded.lab.name), "--html")

@@ -56,6 +56,11 @@ class SwitchRecord:
     """``nr_hugepages`` before and after kvmlab reserved pages for the switch."""
     netns: str | None = None
     """The network namespace kvmlab created for OVS's datapath devices."""
+    main_core: int | None = None
+    """The switch's control CPU (where kvmlab's own traffic processes poll); None in a
+    record of an older kvmlab."""
+    cores: list[int] = field(default_factory=list)
+    """Its forwarding CPUs."""
 
 
 def lab_ports(lab: Lab) -> list[str]:
@@ -167,6 +172,8 @@ class Switch:
             self._processes(),
             (res.before, res.after) if res and res.changed else None,
             self.netns,
+            self.spec.main_core,
+            list(self.spec.cores),
         )
         write_private(self.dir / RECORD, json.dumps(asdict(record), indent=2))
 

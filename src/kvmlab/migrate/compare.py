@@ -18,6 +18,7 @@ from kvmlab.migrate.autochoice import choose, evidence, no_evidence, outcome_gap
 from kvmlab.migrate.engine import migrate
 from kvmlab.migrate.engine_common import Workload
 from kvmlab.migrate.modes import Settings
+from kvmlab.migrate.pathprobe import PathProbeFactory
 from kvmlab.migrate.result import Outcome
 from kvmlab.runtime import lab as labrun
 from kvmlab.runtime.machine import Machine, MachineConfig
@@ -33,6 +34,12 @@ METRICS: tuple[tuple[str, str, Callable[[Outcome], float | None]], ...] = (
     ("guest downtime", "ms", lambda o: o.guest_downtime_ms),
     ("network downtime", "ms", lambda o: o.network_downtime_ms),
     ("probes lost", "probes", lambda o: o.network_probes[1] if o.network_probes else None),
+    ("packet-path downtime", "ms", lambda o: o.packet_downtime_ms),
+    (
+        "packet probes lost",
+        "probes",
+        lambda o: o.packet_probes[1] if o.packet_probes else None,
+    ),
     (
         "transferred",
         "MiB",
@@ -111,6 +118,7 @@ def run_migrations(
     progress: Progress = lambda _: None,
     strategies: list[Strategy] | None = None,
     detail: Progress | None = None,
+    path_probe: PathProbeFactory | None = None,
 ) -> list[Strategy]:
     """Bring the lab up, run every declared migration ``reps`` times (default: each its own
     ``repetitions``) in rotating order, bring it down; the strategies with their outcomes.
@@ -118,6 +126,7 @@ def run_migrations(
     Outcomes are appended to ``strategies`` (when given) as they come, so a caller keeps
     what was measured when the comparison is cut short. ``progress`` hears of each run and
     its verdict; ``detail`` (default: ``progress``) of each step of the lab and migrations.
+    ``path_probe``: how a guest's packet path is probed (:mod:`.pathprobe`).
     """
     detail = detail or progress
     if strategies is None:
@@ -154,6 +163,7 @@ def run_migrations(
                         Workload(spec.dirty_mib, spec.dirty_rate_mibs),
                         detail,
                         auto_reason=reason,
+                        path_probe=path_probe,
                     )
                 except KvmlabError as exc:  # one broken attempt does not end the comparison
                     outcome = Outcome(

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kvmlab.errors import KvmlabError
+from kvmlab.errors import KvmlabError, RuntimeFailure
 from kvmlab.migrate import guestside
 from kvmlab.migrate.engine_common import (
     DEFAULT_WORKLOAD,
@@ -31,6 +31,7 @@ from kvmlab.migrate.engine_common import (
 )
 from kvmlab.migrate.modes import AUTO_PASSES, Settings, check_settings
 from kvmlab.migrate.netprobe import GUEST_PORT, NetworkProbe, free_udp_port
+from kvmlab.migrate.pathprobe import PathProbe, PathProbeFactory
 from kvmlab.migrate.probe import STEADY_CEILING_S, HeartbeatWatch, measure_downtime
 from kvmlab.migrate.result import Outcome
 from kvmlab.migrate.stats import FINISHED, Sample, parse
@@ -55,9 +56,13 @@ def migrate(
     progress: Progress = lambda _: None,
     route: Route = ON_THIS_HOST,
     auto_reason: str | None = None,
+    path_probe: PathProbeFactory | None = None,
 ) -> Outcome:
     """Migrate the running guest at ``address`` along ``route`` and verify it; the
     outcome, whatever it is.
+
+    ``path_probe``: how to probe the guest's packet path (:mod:`.pathprobe`), when it has
+    one.
 
     ``auto_reason``: this migration is ``auto``'s (:mod:`.autochoice`): with a fixed mode in
     ``settings``, why ``auto`` chose it; with mode ``auto``, why it falls back to its
@@ -77,7 +82,7 @@ def migrate(
         try:
             transport = transport_for(source, guest_dir, record, settings, route)
             try:
-                return _migrate(transport, address, workload, progress, auto_reason)
+                return _migrate(transport, address, workload, progress, auto_reason, path_probe)
             finally:
                 transport.close()
         finally:
@@ -90,6 +95,7 @@ def _migrate(
     workload: Workload,
     progress: Progress,
     auto_reason: str | None,
+    path_probe: PathProbeFactory | None = None,
 ) -> Outcome:
     t_start = time.monotonic()
     check_fits(workload, transport.record, address)
@@ -108,7 +114,7 @@ def _migrate(
         transport.source, address, workload, outcome, progress, transport.copied_disks()
     )
     try:
-        _attempt(transport, outcome, ref, progress)
+        _attempt(transport, outcome, ref, progress, path_probe)
     except BaseException:  # what _attempt does not handle: nothing of it may run on
         with deferred_signals(), contextlib.suppress(KvmlabError, OSError):
             guestside.stop_dirtier(_guest_now(transport), ref.dirtier)
@@ -129,7 +135,13 @@ class _Unfinished(Exception):
     """The migration ended without completing (failed or cancelled)."""
 
 
-def _attempt(transport: Transport, outcome: Outcome, ref: Baseline, progress: Progress) -> None:
+def _attempt(
+    transport: Transport,
+    outcome: Outcome,
+    ref: Baseline,
+    progress: Progress,
+    path_probe: PathProbeFactory | None = None,
+) -> None:
     """Open the destination, migrate, hand over or back out; verify where the guest runs."""
     settings = transport.settings
     moved: Machine | None = None
@@ -137,14 +149,16 @@ def _attempt(transport: Transport, outcome: Outcome, ref: Baseline, progress: Pr
     files = transport.heartbeat_files()
     watch = HeartbeatWatch(files) if files else None
     net: _NetProbe | None = None
+    path: _PathRun | None = None
     t0 = time.monotonic()
     try:
         transport.open(progress)
         net = _start_network_probe(transport, outcome, progress)
+        path = _start_path_probe(path_probe, transport, outcome, progress)
         t_base = time.monotonic()
         if watch is not None:
             watch.start()
-        if watch is not None or net is not None:
+        if watch is not None or net is not None or path is not None:
             time.sleep(1.0)  # the heartbeats' and the probes' own noise, before the migration
         progress(f"migrating {outcome.address} ({outcome.plan})")
         t0 = time.monotonic()
@@ -180,6 +194,8 @@ def _attempt(transport: Transport, outcome: Outcome, ref: Baseline, progress: Pr
             outcome.network_baseline_gap_ms = base.seconds * 1000 if base else None
             loss = net.probe.loss(t0, end)
             outcome.network_probes = (loss.sent, loss.lost)
+        if path is not None:
+            _measure_path(path, outcome, t_base, t0, t_run, ceiling, moved)
     except _Unfinished:
         pass
     except (KeyboardInterrupt, KvmlabError) as exc:
@@ -192,6 +208,10 @@ def _attempt(transport: Transport, outcome: Outcome, ref: Baseline, progress: Pr
         if net is not None:
             with deferred_signals():
                 _stop_network_probe(transport, net, moved or transport.source)
+        if path is not None:
+            with deferred_signals(), contextlib.suppress(KvmlabError, OSError):
+                path.prober.stop()
+                path.probe.close(moved or transport.source)
     if moved is None and outcome.lost:
         outcome.checks_after = [
             guestside.Check("destination", False, transport.destination_evidence())
@@ -289,6 +309,81 @@ def _stop_network_probe(transport: Transport, net: _NetProbe, machine: Machine) 
         transport.hmp(machine, f"hostfwd_remove {net.netdev} {host_side}")
     with contextlib.suppress(KvmlabError):
         guestside.stop_echo(machine, net.echo_pid)
+
+
+@dataclass(frozen=True)
+class _PathRun:
+    """A packet-path probe that started, and its prober."""
+
+    probe: PathProbe
+    prober: NetworkProbe
+
+
+def _start_path_probe(
+    factory: PathProbeFactory | None, transport: Transport, outcome: Outcome, progress: Progress
+) -> _PathRun | None:
+    """The guest's packet path set up and probed, when it has one; None (and why, in
+    ``outcome``) when it has none, it cannot be probed or no echo came back."""
+    if factory is None:
+        return None
+    made = factory(transport.source, transport.guest_dir, transport.record)
+    if made is None:
+        return None
+    if isinstance(made, str):
+        outcome.packet_path = made
+        progress(f"packet path: not probed ({made})")
+        return None
+    prober: NetworkProbe | None = None
+    try:
+        host, port, make_socket = made.start(progress)
+        prober = NetworkProbe(host, port, make_socket).start()
+        deadline = time.monotonic() + ECHO_WAIT_S * max(1.0, transport.level_factor())
+        while not prober.arrivals and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not prober.arrivals:
+            raise RuntimeFailure(f"no echo came back from {host}:{port} in {ECHO_WAIT_S:g} s")
+    except (KvmlabError, OSError) as exc:
+        with deferred_signals(), contextlib.suppress(KvmlabError, OSError):
+            if prober is not None:
+                prober.stop()
+            made.close(transport.source)
+        outcome.packet_path = f"{made.description}: not probed: {exc}"
+        progress(f"packet path: not probed ({exc})")
+        return None
+    outcome.packet_path = made.description
+    progress(f"packet path: UDP at 1 kHz, {made.description}")
+    return _PathRun(made, prober)
+
+
+PATH_DRAIN_S = 0.5
+"""After the last probe: what is still in the path's rings arrives (1 ms apart, rings of
+hundreds: well under this)."""
+
+
+def _measure_path(
+    path: _PathRun,
+    outcome: Outcome,
+    t_base: float,
+    t0: float,
+    t_run: float,
+    ceiling: float,
+    moved: Machine,
+) -> None:
+    """The packet path's gap and loss around the switch-over, then every hop's count."""
+    prober = path.prober
+    gap, base = measure_downtime(prober, t_base, t0, t_run, ceiling)
+    loss = prober.loss(t0, time.monotonic())
+    outcome.packet_downtime_ms = gap.seconds * 1000 if gap else None
+    outcome.packet_baseline_gap_ms = base.seconds * 1000 if base else None
+    outcome.packet_probes = (loss.sent, loss.lost)
+    prober.stop()
+    time.sleep(PATH_DRAIN_S)
+    try:
+        hops = path.probe.count(moved)
+    except KvmlabError as exc:  # the gap stands; the hops are what could not be read
+        outcome.packet_path = f"{outcome.packet_path}; its hops not counted: {exc}"
+        return
+    outcome.packet_hops = [("sent", len(prober.sent)), *hops, ("echoed", prober.echoes)]
 
 
 def _after_hand_over(transport: Transport, moved: Machine, outcome: Outcome) -> None:

@@ -18,6 +18,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvmlab.migrate.probe import Arrivals
@@ -45,9 +46,14 @@ class NetworkProbe(Arrivals):
     goes to every target, and an echo from either counts (the guest answers where it runs,
     like an address that moves with it)."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(
+        self, host: str, port: int, make_socket: Callable[[], socket.socket] | None = None
+    ) -> None:
         super().__init__()
         self.target = (host, port)
+        self._make_socket = make_socket or (
+            lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        )
         self.sent: list[float] = []
         """When each probe went out (its sequence number is its index)."""
         self.echoed: set[int] = set()
@@ -70,9 +76,8 @@ class NetworkProbe(Arrivals):
             raise
         self._socks = [*self._socks, sock]
 
-    @staticmethod
-    def _socket() -> socket.socket:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    def _socket(self) -> socket.socket:
+        sock = self._make_socket()  # the host's network, or a namespace's (a path probe)
         sock.setblocking(False)  # select says readable; a datagram dropped since never blocks
         return sock
 
@@ -125,6 +130,11 @@ class NetworkProbe(Arrivals):
                     seq, _ = _PACKET.unpack(data)
                     self.echoed.add(seq)
                     self.arrivals.append(time.monotonic())
+
+    @property
+    def echoes(self) -> int:
+        """How many probes came back (each counted once)."""
+        return len(self.echoed)
 
     def loss(self, since: float, until: float) -> Loss:
         """Probes sent in [since, until] and how many of them were never echoed."""

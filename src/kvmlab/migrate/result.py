@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kvmlab.migrate.guestside import Check
+from kvmlab.migrate.pathprobe import HopCount, hop_losses
 from kvmlab.migrate.stats import Sample, info_migrate, passes
 
 
@@ -42,6 +43,16 @@ class Outcome:
     network_path: str | None = None
     """Where the probes went (``udp 127.0.0.1:P -> guest port 7777, via the user-network
     forward``), or why there was no probe."""
+    packet_downtime_ms: float | None = None
+    """Longest gap between echoes of the packet-path probe (UDP at 1 kHz through the
+    guest's vswitch port) around the switch-over."""
+    packet_baseline_gap_ms: float | None = None
+    packet_probes: tuple[int, int] | None = None
+    """Packet-path probes sent from the migration's start, and how many never came back."""
+    packet_path: str | None = None
+    """The packet path probed, or why it was not."""
+    packet_hops: list[tuple[str, int]] = field(default_factory=list)
+    """Packets each hop of that path counted over the probe's whole run, in path order."""
     dirty_mib: int = 0
     dirty_rate_mibs: float = 0.0
     dirty_seen_mibs: float | None = None
@@ -113,6 +124,14 @@ class Outcome:
                 "probes_lost": self.network_probes[1] if self.network_probes else None,
                 "path": self.network_path,
             },
+            "packet_path": {
+                "downtime_ms": self.packet_downtime_ms,
+                "baseline_gap_ms": self.packet_baseline_gap_ms,
+                "probes_sent": self.packet_probes[0] if self.packet_probes else None,
+                "probes_lost": self.packet_probes[1] if self.packet_probes else None,
+                "path": self.packet_path,
+                "hops": [{"hop": name, "packets": n} for name, n in self.packet_hops],
+            },
             "dirty": {
                 "mib": self.dirty_mib,
                 "rate_mibs": self.dirty_rate_mibs,
@@ -182,6 +201,7 @@ def text(outcome: Outcome) -> list[str]:
         )
     elif outcome.network_path:
         lines.append(f"network downtime: not measured ({outcome.network_path})")
+    lines += packet_path_lines(outcome)
     if outcome.guest_clock_gap_ms is not None:
         lines.append(f"longest stall by the guest's own clock: {outcome.guest_clock_gap_ms:.0f} ms")
     for when, checks in (
@@ -206,4 +226,36 @@ def text(outcome: Outcome) -> list[str]:
         f"verdict: {outcome.verdict} ({outcome.wall_seconds:.1f} s in all, "
         f"verification {outcome.verify_seconds:.1f} s outside the migration)"
     )
+    return lines
+
+
+def packet_path_lines(outcome: Outcome) -> list[str]:
+    """The packet path's gap and loss, then every hop's count and what it lost against the
+    hop before (at 1 kHz a lost probe is a millisecond of the path's time)."""
+    if outcome.packet_downtime_ms is None or outcome.packet_probes is None:
+        return [f"packet path: not measured ({outcome.packet_path})"] if outcome.packet_path else []
+    sent, lost = outcome.packet_probes
+    noise = outcome.packet_baseline_gap_ms
+    base = "" if noise is None else f"; its noise before the migration: {noise:.0f} ms"
+    lines = [
+        f"packet-path downtime (UDP probes at 1 kHz, {outcome.packet_path}): "
+        f"{outcome.packet_downtime_ms:.0f} ms, {lost} of {sent} probes lost ({lost} ms of "
+        f"probes){base}"
+    ]
+    if outcome.packet_hops:
+        lines.append(
+            "  packets at every hop over the probe's run (fewer than the hop before: lost there)"
+        )
+        hops = [HopCount(name, n) for name, n in outcome.packet_hops]
+        width = max(len(h.name) for h in hops)
+        for hop, lost, others in hop_losses(hops):
+            notes = []
+            if lost:
+                notes.append(f"{lost} probes lost here ({lost} ms at 1 kHz)")
+            if others > 0:
+                notes.append(f"{others} frames that are not probes joined (announcements, ARP)")
+            elif others < 0:
+                notes.append(f"{-others} frames that are not probes ended here")
+            note = f"  {'; '.join(notes)}" if notes else ""
+            lines.append(f"    {hop.name:<{width}}  {hop.packets:>9}{note}")
     return lines

@@ -22,6 +22,7 @@ from kvmlab.migrate.autochoice import Evidence, choose, evidence, no_evidence, s
 from kvmlab.migrate.compare import METRICS, Strategy, run_migrations, to_json
 from kvmlab.migrate.engine_common import Workload, running_source
 from kvmlab.migrate.modes import Settings
+from kvmlab.migrate.pathprobe import PathProbeFactory
 from kvmlab.migrate.transports.base import Route
 from kvmlab.results.model import MIGRATION_DOCUMENT, MIGRATION_PREFIX, Sample
 from kvmlab.results.store import ResultStore, default_results_path
@@ -102,12 +103,13 @@ def measure(
     image: Callable[[], GuestImage],
     progress: Callable[[str], None],
     detail: Callable[[str], None] | None = None,
+    path_probe: PathProbeFactory | None = None,
 ) -> list[str]:
     """Run the variant's migrations and store them with the run (what was measured, also when
     cut short); what came out corrupted (:func:`corrupted`)."""
     strategies: list[Strategy] = []
     try:
-        run_migrations(loaded, host, image, None, progress, strategies, detail)
+        run_migrations(loaded, host, image, None, progress, strategies, detail, path_probe)
     finally:  # what was measured is kept when a failure or Ctrl-C cuts the comparison short
         if any(s.outcomes for s in strategies):
             store.add(run_id, samples(strategies, variant, loaded.lab.name))

@@ -81,6 +81,39 @@ def switch_argv(spec: SwitchSpec, prefix: str, ports: Sequence[Port]) -> list[st
     ]
 
 
+def bridge_argv(
+    prefix: str, socket: Path, tap: str, core: int, main: int, server: bool = False
+) -> list[str]:
+    """testpmd joining a switch port (``net_virtio_user`` on ``socket``; ``server``: it
+    listens there) to a kernel tap ``tap`` (``net_tap``, made in testpmd's own network
+    namespace), io forwarding both ways: the kernel's sockets reach the switch."""
+    memory = 256 * MIB
+    vdev = f"net_virtio_user0,path={socket},queues=1,queue_size=1024" + (
+        ",server=1" if server else ""
+    )
+    return [
+        TESTPMD,
+        *eal(prefix, [core], main, memory, False),
+        "--vdev",
+        vdev,
+        "--vdev",
+        f"net_tap0,iface={tap}",
+        "--",
+        "-i",
+        "--forward-mode=io",
+        "--nb-cores=1",
+        "--rxq=1",
+        "--txq=1",
+        # few mbufs: the tap's GSO pool comes out of the same memory (with half of it in
+        # mbufs, as the generator takes, net_tap fails to set up its queues)
+        f"--total-num-mbufs={BRIDGE_MBUFS}",
+    ]
+
+
+BRIDGE_MBUFS = 8192
+"""Ample for probes at 1 kHz (the rings hold 1024 each way)."""
+
+
 def traffic_argv(
     role: str,
     prefix: str,

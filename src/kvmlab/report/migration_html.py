@@ -63,6 +63,7 @@ def comparison_parts(doc: dict[str, Any], lab: str, ident: str) -> list[Markup]:
         "QEMU downtime",
         "guest downtime",
         "network downtime",
+        "packet-path downtime",
         "transferred",
     ):
         bars = []
@@ -79,6 +80,8 @@ def comparison_parts(doc: dict[str, Any], lab: str, ident: str) -> list[Markup]:
             bars.append(
                 Bar(label[s["name"]], colors[s["name"]], got["median"], got["min"], got["max"], tip)
             )
+        if not bars and metric == "packet-path downtime":
+            continue  # only labs whose guests sit on a switch port have one
         groups.append(BarGroup(metric, unit, False, bars))
     legend = [
         (

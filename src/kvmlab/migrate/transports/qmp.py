@@ -108,6 +108,15 @@ class QmpTransport(Transport):
                 f"postcopy leaves its source so); 'kvmlab down {self.record.lab}' removes it"
             )
         check_destination_sockets(address, self.dest_dir)
+        shared = handover.shared_server_sockets(self.record.argv, self.guest_dir)
+        if shared:
+            raise StateError(
+                f"cannot migrate {address}: its QEMU is the vhost-user socket server at "
+                f"{printable(shared[0])} (an OVS-DPDK port, which connects to QEMU); a "
+                "destination QEMU on this host would take that socket's name and wait for "
+                "OVS, which stays with the source. kvmlab migrates guests on a testpmd "
+                "switch (QEMU connects to it); an OVS port per destination is not built yet"
+            )
         if self.dest_dir.exists():
             if find_marked(f"{self.dest_dir}/"):
                 raise StateError(

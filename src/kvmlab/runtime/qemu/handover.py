@@ -67,6 +67,22 @@ def destination_argv(
     return [*out, INCOMING_FLAG, "defer"], forwards
 
 
+def shared_server_sockets(argv: list[str], guest_dir: Path) -> list[str]:
+    """Unix sockets the QEMU of ``argv`` listens on outside its guest's directory (a
+    vhost-user NIC on an OVS-DPDK port: OVS connects to QEMU there). A destination QEMU
+    would bind the same name and wait for a peer that stays with the source."""
+    out = []
+    previous = ""
+    for arg in argv:
+        if previous == "-chardev" and arg.startswith("socket,"):
+            fields = dict(p.split("=", 1) for p in arg.split(",")[1:] if "=" in p)
+            path = fields.get("path")
+            if path and fields.get("server") == "on" and not path.startswith(f"{guest_dir}/"):
+                out.append(path)
+        previous = arg
+    return out
+
+
 def adopt(
     guest_dir: Path, dest_dir: Path, record: GuestRecord, pid: int, pid_start: int | None
 ) -> GuestRecord:

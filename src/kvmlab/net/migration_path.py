@@ -1,0 +1,327 @@
+"""The packet path of a migrating guest on the lab's vswitch, probed and counted hop by hop.
+
+A guest whose vhost-user NIC sits on the switch port paired with kvmlab's generator port
+(``kvmlab-gen``: the PVP layout, where generator and guest NIC 0 are neighbours) is
+reached from the host like this: a testpmd *bridge* joins ``kvmlab-gen`` to a kernel tap
+in a network namespace of its own (``unshare --net``: no name, gone with the bridge), the
+host's prober sends UDP from a socket in that namespace at 1 kHz, and the guest's
+``kvmlab-echo`` answers on the NIC, which kvmlab gives a documentation address
+(192.0.2.2/24) for the migration and takes back after. Static neighbours on both ends: no
+ARP crosses the switch-over.
+
+Every hop with a counter is read with nothing in flight, before the first probe and after
+the last echo: the prober, the bridge's two ports, the switch's two ports, the guest's
+NIC (its kernel counters, which move with the guest). A loss then sits between two hops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import re
+import socket
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvmlab.errors import KvmlabError, RuntimeFailure, StateError
+from kvmlab.fabric.switch import GEN_PORT, SWITCH_DIR, Switch, read_record, running
+from kvmlab.fabric.testpmd import TestPmd
+from kvmlab.net.testpmd_stats import Snapshot
+from kvmlab.net.traffic import HostTestPmd, SwitchCounted
+from kvmlab.proc.confined import create_owned, remove_owned
+from kvmlab.proc.netns import socket_in
+from kvmlab.render.dpdk import bridge_argv
+from kvmlab.runtime.machine import Machine
+from kvmlab.runtime.rundir import GuestRecord, LabDir
+from kvmlab.spec.switch import SwitchSpec
+
+WORK_DIR = ".pathprobe"
+TAP = "kvprobe0"
+HOST_IP, GUEST_IP, PREFIX_LEN = "192.0.2.1", "192.0.2.2", 24
+"""RFC 5737's TEST-NET-1: in the bridge's own namespace and on a NIC kvmlab addresses
+only for the probe (refused if the guest already uses that network)."""
+ECHO_PORT = 7778
+"""``kvmlab-echo``'s port for the packet path (the network probe's is 7777)."""
+READY_S = 60.0
+BRIDGE_PORT, BRIDGE_TAP = 0, 1
+"""The bridge testpmd's ports: the switch side (net_virtio_user), the tap."""
+
+GUEST_SETUP = r"""
+mac=$1; addr=$2; peer=$3; peer_mac=$4
+dev=
+for n in /sys/class/net/*; do
+    [ "$(cat "$n/address" 2>/dev/null)" = "$mac" ] && dev=${n##*/}
+done
+[ -n "$dev" ] || { echo "no NIC with MAC $mac" >&2; exit 4; }
+if ip -o addr show | grep -q " inet ${addr%.*}\."; then
+    echo "the guest already has an address in ${addr%.*}.0/24" >&2; exit 5
+fi
+echo 1 > "/proc/sys/net/ipv6/conf/$dev/disable_ipv6" 2>/dev/null
+ip addr add "$addr/24" dev "$dev" || exit 6
+ip link set "$dev" up || exit 6
+arp -i "$dev" -s "$peer" "$peer_mac" || exit 6
+echo "$dev"
+"""
+"""Address the NIC with this MAC for the probe (IPv6 off on it: no stray frames), the
+bridge's tap as a static neighbour; print the NIC's name."""
+
+GUEST_UNDO = r"""
+dev=$1; addr=$2; peer=$3; port=$4
+for p in /proc/[0-9]*; do  # every kvmlab-echo on the probe's port (one restarted too)
+    [ "$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null)" = "/bin/kvmlab-echo $port " ] \
+        && kill "${p#/proc/}" 2>/dev/null
+done
+arp -i "$dev" -d "$peer" 2>/dev/null
+ip addr del "$addr/24" dev "$dev" 2>/dev/null
+ip link set "$dev" down 2>/dev/null
+true
+"""
+"""The probe's echo stopped, the NIC's address, neighbour and link taken back."""
+
+GUEST_COUNTERS = r"""
+cat "/sys/class/net/$1/statistics/rx_packets" "/sys/class/net/$1/statistics/tx_packets"
+"""
+
+BRIDGE_SETUP = r"""
+set -e
+ip link set lo up
+for f in /proc/sys/net/ipv6/conf/*/disable_ipv6; do echo 1 > "$f"; done
+ip addr add "$2/24" dev "$1"
+ip neigh replace "$3" lladdr "$4" dev "$1" nud permanent
+ip link set "$1" up
+ip -o link show "$1"
+"""
+"""In the bridge's namespace: the tap addressed, the guest a static neighbour; its MAC."""
+
+_ARG_PAIRS = re.compile(r"([a-z-]+)=([^,]*)")
+
+
+def vhost_user_macs(argv: list[str]) -> dict[str, str]:
+    """A QEMU command line's vhost-user NICs: socket path -> the NIC's MAC (chardev ->
+    netdev -> device, as kvmlab renders them)."""
+    chardevs: dict[str, str] = {}
+    netdevs: dict[str, str] = {}
+    macs: dict[str, str] = {}
+    for flag, value in itertools.pairwise(argv):
+        kind, _, rest = value.partition(",")
+        fields = dict(_ARG_PAIRS.findall(rest))
+        if flag == "-chardev" and kind == "socket" and "path" in fields:
+            chardevs[fields.get("id", "")] = fields["path"]
+        elif flag == "-netdev" and kind == "vhost-user" and "chardev" in fields:
+            netdevs[fields.get("id", "")] = fields["chardev"]
+        elif flag == "-device" and "netdev" in fields and "mac" in fields:
+            macs[fields["netdev"]] = fields["mac"]
+    return {
+        chardevs[chardev]: macs[netdev]
+        for netdev, chardev in netdevs.items()
+        if chardev in chardevs and netdev in macs
+    }
+
+
+def paired_port(ports: list[str]) -> str | None:
+    """The switch port paired with kvmlab's generator port (neighbours 0-1, 2-3, ...)."""
+    if GEN_PORT not in ports:
+        return None
+    partner = ports.index(GEN_PORT) ^ 1
+    return ports[partner] if partner < len(ports) else None
+
+
+Progress = Callable[[str], None]
+
+
+def switch_path(machine: Machine, guest_dir: Path, record: GuestRecord) -> SwitchPath | str | None:
+    """The packet-path probe of a guest on its lab's switch (``kvmlab.migrate``'s
+    ``PathProbeFactory``):
+    None when the guest has no switch port, a reason when its path cannot be probed."""
+    root = LabDir.of(record.lab).root / SWITCH_DIR
+    switch_sockets = {
+        path: mac for path, mac in vhost_user_macs(record.argv).items() if Path(path).parent == root
+    }
+    if not switch_sockets:
+        return None
+    rec = read_record(root)
+    if rec is None or not running(rec):
+        return f"lab {record.lab}'s switch is not running"
+    port = paired_port(rec.ports)
+    mac = switch_sockets.get(str(root / f"{port}.sock")) if port else None
+    if port is None or mac is None:
+        return (
+            "none of its switch ports is the generator port's neighbour (the PVP layout: "
+            "a guest whose first two switch ports have no address)"
+        )
+    spec = SwitchSpec(kind=rec.kind)
+    switch = Switch.attached(record.lab, spec, root)
+    main = rec.main_core if rec.main_core is not None else 0
+    core = rec.cores[0] if rec.cores else main
+    if core == main:  # an older record, or one CPU for both: the idle main lcore needs another
+        cpus = sorted(os.sched_getaffinity(0))
+        core = next((c for c in cpus if c != main), main)
+    work = guest_dir.parent / WORK_DIR
+    return SwitchPath(machine, record.lab, switch, port, mac, work, (main, core))
+
+
+@dataclass
+class _Before:
+    """Every hop's counters before the first probe."""
+
+    bridge: Snapshot
+    switch: Snapshot
+    guest: tuple[int, int]
+
+
+class SwitchPath:
+    """The probe of one guest's switch port (see the module doc)."""
+
+    def __init__(
+        self,
+        machine: Machine,
+        lab: str,
+        switch: Switch,
+        port: str,
+        mac: str,
+        work: Path,
+        cores: tuple[int, int],
+    ) -> None:
+        self.machine = machine
+        self.lab = lab
+        self.switch = switch
+        self.port = port
+        self.mac = mac.lower()
+        self.work = work
+        self.cores = cores
+        """(the switch's control CPU, where the bridge polls; its first forwarding CPU,
+        where the bridge's idle main lcore sits), as kvmlab's PVP generator takes them."""
+        self.description = (
+            f"host -> testpmd bridge -> {switch.kind} switch port {port} -> guest NIC {mac} "
+            f"({GUEST_IP}:{ECHO_PORT}) and back"
+        )
+        self.bridge: TestPmd | None = None
+        self.dev: str | None = None
+        self.before: _Before | None = None
+        self._configured = False
+
+    # --- set-up --------------------------------------------------------------------------
+
+    def start(self, progress: Progress) -> tuple[str, int, Callable[[], socket.socket]]:
+        """Bridge, tap, the guest's NIC addressed and its echo started, every hop counted;
+        where the prober sends, and how it makes a socket in the bridge's namespace."""
+        progress(
+            f"packet path: bridging the switch's {GEN_PORT} to a tap, probing port {self.port}"
+        )
+        self._start_bridge()
+        tap_mac = self._set_up_tap()
+        machine = self.machine
+        self.dev = self._guest_sh(machine, GUEST_SETUP, self.mac, GUEST_IP, HOST_IP, tap_mac)
+        self._configured = True
+        machine.exec_background(["/bin/kvmlab-echo", str(ECHO_PORT)])
+        self.before = _Before(
+            self._bridge_counts(), self._switch_counts(), self._guest_counts(machine)
+        )
+        assert self.bridge is not None
+        pid = self.bridge.pid
+        return GUEST_IP, ECHO_PORT, lambda: socket_in(pid)
+
+    def _start_bridge(self) -> None:
+        if self.work.exists():
+            remove_owned(self.work)  # a killed kvmlab's: its bridge died with it
+        create_owned(self.work, f"packet-path probe of lab {self.lab}")
+        control, forwarding = self.cores
+        argv = bridge_argv(
+            f"kvmlab-{self.lab}-pathprobe",
+            self.switch.socket(GEN_PORT),
+            TAP,
+            core=control,
+            main=forwarding,
+            server=not self.switch.serves_sockets,
+        )
+        # at the lowest priority: it polls, and the migration it measures needs the CPUs
+        niced = ["nice", "-n", "19", "unshare", "--net", "--", *argv]
+        self.bridge = TestPmd("bridge", niced, self.work)
+        self.bridge.start(READY_S)  # dies with kvmlab, and its namespace with it
+
+    def _set_up_tap(self) -> str:
+        assert self.bridge is not None
+        enter = ["nsenter", "-t", str(self.bridge.pid), "--net", "--"]
+        done = subprocess.run(
+            [*enter, "sh", "-c", BRIDGE_SETUP, "sh", TAP, HOST_IP, GUEST_IP, self.mac],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        found = re.search(r"link/ether ([0-9a-f:]{17})", done.stdout)
+        if done.returncode != 0 or found is None:
+            raise RuntimeFailure(
+                f"packet path: setting up the bridge's tap failed: {done.stderr.strip()}"
+            )
+        self.bridge.command("start")
+        return found.group(1)
+
+    @staticmethod
+    def _guest_sh(machine: Machine, script: str, *args: str) -> str:
+        result = machine.exec(["sh", "-c", script, "sh", *args], timeout=60)
+        if result.returncode != 0:
+            why = result.stderr.decode(errors="replace").strip()
+            raise RuntimeFailure(f"{machine.config.name}: packet path: {why}")
+        return result.stdout.decode(errors="replace").strip()
+
+    # --- counting ------------------------------------------------------------------------
+
+    def _bridge_counts(self) -> Snapshot:
+        assert self.bridge is not None
+        return HostTestPmd("bridge", self.bridge).snapshot()
+
+    def _switch_counts(self) -> Snapshot:
+        return SwitchCounted(self.switch).snapshot()
+
+    def _guest_counts(self, machine: Machine) -> tuple[int, int]:
+        assert self.dev is not None
+        rx, tx = self._guest_sh(machine, GUEST_COUNTERS, self.dev).split()
+        return int(rx), int(tx)
+
+    def count(self, guest: Machine) -> list[tuple[str, int]]:
+        """Every hop's packets since :meth:`start`, from the bridge's tap to the guest and
+        back (the prober's own counts are the engine's)."""
+        assert self.before is not None
+        before = self.before
+        bridge, switch = self._bridge_counts(), self._switch_counts()
+        guest_rx, guest_tx = self._guest_counts(guest)
+        ports = self.switch.ports
+        gen, port = ports.index(GEN_PORT), ports.index(self.port)
+
+        def delta(after: Snapshot, first: Snapshot, index: int, field: str) -> int:
+            now = getattr(after.ports[index], field)
+            then = getattr(first.ports[index], field) if index in first.ports else 0
+            return int(now - then)
+
+        return [
+            ("bridge from host", delta(bridge, before.bridge, BRIDGE_TAP, "rx_packets")),
+            ("bridge to switch", delta(bridge, before.bridge, BRIDGE_PORT, "tx_packets")),
+            ("switch in", delta(switch, before.switch, gen, "rx_packets")),
+            ("switch to guest", delta(switch, before.switch, port, "tx_packets")),
+            ("guest in", guest_rx - before.guest[0]),
+            ("guest out", guest_tx - before.guest[1]),
+            ("switch from guest", delta(switch, before.switch, port, "rx_packets")),
+            ("switch out", delta(switch, before.switch, gen, "tx_packets")),
+            ("bridge from switch", delta(bridge, before.bridge, BRIDGE_PORT, "rx_packets")),
+            ("bridge to host", delta(bridge, before.bridge, BRIDGE_TAP, "tx_packets")),
+        ]
+
+    # --- undo ----------------------------------------------------------------------------
+
+    def close(self, guest: Machine) -> None:
+        """The guest's NIC and echo back as they were, the bridge stopped (its namespace
+        goes with it), the work directory removed; safe to call twice."""
+        if self.dev is not None and self._configured:
+            with contextlib.suppress(KvmlabError, OSError):
+                self._guest_sh(guest, GUEST_UNDO, self.dev, GUEST_IP, HOST_IP, str(ECHO_PORT))
+            self.dev = None
+        if self.bridge is not None:
+            self.bridge.stop()
+            self.bridge = None
+        if self.work.exists():
+            with contextlib.suppress(StateError, OSError):
+                remove_owned(self.work)

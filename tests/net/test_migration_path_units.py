@@ -1,0 +1,115 @@
+"""The packet-path probe's pure parts: the guest's switch NICs read from a rendered command
+line (the golden files), the generator's neighbour, where each lost probe is placed, the
+report's lines; and sockets made in another process's network namespace."""
+
+from __future__ import annotations
+
+import shlex
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from kvmlab.fabric.switch import GEN_PORT, SINK_PORT
+from kvmlab.migrate.pathprobe import HopCount, hop_losses
+from kvmlab.migrate.result import Outcome, packet_path_lines
+from kvmlab.net.migration_path import paired_port, vhost_user_macs
+from kvmlab.proc.netns import socket_in
+from kvmlab.runtime.qemu.handover import shared_server_sockets
+from tests.conftest import ROOT
+
+GOLDEN = ROOT / "tests" / "golden"
+
+
+def golden_argv(name: str) -> list[str]:
+    text = (GOLDEN / name).read_text()
+    lines = [line for line in text.splitlines() if not line.startswith("#")]
+    return shlex.split(" ".join(line.rstrip("\\") for line in lines))
+
+
+def test_the_switch_nics_are_read_from_the_rendered_command_line() -> None:
+    macs = vhost_user_macs(golden_argv("vhost-migrate-vm.tcg.qemu.sh"))
+    assert macs == {
+        "/run/kvmlab/vhost-migrate/.switch/vm0.sock": "52:54:00:2f:dd:ab",
+        "/run/kvmlab/vhost-migrate/.switch/vm1.sock": "52:54:00:f6:54:ae",
+    }
+    assert vhost_user_macs(golden_argv("migrate-vm.tcg.qemu.sh")) == {}  # user NIC only
+
+
+def test_the_generator_s_neighbour_is_the_probed_port() -> None:
+    assert paired_port([GEN_PORT, "vm0", SINK_PORT, "vm1"]) == "vm0"
+    assert paired_port(["a", "b", GEN_PORT, SINK_PORT]) == SINK_PORT  # no guest port there
+    assert paired_port(["a", "b", "c", GEN_PORT]) == "c"
+    assert paired_port(["a", "b", GEN_PORT]) is None  # an odd last port has no neighbour
+    assert paired_port(["a", "b"]) is None
+
+
+def test_a_loss_is_placed_between_two_hops_and_frames_that_are_not_probes_are_told_apart() -> None:
+    hops = [
+        HopCount("sent", 1000),
+        HopCount("switch to guest", 800),  # 200 lost at the switch-over
+        HopCount("guest out", 810),  # 10 announcements joined
+        HopCount("bridge to host", 810),
+        HopCount("echoed", 795),  # the 10 end at the host's socket; 5 probes lost there
+    ]
+    placed = [(h.name, lost, others) for h, lost, others in hop_losses(hops)]
+    assert placed == [
+        ("sent", 0, 0),
+        ("switch to guest", 200, 0),
+        ("guest out", 0, 10),
+        ("bridge to host", 0, 0),
+        ("echoed", 5, -10),
+    ]
+    assert sum(lost for _, lost, _ in placed) == 205
+
+
+def test_the_report_gives_the_gap_the_loss_and_each_hop() -> None:
+    outcome = Outcome("lab/vm", "precopy")
+    outcome.packet_path = "host -> switch port vm0 -> guest and back"
+    assert packet_path_lines(outcome) == [
+        "packet path: not measured (host -> switch port vm0 -> guest and back)"
+    ]
+    outcome.packet_downtime_ms, outcome.packet_baseline_gap_ms = 412.0, 9.0
+    outcome.packet_probes = (3300, 210)
+    outcome.packet_hops = [("sent", 4300), ("switch to guest", 4090), ("echoed", 4090)]
+    lines = packet_path_lines(outcome)
+    assert lines[0].endswith(
+        "412 ms, 210 of 3300 probes lost (210 ms of probes); its noise before the migration: 9 ms"
+    )
+    assert "switch to guest" in lines[3] and "210 probes lost here (210 ms at 1 kHz)" in lines[3]
+    assert Outcome("lab/vm", "precopy").to_json()["packet_path"]["hops"] == []
+
+
+def test_a_server_socket_outside_the_guest_s_directory_is_found() -> None:
+    guest = Path("/run/kvmlab/ovs-dpdk-pvp/dpdk")
+    argv = golden_argv("ovs-dpdk-pvp-dpdk.tcg.qemu.sh")
+    assert shared_server_sockets(argv, guest) == [
+        "/run/kvmlab/ovs-dpdk-pvp/.switch/vm0.sock",
+        "/run/kvmlab/ovs-dpdk-pvp/.switch/vm1.sock",
+    ]
+    testpmd = golden_argv("vhost-migrate-vm.tcg.qemu.sh")  # QEMU is the switch's client
+    assert shared_server_sockets(testpmd, Path("/run/kvmlab/vhost-migrate/vm")) == []
+
+
+@pytest.mark.skipif(not Path("/proc/self/ns/net").exists(), reason="no network namespaces")
+def test_a_socket_is_made_in_another_process_s_namespace() -> None:
+    holder = subprocess.Popen(["unshare", "--net", "--", "sleep", "30"])
+    try:
+        deadline = time.monotonic() + 10
+        while (
+            Path(f"/proc/{holder.pid}/ns/net").resolve() == Path("/proc/self/ns/net").resolve()
+            and time.monotonic() < deadline
+        ):  # unshare has not run yet
+            time.sleep(0.01)
+        with socket_in(holder.pid) as inside, socket.socket() as here:
+            here.bind(("127.0.0.1", 0))
+            port = here.getsockname()[1]
+            # the same address and port are free there: another network stack
+            inside.bind(("127.0.0.1", port))
+    finally:
+        holder.kill()
+        holder.wait()
+    with pytest.raises(OSError):
+        socket_in(holder.pid)  # gone: its namespace cannot be entered
