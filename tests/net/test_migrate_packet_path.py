@@ -1,13 +1,17 @@
-"""A guest on a testpmd vswitch migrated with probes on its packet path, through the CLI as
-a user types it (labs/vhost-user-migrate.toml): the switch forwards to the destination
-after the switch-over, every hop is counted, and a loss made in the guest from outside
-(its echo killed for a second by another `kvmlab exec`) is placed at the guest's hop."""
+"""Guests migrated with probes on their packet path, through the CLI as a user types it
+(labs/vhost-user-migrate.toml). On a testpmd vswitch: the switch forwards to the
+destination after the switch-over, every hop is counted, and a loss made in the guest from
+outside (its echo killed for a second by another `kvmlab exec`) is placed at the guest's
+hop. On a lab network: the destination's tap is on the bridge and the guest answers there;
+the tap taken off its bridge by another process turns the verdict to FAILED."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -103,3 +107,95 @@ def test_a_loss_made_in_the_guest_is_placed_at_the_guest(lab: dict[str, str]) ->
     worst = max(lost, key=lambda name: lost[name])
     assert worst == "guest out", lost
     assert lost["guest out"] >= 500, lost  # a second without an echo: ~1,000 probes at 1 kHz
+
+
+LAN = "vhost-migrate/lan"
+NETNS = "/run/netns/kvmlab-vhost-migrate-net"
+
+
+def test_a_guest_on_a_lab_network_keeps_its_network(lab: dict[str, str]) -> None:
+    run = cli(lab, "migrate", LAN, "--dirty", "10", "--dirty-mem", "32", "-o", "json")
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout)
+    assert out["verdict"] == "VERIFIED"
+    assert "10.76.0.10:7778" in out["packet_path"]["path"], out["packet_path"]
+    check = next(c for c in out["checks"]["after"] if c["name"] == "packet path")
+    assert check["ok"], check
+    # the destination's tap is on the bridge, the source's went with its QEMU
+    links = subprocess.run(
+        ["nsenter", f"--net={NETNS}", "--", "ip", "-o", "link", "show", "master", "kvbr0"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert len(links.splitlines()) == 1, links
+    assert "kvu" in links, links  # the destination's name: the other of the NIC's two
+    ping = subprocess.run(
+        [
+            "nsenter",
+            f"--net={NETNS}",
+            "--",
+            "ping",
+            "-c",
+            "3",
+            "-i",
+            "0.2",
+            "-W",
+            "2",
+            "10.76.0.10",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert ping.returncode == 0, ping.stdout + ping.stderr
+
+
+def test_a_destination_tap_taken_off_its_bridge_fails_the_verdict(lab: dict[str, str]) -> None:
+    proc = subprocess.Popen(
+        [KVMLAB, "migrate", LAN, "--dirty", "10", "--dirty-mem", "32", "-o", "json"],
+        env=lab,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stderr is not None and proc.stdout is not None
+    cut: list[str] = []
+    err: list[str] = []
+
+    def read_and_cut() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            err.append(line)
+            found = re.search(r"taps onto the lab's bridges: (\S+) on", line)
+            if found and not cut:
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:  # once kvmlab has put it there
+                    off = ["ip", "link", "set", found.group(1), "nomaster"]
+                    done = subprocess.run(
+                        ["nsenter", f"--net={NETNS}", "--", *off],
+                        capture_output=True,
+                    )
+                    if done.returncode == 0:
+                        cut.append(found.group(1))
+                        break
+                    time.sleep(0.05)
+
+    reader = threading.Thread(target=read_and_cut)
+    reader.start()
+    out_text = proc.stdout.read()
+    code = proc.wait(timeout=600)
+    reader.join()
+    assert cut, "".join(err)[-3000:]
+    out = json.loads(out_text)
+    assert code == 5 and out["verdict"] == "FAILED", "".join(err)[-3000:]
+    failed = [c["name"] for c in out["checks"]["after"] if not c["ok"]]
+    assert failed == ["packet path"], out["checks"]["after"]
+    lost = losses(out["packet_path"])
+    assert max(lost, key=lambda name: lost[name]) == "guest in", lost  # lost before the guest
+    # the guest itself is whole: put the tap back and it answers again
+    subprocess.run(
+        ["nsenter", f"--net={NETNS}", "--", "ip", "link", "set", cut[0], "master", "kvbr0"],
+        check=True,
+    )
+    assert cli(lab, "exec", LAN, "--", "true").returncode == 0

@@ -15,7 +15,7 @@ import pytest
 from kvmlab.fabric.switch import GEN_PORT, SINK_PORT
 from kvmlab.migrate.pathprobe import HopCount, hop_losses
 from kvmlab.migrate.result import Outcome, packet_path_lines
-from kvmlab.net.migration_path import paired_port, vhost_user_macs
+from kvmlab.net.migration_path import nic_macs, paired_port, vhost_user_macs
 from kvmlab.proc.netns import socket_in
 from kvmlab.runtime.qemu.handover import shared_server_sockets
 from tests.conftest import ROOT
@@ -113,3 +113,14 @@ def test_a_socket_is_made_in_another_process_s_namespace() -> None:
         holder.wait()
     with pytest.raises(OSError):
         socket_in(holder.pid)  # gone: its namespace cannot be entered
+
+
+def test_a_lab_network_tap_has_two_names_and_the_probe_finds_it() -> None:
+    from kvmlab.runtime.qemu.lab_taps import alternate
+
+    assert alternate("kvtcb2e7877f0") == "kvucb2e7877f0"
+    assert alternate("kvucb2e7877f0") == "kvtcb2e7877f0"
+    assert alternate("tap0") is None  # the lab's own tap: not kvmlab's to rename
+    argv = golden_argv("vhost-migrate-lan.tcg.qemu.sh")
+    [(kind, tap, mac)] = nic_macs(argv)
+    assert kind == "tap" and alternate(tap) is not None and mac.startswith("52:54:00:")

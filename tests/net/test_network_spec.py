@@ -166,13 +166,23 @@ def test_mistakes_are_named_by_key(text: str, key: str, says: str) -> None:
     assert key in found and says in found, found
 
 
-def test_a_guest_on_a_lab_network_is_not_migrated_yet() -> None:
-    text = (
+def test_a_guest_on_a_lab_network_migrates_and_one_on_its_own_tap_or_on_ovs_does_not() -> None:
+    on_network = (
         'name = "n"\n[networks.lan]\n[guests.a]\nmigratable = true\n'
         'nics = [{ type = "tap", network = "lan" }]\n'
         '[[migrations]]\nname = "m"\nguest = "a"\n'
     )
-    assert "cannot be migrated" in problems(text)
+    parse_lab(on_network.encode(), "lab.toml")  # accepted
+    own_tap = on_network.replace('network = "lan"', 'ifname = "t0"')
+    assert "a second QEMU on this host cannot open it" in problems(own_tap)
+    on_ovs = (
+        'name = "n"\n[switch]\nkind = "ovs-dpdk"\n[guests.a]\nmigratable = true\n'
+        'nics = [{ type = "vhost-user", port = "p0" }]\n'
+        '[guests.a.memory]\nsize = "512M"\nbacking = "memfd"\nshared = true\n'
+        '[[migrations]]\nname = "m"\nguest = "a"\n'
+    )
+    assert "on an ovs-dpdk switch" in problems(on_ovs)
+    parse_lab(on_ovs.replace("ovs-dpdk", "testpmd").encode(), "lab.toml")
 
 
 def test_nested_guests_stay_off_the_lab_networks() -> None:

@@ -91,7 +91,7 @@ class Extras:
                 runner.timings[f"{shown}netcompare"] = time.monotonic() - start
             if self.migrations:
                 from kvmlab.migrate.stored import measure
-                from kvmlab.net.migration_path import switch_path
+                from kvmlab.net.migration_path import packet_path
 
                 guests = ", ".join(dict.fromkeys(m.guest for m in variant.lab.migrations))
                 runner.at("L1", guests, MIGRATIONS)
@@ -105,7 +105,7 @@ class Extras:
                     launch.image,
                     launch.progress,
                     status,
-                    switch_path,
+                    packet_path,
                 )
                 runner.timings[f"{shown}migrations"] = time.monotonic() - start
                 self.corrupted.extend(f"{shown.replace(' ', ': ')}{f}" for f in found)

@@ -59,7 +59,7 @@ def run_migrate(options: MigrateOptions, output: str) -> int:
     from kvmlab.migrate.modes import Settings
     from kvmlab.migrate.result import text
     from kvmlab.migrate.transports.base import Route
-    from kvmlab.net.migration_path import switch_path
+    from kvmlab.net.migration_path import packet_path
 
     opts = options.checked()
     settings = Settings(
@@ -91,7 +91,7 @@ def run_migrate(options: MigrateOptions, output: str) -> int:
             progress,
             route,
             auto_reason=reason,
-            path_probe=switch_path,
+            path_probe=packet_path,
         )
     if output == "json":
         print(json.dumps(outcome.to_json(), indent=2))
@@ -136,10 +136,10 @@ def run_compare(
         print(f"kvmlab: {line}", file=sys.stderr, flush=True)
 
     with interruptible(f"comparing the migrations of {loaded.lab.name}"):
-        from kvmlab.net.migration_path import switch_path
+        from kvmlab.net.migration_path import packet_path
 
         strategies = run_migrations(
-            loaded, host, image_factory(), reps, progress, path_probe=switch_path
+            loaded, host, image_factory(), reps, progress, path_probe=packet_path
         )
     doc = to_json(strategies)
     if html is not None:

@@ -195,7 +195,8 @@ def _attempt(
             loss = net.probe.loss(t0, end)
             outcome.network_probes = (loss.sent, loss.lost)
         if path is not None:
-            _measure_path(path, outcome, t_base, t0, t_run, ceiling, moved)
+            path_ceiling = PATH_CEILING_S * transport.level_factor()
+            _measure_path(path, outcome, t_base, t0, t_run, path_ceiling, moved)
     except _Unfinished:
         pass
     except (KeyboardInterrupt, KvmlabError) as exc:
@@ -355,6 +356,42 @@ def _start_path_probe(
     return _PathRun(made, prober)
 
 
+PATH_CEILING_S = 10.0
+"""How long after the guest runs on the destination its packet path may stay silent
+before the gap's window closes (scaled by the guest's slowness): by then the heartbeats
+and the network probe have seen the guest steady, and a path still silent is broken (its
+check fails)."""
+PATH_CHECK_S = 1.0
+"""The packet path works on the destination when echoes came in its last second of
+probing (once the gap's window closed: steady, or at its ceiling)."""
+
+
+def _path_check(prober: NetworkProbe, t_run: float, stopped: float) -> guestside.Check:
+    """Whether the guest answers on its packet path from the destination (a NIC left off
+    its bridge, or a switch that forwards to the gone source, has it answer no more)."""
+    arrivals = list(prober.arrivals)
+    after = [t for t in arrivals if t > t_run]
+    recent = sum(1 for t in after if t >= stopped - PATH_CHECK_S)
+    if recent:
+        return guestside.Check(
+            "packet path",
+            True,
+            f"{recent} echoes in the last {PATH_CHECK_S:g} s of probing, "
+            f"{len(after)} since the guest ran on the destination",
+        )
+    last = (
+        f"the last came {stopped - arrivals[-1]:.1f} s before the probing stopped"
+        if arrivals
+        else "none came at all"
+    )
+    return guestside.Check(
+        "packet path",
+        False,
+        f"no echo in the last {PATH_CHECK_S:g} s of probing ({len(after)} since the guest "
+        f"ran on the destination; {last})",
+    )
+
+
 PATH_DRAIN_S = 0.5
 """After the last probe: what is still in the path's rings arrives (1 ms apart, rings of
 hundreds: well under this)."""
@@ -376,6 +413,7 @@ def _measure_path(
     outcome.packet_downtime_ms = gap.seconds * 1000 if gap else None
     outcome.packet_baseline_gap_ms = base.seconds * 1000 if base else None
     outcome.packet_probes = (loss.sent, loss.lost)
+    outcome.checks_after.append(_path_check(prober, t_run, time.monotonic()))
     prober.stop()
     time.sleep(PATH_DRAIN_S)
     try:

@@ -27,12 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvmlab.errors import KvmlabError, RuntimeFailure, StateError
+from kvmlab.fabric import namespaces
 from kvmlab.fabric.switch import GEN_PORT, SWITCH_DIR, Switch, read_record, running
 from kvmlab.fabric.testpmd import TestPmd
 from kvmlab.net.testpmd_stats import Snapshot
 from kvmlab.net.traffic import HostTestPmd, SwitchCounted
 from kvmlab.proc.confined import create_owned, remove_owned
-from kvmlab.proc.netns import socket_in
+from kvmlab.proc.netns import socket_at, socket_in
 from kvmlab.render.dpdk import bridge_argv
 from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.rundir import GuestRecord, LabDir
@@ -68,18 +69,35 @@ echo "$dev"
 """Address the NIC with this MAC for the probe (IPv6 off on it: no stray frames), the
 bridge's tap as a static neighbour; print the NIC's name."""
 
-GUEST_UNDO = r"""
-dev=$1; addr=$2; peer=$3; port=$4
+KILL_ECHO = r"""
 for p in /proc/[0-9]*; do  # every kvmlab-echo on the probe's port (one restarted too)
-    [ "$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null)" = "/bin/kvmlab-echo $port " ] \
+    [ "$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null)" = "/bin/kvmlab-echo $1 " ] \
         && kill "${p#/proc/}" 2>/dev/null
 done
+true
+"""
+"""Stop the probe's echo in the guest."""
+
+GUEST_UNDO = r"""
+dev=$1; addr=$2; peer=$3
 arp -i "$dev" -d "$peer" 2>/dev/null
 ip addr del "$addr/24" dev "$dev" 2>/dev/null
 ip link set "$dev" down 2>/dev/null
 true
 """
-"""The probe's echo stopped, the NIC's address, neighbour and link taken back."""
+"""The NIC's address, neighbour and link taken back."""
+
+GUEST_ADDRESS = r"""
+dev=
+for n in /sys/class/net/*; do
+    [ "$(cat "$n/address" 2>/dev/null)" = "$1" ] && dev=${n##*/}
+done
+[ -n "$dev" ] || { echo "no NIC with MAC $1" >&2; exit 4; }
+set -- $(ip -o -4 addr show dev "$dev")
+[ -n "$4" ] || { echo "$dev has no IPv4 address" >&2; exit 5; }
+echo "$dev ${4%/*}"
+"""
+"""The name and IPv4 address of the NIC with this MAC."""
 
 GUEST_COUNTERS = r"""
 cat "/sys/class/net/$1/statistics/rx_packets" "/sys/class/net/$1/statistics/tx_packets"
@@ -99,11 +117,11 @@ ip -o link show "$1"
 _ARG_PAIRS = re.compile(r"([a-z-]+)=([^,]*)")
 
 
-def vhost_user_macs(argv: list[str]) -> dict[str, str]:
-    """A QEMU command line's vhost-user NICs: socket path -> the NIC's MAC (chardev ->
-    netdev -> device, as kvmlab renders them)."""
+def nic_macs(argv: list[str]) -> list[tuple[str, str, str]]:
+    """A QEMU command line's vhost-user and tap NICs, in order: (kind, socket path or tap
+    name, MAC), read as kvmlab renders them (chardev -> netdev -> device)."""
     chardevs: dict[str, str] = {}
-    netdevs: dict[str, str] = {}
+    netdevs: list[tuple[str, str, str]] = []
     macs: dict[str, str] = {}
     for flag, value in itertools.pairwise(argv):
         kind, _, rest = value.partition(",")
@@ -111,14 +129,22 @@ def vhost_user_macs(argv: list[str]) -> dict[str, str]:
         if flag == "-chardev" and kind == "socket" and "path" in fields:
             chardevs[fields.get("id", "")] = fields["path"]
         elif flag == "-netdev" and kind == "vhost-user" and "chardev" in fields:
-            netdevs[fields.get("id", "")] = fields["chardev"]
+            netdevs.append((kind, fields.get("id", ""), fields["chardev"]))
+        elif flag == "-netdev" and kind == "tap" and "ifname" in fields:
+            netdevs.append((kind, fields.get("id", ""), fields["ifname"]))
         elif flag == "-device" and "netdev" in fields and "mac" in fields:
             macs[fields["netdev"]] = fields["mac"]
-    return {
-        chardevs[chardev]: macs[netdev]
-        for netdev, chardev in netdevs.items()
-        if chardev in chardevs and netdev in macs
-    }
+    out = []
+    for kind, netdev, key in netdevs:
+        where = chardevs.get(key) if kind == "vhost-user" else key
+        if where is not None and netdev in macs:
+            out.append((kind, where, macs[netdev]))
+    return out
+
+
+def vhost_user_macs(argv: list[str]) -> dict[str, str]:
+    """A QEMU command line's vhost-user NICs: socket path -> the NIC's MAC."""
+    return {where: mac for kind, where, mac in nic_macs(argv) if kind == "vhost-user"}
 
 
 def paired_port(ports: list[str]) -> str | None:
@@ -130,6 +156,21 @@ def paired_port(ports: list[str]) -> str | None:
 
 
 Progress = Callable[[str], None]
+
+
+def _guest_sh(machine: Machine, script: str, *args: str) -> str:
+    """A script in the guest (through its agent); its output, or why it failed."""
+    result = machine.exec(["sh", "-c", script, "sh", *args], timeout=60)
+    if result.returncode != 0:
+        why = result.stderr.decode(errors="replace").strip()
+        raise RuntimeFailure(f"{machine.config.name}: packet path: {why}")
+    return result.stdout.decode(errors="replace").strip()
+
+
+def _guest_counts(machine: Machine, dev: str) -> tuple[int, int]:
+    """The guest NIC's received and sent packets (kernel counters: they move with it)."""
+    rx, tx = _guest_sh(machine, GUEST_COUNTERS, dev).split()
+    return int(rx), int(tx)
 
 
 def switch_path(machine: Machine, guest_dir: Path, record: GuestRecord) -> SwitchPath | str | None:
@@ -161,6 +202,72 @@ def switch_path(machine: Machine, guest_dir: Path, record: GuestRecord) -> Switc
         core = next((c for c in cpus if c != main), main)
     work = guest_dir.parent / WORK_DIR
     return SwitchPath(machine, record.lab, switch, port, mac, work, (main, core))
+
+
+def packet_path(
+    machine: Machine, guest_dir: Path, record: GuestRecord
+) -> SwitchPath | NetworkPath | str | None:
+    """The packet path of a migrating guest (``kvmlab.migrate``'s ``PathProbeFactory``):
+    its switch port when it has one (:func:`switch_path`), else its first tap on one of
+    the lab's networks (:func:`network_path`); None when it has neither."""
+    found = switch_path(machine, guest_dir, record)
+    if found is not None:
+        return found
+    return network_path(machine, record)
+
+
+def network_path(machine: Machine, record: GuestRecord) -> NetworkPath | None:
+    """The probe of a guest's first tap on one of the lab's networks: from the host's
+    address on that network (the bridge, in the lab's namespace), a peer of the guest
+    there, to the guest's own address on it."""
+    ns = namespaces.ns_name(record.lab, "net")
+    tap = next(
+        (
+            (name, mac)
+            for kind, name, mac in nic_macs(record.argv)
+            if kind == "tap" and name.startswith(("kvt", "kvu"))
+        ),
+        None,
+    )
+    if tap is None or not namespaces.exists(ns):
+        return None
+    return NetworkPath(machine, ns, tap[1])
+
+
+class NetworkPath:
+    """Probes from the host's side of a lab network to the guest's address on it; the
+    guest's NIC counts what reached it and what it sent back."""
+
+    def __init__(self, machine: Machine, ns: str, mac: str) -> None:
+        self.machine = machine
+        self.ns = ns
+        self.mac = mac.lower()
+        self.description = f"host on the lab network ({ns}) -> bridge -> tap -> guest NIC {mac}"
+        self.dev: str | None = None
+        self.before: tuple[int, int] | None = None
+
+    def start(self, progress: Progress) -> tuple[str, int, Callable[[], socket.socket]]:
+        """The guest's address on the network, its echo started, its NIC counted."""
+        dev, address = _guest_sh(self.machine, GUEST_ADDRESS, self.mac).split()
+        self.dev = dev
+        self.description += f" ({address}:{ECHO_PORT}) and back"
+        self.machine.exec_background(["/bin/kvmlab-echo", str(ECHO_PORT)])
+        self.before = _guest_counts(self.machine, dev)
+        where = str(namespaces.NETNS_DIR / self.ns)
+        return address, ECHO_PORT, lambda: socket_at(where)
+
+    def count(self, guest: Machine) -> list[tuple[str, int]]:
+        """What the guest's NIC received and sent since :meth:`start`."""
+        assert self.dev is not None and self.before is not None
+        rx, tx = _guest_counts(guest, self.dev)
+        return [("guest in", rx - self.before[0]), ("guest out", tx - self.before[1])]
+
+    def close(self, guest: Machine) -> None:
+        """The probe's echo stopped (the guest's address is its own: left as it is)."""
+        if self.dev is not None:
+            with contextlib.suppress(KvmlabError, OSError):
+                _guest_sh(guest, KILL_ECHO, str(ECHO_PORT))
+            self.dev = None
 
 
 @dataclass
@@ -214,7 +321,7 @@ class SwitchPath:
         self._start_bridge()
         tap_mac = self._set_up_tap()
         machine = self.machine
-        self.dev = self._guest_sh(machine, GUEST_SETUP, self.mac, GUEST_IP, HOST_IP, tap_mac)
+        self.dev = _guest_sh(machine, GUEST_SETUP, self.mac, GUEST_IP, HOST_IP, tap_mac)
         self._configured = True
         machine.exec_background(["/bin/kvmlab-echo", str(ECHO_PORT)])
         self.before = _Before(
@@ -260,14 +367,6 @@ class SwitchPath:
         self.bridge.command("start")
         return found.group(1)
 
-    @staticmethod
-    def _guest_sh(machine: Machine, script: str, *args: str) -> str:
-        result = machine.exec(["sh", "-c", script, "sh", *args], timeout=60)
-        if result.returncode != 0:
-            why = result.stderr.decode(errors="replace").strip()
-            raise RuntimeFailure(f"{machine.config.name}: packet path: {why}")
-        return result.stdout.decode(errors="replace").strip()
-
     # --- counting ------------------------------------------------------------------------
 
     def _bridge_counts(self) -> Snapshot:
@@ -279,8 +378,7 @@ class SwitchPath:
 
     def _guest_counts(self, machine: Machine) -> tuple[int, int]:
         assert self.dev is not None
-        rx, tx = self._guest_sh(machine, GUEST_COUNTERS, self.dev).split()
-        return int(rx), int(tx)
+        return _guest_counts(machine, self.dev)
 
     def count(self, guest: Machine) -> list[tuple[str, int]]:
         """Every hop's packets since :meth:`start`, from the bridge's tap to the guest and
@@ -317,7 +415,8 @@ class SwitchPath:
         goes with it), the work directory removed; safe to call twice."""
         if self.dev is not None and self._configured:
             with contextlib.suppress(KvmlabError, OSError):
-                self._guest_sh(guest, GUEST_UNDO, self.dev, GUEST_IP, HOST_IP, str(ECHO_PORT))
+                _guest_sh(guest, KILL_ECHO, str(ECHO_PORT))
+                _guest_sh(guest, GUEST_UNDO, self.dev, GUEST_IP, HOST_IP)
             self.dev = None
         if self.bridge is not None:
             self.bridge.stop()

@@ -1,4 +1,4 @@
-"""Sockets in another process's network namespace, without naming the namespace.
+"""Sockets in another network namespace: a process's, or a named one.
 
 A namespace made by ``unshare --net`` for one process has no name under /run/netns and
 goes when that process exits: nothing to record, nothing a crash can leave behind. kvmlab
@@ -22,12 +22,20 @@ def socket_in(
 ) -> socket.socket:
     """A new socket in the network namespace of process ``pid`` (:class:`OSError` when that
     namespace cannot be entered: the process is gone, or this is not root)."""
+    return socket_at(f"/proc/{pid}/ns/net", family, kind)
+
+
+def socket_at(
+    namespace: str, family: int = socket.AF_INET, kind: int = socket.SOCK_DGRAM
+) -> socket.socket:
+    """A new socket in the network namespace at path ``namespace`` (``/proc/PID/ns/net``,
+    or a named one's ``/run/netns/NAME``)."""
     made: list[socket.socket] = []
     failed: list[OSError] = []
 
     def enter_and_make() -> None:
         try:
-            fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(namespace, os.O_RDONLY | os.O_CLOEXEC)
         except OSError as exc:
             failed.append(exc)
             return
@@ -35,7 +43,7 @@ def socket_in(
             libc = ctypes.CDLL(None, use_errno=True)
             if libc.setns(fd, CLONE_NEWNET) != 0:
                 errno = ctypes.get_errno()
-                failed.append(OSError(errno, f"setns into {pid}'s network: {os.strerror(errno)}"))
+                failed.append(OSError(errno, f"setns into {namespace}: {os.strerror(errno)}"))
                 return
             made.append(socket.socket(family, kind))
         except OSError as exc:

@@ -383,10 +383,16 @@ def _migrations(lab: Lab) -> Iterator[Finding]:
             yield f"{key}.guest", f"no top-level guest {m.guest!r} (kvmlab migrates those only)"
         elif not guest.migratable:
             yield f"{key}.guest", f"guest {m.guest} needs migratable = true (9p blocks migration)"
-        elif any(isinstance(n, TapNic) and n.network for n in guest.nics):
+        elif any(isinstance(n, TapNic) and not n.network for n in guest.nics):
             yield (
                 f"{key}.guest",
-                f"guest {m.guest} is on a lab network: kvmlab does not "
-                "yet move the destination's tap onto the bridge, so it cannot be "
-                "migrated",
+                f"guest {m.guest} has a tap of its own (not on a lab network): the source "
+                "QEMU holds it, and a second QEMU on this host cannot open it",
+            )
+        elif lab.switch is not None and lab.switch.kind == "ovs-dpdk" and switch_ports(guest):
+            yield (
+                f"{key}.guest",
+                f"guest {m.guest} is on an ovs-dpdk switch, whose ports connect to QEMU: a "
+                "destination QEMU would take the socket and wait for OVS, which stays with "
+                "the source (kvmlab migrates guests on a testpmd switch)",
             )

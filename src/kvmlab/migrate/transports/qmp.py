@@ -37,7 +37,7 @@ from kvmlab.render.runfiles import (
 )
 from kvmlab.runtime import backends
 from kvmlab.runtime.machine import Machine
-from kvmlab.runtime.qemu import handover
+from kvmlab.runtime.qemu import handover, lab_taps
 from kvmlab.runtime.qemu.machine import QemuMachine, qemu_command
 from kvmlab.runtime.rundir import GuestRecord
 
@@ -85,6 +85,7 @@ class QmpTransport(Transport):
         self.dest_dir = handover.migration_dir(self.guest_dir, self.record)
         self.plan: Plan | None = None
         self.dest: QemuMachine | None = None
+        self._taps: list[lab_taps.TapMove] = []
         self._argv: list[str] = []
         self._last: dict[str, Any] = {}
         self._source_stopped = False
@@ -127,6 +128,7 @@ class QmpTransport(Transport):
         self._argv, self.forwards = handover.destination_argv(
             self.record.argv, self.guest_dir, self.dest_dir, self.route.dest_qemu
         )
+        self._argv, self._taps = lab_taps.plan(self.record.lab, address, self._argv)
         offered = {
             c["capability"] for c in self.qemu_source.qmp().execute("query-migrate-capabilities")
         }
@@ -177,6 +179,12 @@ class QmpTransport(Transport):
                 f"the destination QEMU did not start: {lines[0]}"
                 + "".join(f"; {x.strip()}" for x in lines[1:4])
             ) from exc
+        if self._taps:
+            progress(
+                "the destination's taps onto the lab's bridges: "
+                + ", ".join(f"{t.dest} on {t.bridge} (the source's {t.source})" for t in self._taps)
+            )
+            lab_taps.attach(self.record.lab, self._taps)
         _set(self.qemu_source, the_plan.source_caps, the_plan.source_params)
         _set(dest, the_plan.dest_caps, the_plan.dest_params)
         self._uri = (
