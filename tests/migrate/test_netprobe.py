@@ -118,3 +118,27 @@ def test_a_destination_with_no_route_is_refused_at_once() -> None:
     with pytest.raises(OSError):
         probe.add_target("256.1.1.1", 9)
     probe.stop()
+
+
+def test_echoes_on_their_way_when_sending_stops_are_still_counted() -> None:
+    delay = 0.1
+    replies: list[tuple[float, bytes, tuple[str, int]]] = []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.settimeout(0.01)
+        probe = NetworkProbe("127.0.0.1", sock.getsockname()[1]).start()
+        end = time.monotonic() + 0.5
+        stopped_at: int | None = None
+        while time.monotonic() < end:  # an echo that answers each probe 0.1 s late
+            with contextlib.suppress(TimeoutError):
+                data, peer = sock.recvfrom(64)
+                replies.append((time.monotonic() + delay, data, peer))
+            while replies and replies[0][0] <= time.monotonic():
+                _, data, peer = replies.pop(0)
+                sock.sendto(data, peer)
+            if stopped_at is None and time.monotonic() > end - 0.3:
+                probe.stop_sending()
+                stopped_at = probe.echoes
+        probe.stop()
+    assert stopped_at is not None and probe.echoes > stopped_at  # they came after the stop
+    assert probe.echoes == len(probe.sent)  # every probe sent came back

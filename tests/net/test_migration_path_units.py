@@ -69,8 +69,11 @@ def test_the_report_gives_the_gap_the_loss_and_each_hop() -> None:
     outcome = Outcome("lab/vm", "precopy")
     outcome.packet_path = "host -> switch port vm0 -> guest and back"
     assert packet_path_lines(outcome) == [
-        "packet path: not measured (host -> switch port vm0 -> guest and back)"
+        "packet path: host -> switch port vm0 -> guest and back: not measured (the "
+        "migration did not complete)"
     ]
+    refused = Outcome("lab/vm", "precopy", packet_path="not probed: lab l's switch is not running")
+    assert packet_path_lines(refused) == ["packet path: not probed: lab l's switch is not running"]
     outcome.packet_downtime_ms, outcome.packet_baseline_gap_ms = 412.0, 9.0
     outcome.packet_probes = (3300, 210)
     outcome.packet_hops = [("sent", 4300), ("switch to guest", 4090), ("echoed", 4090)]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -203,6 +204,12 @@ def _attempt(
         if watch is not None:
             watch.stop()
         moved = _interrupted(transport, outcome, exc, moved, started, t0, progress)
+    except BaseException:  # what ends the attempt unhandled: the path is undone first
+        if path is not None:
+            path.prober.stop()
+            _close_path(path, moved or transport.source)
+            path = None
+        raise
     finally:
         if watch is not None:
             watch.stop()
@@ -210,21 +217,32 @@ def _attempt(
             with deferred_signals():
                 _stop_network_probe(transport, net, moved or transport.source)
         if path is not None:
-            with deferred_signals(), contextlib.suppress(KvmlabError, OSError):
-                path.prober.stop()
-                path.probe.close(moved or transport.source)
+            path.prober.stop()
+            if moved is not None:
+                _close_path(path, moved)
+                path = None  # else: once the source is back (a paused one cannot answer)
     if moved is None and outcome.lost:
         outcome.checks_after = [
             guestside.Check("destination", False, transport.destination_evidence())
         ]
+        if path is not None:
+            _close_path(path, None)  # nothing runs the guest: the host's side only
         transport.abandon()
         return
     if moved is None:
         with deferred_signals():  # a second Ctrl-C does not leave the destination behind
             source = transport.back_out(outcome, progress)
+        if path is not None:
+            _close_path(path, source)
         _verify(source, ref, outcome, "source")
         return
     _verify(moved, ref, outcome, "destination")
+
+
+def _close_path(path: _PathRun, guest: Machine | None) -> None:
+    """Undo the packet-path probe (in ``guest`` too, when one runs it), whatever arrives."""
+    with deferred_signals(), contextlib.suppress(KvmlabError, OSError):
+        path.probe.close(guest)
 
 
 @dataclass(frozen=True)
@@ -331,23 +349,26 @@ def _start_path_probe(
     if made is None:
         return None
     if isinstance(made, str):
-        outcome.packet_path = made
+        outcome.packet_path = f"not probed: {made}"
         progress(f"packet path: not probed ({made})")
         return None
     prober: NetworkProbe | None = None
+    wait = ECHO_WAIT_S * max(1.0, transport.level_factor())
     try:
         host, port, make_socket = made.start(progress)
         prober = NetworkProbe(host, port, make_socket).start()
-        deadline = time.monotonic() + ECHO_WAIT_S * max(1.0, transport.level_factor())
+        deadline = time.monotonic() + wait
         while not prober.arrivals and time.monotonic() < deadline:
             time.sleep(0.05)
         if not prober.arrivals:
-            raise RuntimeFailure(f"no echo came back from {host}:{port} in {ECHO_WAIT_S:g} s")
-    except (KvmlabError, OSError) as exc:
+            raise RuntimeFailure(f"no echo came back from {host}:{port} in {wait:.0f} s")
+    except BaseException as exc:  # a Ctrl-C too: nothing of a half-made path stays
         with deferred_signals(), contextlib.suppress(KvmlabError, OSError):
             if prober is not None:
                 prober.stop()
             made.close(transport.source)
+        if not isinstance(exc, (KvmlabError, OSError, subprocess.SubprocessError)):
+            raise
         outcome.packet_path = f"{made.description}: not probed: {exc}"
         progress(f"packet path: not probed ({exc})")
         return None
@@ -409,19 +430,23 @@ def _measure_path(
     """The packet path's gap and loss around the switch-over, then every hop's count."""
     prober = path.prober
     gap, base = measure_downtime(prober, t_base, t0, t_run, ceiling)
-    loss = prober.loss(t0, time.monotonic())
+    stopped = time.monotonic()
+    outcome.checks_after.append(_path_check(prober, t_run, stopped))
+    prober.stop_sending()
+    time.sleep(PATH_DRAIN_S)  # the echoes still on their way come back and are counted
+    loss = prober.loss(t0, stopped)
     outcome.packet_downtime_ms = gap.seconds * 1000 if gap else None
     outcome.packet_baseline_gap_ms = base.seconds * 1000 if base else None
     outcome.packet_probes = (loss.sent, loss.lost)
-    outcome.checks_after.append(_path_check(prober, t_run, time.monotonic()))
-    prober.stop()
-    time.sleep(PATH_DRAIN_S)
     try:
         hops = path.probe.count(moved)
-    except KvmlabError as exc:  # the gap stands; the hops are what could not be read
+    except (KvmlabError, OSError, LookupError, ValueError) as exc:  # the gap stands
         outcome.packet_path = f"{outcome.packet_path}; its hops not counted: {exc}"
         return
-    outcome.packet_hops = [("sent", len(prober.sent)), *hops, ("echoed", prober.echoes)]
+    finally:
+        prober.stop()
+    sent = len(prober.sent) - len(prober.unsent)  # a probe the host refused never left
+    outcome.packet_hops = [("sent", sent), *hops, ("echoed", prober.echoes)]
 
 
 def _after_hand_over(transport: Transport, moved: Machine, outcome: Outcome) -> None:

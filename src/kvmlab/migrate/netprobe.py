@@ -12,7 +12,6 @@ the probes sent in it that never came back are the loss.
 
 from __future__ import annotations
 
-import contextlib
 import select
 import socket
 import struct
@@ -57,7 +56,11 @@ class NetworkProbe(Arrivals):
         self.sent: list[float] = []
         """When each probe went out (its sequence number is its index)."""
         self.echoed: set[int] = set()
+        self.unsent: set[int] = set()
+        """Probes the host's own stack refused to send (a port-unreachable came back for
+        an earlier one): they never left."""
         self._stop = threading.Event()
+        self._stop_sending = threading.Event()
         self._socks = [self._socket()]
         self._threads = [
             threading.Thread(target=self._send, name="kvmlab-netprobe-tx", daemon=True),
@@ -88,8 +91,15 @@ class NetworkProbe(Arrivals):
             thread.start()
         return self
 
+    def stop_sending(self) -> None:
+        """Send no more probes; echoes still on their way are counted until :meth:`stop`."""
+        self._stop_sending.set()
+        if self._threads[0].is_alive():
+            self._threads[0].join(2.0)
+
     def stop(self) -> None:
         """Stop probing (waits for both threads) and close the sockets."""
+        self._stop_sending.set()
         self._stop.set()
         for thread in self._threads:
             if thread.is_alive():
@@ -100,14 +110,20 @@ class NetworkProbe(Arrivals):
     def _send(self) -> None:
         period = 1.0 / RATE_HZ
         due = time.monotonic()
-        while not self._stop.is_set():
+        while not self._stop_sending.is_set():
             now = time.monotonic()
             self.sent.append(now)
-            packet = _PACKET.pack(len(self.sent) - 1, now)
+            seq = len(self.sent) - 1
+            packet = _PACKET.pack(seq, now)
+            refused = 0
             for sock in self._socks:
                 # refused while no QEMU holds the forward (the switch-over): the loss it is
-                with contextlib.suppress(OSError):
+                try:
                     sock.send(packet)
+                except OSError:
+                    refused += 1
+            if refused == len(self._socks):
+                self.unsent.add(seq)
             due += period
             pause = due - time.monotonic()
             if pause > 0:

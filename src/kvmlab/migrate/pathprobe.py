@@ -54,8 +54,9 @@ class PathProbe(Protocol):
         (``guest`` is where the guest runs now)."""
         ...
 
-    def close(self, guest: Machine) -> None:
-        """Undo everything (in ``guest`` too, where it runs now); safe to call twice."""
+    def close(self, guest: Machine | None) -> None:
+        """Undo everything (in ``guest`` too, where it runs now; None when nothing runs it
+        after a failed postcopy); safe to call twice."""
         ...
 
 

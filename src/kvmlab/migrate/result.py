@@ -233,7 +233,13 @@ def packet_path_lines(outcome: Outcome) -> list[str]:
     """The packet path's gap and loss, then every hop's count and what it lost against the
     hop before (at 1 kHz a lost probe is a millisecond of the path's time)."""
     if outcome.packet_downtime_ms is None or outcome.packet_probes is None:
-        return [f"packet path: not measured ({outcome.packet_path})"] if outcome.packet_path else []
+        if not outcome.packet_path:
+            return []
+        if "not probed" in outcome.packet_path:
+            return [f"packet path: {outcome.packet_path}"]
+        return [
+            f"packet path: {outcome.packet_path}: not measured (the migration did not complete)"
+        ]
     sent, lost = outcome.packet_probes
     noise = outcome.packet_baseline_gap_ms
     base = "" if noise is None else f"; its noise before the migration: {noise:.0f} ms"
@@ -255,7 +261,10 @@ def packet_path_lines(outcome: Outcome) -> list[str]:
             if others > 0:
                 notes.append(f"{others} frames that are not probes joined (announcements, ARP)")
             elif others < 0:
-                notes.append(f"{-others} frames that are not probes ended here")
+                notes.append(
+                    f"{-others} fewer: frames that are not probes ended here (or probes "
+                    "were lost, as many)"
+                )
             note = f"  {'; '.join(notes)}" if notes else ""
             lines.append(f"    {hop.name:<{width}}  {hop.packets:>9}{note}")
     return lines

@@ -57,17 +57,31 @@ for n in /sys/class/net/*; do
     [ "$(cat "$n/address" 2>/dev/null)" = "$mac" ] && dev=${n##*/}
 done
 [ -n "$dev" ] || { echo "no NIC with MAC $mac" >&2; exit 4; }
+# a killed kvmlab's probe address on this NIC: kvmlab's own, taken back first
+ip -o -4 addr show dev "$dev" | grep -q " inet $addr/" && ip addr del "$addr/24" dev "$dev"
+if ip -o -4 addr show dev "$dev" | grep -q " inet "; then
+    echo "$dev has an address of its own (an addressed switch port): not probed" >&2; exit 5
+fi
 if ip -o addr show | grep -q " inet ${addr%.*}\."; then
     echo "the guest already has an address in ${addr%.*}.0/24" >&2; exit 5
 fi
-echo 1 > "/proc/sys/net/ipv6/conf/$dev/disable_ipv6" 2>/dev/null
-ip addr add "$addr/24" dev "$dev" || exit 6
-ip link set "$dev" up || exit 6
-arp -i "$dev" -s "$peer" "$peer_mac" || exit 6
-echo "$dev"
+up=down
+ip -o link show "$dev" | grep -q "[<,]UP[,>]" && up=up
+v6=$(cat "/proc/sys/net/ipv6/conf/$dev/disable_ipv6" 2>/dev/null) || v6=-
+undo() {
+    ip addr del "$addr/24" dev "$dev" 2>/dev/null
+    [ "$up" = up ] || ip link set "$dev" down
+    [ "$v6" = - ] || echo "$v6" > "/proc/sys/net/ipv6/conf/$dev/disable_ipv6"
+}
+[ "$v6" = - ] || echo 1 > "/proc/sys/net/ipv6/conf/$dev/disable_ipv6"
+ip addr add "$addr/24" dev "$dev" || { undo; exit 6; }
+ip link set "$dev" up || { undo; exit 6; }
+arp -i "$dev" -s "$peer" "$peer_mac" || { undo; echo "arp -s failed in the guest" >&2; exit 6; }
+echo "$dev $up $v6"
 """
 """Address the NIC with this MAC for the probe (IPv6 off on it: no stray frames), the
-bridge's tap as a static neighbour; print the NIC's name."""
+bridge's tap as a static neighbour; print the NIC's name and what to restore (its link
+state, its IPv6 setting). A step that fails undoes the ones before it."""
 
 KILL_ECHO = r"""
 for p in /proc/[0-9]*; do  # every kvmlab-echo on the probe's port (one restarted too)
@@ -79,13 +93,15 @@ true
 """Stop the probe's echo in the guest."""
 
 GUEST_UNDO = r"""
-dev=$1; addr=$2; peer=$3
+dev=$1; addr=$2; peer=$3; up=$4; v6=$5
 arp -i "$dev" -d "$peer" 2>/dev/null
 ip addr del "$addr/24" dev "$dev" 2>/dev/null
-ip link set "$dev" down 2>/dev/null
+[ "$up" = up ] || ip link set "$dev" down 2>/dev/null
+[ "$v6" = - ] || echo "$v6" > "/proc/sys/net/ipv6/conf/$dev/disable_ipv6"
 true
 """
-"""The NIC's address, neighbour and link taken back."""
+"""The NIC as it was: the probe's address and neighbour gone, its link and IPv6 setting
+back."""
 
 GUEST_ADDRESS = r"""
 dev=
@@ -106,7 +122,7 @@ cat "/sys/class/net/$1/statistics/rx_packets" "/sys/class/net/$1/statistics/tx_p
 BRIDGE_SETUP = r"""
 set -e
 ip link set lo up
-for f in /proc/sys/net/ipv6/conf/*/disable_ipv6; do echo 1 > "$f"; done
+for f in /proc/sys/net/ipv6/conf/*/disable_ipv6; do if [ -e "$f" ]; then echo 1 > "$f"; fi; done
 ip addr add "$2/24" dev "$1"
 ip neigh replace "$3" lladdr "$4" dev "$1" nud permanent
 ip link set "$1" up
@@ -211,9 +227,10 @@ def packet_path(
     its switch port when it has one (:func:`switch_path`), else its first tap on one of
     the lab's networks (:func:`network_path`); None when it has neither."""
     found = switch_path(machine, guest_dir, record)
-    if found is not None:
+    if isinstance(found, SwitchPath):
         return found
-    return network_path(machine, record)
+    on_network = network_path(machine, record)  # a switch port it cannot probe: this, then
+    return on_network if on_network is not None else found
 
 
 def network_path(machine: Machine, record: GuestRecord) -> NetworkPath | None:
@@ -262,9 +279,9 @@ class NetworkPath:
         rx, tx = _guest_counts(guest, self.dev)
         return [("guest in", rx - self.before[0]), ("guest out", tx - self.before[1])]
 
-    def close(self, guest: Machine) -> None:
+    def close(self, guest: Machine | None) -> None:
         """The probe's echo stopped (the guest's address is its own: left as it is)."""
-        if self.dev is not None:
+        if self.dev is not None and guest is not None:
             with contextlib.suppress(KvmlabError, OSError):
                 _guest_sh(guest, KILL_ECHO, str(ECHO_PORT))
             self.dev = None
@@ -308,7 +325,8 @@ class SwitchPath:
         self.bridge: TestPmd | None = None
         self.dev: str | None = None
         self.before: _Before | None = None
-        self._configured = False
+        self._prior = ("up", "-")
+        """The NIC's link state and IPv6 setting before the probe (restored after)."""
 
     # --- set-up --------------------------------------------------------------------------
 
@@ -321,8 +339,10 @@ class SwitchPath:
         self._start_bridge()
         tap_mac = self._set_up_tap()
         machine = self.machine
-        self.dev = _guest_sh(machine, GUEST_SETUP, self.mac, GUEST_IP, HOST_IP, tap_mac)
-        self._configured = True
+        dev, up, ipv6 = _guest_sh(
+            machine, GUEST_SETUP, self.mac, GUEST_IP, HOST_IP, tap_mac
+        ).split()
+        self.dev, self._prior = dev, (up, ipv6)
         machine.exec_background(["/bin/kvmlab-echo", str(ECHO_PORT)])
         self.before = _Before(
             self._bridge_counts(), self._switch_counts(), self._guest_counts(machine)
@@ -391,6 +411,8 @@ class SwitchPath:
         gen, port = ports.index(GEN_PORT), ports.index(self.port)
 
         def delta(after: Snapshot, first: Snapshot, index: int, field: str) -> int:
+            if index not in after.ports:
+                raise RuntimeFailure(f"packet path: no counters of port {index} any more")
             now = getattr(after.ports[index], field)
             then = getattr(first.ports[index], field) if index in first.ports else 0
             return int(now - then)
@@ -410,16 +432,19 @@ class SwitchPath:
 
     # --- undo ----------------------------------------------------------------------------
 
-    def close(self, guest: Machine) -> None:
-        """The guest's NIC and echo back as they were, the bridge stopped (its namespace
-        goes with it), the work directory removed; safe to call twice."""
-        if self.dev is not None and self._configured:
+    def close(self, guest: Machine | None) -> None:
+        """The guest's NIC and echo back as they were (when a guest runs), the bridge
+        stopped (its namespace goes with it), the work directory removed; each step tried
+        whatever the one before did; safe to call twice."""
+        if self.dev is not None and guest is not None:
             with contextlib.suppress(KvmlabError, OSError):
                 _guest_sh(guest, KILL_ECHO, str(ECHO_PORT))
-                _guest_sh(guest, GUEST_UNDO, self.dev, GUEST_IP, HOST_IP)
-            self.dev = None
+            with contextlib.suppress(KvmlabError, OSError):
+                _guest_sh(guest, GUEST_UNDO, self.dev, GUEST_IP, HOST_IP, *self._prior)
+        self.dev = None
         if self.bridge is not None:
-            self.bridge.stop()
+            with contextlib.suppress(KvmlabError, OSError):
+                self.bridge.stop()
             self.bridge = None
         if self.work.exists():
             with contextlib.suppress(StateError, OSError):
