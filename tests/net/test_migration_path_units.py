@@ -127,3 +127,14 @@ def test_a_lab_network_tap_has_two_names_and_the_probe_finds_it() -> None:
     argv = golden_argv("vhost-migrate-lan.tcg.qemu.sh")
     [(kind, tap, mac)] = nic_macs(argv)
     assert kind == "tap" and alternate(tap) is not None and mac.startswith("52:54:00:")
+
+
+def test_an_ovs_port_has_two_socket_names_and_each_destination_takes_the_other() -> None:
+    from kvmlab.runtime.qemu.ovs_ports import _other, _port_of
+
+    root = Path("/run/kvmlab/l/.switch")
+    assert _port_of(str(root / "vm0.sock"), root) == "vm0"
+    assert _port_of(str(root / "vm0.b.sock"), root) == "vm0"
+    assert _port_of("/elsewhere/vm0.sock", root) is None  # not the switch's: not a port
+    assert _other(str(root / "vm0.sock"), "vm0", root) == str(root / "vm0.b.sock")
+    assert _other(str(root / "vm0.b.sock"), "vm0", root) == str(root / "vm0.sock")

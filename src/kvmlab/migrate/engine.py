@@ -447,6 +447,7 @@ def _measure_path(
         prober.stop()
     sent = len(prober.sent) - len(prober.unsent)  # a probe the host refused never left
     outcome.packet_hops = [("sent", sent), *hops, ("echoed", prober.echoes)]
+    outcome.packet_path = path.probe.description  # what counting found is said there
 
 
 def _after_hand_over(transport: Transport, moved: Machine, outcome: Outcome) -> None:

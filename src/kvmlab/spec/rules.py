@@ -389,10 +389,3 @@ def _migrations(lab: Lab) -> Iterator[Finding]:
                 f"guest {m.guest} has a tap of its own (not on a lab network): the source "
                 "QEMU holds it, and a second QEMU on this host cannot open it",
             )
-        elif lab.switch is not None and lab.switch.kind == "ovs-dpdk" and switch_ports(guest):
-            yield (
-                f"{key}.guest",
-                f"guest {m.guest} is on an ovs-dpdk switch, whose ports connect to QEMU: a "
-                "destination QEMU would take the socket and wait for OVS, which stays with "
-                "the source (kvmlab migrates guests on a testpmd switch)",
-            )

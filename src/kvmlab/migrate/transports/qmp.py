@@ -37,7 +37,7 @@ from kvmlab.render.runfiles import (
 )
 from kvmlab.runtime import backends
 from kvmlab.runtime.machine import Machine
-from kvmlab.runtime.qemu import handover, lab_taps
+from kvmlab.runtime.qemu import handover, lab_taps, ovs_ports
 from kvmlab.runtime.qemu.machine import QemuMachine, qemu_command
 from kvmlab.runtime.rundir import GuestRecord
 
@@ -86,6 +86,8 @@ class QmpTransport(Transport):
         self.plan: Plan | None = None
         self.dest: QemuMachine | None = None
         self._taps: list[lab_taps.TapMove] = []
+        self._ports: list[ovs_ports.PortMove] = []
+        self._ports_moved = False
         self._argv: list[str] = []
         self._last: dict[str, Any] = {}
         self._source_stopped = False
@@ -109,15 +111,6 @@ class QmpTransport(Transport):
                 f"postcopy leaves its source so); 'kvmlab down {self.record.lab}' removes it"
             )
         check_destination_sockets(address, self.dest_dir)
-        shared = handover.shared_server_sockets(self.record.argv, self.guest_dir)
-        if shared:
-            raise StateError(
-                f"cannot migrate {address}: its QEMU is the vhost-user socket server at "
-                f"{printable(shared[0])} (an OVS-DPDK port, which connects to QEMU); a "
-                "destination QEMU on this host would take that socket's name and wait for "
-                "OVS, which stays with the source. kvmlab migrates guests on a testpmd "
-                "switch (QEMU connects to it); an OVS port per destination is not built yet"
-            )
         if self.dest_dir.exists():
             if find_marked(f"{self.dest_dir}/"):
                 raise StateError(
@@ -129,6 +122,20 @@ class QmpTransport(Transport):
             self.record.argv, self.guest_dir, self.dest_dir, self.route.dest_qemu
         )
         self._argv, self._taps = lab_taps.plan(self.record.lab, address, self._argv)
+        self._argv, self._ports = ovs_ports.plan(self.record.lab, address, self._argv)
+        own = {m.dest for m in self._ports}
+        shared = [
+            p
+            for p in handover.shared_server_sockets(self._argv, self.dest_dir)
+            if p not in own and not p.startswith(f"{self.guest_dir}/")
+        ]
+        if shared:
+            raise StateError(
+                f"cannot migrate {address}: its QEMU is the vhost-user socket server at "
+                f"{printable(shared[0])}, which is not a port of the lab's OVS switch; a "
+                "destination QEMU on this host would take that socket's name and wait for "
+                "a peer that stays with the source"
+            )
         offered = {
             c["capability"] for c in self.qemu_source.qmp().execute("query-migrate-capabilities")
         }
@@ -170,6 +177,12 @@ class QmpTransport(Transport):
 
     def open(self, progress: Progress) -> None:
         dest, the_plan = self._dest(), self._plan()
+        if self._ports:
+            progress(
+                "the destination's own OVS ports (no flows until the switch-over): "
+                + ", ".join(f"{m.port}{ovs_ports.NEXT} on {m.dest}" for m in self._ports)
+            )
+            ovs_ports.add_next(self.record.lab, self._ports)
         progress(f"starting the destination QEMU ({self.dest_dir.name}, -incoming defer)")
         try:
             dest.launch_incoming()
@@ -233,7 +246,12 @@ class QmpTransport(Transport):
             status = dest.qmp().execute("query-status")
             if status.get("running"):
                 dest.resumed()
-                return time.monotonic()
+                resumed = time.monotonic()
+                if self._ports and not self._ports_moved:
+                    # the lab's OVS ports to the destination's sockets (flows stay)
+                    ovs_ports.hand_over(self.record.lab, self._ports)
+                    self._ports_moved = True
+                return resumed
             time.sleep(0.02)
         raise RuntimeFailure("the destination's guest did not start running within 60 s")
 
@@ -292,6 +310,8 @@ class QmpTransport(Transport):
             dest.shutdown(force=True)
             if self.dest_dir.exists():
                 remove_owned(self.dest_dir)
+        if not self._ports_moved:
+            ovs_ports.remove_next(self.record.lab, self._ports)
         return source
 
     def destination_evidence(self) -> str:
@@ -318,6 +338,9 @@ class QmpTransport(Transport):
         ):
             dest.shutdown(force=True)  # never handed over: it is not the guest
             remove_owned(self.dest_dir)
+        if not self._ports_moved:
+            with contextlib.suppress(KvmlabError):
+                ovs_ports.remove_next(self.record.lab, self._ports)
 
     def close(self) -> None:
         if self.dest is not None:
