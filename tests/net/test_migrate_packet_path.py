@@ -43,6 +43,14 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         yield env
 
 
+def started(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    """kvmlab running, its output piped (read while it runs)."""
+    pipe = subprocess.PIPE
+    return subprocess.Popen(
+        [KVMLAB, *args], env=env, stdout=pipe, stderr=pipe, stdin=subprocess.DEVNULL, text=True
+    )
+
+
 def losses(path: dict[str, Any]) -> dict[str, int]:
     """Probes lost at each hop of a run's packet path."""
     hops = [HopCount(h["hop"], h["packets"]) for h in path["hops"]]
@@ -52,14 +60,7 @@ def losses(path: dict[str, Any]) -> dict[str, int]:
 def test_the_switch_forwards_to_the_destination_and_a_loss_in_the_guest_is_placed_there(
     lab: dict[str, str],
 ) -> None:
-    proc = subprocess.Popen(
-        [KVMLAB, *MIGRATE],
-        env=lab,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
+    proc = started(lab, *MIGRATE)
     assert proc.stderr is not None and proc.stdout is not None
     faults: list[subprocess.CompletedProcess[str]] = []
     err: list[str] = []
@@ -148,14 +149,7 @@ def test_a_guest_on_a_lab_network_keeps_its_network(lab: dict[str, str]) -> None
 
 
 def test_a_destination_tap_taken_off_its_bridge_fails_the_verdict(lab: dict[str, str]) -> None:
-    proc = subprocess.Popen(
-        [KVMLAB, "migrate", LAN, "--dirty", "10", "--dirty-mem", "32", "-o", "json"],
-        env=lab,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
+    proc = started(lab, "migrate", LAN, "--dirty", "10", "--dirty-mem", "32", "-o", "json")
     assert proc.stderr is not None and proc.stdout is not None
     cut: list[str] = []
     err: list[str] = []

@@ -67,6 +67,17 @@ def destination_argv(
     return [*out, INCOMING_FLAG, "defer"], forwards
 
 
+def option(parts: list[str], key: str) -> str:
+    """The value of ``key=`` among a QEMU option string's comma-separated parts ("" if
+    absent)."""
+    return next((p[len(key) + 1 :] for p in parts if p.startswith(f"{key}=")), "")
+
+
+def with_option(parts: list[str], key: str, value: str) -> str:
+    """The option string with ``key=`` set to ``value`` (where it was)."""
+    return ",".join(f"{key}={value}" if p.startswith(f"{key}=") else p for p in parts)
+
+
 def shared_server_sockets(argv: list[str], guest_dir: Path) -> list[str]:
     """Unix sockets the QEMU of ``argv`` listens on outside its guest's directory (a
     vhost-user NIC on an OVS-DPDK port: OVS connects to QEMU there). A destination QEMU

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from kvmlab.errors import KvmlabError, StateError
 from kvmlab.fabric import namespaces
+from kvmlab.runtime.qemu.handover import option, with_option
 
 _PREFIXES = ("kvt", "kvu")
 _MASTER = re.compile(r"\smaster (\S+)\s")
@@ -64,7 +65,7 @@ def plan(lab: str, address: str, argv: list[str]) -> tuple[list[str], list[TapMo
     for arg in argv:
         if previous == "-netdev" and arg.startswith("tap,"):
             parts = arg.split(",")
-            named = next((p[len("ifname=") :] for p in parts if p.startswith("ifname=")), "")
+            named = option(parts, "ifname")
             other = alternate(named)
             if other is None or not namespaces.exists(ns):
                 raise StateError(
@@ -90,7 +91,7 @@ def plan(lab: str, address: str, argv: list[str]) -> tuple[list[str], list[TapMo
             bridge = here[source]
             assert bridge
             moves.append(TapMove(source, dest, bridge))
-            arg = ",".join(f"ifname={dest}" if p.startswith("ifname=") else p for p in parts)
+            arg = with_option(parts, "ifname", dest)
         out.append(arg)
         previous = arg
     return out, moves

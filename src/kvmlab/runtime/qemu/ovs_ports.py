@@ -21,6 +21,7 @@ from pathlib import Path
 from kvmlab.errors import KvmlabError, StateError
 from kvmlab.fabric.ovs import BRIDGE, Ovs
 from kvmlab.fabric.switch import SWITCH_DIR, read_record, running
+from kvmlab.runtime.qemu.handover import option, with_option
 from kvmlab.runtime.rundir import LabDir
 
 NEXT = ".next"
@@ -81,7 +82,7 @@ def plan(lab: str, address: str, argv: list[str]) -> tuple[list[str], list[PortM
     for arg in argv:
         if previous == "-chardev" and arg.startswith("socket,"):
             parts = arg.split(",")
-            path = next((p[len("path=") :] for p in parts if p.startswith("path=")), "")
+            path = option(parts, "path")
             port = _port_of(path, root) if "server=on" in parts else None
             if port is not None:
                 source = _get(ovs, port, "options:vhost-server-path")
@@ -98,7 +99,7 @@ def plan(lab: str, address: str, argv: list[str]) -> tuple[list[str], list[PortM
                 dest = _other(source, port, root)
                 rxq = _get(ovs, port, "options:n_rxq") or "1"
                 moves.append(PortMove(port, ofport, source, dest, rxq))
-                arg = ",".join(f"path={dest}" if p.startswith("path=") else p for p in parts)
+                arg = with_option(parts, "path", dest)
         out.append(arg)
         previous = arg
     return out, moves
