@@ -213,6 +213,7 @@ def short_tmp() -> Iterator[Path]:
 
 SIDE_LANE = (
     "tests/bench/test_kbuild.py",
+    "tests/benchrun/test_paging_matrix.py",
     "tests/exits/test_exits_functional.py",
     "tests/exits/test_rtc_storm.py",
     "tests/guest/test_agent.py",
@@ -232,9 +233,11 @@ SIDE_LANE = (
 """Functional tests `make test` runs in a second lane, beside the others: one guest (or
 one guest hypervisor and its guest) at a time on user networking or none (no port forward,
 tap, bridge, namespace, huge page, switch or tracefs of the host: the RTC storm's tracing
-and the timer storm's are inside their L1, and ``perf`` samples one QEMU's threads), nothing
-measured against time or against host-wide state (the RTC storm compares exit counts of one
-window against another's, 100x apart; the timer storm's verdicts are counts and shares), the
+and the timer storm's are inside their L1, and ``perf`` samples one QEMU's threads; the
+paging matrix's exit profile is inside its L1 too), nothing measured against time or against
+host-wide state (the RTC storm compares exit counts of one window against another's, 100x
+apart; the timer storm's verdicts are counts and shares; the paging matrix's, that its
+figures exist, its L1 runs shadow paging as read back there, and its table's rows), the
 images they boot built before either lane starts. A booting test keeps this 2-core host
 about half busy, so the other lane's guests lose little; the tests that compare the
 host's links, namespaces or huge pages before and after, measure, or migrate under load

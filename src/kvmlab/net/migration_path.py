@@ -1,4 +1,7 @@
-"""The packet path of a migrating guest on the lab's vswitch, probed and counted hop by hop.
+"""The packet path of a migrating guest, probed and counted hop by hop: its port on the
+lab's vswitch (:class:`SwitchPath`), else its tap on one of the lab's networks
+(:class:`NetworkPath`: probes from the host's address on that network, the guest's NIC
+counting what reached it and what it sent back).
 
 A guest whose vhost-user NIC sits on the switch port paired with kvmlab's generator port
 (``kvmlab-gen``: the PVP layout, where generator and guest NIC 0 are neighbours) is
