@@ -221,6 +221,7 @@ SIDE_LANE = (
     "tests/guest/test_disk_boot.py",
     "tests/guest/test_exec_channel.py",
     "tests/libvirt_backend/test_cloud_init_libvirt.py",
+    "tests/libvirt_backend/test_nested_bench_libvirt.py",
     "tests/render/test_libvirt_schema.py",
     "tests/render/test_qemu_accepts.py",
     "tests/report/test_html.py",
@@ -237,11 +238,12 @@ and the timer storm's are inside their L1, and ``perf`` samples one QEMU's threa
 paging matrix's exit profile is inside its L1 too), nothing measured against time or against
 host-wide state (the RTC storm compares exit counts of one window against another's, 100x
 apart; the timer storm's verdicts are counts and shares; the paging matrix's, that its
-figures exist, its L1 runs shadow paging as read back there, and its table's rows), the
-images they boot built before either lane starts. A booting test keeps this 2-core host
-about half busy, so the other lane's guests lose little; the tests that compare the
-host's links, namespaces or huge pages before and after, measure, or migrate under load
-stay in the main lane."""
+figures exist, its L1 runs shadow paging as read back there, and its table's rows; the
+libvirt nested bench's, that each level has its rows), each libvirt test with a private
+libvirtd of its own, the images they boot built before either lane starts. A booting test
+keeps this 2-core host about half busy, so the other lane's guests lose little; the tests
+that compare the host's links, namespaces or huge pages before and after, measure, or
+migrate under load stay in the main lane."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -10,6 +10,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -109,9 +110,6 @@ def poked_migration(env: dict[str, str], uri: str) -> subprocess.CompletedProces
     in the guest changes one word of the dirtier's working set (the qemu path's fault)."""
     import libvirt
 
-    from kvmlab.guest.agent_libvirt import LibvirtAgent
-    from kvmlab.guest.errors import AgentError
-
     proc = subprocess.Popen(
         [
             KVMLAB,
@@ -134,32 +132,47 @@ def poked_migration(env: dict[str, str], uri: str) -> subprocess.CompletedProces
         stderr=subprocess.PIPE,
     )
     conn = libvirt.open(uri)
+    poked: subprocess.CompletedProcess[str] | None = None
     try:
         deadline = time.monotonic() + 600
-        dom = None
-        while dom is None and time.monotonic() < deadline and proc.poll() is None:
-            dom = next(iter(conn.listAllDomains(0)), None)
-            time.sleep(0.05)
-        assert dom is not None, "the domain never appeared on the destination"
-        agent = LibvirtAgent(dom, "vm")
-        while True:  # the domain is there from the incoming side on; it runs after the switch
-            assert time.monotonic() < deadline and proc.poll() is None, "never ran there"
-            if dom.state()[0] == libvirt.VIR_DOMAIN_RUNNING:
-                try:
-                    agent.wait_ready(timeout=60, attempt=0.2)
-                    break
-                except AgentError:  # it stopped again (a failed attempt) or is not up yet
-                    pass
-            time.sleep(0.05)
-        poked = agent.exec(["/bin/sh", "-c", POKE], timeout=60)
-        assert poked.returncode == 0, poked.stdout + poked.stderr
+        agent = _running_there(conn, proc, deadline)
+        if agent is not None:  # else the job ended first: its output below says why
+            ran = agent.exec(["/bin/sh", "-c", POKE], timeout=60)
+            poked = subprocess.CompletedProcess(POKE, ran.returncode, ran.stdout, ran.stderr)
         out, err = proc.communicate(timeout=900)
     finally:
         conn.close()
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
             proc.communicate(timeout=300)
+    assert poked is not None and poked.returncode == 0, (poked, err[-3000:], out[-3000:])
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _running_there(conn: Any, proc: subprocess.Popen[str], deadline: float) -> Any:
+    """The guest's agent through the destination daemon once the guest runs there; None
+    when the job ends (or the domain goes: a failed job) before it does."""
+    import libvirt
+
+    from kvmlab.guest.agent_libvirt import LibvirtAgent
+    from kvmlab.guest.errors import AgentError
+
+    while time.monotonic() < deadline and proc.poll() is None:
+        dom = next(iter(conn.listAllDomains(0)), None)
+        if dom is None:
+            time.sleep(0.05)
+            continue
+        try:  # the domain is there from the incoming side on; it runs after the switch
+            if dom.state()[0] == libvirt.VIR_DOMAIN_RUNNING:
+                agent = LibvirtAgent(dom, "vm")
+                agent.wait_ready(timeout=60, attempt=0.2)
+                return agent
+        except libvirt.libvirtError:  # gone again: the job failed (its output says why)
+            pass
+        except AgentError:  # it stopped again (a failed attempt) or is not up yet
+            pass
+        time.sleep(0.05)
+    return None
 
 
 def test_to_refuses_a_qemu_backend_guest_and_bad_uris(tmp_path: Path) -> None:

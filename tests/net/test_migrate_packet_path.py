@@ -2,9 +2,9 @@
 (labs/vhost-user-migrate.toml). On a testpmd vswitch: the switch forwards to the
 destination after the switch-over, every hop is counted, and a loss made in the guest from
 outside (its echo killed for a second by another `kvmlab exec`, while the probes run) is
-placed at the guest's hop. On a lab network: the destination's tap is on the bridge and
-the guest answers there; the tap taken off its bridge by another process turns the verdict
-to FAILED."""
+placed at the guest's hop. On a lab network, with probes from a peer guest there: the
+destination's tap is on the bridge and the guest answers there; the tap taken off its
+bridge by another process turns the verdict to FAILED."""
 
 from __future__ import annotations
 
@@ -116,18 +116,26 @@ def test_a_guest_on_a_lab_network_keeps_its_network(lab: dict[str, str]) -> None
     assert run.returncode == 0, run.stderr[-3000:]
     out = json.loads(run.stdout)
     assert out["verdict"] == "VERIFIED"
-    assert "10.76.0.10:7778" in out["packet_path"]["path"], out["packet_path"]
+    path = out["packet_path"]
+    # the probes cross the guest's link from its peer guest there, relayed both ways
+    assert "peer guest vhost-migrate/peer" in path["path"], path
+    assert "10.76.0.10:7778" in path["path"], path
+    hops = {h["hop"]: h["packets"] for h in path["hops"]}
+    assert list(hops)[:3] == ["sent", "peer from host", "peer to guest"], hops
+    assert list(hops)[-3:] == ["peer from guest", "peer to host", "echoed"], hops
+    assert hops["peer to host"] >= hops["echoed"] > 0, hops  # what came back, the peer returned
     check = next(c for c in out["checks"]["after"] if c["name"] == "packet path")
     assert check["ok"], check
-    # the destination's tap is on the bridge, the source's went with its QEMU
+    # the destination's tap is on the bridge (beside the peer's), the source's went with
+    # its QEMU
     links = subprocess.run(
         ["nsenter", f"--net={NETNS}", "--", "ip", "-o", "link", "show", "master", "kvbr0"],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
-    assert len(links.splitlines()) == 1, links
-    assert "kvu" in links, links  # the destination's name: the other of the NIC's two
+    assert len(links.splitlines()) == 2, links
+    assert links.count(" kvu") == 1, links  # the destination's name: the other of two
     ping = subprocess.run(
         [
             "nsenter",

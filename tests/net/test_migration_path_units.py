@@ -4,6 +4,7 @@ report's lines; and sockets made in another process's network namespace."""
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import socket
 import subprocess
@@ -119,7 +120,7 @@ def test_a_socket_is_made_in_another_process_s_namespace() -> None:
 
 
 def test_a_lab_network_tap_has_two_names_and_the_probe_finds_it() -> None:
-    from kvmlab.runtime.qemu.lab_taps import alternate
+    from kvmlab.fabric.lab_networks import alternate
 
     assert alternate("kvtcb2e7877f0") == "kvucb2e7877f0"
     assert alternate("kvucb2e7877f0") == "kvtcb2e7877f0"
@@ -138,3 +139,75 @@ def test_an_ovs_port_has_two_socket_names_and_each_destination_takes_the_other()
     assert _port_of("/elsewhere/vm0.sock", root) is None  # not the switch's: not a port
     assert _other(str(root / "vm0.sock"), "vm0", root) == str(root / "vm0.b.sock")
     assert _other(str(root / "vm0.b.sock"), "vm0", root) == str(root / "vm0.sock")
+
+
+def _udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _exchange(port: int, count: int, wait: float = 2.0) -> int:
+    """``count`` datagrams to 127.0.0.1:``port``, one at a time (each waits for its echo
+    at most ``wait`` s); how many came back."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(wait)
+        s.connect(("127.0.0.1", port))
+        back = 0
+        for i in range(count):
+            s.send(b"probe %d" % i)
+            with contextlib.suppress(TimeoutError):
+                back += s.recv(64) == b"probe %d" % i
+        return back
+
+
+def test_the_peer_s_relay_counts_both_ways_and_a_dead_echo_shows_where(tmp_path: Path) -> None:
+    """The relay a peer guest runs (kvmlab-echo, compiled as for an image) between a prober
+    and an echo, on this host's loopback; the guest-side scripts that prepare, stop and
+    read it, run by sh here. The echo killed from outside (another process) leaves the
+    probes counted out of the relay and not back."""
+    from kvmlab.guest.standalone import compile_dirty
+    from kvmlab.net.migration_path import PREPARE_RELAY, STOP_RELAY
+
+    program = tmp_path / "bin" / "kvmlab-echo"
+    program.parent.mkdir()
+    program.write_bytes(compile_dirty(tmp_path))
+    program.chmod(0o755)
+    relay_dir = tmp_path / "relay"
+    (relay_dir / "oldversion").mkdir(parents=True)
+    (relay_dir / "counts").write_text("a killed run's\n")
+
+    def sh(script: str, *args: str) -> str:
+        done = subprocess.run(
+            ["sh", "-c", script, "sh", *args], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    # the image has no program: it is to be copied, and another version's goes
+    missing = str(tmp_path / "none" / "kvmlab-echo")
+    assert sh(PREPARE_RELAY, str(relay_dir), missing, "v1") == f"copy {relay_dir}/v1/kvmlab-echo"
+    assert sorted(p.name for p in relay_dir.iterdir()) == []
+    assert sh(PREPARE_RELAY, str(relay_dir), str(program), "v1") == str(program)
+
+    echo_port, relay_port = _udp_port(), _udp_port()
+    counts = relay_dir / "counts"
+    echo = subprocess.Popen([program, str(echo_port)])
+    relay = subprocess.Popen([program, str(relay_port), "127.0.0.1", str(echo_port), counts])
+    try:
+        time.sleep(0.3)
+        assert _exchange(relay_port, 100) == 100
+        echo.kill()  # from outside: the guest's echo gone
+        echo.wait()
+        assert _exchange(relay_port, 20, wait=0.05) == 0
+        read = sh(STOP_RELAY, str(relay_port), str(relay_dir), "10")
+    finally:
+        for proc in (echo, relay):
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+    assert relay.returncode == 0  # stopped by the script's pkill, its counts written
+    # from the prober, sent on, back from the echo, returned to the prober
+    assert [int(n) for n in read.split()] == [120, 120, 100, 100]
+    assert not counts.exists()

@@ -13,11 +13,12 @@ from disk); nothing touches the host's own interfaces or routes.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvmlab.errors import StateError
+from kvmlab.errors import KvmlabError, StateError
 from kvmlab.fabric import namespaces
 from kvmlab.proc.confined import create_owned, remove_owned, write_private
 from kvmlab.proc.signals import deferred_signals
@@ -26,6 +27,10 @@ from kvmlab.spec.lab import Lab
 NET_DIR = ".net"
 RECORD = "net.json"
 VHOST_NET = Path("/dev/vhost-net")
+TAP_PREFIXES = ("kvt", "kvu")
+"""A guest's tap on a lab network has two names (:func:`alternate`): a migrating guest's
+destination QEMU takes the one its source does not hold."""
+_MASTER = re.compile(r"\smaster (\S+)\s")
 
 
 def check_vhost_net(lab_file: str, lab: Lab, guests: Sequence[str]) -> None:
@@ -177,3 +182,36 @@ def stop_recorded(root: Path, lab: str) -> bool:
     namespaces.delete(name)
     remove_owned(root)
     return had
+
+
+def alternate(name: str) -> str | None:
+    """The other name of a kvmlab network tap (None for a tap kvmlab did not name)."""
+    for mine, other in (TAP_PREFIXES, TAP_PREFIXES[::-1]):
+        if name.startswith(mine):
+            return other + name[len(mine) :]
+    return None
+
+
+def master(ns: str, tap: str) -> str | None:
+    """The bridge ``tap`` is on in namespace ``ns`` (None when it is not there)."""
+    try:
+        shown = namespaces.ip("-o", "link", "show", "dev", tap, netns=ns)
+    except KvmlabError:
+        return None
+    found = _MASTER.search(shown)
+    return found.group(1) if found else ""
+
+
+def bridge_of(lab: str, tap: str) -> str | None:
+    """The bridge a kvmlab network tap is on now, under whichever of its two names it has
+    (a migrated guest's tap has the other); None when neither is bridged in the lab's
+    namespace."""
+    ns = namespaces.ns_name(lab, "net")
+    other = alternate(tap)
+    if other is None or not namespaces.exists(ns):
+        return None
+    for name in (tap, other):
+        bridge = master(ns, name)
+        if bridge:
+            return bridge
+    return None

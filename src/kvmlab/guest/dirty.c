@@ -29,6 +29,15 @@
  *
  * Echoes every UDP datagram that reaches PORT back to its sender, until SIGTERM/SIGINT:
  * the guest's end of the network probe, whose gaps the host times through a migration.
+ *
+ *   kvmlab-echo PORT TARGET TARGET_PORT COUNTS    (a peer guest's relay)
+ *
+ * Relays: a datagram from TARGET:TARGET_PORT goes back to whoever sent the last one from
+ * elsewhere, any other goes on to TARGET:TARGET_PORT from PORT. A peer guest on a lab
+ * network runs this between the host's prober and a migrating guest's echo, so the
+ * probes the guest answers come from a peer, as an operator's ping would. On
+ * SIGTERM/SIGINT it writes "in out back home" to COUNTS (datagrams from the prober, sent
+ * on to the target, back from the target, returned to the prober) and exits 0.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -193,26 +202,38 @@ static void verify(const char *dir, uint64_t *mem, uint64_t pages, uint64_t pass
 	put_file(dir, "verify.log", line, 1);
 }
 
-static int echo(const char *port_text)
+/* A UDP socket on PORT, any address; -2 for a bad PORT, -1 when it cannot listen. */
+static int udp_socket(const char *port_text, unsigned long *port)
 {
 	char *end;
-	unsigned long port = strtoul(port_text, &end, 10);
-	if (*end || port == 0 || port > 65535) {
+	*port = strtoul(port_text, &end, 10);
+	if (*end || *port == 0 || *port > 65535) {
 		fprintf(stderr, "kvmlab-dirty: bad PORT %s\n", port_text);
-		return 2;
+		return -2;
 	}
 	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in at = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	struct sockaddr_in at = {.sin_family = AF_INET, .sin_port = htons((uint16_t)*port)};
 	at.sin_addr.s_addr = htonl(INADDR_ANY);
 	if (fd < 0 || bind(fd, (struct sockaddr *)&at, sizeof at) < 0) {
-		fprintf(stderr, "kvmlab-dirty: cannot listen on UDP port %lu: %s\n", port,
+		fprintf(stderr, "kvmlab-dirty: cannot listen on UDP port %lu: %s\n", *port,
 			strerror(errno));
-		return 1;
+		if (fd >= 0)
+			close(fd);
+		return -1;
 	}
 	struct sigaction sa = {0}; /* no SA_RESTART: a signal ends the wait in recvfrom */
 	sa.sa_handler = on_term;
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	return fd;
+}
+
+static int echo(const char *port_text)
+{
+	unsigned long port;
+	int fd = udp_socket(port_text, &port);
+	if (fd < 0)
+		return fd == -2 ? 2 : 1;
 	char buf[2048];
 	while (!want_stop) {
 		struct sockaddr_in from;
@@ -226,16 +247,71 @@ static int echo(const char *port_text)
 	return 0;
 }
 
+static int relay(const char *port_text, const char *target_text, const char *target_port_text,
+		 const char *counts)
+{
+	struct sockaddr_in target = {.sin_family = AF_INET};
+	char *end;
+	unsigned long target_port = strtoul(target_port_text, &end, 10);
+	if (inet_pton(AF_INET, target_text, &target.sin_addr) != 1 || *end || target_port == 0 ||
+	    target_port > 65535) {
+		fprintf(stderr, "kvmlab-dirty: bad TARGET %s:%s\n", target_text, target_port_text);
+		return 2;
+	}
+	target.sin_port = htons((uint16_t)target_port);
+	unsigned long port;
+	int fd = udp_socket(port_text, &port);
+	if (fd < 0)
+		return fd == -2 ? 2 : 1;
+	unsigned long long in = 0, out = 0, back = 0, home = 0;
+	struct sockaddr_in prober = {0};
+	int have_prober = 0;
+	char buf[2048];
+	while (!want_stop) {
+		struct sockaddr_in from;
+		socklen_t len = sizeof from;
+		ssize_t n = recvfrom(fd, buf, sizeof buf, 0, (struct sockaddr *)&from, &len);
+		if (n < 0)
+			continue;
+		if (from.sin_addr.s_addr == target.sin_addr.s_addr &&
+		    from.sin_port == target.sin_port) {
+			back++;
+			if (have_prober &&
+			    sendto(fd, buf, (size_t)n, 0, (struct sockaddr *)&prober, sizeof prober) == n)
+				home++;
+			continue;
+		}
+		prober = from;
+		have_prober = 1;
+		in++;
+		if (sendto(fd, buf, (size_t)n, 0, (struct sockaddr *)&target, sizeof target) == n)
+			out++;
+	}
+	char line[128], tmp[4200];
+	snprintf(line, sizeof line, "%llu %llu %llu %llu\n", in, out, back, home);
+	snprintf(tmp, sizeof tmp, "%s.tmp", counts);
+	int cfd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (cfd < 0 || write(cfd, line, strlen(line)) != (ssize_t)strlen(line) ||
+	    rename(tmp, counts) < 0) {
+		fprintf(stderr, "kvmlab-dirty: cannot write %s: %s\n", counts, strerror(errno));
+		return 1;
+	}
+	close(cfd);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *name = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
 	if (strcmp(name, "kvmlab-echo") == 0 && argc == 2)
 		return echo(argv[1]);
+	if (strcmp(name, "kvmlab-echo") == 0 && argc == 5)
+		return relay(argv[1], argv[2], argv[3], argv[4]);
 	if (argc == 3 && strcmp(argv[1], "--echo") == 0)
 		return echo(argv[2]);
 	if (argc < 4 || argc > 5) {
 		fprintf(stderr, "usage: kvmlab-dirty MEM_MIB RATE_MIBS STATEDIR [PROBE]\n"
-				"       kvmlab-echo PORT\n");
+				"       kvmlab-echo PORT [TARGET TARGET_PORT COUNTS]\n");
 		return 2;
 	}
 	char *end;

@@ -1,7 +1,9 @@
 """The packet path of a migrating guest, probed and counted hop by hop: its port on the
-lab's vswitch (:class:`SwitchPath`), else its tap on one of the lab's networks
-(:class:`NetworkPath`: probes from the host's address on that network, the guest's NIC
-counting what reached it and what it sent back).
+lab's vswitch (:class:`SwitchPath`), else its tap on one of the lab's networks. There the
+probes come from a peer guest on the same network when the lab runs one
+(:class:`PeerPath`: the peer's ``kvmlab-echo`` relays the host's probes to the guest and
+its echoes back, counting both ways), else from the host's address on that network
+(:class:`NetworkPath`); the guest's NIC counts what reached it and what it sent back.
 
 A guest whose vhost-user NIC sits on the switch port paired with kvmlab's generator port
 (``kvmlab-gen``: the PVP layout, where generator and guest NIC 0 are neighbours) is
@@ -20,26 +22,33 @@ NIC (its kernel counters, which move with the guest). A loss then sits between t
 from __future__ import annotations
 
 import contextlib
+import functools
+import gzip
+import hashlib
 import itertools
 import os
 import re
 import socket
 import subprocess
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from kvmlab.errors import KvmlabError, RuntimeFailure, StateError
 from kvmlab.fabric import namespaces
+from kvmlab.fabric.lab_networks import TAP_PREFIXES, bridge_of
 from kvmlab.fabric.switch import GEN_PORT, SWITCH_DIR, Switch, read_record, running
 from kvmlab.fabric.testpmd import TestPmd
+from kvmlab.guest.standalone import compile_dirty, dirty_source
 from kvmlab.net.testpmd_stats import Snapshot
 from kvmlab.net.traffic import HostTestPmd, SwitchCounted
 from kvmlab.proc.confined import create_owned, remove_owned
 from kvmlab.proc.netns import socket_at, socket_in
 from kvmlab.render.dpdk import bridge_argv
+from kvmlab.runtime import backends
 from kvmlab.runtime.machine import Machine
-from kvmlab.runtime.rundir import GuestRecord, LabDir
+from kvmlab.runtime.rundir import GuestEntry, GuestRecord, LabDir
 from kvmlab.spec.switch import SwitchSpec
 
 WORK_DIR = ".pathprobe"
@@ -49,6 +58,18 @@ HOST_IP, GUEST_IP, PREFIX_LEN = "192.0.2.1", "192.0.2.2", 24
 only for the probe (refused if the guest already uses that network)."""
 ECHO_PORT = 7778
 """``kvmlab-echo``'s port for the packet path (the network probe's is 7777)."""
+RELAY_PORT = 7779
+"""The UDP port of a peer guest's relay (``kvmlab-echo PORT TARGET TARGET_PORT COUNTS``)."""
+RELAY_DIR = "/tmp/kvmlab-relay"
+"""kvmlab's directory in the peer guest: the relay's counts, and the program itself when
+the peer's image has none (a guest booting the host's root, a disk image), under the
+hash of its source. The program stays for the next migration (copying it takes seconds
+under TCG) and goes with the guest (a tmpfs)."""
+RELAY_COUNTS = f"{RELAY_DIR}/counts"
+"""Where the peer's relay writes its counts when stopped."""
+RELAY_BIN = "/bin/kvmlab-echo"
+RELAY_WAIT_S = 20.0
+"""How long a stopped relay may take to write its counts (a slow guest's seconds)."""
 READY_S = 60.0
 BRIDGE_PORT, BRIDGE_TAP = 0, 1
 """The bridge testpmd's ports: the switch side (net_virtio_user), the tap."""
@@ -118,6 +139,48 @@ echo "$dev ${4%/*}"
 """
 """The name and IPv4 address of the NIC with this MAC."""
 
+PREPARE_RELAY = r"""
+dir=$1; bin=$2; mine=$1/$3/kvmlab-echo
+mkdir -p "$dir" && chmod 700 "$dir" && rm -f "$dir/counts" "$dir/counts.tmp" || exit 6
+for old in "$dir"/*/; do  # another version's program
+    [ "$old" = "$dir/$3/" ] || [ ! -d "$old" ] || rm -rf "$old"
+done
+if [ -x "$bin" ]; then echo "$bin"
+elif [ -x "$mine" ]; then echo "$mine"
+else echo "copy $mine"
+fi
+"""
+"""kvmlab's directory in the peer, without counts; the relay program to run (the image's,
+else one kvmlab copied in before) or ``copy PATH`` (where to copy it first)."""
+
+INSTALL_RELAY = r"""
+mkdir -p "${1%/*}" && gunzip -c > "$1.tmp" && chmod 700 "$1.tmp" && mv "$1.tmp" "$1"
+"""
+"""The relay program, gzipped on stdin, installed at $1."""
+
+STOP_RELAY = r"""
+port=$1; dir=$2; wait=$3; counts=$dir/counts
+# the relay on this port (its command line names the target): pkill where there is one,
+# as a command per process is slow in a guest that reads its programs over 9p
+if command -v pkill >/dev/null; then
+    pkill -f "/kvmlab-echo $port [0-9]"
+else
+    for p in /proc/[0-9]*; do
+        case "$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null)" in
+            */kvmlab-echo" $port "[0-9]*) kill "${p#/proc/}" 2>/dev/null ;;
+        esac
+    done
+fi
+[ "$wait" -gt 0 ] || { rm -f "$counts" "$counts.tmp"; exit 0; }
+i=0
+while [ ! -s "$counts" ] && [ "$i" -lt "$((wait * 10))" ]; do sleep 0.1; i=$((i + 1)); done
+[ -s "$counts" ] || { echo "the relay wrote no counts in $wait s" >&2; exit 7; }
+cat "$counts"
+rm -f "$counts"
+"""
+"""Stop the peer's relay; with a wait (seconds), print the counts it wrote on its way out
+(``in out back home``), else only remove them."""
+
 GUEST_COUNTERS = r"""
 cat "/sys/class/net/$1/statistics/rx_packets" "/sys/class/net/$1/statistics/tx_packets"
 """
@@ -186,6 +249,27 @@ def _guest_sh(machine: Machine, script: str, *args: str) -> str:
     return result.stdout.decode(errors="replace").strip()
 
 
+@functools.cache
+def _relay_program() -> bytes:
+    """``kvmlab-echo`` (kvmlab-dirty, static), gzipped, for a peer whose image has none."""
+    with tempfile.TemporaryDirectory(prefix="kvmlab-relay-") as tmp:
+        return gzip.compress(compile_dirty(Path(tmp)), compresslevel=6)
+
+
+def _relay_version() -> str:
+    """The relay program's directory name in the peer: the hash of its source."""
+    return hashlib.sha256(dirty_source().encode()).hexdigest()[:16]
+
+
+def _install(peer: Machine, path: str) -> None:
+    """The relay program copied into the peer at ``path`` (through its agent)."""
+    data = _relay_program()
+    done = peer.exec(["sh", "-c", INSTALL_RELAY, "sh", path], timeout=300, input=data)
+    if done.returncode != 0:
+        why = done.stderr.decode(errors="replace").strip()
+        raise RuntimeFailure(f"{peer.config.name}: cannot copy the relay to {path}: {why}")
+
+
 def _guest_counts(machine: Machine, dev: str) -> tuple[int, int]:
     """The guest NIC's received and sent packets (kernel counters: they move with it)."""
     rx, tx = _guest_sh(machine, GUEST_COUNTERS, dev).split()
@@ -225,7 +309,7 @@ def switch_path(machine: Machine, guest_dir: Path, record: GuestRecord) -> Switc
 
 def packet_path(
     machine: Machine, guest_dir: Path, record: GuestRecord
-) -> SwitchPath | NetworkPath | str | None:
+) -> SwitchPath | PeerPath | NetworkPath | str | None:
     """The packet path of a migrating guest (``kvmlab.migrate``'s ``PathProbeFactory``):
     its switch port when it has one (:func:`switch_path`), else its first tap on one of
     the lab's networks (:func:`network_path`); None when it has neither."""
@@ -236,22 +320,56 @@ def packet_path(
     return on_network if on_network is not None else found
 
 
-def network_path(machine: Machine, record: GuestRecord) -> NetworkPath | None:
-    """The probe of a guest's first tap on one of the lab's networks: from the host's
-    address on that network (the bridge, in the lab's namespace), a peer of the guest
-    there, to the guest's own address on it."""
+def network_path(machine: Machine, record: GuestRecord) -> PeerPath | NetworkPath | None:
+    """The probe of a guest's first tap on one of the lab's networks: relayed by a peer
+    guest on the same bridge when the lab runs one (:func:`network_peer`), else from the
+    host's address on that network (the bridge, in the lab's namespace), to the guest's
+    own address on it."""
     ns = namespaces.ns_name(record.lab, "net")
-    tap = next(
+    tap = _network_tap(record)
+    if tap is None or not namespaces.exists(ns):
+        return None
+    name, mac = tap
+    peer = network_peer(record, bridge_of(record.lab, name))
+    if peer is not None:
+        entry, peer_mac = peer
+        assert entry.record is not None
+        attached = backends.attach(entry.run_dir, entry.record)
+        return PeerPath(machine, ns, mac, attached, entry.name, peer_mac)
+    return NetworkPath(machine, ns, mac)
+
+
+def _network_tap(record: GuestRecord) -> tuple[str, str] | None:
+    """A guest's first tap on one of the lab's networks: (its name, its NIC's MAC)."""
+    return next(
         (
             (name, mac)
             for kind, name, mac in nic_macs(record.argv)
-            if kind == "tap" and name.startswith(("kvt", "kvu"))
+            if kind == "tap" and name.startswith(TAP_PREFIXES)
         ),
         None,
     )
-    if tap is None or not namespaces.exists(ns):
+
+
+def network_peer(record: GuestRecord, bridge: str | None) -> tuple[GuestEntry, str] | None:
+    """The first other running guest of the lab (its agent answers) with a tap on
+    ``bridge``, and that NIC's MAC; None when the guest is alone there."""
+    if bridge is None:
         return None
-    return NetworkPath(machine, ns, tap[1])
+    for entry in LabDir.of(record.lab).live():
+        other = entry.record
+        if (
+            other is None
+            or list(entry.address) == list(record.address)
+            or other.via is not None
+            or not other.boots_image
+            or entry.state() != "running"
+        ):
+            continue
+        tap = _network_tap(other)
+        if tap is not None and bridge_of(record.lab, tap[0]) == bridge:
+            return entry, tap[1]
+    return None
 
 
 class NetworkPath:
@@ -288,6 +406,81 @@ class NetworkPath:
             with contextlib.suppress(KvmlabError, OSError):
                 _guest_sh(guest, KILL_ECHO, str(ECHO_PORT))
             self.dev = None
+
+
+class PeerPath:
+    """Probes from a peer guest on the guest's lab network: the host's prober (in the lab's
+    namespace) sends to the peer's relay, which sends each probe on to the guest from its
+    own address and each echo back. What crosses the guest's link is the peer's traffic,
+    as an operator's ping from a neighbour would be; the gap the host times includes the
+    peer's own relaying, which the baseline before the migration shows. The relay counts
+    both ways, the guest's NIC what reached it and what it sent back."""
+
+    def __init__(
+        self, machine: Machine, ns: str, mac: str, peer: Machine, peer_name: str, peer_mac: str
+    ) -> None:
+        self.machine = machine
+        self.ns = ns
+        self.mac = mac.lower()
+        self.peer = peer
+        self.peer_mac = peer_mac.lower()
+        self.description = f"host ({ns}) -> peer guest {peer_name} (relay"
+        self.dev: str | None = None
+        self.before: tuple[int, int] | None = None
+        self._relaying = False
+
+    def start(self, progress: Progress) -> tuple[str, int, Callable[[], socket.socket]]:
+        """The guest's echo and the peer's relay started, the guest's NIC counted; the
+        peer's address, where the host's prober sends."""
+        dev, address = _guest_sh(self.machine, GUEST_ADDRESS, self.mac).split()
+        _, relay_at = _guest_sh(self.peer, GUEST_ADDRESS, self.peer_mac).split()
+        self.dev = dev
+        self.description += (
+            f" {relay_at}:{RELAY_PORT}) -> bridge -> tap -> guest NIC {self.mac} "
+            f"({address}:{ECHO_PORT}) and back"
+        )
+        progress(f"packet path: probes relayed by a peer guest at {relay_at}")
+        self._relaying = True  # from here on, close() stops it and removes kvmlab's directory
+        _guest_sh(self.peer, STOP_RELAY, str(RELAY_PORT), RELAY_DIR, "0")  # a killed run's
+        program = _guest_sh(self.peer, PREPARE_RELAY, RELAY_DIR, RELAY_BIN, _relay_version())
+        if program.startswith("copy "):
+            program = program.removeprefix("copy ")
+            progress(f"packet path: copying kvmlab's relay into the peer ({program})")
+            _install(self.peer, program)
+        self.machine.exec_background(["/bin/kvmlab-echo", str(ECHO_PORT)])
+        self.peer.exec_background([program, str(RELAY_PORT), address, str(ECHO_PORT), RELAY_COUNTS])
+        self.before = _guest_counts(self.machine, dev)
+        where = str(namespaces.NETNS_DIR / self.ns)
+        return relay_at, RELAY_PORT, lambda: socket_at(where)
+
+    def count(self, guest: Machine) -> list[tuple[str, int]]:
+        """The relay's four counts (stopping it) and the guest NIC's two, in path order."""
+        assert self.dev is not None and self.before is not None
+        rx, tx = _guest_counts(guest, self.dev)
+        wait = str(round(RELAY_WAIT_S * max(1.0, self.peer.level_factor())))
+        counted = _guest_sh(self.peer, STOP_RELAY, str(RELAY_PORT), RELAY_DIR, wait)
+        relayed, sent_on, back, home = (int(n) for n in counted.split())
+        return [
+            ("peer from host", relayed),
+            ("peer to guest", sent_on),
+            ("guest in", rx - self.before[0]),
+            ("guest out", tx - self.before[1]),
+            ("peer from guest", back),
+            ("peer to host", home),
+        ]
+
+    def close(self, guest: Machine | None) -> None:
+        """The guest's echo and the peer's relay stopped; the peer let go of."""
+        if self.dev is not None and guest is not None:
+            with contextlib.suppress(KvmlabError, OSError):
+                _guest_sh(guest, KILL_ECHO, str(ECHO_PORT))
+            self.dev = None
+        if self._relaying:
+            with contextlib.suppress(KvmlabError, OSError):
+                _guest_sh(self.peer, STOP_RELAY, str(RELAY_PORT), RELAY_DIR, "0")
+            self._relaying = False
+        with contextlib.suppress(KvmlabError, OSError):
+            self.peer.disconnect()
 
 
 @dataclass

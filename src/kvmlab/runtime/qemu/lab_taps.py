@@ -14,16 +14,13 @@ the bridge learns where it is; the source's tap goes with the source QEMU.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvmlab.errors import KvmlabError, StateError
+from kvmlab.errors import StateError
 from kvmlab.fabric import namespaces
+from kvmlab.fabric.lab_networks import alternate, master
 from kvmlab.runtime.qemu.handover import option, with_option
-
-_PREFIXES = ("kvt", "kvu")
-_MASTER = re.compile(r"\smaster (\S+)\s")
 
 
 @dataclass(frozen=True)
@@ -33,24 +30,6 @@ class TapMove:
     source: str
     dest: str
     bridge: str
-
-
-def alternate(name: str) -> str | None:
-    """The other name of a kvmlab network tap (None for a tap kvmlab did not name)."""
-    for mine, other in (_PREFIXES, _PREFIXES[::-1]):
-        if name.startswith(mine):
-            return other + name[len(mine) :]
-    return None
-
-
-def _master(ns: str, tap: str) -> str | None:
-    """The bridge ``tap`` is on in namespace ``ns`` (None when it is not there)."""
-    try:
-        shown = namespaces.ip("-o", "link", "show", "dev", tap, netns=ns)
-    except KvmlabError:
-        return None
-    found = _MASTER.search(shown)
-    return found.group(1) if found else ""
 
 
 def plan(lab: str, address: str, argv: list[str]) -> tuple[list[str], list[TapMove]]:
@@ -73,7 +52,7 @@ def plan(lab: str, address: str, argv: list[str]) -> tuple[list[str], list[TapMo
                     "of the lab's networks; the source QEMU holds it and a second QEMU on "
                     "this host cannot open it"
                 )
-            here = {name: _master(ns, name) for name in (named, other)}
+            here = {name: master(ns, name) for name in (named, other)}
             current = [name for name, bridge in here.items() if bridge is not None]
             if len(current) != 1 or not here[current[0]]:
                 raise StateError(
