@@ -199,3 +199,65 @@ def test_a_destination_tap_taken_off_its_bridge_fails_the_verdict(lab: dict[str,
         check=True,
     )
     assert cli(lab, "exec", LAN, "--", "true").returncode == 0
+
+
+PEER = "vhost-migrate/peer"
+HOLD_7779 = (
+    "import socket, time; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+    "s.bind(('0.0.0.0', 7779)); time.sleep(900)"
+)
+"""In the peer (it boots the host's root: python3 is there): the relay's port, held."""
+BOUND = (
+    "i=0; until grep -qi ':1E63 ' /proc/net/udp; do "
+    "i=$((i + 1)); [ $i -lt 600 ] || exit 1; sleep 0.1; done"
+)
+"""In the peer: wait (at most a minute) until UDP port 7779 is bound."""
+
+
+def test_the_peer_s_faults_are_not_the_migrated_guest_s(lab: dict[str, str]) -> None:
+    """The peer's relay killed from outside while the guest migrates: the path stops
+    answering, but the peer is found at fault and the guest, probed without it from the
+    host's address, answers: VERIFIED. The relay's port held by another program in the
+    peer: the probes come from the host's address instead, and the path says why."""
+    proc = started(lab, "migrate", LAN, "--dirty", "10", "--dirty-mem", "32", "-o", "json")
+    assert proc.stderr is not None and proc.stdout is not None
+    killed: list[subprocess.CompletedProcess[str]] = []
+    err: list[str] = []
+
+    def read_and_kill() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            err.append(line)
+            if line.startswith("kvmlab: migrating ") and not killed:
+                killed.append(cli(lab, "exec", PEER, "--", "pkill", "-f", "kvmlab-echo 7779"))
+
+    reader = threading.Thread(target=read_and_kill)
+    reader.start()
+    out_text = proc.stdout.read()
+    code = proc.wait(timeout=600)
+    reader.join()
+    assert killed and killed[0].returncode == 0, (killed, "".join(err)[-3000:])
+    out = json.loads(out_text)
+    assert code == 0 and out["verdict"] == "VERIFIED", "".join(err)[-3000:]
+    check = next(c for c in out["checks"]["after"] if c["name"] == "packet path")
+    assert check["ok"] and "its relay stopped" in check["evidence"], check
+    assert "the guest echoed" in check["evidence"], check
+    path = out["packet_path"]
+    assert "its relay stopped" in path["path"], path
+    # the gap and loss are the peer's: left out, with why
+    assert path["downtime_ms"] is None and "relay stopped" in path["not_measured"], path
+    left = cli(lab, "exec", PEER, "--", "sh", "-c", "pgrep -f kvmlab-ech[o] || true")
+    assert left.stdout.strip() == "", left.stdout
+
+    hold = f'(python3 -c "{HOLD_7779}" </dev/null >/dev/null 2>&1 &)'
+    assert cli(lab, "exec", PEER, "--", "sh", "-c", hold).returncode == 0
+    try:
+        assert cli(lab, "exec", PEER, "--", "sh", "-c", BOUND).returncode == 0
+        run = cli(lab, "migrate", LAN, "--dirty", "10", "--dirty-mem", "32", "-o", "json")
+        assert run.returncode == 0, run.stderr[-3000:]
+        path = json.loads(run.stdout)["packet_path"]
+        assert "not from the peer guest" in path["path"], path
+        assert "cannot listen on UDP port 7779" in path["path"], path
+        assert [h["hop"] for h in path["hops"]] == ["sent", "guest in", "guest out", "echoed"]
+    finally:
+        cli(lab, "exec", PEER, "--", "pkill", "-f", "s.bind")

@@ -8,6 +8,7 @@ import contextlib
 import shlex
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -70,9 +71,12 @@ def test_the_report_gives_the_gap_the_loss_and_each_hop() -> None:
     outcome = Outcome("lab/vm", "precopy")
     outcome.packet_path = "host -> switch port vm0 -> guest and back"
     assert packet_path_lines(outcome) == [
-        "packet path: host -> switch port vm0 -> guest and back: not measured (the "
-        "migration did not complete)"
+        "packet path: host -> switch port vm0 -> guest and back: gap and loss not measured "
+        "(the migration did not complete)"
     ]
+    outcome.interrupted = True  # a Ctrl-C after the switch-over, before the measurement
+    assert packet_path_lines(outcome)[0].endswith("(interrupted before it was measured)")
+    outcome.interrupted = False
     refused = Outcome("lab/vm", "precopy", packet_path="not probed: lab l's switch is not running")
     assert packet_path_lines(refused) == ["packet path: not probed: lab l's switch is not running"]
     outcome.packet_downtime_ms, outcome.packet_baseline_gap_ms = 412.0, 9.0
@@ -84,6 +88,12 @@ def test_the_report_gives_the_gap_the_loss_and_each_hop() -> None:
     )
     assert "switch to guest" in lines[3] and "210 probes lost here (210 ms at 1 kHz)" in lines[3]
     assert Outcome("lab/vm", "precopy").to_json()["packet_path"]["hops"] == []
+    # a part of the probe's own failed: no gap nor loss, but the hops that place it
+    outcome.packet_downtime_ms = outcome.packet_probes = None
+    outcome.packet_not_measured = "the probe's own part failed: the peer's relay stopped"
+    lines = packet_path_lines(outcome)
+    assert lines[0].endswith("not measured (the probe's own part failed: the peer's relay stopped)")
+    assert "switch to guest" in lines[3], lines
 
 
 def test_a_server_socket_outside_the_guest_s_directory_is_found() -> None:
@@ -168,7 +178,7 @@ def test_the_peer_s_relay_counts_both_ways_and_a_dead_echo_shows_where(tmp_path:
     read it, run by sh here. The echo killed from outside (another process) leaves the
     probes counted out of the relay and not back."""
     from kvmlab.guest.standalone import compile_dirty
-    from kvmlab.net.migration_path import PREPARE_RELAY, STOP_RELAY
+    from kvmlab.net.migration_path import PREPARE_RELAY, START_RELAY, STOP_RELAY
 
     program = tmp_path / "bin" / "kvmlab-echo"
     program.parent.mkdir()
@@ -178,10 +188,13 @@ def test_the_peer_s_relay_counts_both_ways_and_a_dead_echo_shows_where(tmp_path:
     (relay_dir / "oldversion").mkdir(parents=True)
     (relay_dir / "counts").write_text("a killed run's\n")
 
-    def sh(script: str, *args: str) -> str:
-        done = subprocess.run(
+    def run_sh(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
             ["sh", "-c", script, "sh", *args], capture_output=True, text=True, timeout=60
         )
+
+    def sh(script: str, *args: str) -> str:
+        done = run_sh(script, *args)
         assert done.returncode == 0, done.stderr
         return done.stdout.strip()
 
@@ -194,20 +207,96 @@ def test_the_peer_s_relay_counts_both_ways_and_a_dead_echo_shows_where(tmp_path:
     echo_port, relay_port = _udp_port(), _udp_port()
     counts = relay_dir / "counts"
     echo = subprocess.Popen([program, str(echo_port)])
-    relay = subprocess.Popen([program, str(relay_port), "127.0.0.1", str(echo_port), counts])
+    relay = [str(program), str(relay_port), "127.0.0.1", str(echo_port), str(counts)]
     try:
-        time.sleep(0.3)
-        assert _exchange(relay_port, 100) == 100
+        started = sh(START_RELAY, str(relay_dir), "10", *relay)  # returns once it listens
+        held = run_sh(START_RELAY, str(relay_dir), "10", *relay)  # the port is taken now
+        assert held.returncode == 8 and "cannot listen on UDP port" in held.stderr, held
+        assert started == "" and _exchange(relay_port, 100) == 100
         echo.kill()  # from outside: the guest's echo gone
         echo.wait()
         assert _exchange(relay_port, 20, wait=0.05) == 0
         read = sh(STOP_RELAY, str(relay_port), str(relay_dir), "10")
+        t0 = time.monotonic()
+        gone = run_sh(STOP_RELAY, str(relay_port), str(relay_dir), "10")
+        assert gone.returncode == 7 and "not running" in gone.stderr, gone
+        assert time.monotonic() - t0 < 5, "it waited for counts no relay could write"
     finally:
-        for proc in (echo, relay):
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
-    assert relay.returncode == 0  # stopped by the script's pkill, its counts written
+        subprocess.run(["pkill", "-f", f"/kvmlab-echo {relay_port} [0-9]"], check=False)
+        if echo.poll() is None:
+            echo.kill()
+        echo.wait()
     # from the prober, sent on, back from the echo, returned to the prober
     assert [int(n) for n in read.split()] == [120, 120, 100, 100]
     assert not counts.exists()
+
+
+def test_the_peer_s_directory_is_never_followed(tmp_path: Path) -> None:
+    """What a guest's user may plant at kvmlab's path in the peer's /tmp: a link to a
+    directory is refused and its target untouched; a link inside kvmlab's own directory
+    is removed, not followed."""
+    from kvmlab.net.migration_path import PREPARE_RELAY, STOP_RELAY
+
+    def sh(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["sh", "-c", script, "sh", *args], capture_output=True, text=True, timeout=60
+        )
+
+    precious = tmp_path / "etc"
+    (precious / "keep").mkdir(parents=True)
+    (precious / "counts").write_text("the guest's own\n")
+    mode = precious.stat().st_mode
+    planted = tmp_path / "kvmlab-relay"
+    planted.symlink_to(precious)
+    refused = sh(PREPARE_RELAY, str(planted), "/nonexistent", "v1")
+    assert refused.returncode == 6 and "not kvmlab's" in refused.stderr, refused
+    assert sh(STOP_RELAY, "1", str(planted), "0").returncode == 0
+    assert (precious / "keep").is_dir() and (precious / "counts").exists()
+    assert precious.stat().st_mode == mode  # no chmod through the link
+
+    planted.unlink()
+    planted.mkdir()
+    (planted / "v1").symlink_to(precious)  # this version's name, a link
+    (planted / ".hidden").symlink_to(precious)
+    ok = sh(PREPARE_RELAY, str(planted), "/nonexistent", "v1")
+    assert ok.returncode == 0 and ok.stdout.strip() == f"copy {planted}/v1/kvmlab-echo", ok
+    assert sorted(p.name for p in planted.iterdir()) == []
+    assert (precious / "keep").is_dir() and (precious / "counts").exists()
+
+
+def test_a_path_that_failed_on_the_probe_s_side_judges_the_guest_without_it() -> None:
+    """The engine's rule: a packet path that stopped answering because a part of the
+    probe's own failed (a peer's relay) probes the guest without that part; the guest's
+    answer there decides the check, and a part that cannot be checked fails it."""
+    from kvmlab.migrate.engine import _judged_apart
+    from kvmlab.migrate.guestside import Check
+
+    failed = Check("packet path", False, "no echo in the last 1 s of probing")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as guest:
+        guest.bind(("127.0.0.1", 0))
+        guest.settimeout(0.1)
+        port = guest.getsockname()[1]
+        stop = threading.Event()
+
+        def echo() -> None:
+            while not stop.is_set():
+                with contextlib.suppress(TimeoutError):
+                    data, peer = guest.recvfrom(64)
+                    guest.sendto(data, peer)
+
+        echoing = threading.Thread(target=echo)
+        echoing.start()
+        try:
+            target = ("127.0.0.1", port, lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+            judged = _judged_apart(("the peer's relay stopped", target), failed)
+        finally:
+            stop.set()
+            echoing.join()
+    assert judged.ok and "the guest echoed" in judged.evidence, judged
+    assert judged.evidence.startswith("the peer's relay stopped"), judged
+
+    silent = ("127.0.0.1", _udp_port(), lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+    judged = _judged_apart(("the peer's relay stopped", silent), failed)
+    assert not judged.ok and "echoed none" in judged.evidence, judged
+    judged = _judged_apart(("the probe's own parts could not be checked: agent", None), failed)
+    assert not judged.ok and judged.evidence.startswith(failed.evidence), judged

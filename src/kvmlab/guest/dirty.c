@@ -37,7 +37,8 @@
  * network runs this between the host's prober and a migrating guest's echo, so the
  * probes the guest answers come from a peer, as an operator's ping would. On
  * SIGTERM/SIGINT it writes "in out back home" to COUNTS (datagrams from the prober, sent
- * on to the target, back from the target, returned to the prober) and exits 0.
+ * on to the target, back from the target, returned to the prober) and exits 0. Once its
+ * port is bound it prints "listening on UDP port PORT" on stdout.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -263,6 +264,8 @@ static int relay(const char *port_text, const char *target_text, const char *tar
 	int fd = udp_socket(port_text, &port);
 	if (fd < 0)
 		return fd == -2 ? 2 : 1;
+	printf("listening on UDP port %lu\n", port); /* what kvmlab waits for */
+	fflush(stdout);
 	unsigned long long in = 0, out = 0, back = 0, home = 0;
 	struct sockaddr_in prober = {0};
 	int have_prober = 0;

@@ -32,7 +32,7 @@ from kvmlab.migrate.engine_common import (
 )
 from kvmlab.migrate.modes import AUTO_PASSES, Settings, check_settings
 from kvmlab.migrate.netprobe import GUEST_PORT, NetworkProbe, free_udp_port
-from kvmlab.migrate.pathprobe import PathProbe, PathProbeFactory
+from kvmlab.migrate.pathprobe import PathProbe, PathProbeFactory, Target
 from kvmlab.migrate.probe import STEADY_CEILING_S, HeartbeatWatch, measure_downtime
 from kvmlab.migrate.result import Outcome
 from kvmlab.migrate.stats import FINISHED, Sample, parse
@@ -431,23 +431,83 @@ def _measure_path(
     prober = path.prober
     gap, base = measure_downtime(prober, t_base, t0, t_run, ceiling)
     stopped = time.monotonic()
-    outcome.checks_after.append(_path_check(prober, t_run, stopped))
+    check = _path_check(prober, t_run, stopped)
+    # the guest's fault, or a part of the probe's own? (asked before counting stops it)
+    fault = _own_fault(path.probe) if not check.ok else None
     prober.stop_sending()
     time.sleep(PATH_DRAIN_S)  # the echoes still on their way come back and are counted
     loss = prober.loss(t0, stopped)
     outcome.packet_downtime_ms = gap.seconds * 1000 if gap else None
     outcome.packet_baseline_gap_ms = base.seconds * 1000 if base else None
     outcome.packet_probes = (loss.sent, loss.lost)
+    hops: list[tuple[str, int]] | None = None
     try:
-        hops = path.probe.count(moved)
+        try:
+            hops = path.probe.count(moved)
+        finally:
+            prober.stop()
     except (KvmlabError, OSError, LookupError, ValueError) as exc:  # the gap stands
         outcome.packet_path = f"{outcome.packet_path}; its hops not counted: {exc}"
-        return
+    if fault is not None:  # after the counts: its probes are not in them
+        check = _judged_apart(fault, check)
+    outcome.checks_after.append(check)
+    if hops is not None:
+        sent = len(prober.sent) - len(prober.unsent)  # a probe the host refused never left
+        outcome.packet_hops = [("sent", sent), *hops, ("echoed", prober.echoes)]
+        outcome.packet_path = path.probe.description  # what counting found is said there
+    if fault is not None:  # the gap and the loss are that part's: not the guest's
+        outcome.packet_path = f"{outcome.packet_path}; {fault[0]}"
+        outcome.packet_not_measured = f"the probe's own part failed: {fault[0]}"
+        outcome.packet_downtime_ms = outcome.packet_probes = None
+
+
+DIRECT_S = 1.0
+"""How long a guest is probed without the part of the path that failed (at 1 kHz)."""
+
+_Fault = tuple[str, "Target | None"]
+
+
+def _own_fault(probe: PathProbe) -> _Fault | None:
+    """Why the path failed on the probe's own side and where to probe the guest without
+    it (None when its parts cannot be checked: then nothing else can judge the guest);
+    None when the probe's own parts work, so the failure is the guest's."""
+    try:
+        return probe.own_fault()
+    except (KvmlabError, OSError) as exc:
+        return f"the probe's own parts could not be checked: {exc}", None
+
+
+def _judged_apart(fault: _Fault, failed: guestside.Check) -> guestside.Check:
+    """A path that stopped answering because a part of the probe's own failed (a peer
+    guest's relay, its link) says nothing of the guest: the guest is probed without that
+    part, and that decides the check."""
+    why, target = fault
+    if target is None:
+        return guestside.Check("packet path", False, f"{failed.evidence}; {why}")
+    host, port, make_socket = target
+    direct = NetworkProbe(host, port, make_socket)
+    try:
+        direct.start()
+        time.sleep(DIRECT_S)
+        direct.stop_sending()
+        time.sleep(PATH_DRAIN_S)
+    except OSError as exc:
+        evidence = f"{why}; the guest could not be probed without it: {exc}"
+        return guestside.Check("packet path", False, evidence)
     finally:
-        prober.stop()
-    sent = len(prober.sent) - len(prober.unsent)  # a probe the host refused never left
-    outcome.packet_hops = [("sent", sent), *hops, ("echoed", prober.echoes)]
-    outcome.packet_path = path.probe.description  # what counting found is said there
+        direct.stop()
+    sent, echoes = len(direct.sent), direct.echoes
+    if echoes:
+        evidence = (
+            f"{why}: the path's loss is there, not the guest's; probed at {host}:{port} "
+            f"without it, the guest echoed {echoes} of {sent} probes in {DIRECT_S:g} s"
+        )
+        return guestside.Check("packet path", True, evidence)
+    evidence = (
+        f"{why}; probed at {host}:{port} without it, the guest echoed none of {sent} "
+        f"probes in {DIRECT_S:g} s either"
+    )
+    return guestside.Check("packet path", False, evidence)
 
 
 def _after_hand_over(transport: Transport, moved: Machine, outcome: Outcome) -> None:

@@ -54,6 +54,13 @@ class PathProbe(Protocol):
         (``guest`` is where the guest runs now)."""
         ...
 
+    def own_fault(self) -> tuple[str, Target | None] | None:
+        """Once the path stopped answering: why, when a part of the probe's own failed
+        (a peer guest's relay gone, its link down) rather than the guest, and where the
+        guest can be probed without that part (None: nowhere); None when the probe's own
+        parts work."""
+        ...
+
     def close(self, guest: Machine | None) -> None:
         """Undo everything (in ``guest`` too, where it runs now; None when nothing runs it
         after a failed postcopy); safe to call twice."""

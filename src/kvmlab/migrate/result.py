@@ -53,6 +53,9 @@ class Outcome:
     """The packet path probed, or why it was not."""
     packet_hops: list[tuple[str, int]] = field(default_factory=list)
     """Packets each hop of that path counted over the probe's whole run, in path order."""
+    packet_not_measured: str | None = None
+    """Why the packet path's gap and loss are not the guest's (a part of the probe's own
+    failed while probing): they are then left out, and the hops say where it failed."""
     dirty_mib: int = 0
     dirty_rate_mibs: float = 0.0
     dirty_seen_mibs: float | None = None
@@ -130,6 +133,7 @@ class Outcome:
                 "probes_sent": self.packet_probes[0] if self.packet_probes else None,
                 "probes_lost": self.packet_probes[1] if self.packet_probes else None,
                 "path": self.packet_path,
+                "not_measured": self.packet_not_measured,
                 "hops": [{"hop": name, "packets": n} for name, n in self.packet_hops],
             },
             "dirty": {
@@ -232,22 +236,26 @@ def text(outcome: Outcome) -> list[str]:
 def packet_path_lines(outcome: Outcome) -> list[str]:
     """The packet path's gap and loss, then every hop's count and what it lost against the
     hop before (at 1 kHz a lost probe is a millisecond of the path's time)."""
+    if not outcome.packet_path:
+        return []
     if outcome.packet_downtime_ms is None or outcome.packet_probes is None:
-        if not outcome.packet_path:
-            return []
-        if "not probed" in outcome.packet_path:
+        if "not probed" in outcome.packet_path and not outcome.packet_hops:
             return [f"packet path: {outcome.packet_path}"]
-        return [
-            f"packet path: {outcome.packet_path}: not measured (the migration did not complete)"
+        why = outcome.packet_not_measured or (
+            "interrupted before it was measured"
+            if outcome.interrupted
+            else "the migration did not complete"
+        )
+        lines = [f"packet path: {outcome.packet_path}: gap and loss not measured ({why})"]
+    else:
+        sent, lost = outcome.packet_probes
+        noise = outcome.packet_baseline_gap_ms
+        base = "" if noise is None else f"; its noise before the migration: {noise:.0f} ms"
+        lines = [
+            f"packet-path downtime (UDP probes at 1 kHz, {outcome.packet_path}): "
+            f"{outcome.packet_downtime_ms:.0f} ms, {lost} of {sent} probes lost ({lost} ms of "
+            f"probes){base}"
         ]
-    sent, lost = outcome.packet_probes
-    noise = outcome.packet_baseline_gap_ms
-    base = "" if noise is None else f"; its noise before the migration: {noise:.0f} ms"
-    lines = [
-        f"packet-path downtime (UDP probes at 1 kHz, {outcome.packet_path}): "
-        f"{outcome.packet_downtime_ms:.0f} ms, {lost} of {sent} probes lost ({lost} ms of "
-        f"probes){base}"
-    ]
     if outcome.packet_hops:
         lines.append(
             "  packets at every hop over the probe's run (fewer than the hop before: lost there)"

@@ -68,6 +68,8 @@ under TCG) and goes with the guest (a tmpfs)."""
 RELAY_COUNTS = f"{RELAY_DIR}/counts"
 """Where the peer's relay writes its counts when stopped."""
 RELAY_BIN = "/bin/kvmlab-echo"
+RELAY_START_S = 10.0
+"""How long the relay may take to listen once started (a slow guest's seconds)."""
 RELAY_WAIT_S = 20.0
 """How long a stopped relay may take to write its counts (a slow guest's seconds)."""
 READY_S = 60.0
@@ -140,38 +142,103 @@ echo "$dev ${4%/*}"
 """The name and IPv4 address of the NIC with this MAC."""
 
 PREPARE_RELAY = r"""
-dir=$1; bin=$2; mine=$1/$3/kvmlab-echo
-mkdir -p "$dir" && chmod 700 "$dir" && rm -f "$dir/counts" "$dir/counts.tmp" || exit 6
-for old in "$dir"/*/; do  # another version's program
-    [ "$old" = "$dir/$3/" ] || [ ! -d "$old" ] || rm -rf "$old"
+dir=$1; bin=$2; version=$3; mine=$1/$3/kvmlab-echo
+kvmlabs() { [ -d "$1" ] && [ ! -L "$1" ] && [ -O "$1" ]; }  # a directory of root's, no link
+if [ -e "$dir" ] || [ -L "$dir" ]; then
+    kvmlabs "$dir" || {
+        echo "$dir is not kvmlab's (a link, a file or another user's): left as it is" >&2
+        exit 6
+    }
+else
+    mkdir -m 700 "$dir" || exit 6
+fi
+chmod 700 "$dir" && rm -f "$dir/counts" "$dir/counts.tmp" || exit 6
+for old in "$dir"/* "$dir"/.[!.]*; do  # another version's program, or anything else there
+    [ -e "$old" ] || [ -L "$old" ] || continue
+    [ "$old" = "$dir/$version" ] && kvmlabs "$old" && continue
+    rm -rf "$old"  # a link is removed, never followed (no trailing slash)
 done
 if [ -x "$bin" ]; then echo "$bin"
 elif [ -x "$mine" ]; then echo "$mine"
 else echo "copy $mine"
 fi
 """
-"""kvmlab's directory in the peer, without counts; the relay program to run (the image's,
-else one kvmlab copied in before) or ``copy PATH`` (where to copy it first)."""
+"""kvmlab's directory in the peer (refused when something else has its name: never
+followed), holding nothing but this version's program; the relay program to run (the
+image's, else one kvmlab copied in before) or ``copy PATH`` (where to copy it first)."""
 
 INSTALL_RELAY = r"""
-mkdir -p "${1%/*}" && gunzip -c > "$1.tmp" && chmod 700 "$1.tmp" && mv "$1.tmp" "$1"
+mkdir -m 700 "${1%/*}" && gunzip -c > "$1.tmp" && chmod 700 "$1.tmp" && mv "$1.tmp" "$1"
 """
 """The relay program, gzipped on stdin, installed at $1."""
+
+START_RELAY = r"""
+dir=$1; wait=$2; shift 2
+rm -f "$dir/relay.out" "$dir/relay.err"
+"$@" </dev/null >"$dir/relay.out" 2>"$dir/relay.err" &
+pid=$!
+i=0
+while [ "$i" -lt "$((wait * 10))" ]; do
+    grep -q "^listening" "$dir/relay.out" 2>/dev/null && exit 0
+    state=$(cut -d " " -f 3 "/proc/$pid/stat" 2>/dev/null)
+    if [ -z "$state" ] || [ "$state" = Z ]; then
+        echo "the relay exited: $(cat "$dir/relay.err")" >&2
+        exit 8
+    fi
+    sleep 0.1
+    i=$((i + 1))
+done
+kill "$pid" 2>/dev/null
+echo "the relay did not listen in $wait s" >&2
+exit 8
+"""
+"""Start the relay (the command after the directory and a wait in seconds), in the
+background, its output in kvmlab's directory; return once it listens, or fail with what
+it said (a port another program holds)."""
+
+RELAY_HEALTH = r"""
+port=$1; mac=$2
+relay=stopped
+if command -v pgrep >/dev/null; then  # (a command per process is slow over 9p)
+    pgrep -f "/kvmlab-echo $port [0-9]" >/dev/null && relay=running
+else
+    for p in /proc/[0-9]*; do
+        case "$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null)" in
+            */kvmlab-echo" $port "[0-9]*) relay=running ;;
+        esac
+    done
+fi
+link=missing
+for n in /sys/class/net/*; do
+    [ "$(cat "$n/address" 2>/dev/null)" = "$mac" ] && link=$(cat "$n/operstate" 2>/dev/null)
+done
+echo "$relay $link"
+"""
+"""Whether the peer's relay still runs, and its NIC's link state (``running up``)."""
 
 STOP_RELAY = r"""
 port=$1; dir=$2; wait=$3; counts=$dir/counts
 # the relay on this port (its command line names the target): pkill where there is one,
 # as a command per process is slow in a guest that reads its programs over 9p
+stopped=no
 if command -v pkill >/dev/null; then
-    pkill -f "/kvmlab-echo $port [0-9]"
+    pkill -f "/kvmlab-echo $port [0-9]" && stopped=yes
 else
     for p in /proc/[0-9]*; do
         case "$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null)" in
-            */kvmlab-echo" $port "[0-9]*) kill "${p#/proc/}" 2>/dev/null ;;
+            */kvmlab-echo" $port "[0-9]*) kill "${p#/proc/}" 2>/dev/null && stopped=yes ;;
         esac
     done
 fi
+if [ ! -d "$dir" ] || [ -L "$dir" ] || [ ! -O "$dir" ]; then  # not kvmlab's: not touched
+    [ "$wait" -gt 0 ] && { echo "no counts: $dir is not kvmlab's directory" >&2; exit 7; }
+    exit 0
+fi
 [ "$wait" -gt 0 ] || { rm -f "$counts" "$counts.tmp"; exit 0; }
+if [ "$stopped" = no ] && [ ! -s "$counts" ]; then
+    echo "the relay was not running (it died or was killed): it left no counts" >&2
+    exit 7
+fi
 i=0
 while [ ! -s "$counts" ] && [ "$i" -lt "$((wait * 10))" ]; do sleep 0.1; i=$((i + 1)); done
 [ -s "$counts" ] || { echo "the relay wrote no counts in $wait s" >&2; exit 7; }
@@ -238,6 +305,8 @@ def paired_port(ports: list[str]) -> str | None:
 
 
 Progress = Callable[[str], None]
+Target = tuple[str, int, Callable[[], socket.socket]]
+"""Where the probes go: address, UDP port, how to make a socket that reaches it."""
 
 
 def _guest_sh(machine: Machine, script: str, *args: str) -> str:
@@ -400,6 +469,10 @@ class NetworkPath:
         rx, tx = _guest_counts(guest, self.dev)
         return [("guest in", rx - self.before[0]), ("guest out", tx - self.before[1])]
 
+    def own_fault(self) -> None:
+        """The host's side has no part of its own that fails apart from the guest's."""
+        return None
+
     def close(self, guest: Machine | None) -> None:
         """The probe's echo stopped (the guest's address is its own: left as it is)."""
         if self.dev is not None and guest is not None:
@@ -414,7 +487,12 @@ class PeerPath:
     own address and each echo back. What crosses the guest's link is the peer's traffic,
     as an operator's ping from a neighbour would be; the gap the host times includes the
     peer's own relaying, which the baseline before the migration shows. The relay counts
-    both ways, the guest's NIC what reached it and what it sent back."""
+    both ways, the guest's NIC what reached it and what it sent back.
+
+    A peer whose relay cannot start (its port held, kvmlab's directory there taken) is
+    left out: the probes then come from the host's address, as without a peer, and the
+    path says why. A relay that dies, or a peer that drops its link, while the probes run
+    is the path's own fault (:meth:`own_fault`), not the migrated guest's."""
 
     def __init__(
         self, machine: Machine, ns: str, mac: str, peer: Machine, peer_name: str, peer_mac: str
@@ -423,51 +501,96 @@ class PeerPath:
         self.ns = ns
         self.mac = mac.lower()
         self.peer = peer
+        self.peer_name = peer_name
         self.peer_mac = peer_mac.lower()
-        self.description = f"host ({ns}) -> peer guest {peer_name} (relay"
+        self.description = f"host ({ns}) -> peer guest {peer_name}"
         self.dev: str | None = None
+        self.address = ""
         self.before: tuple[int, int] | None = None
         self._relaying = False
+        self._without_peer: str | None = None
+        """Why the probes come from the host instead (the relay did not start)."""
 
-    def start(self, progress: Progress) -> tuple[str, int, Callable[[], socket.socket]]:
+    def _direct(self) -> Target:
+        where = str(namespaces.NETNS_DIR / self.ns)
+        return self.address, ECHO_PORT, lambda: socket_at(where)
+
+    def start(self, progress: Progress) -> Target:
         """The guest's echo and the peer's relay started, the guest's NIC counted; the
-        peer's address, where the host's prober sends."""
-        dev, address = _guest_sh(self.machine, GUEST_ADDRESS, self.mac).split()
-        _, relay_at = _guest_sh(self.peer, GUEST_ADDRESS, self.peer_mac).split()
+        peer's address, where the host's prober sends (the guest's own, from the host's
+        address, when the relay cannot start)."""
+        dev, self.address = _guest_sh(self.machine, GUEST_ADDRESS, self.mac).split()
         self.dev = dev
-        self.description += (
-            f" {relay_at}:{RELAY_PORT}) -> bridge -> tap -> guest NIC {self.mac} "
-            f"({address}:{ECHO_PORT}) and back"
-        )
-        progress(f"packet path: probes relayed by a peer guest at {relay_at}")
-        self._relaying = True  # from here on, close() stops it and removes kvmlab's directory
-        _guest_sh(self.peer, STOP_RELAY, str(RELAY_PORT), RELAY_DIR, "0")  # a killed run's
-        program = _guest_sh(self.peer, PREPARE_RELAY, RELAY_DIR, RELAY_BIN, _relay_version())
-        if program.startswith("copy "):
-            program = program.removeprefix("copy ")
-            progress(f"packet path: copying kvmlab's relay into the peer ({program})")
-            _install(self.peer, program)
+        to_guest = f"bridge -> tap -> guest NIC {self.mac} ({self.address}:{ECHO_PORT}) and back"
         self.machine.exec_background(["/bin/kvmlab-echo", str(ECHO_PORT)])
-        self.peer.exec_background([program, str(RELAY_PORT), address, str(ECHO_PORT), RELAY_COUNTS])
+        try:
+            relay_at = self._start_relay(progress)
+        except KvmlabError as exc:
+            self._without_peer = f"{self.peer_name}'s relay did not start: {exc}"
+            progress(f"packet path: probes from the host instead ({self._without_peer})")
+            self.description = (
+                f"host on the lab network ({self.ns}) -> {to_guest} "
+                f"(not from the peer guest: {self._without_peer})"
+            )
+            self.before = _guest_counts(self.machine, dev)
+            return self._direct()
+        self.description += f" (relay {relay_at}:{RELAY_PORT}) -> {to_guest}"
         self.before = _guest_counts(self.machine, dev)
         where = str(namespaces.NETNS_DIR / self.ns)
         return relay_at, RELAY_PORT, lambda: socket_at(where)
+
+    def _start_relay(self, progress: Progress) -> str:
+        """The relay listening in the peer (copied there first when its image has none);
+        the peer's address on the network."""
+        peer = self.peer
+        _, relay_at = _guest_sh(peer, GUEST_ADDRESS, self.peer_mac).split()
+        progress(f"packet path: probes relayed by the peer guest {self.peer_name} ({relay_at})")
+        self._relaying = True  # from here on, close() stops it
+        _guest_sh(peer, STOP_RELAY, str(RELAY_PORT), RELAY_DIR, "0")  # a killed run's
+        program = _guest_sh(peer, PREPARE_RELAY, RELAY_DIR, RELAY_BIN, _relay_version())
+        if program.startswith("copy "):
+            program = program.removeprefix("copy ")
+            progress(f"packet path: copying kvmlab's relay into the peer ({program})")
+            _install(peer, program)
+        wait = str(round(RELAY_START_S * max(1.0, peer.level_factor())))
+        argv = [program, str(RELAY_PORT), self.address, str(ECHO_PORT), RELAY_COUNTS]
+        _guest_sh(peer, START_RELAY, RELAY_DIR, wait, *argv)
+        return relay_at
 
     def count(self, guest: Machine) -> list[tuple[str, int]]:
         """The relay's four counts (stopping it) and the guest NIC's two, in path order."""
         assert self.dev is not None and self.before is not None
         rx, tx = _guest_counts(guest, self.dev)
+        at_guest = [("guest in", rx - self.before[0]), ("guest out", tx - self.before[1])]
+        if self._without_peer is not None:
+            return at_guest
         wait = str(round(RELAY_WAIT_S * max(1.0, self.peer.level_factor())))
         counted = _guest_sh(self.peer, STOP_RELAY, str(RELAY_PORT), RELAY_DIR, wait)
         relayed, sent_on, back, home = (int(n) for n in counted.split())
         return [
             ("peer from host", relayed),
             ("peer to guest", sent_on),
-            ("guest in", rx - self.before[0]),
-            ("guest out", tx - self.before[1]),
+            *at_guest,
             ("peer from guest", back),
             ("peer to host", home),
         ]
+
+    def own_fault(self) -> tuple[str, Target] | None:
+        """Why the path failed on the peer's side (its relay gone, its link down, its agent
+        silent) and how to probe the guest without the peer; None when the peer's part
+        still works (or there is no peer in the path)."""
+        if self._without_peer is not None or self.dev is None:
+            return None
+        try:
+            relay, link = _guest_sh(self.peer, RELAY_HEALTH, str(RELAY_PORT), self.peer_mac).split()
+        except (KvmlabError, OSError, ValueError) as exc:
+            return f"the peer guest {self.peer_name} does not answer ({exc})", self._direct()
+        if relay == "running" and link == "up":
+            return None
+        parts = [f"its relay {relay}"] if relay != "running" else []
+        if link != "up":
+            parts.append(f"its link {link}")
+        return f"the peer guest {self.peer_name}'s part failed: {', '.join(parts)}", self._direct()
 
     def close(self, guest: Machine | None) -> None:
         """The guest's echo and the peer's relay stopped; the peer let go of."""
@@ -646,6 +769,11 @@ class SwitchPath:
             ("bridge from switch", delta(bridge, before.bridge, BRIDGE_PORT, "rx_packets")),
             ("bridge to host", delta(bridge, before.bridge, BRIDGE_TAP, "tx_packets")),
         ]
+
+    def own_fault(self) -> None:
+        """Every part of this path but the guest's is the switch's and kvmlab's bridge's,
+        which the hops place; none is judged apart."""
+        return None
 
     # --- undo ----------------------------------------------------------------------------
 
