@@ -172,13 +172,35 @@ def _exchange(port: int, count: int, wait: float = 2.0) -> int:
         return back
 
 
-def test_the_peer_s_relay_counts_both_ways_and_a_dead_echo_shows_where(tmp_path: Path) -> None:
+GUEST_TOOLS = ("tr", "cat", "rm", "sleep", "grep", "cut", "mkdir", "chmod", "mv")
+"""What the peer's scripts call besides the shell, where a guest (the self-contained
+image's busybox) has no pgrep."""
+
+
+@pytest.mark.parametrize("pgrep", [True, False], ids=["pgrep", "no-pgrep"])
+def test_the_peer_s_relay_counts_both_ways_and_a_dead_echo_shows_where(
+    tmp_path: Path, pgrep: bool
+) -> None:
     """The relay a peer guest runs (kvmlab-echo, compiled as for an image) between a prober
     and an echo, on this host's loopback; the guest-side scripts that prepare, stop and
-    read it, run by sh here. The echo killed from outside (another process) leaves the
-    probes counted out of the relay and not back."""
+    read it, run by sh here, with pgrep and (as in a busybox guest) without. The echo
+    killed from outside (another process) leaves the probes counted out of the relay and
+    not back."""
+    import os
+    import shutil
+
     from kvmlab.guest.standalone import compile_dirty
     from kvmlab.net.migration_path import PREPARE_RELAY, START_RELAY, STOP_RELAY
+
+    env = dict(os.environ)
+    if not pgrep:
+        tools = tmp_path / "tools"
+        tools.mkdir()
+        for tool in GUEST_TOOLS:
+            found = shutil.which(tool)
+            assert found is not None, tool
+            (tools / tool).symlink_to(found)
+        env["PATH"] = str(tools)
 
     program = tmp_path / "bin" / "kvmlab-echo"
     program.parent.mkdir()
@@ -190,7 +212,11 @@ def test_the_peer_s_relay_counts_both_ways_and_a_dead_echo_shows_where(tmp_path:
 
     def run_sh(script: str, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            ["sh", "-c", script, "sh", *args], capture_output=True, text=True, timeout=60
+            ["/bin/sh", "-c", script, "sh", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
         )
 
     def sh(script: str, *args: str) -> str:

@@ -455,8 +455,9 @@ def _measure_path(
         sent = len(prober.sent) - len(prober.unsent)  # a probe the host refused never left
         outcome.packet_hops = [("sent", sent), *hops, ("echoed", prober.echoes)]
         outcome.packet_path = path.probe.description  # what counting found is said there
-    if fault is not None:  # the gap and the loss are that part's: not the guest's
+    if fault is not None:
         outcome.packet_path = f"{outcome.packet_path}; {fault[0]}"
+    if fault is not None and fault[1] is not None:  # the gap and loss are that part's
         outcome.packet_not_measured = f"the probe's own part failed: {fault[0]}"
         outcome.packet_downtime_ms = outcome.packet_probes = None
 
@@ -469,8 +470,9 @@ _Fault = tuple[str, "Target | None"]
 
 def _own_fault(probe: PathProbe) -> _Fault | None:
     """Why the path failed on the probe's own side and where to probe the guest without
-    it (None when its parts cannot be checked: then nothing else can judge the guest);
-    None when the probe's own parts work, so the failure is the guest's."""
+    it (None when its parts cannot be checked: the check then fails as it stands and the
+    gap is kept, as nothing tells whose it is); None when the probe's own parts work, so
+    the failure is the guest's."""
     try:
         return probe.own_fault()
     except (KvmlabError, OSError) as exc:

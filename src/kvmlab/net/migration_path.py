@@ -76,13 +76,37 @@ READY_S = 60.0
 BRIDGE_PORT, BRIDGE_TAP = 0, 1
 """The bridge testpmd's ports: the switch side (net_virtio_user), the tap."""
 
-GUEST_SETUP = r"""
+NIC_OF = r"""
+nic_of() {  # the name of the NIC with MAC $1
+    for n in /sys/class/net/*; do
+        [ "$(cat "$n/address" 2>/dev/null)" = "$1" ] && { echo "${n##*/}"; return 0; }
+    done
+    echo "no NIC with MAC $1" >&2
+    return 1
+}
+"""
+"""A shell function the guest-side scripts start with."""
+
+RELAY_PIDS = r"""
+relay_pids() {  # the relays on port $1 (their command lines name a target)
+    if command -v pgrep >/dev/null; then  # a command per process is slow over 9p
+        pgrep -f "/kvmlab-echo $1 [0-9]"
+        return 0
+    fi
+    for p in /proc/[0-9]*; do
+        case "$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null)" in
+            */kvmlab-echo" $1 "[0-9]*) echo "${p#/proc/}" ;;
+        esac
+    done
+}
+"""
+"""A shell function the peer's scripts start with."""
+
+GUEST_SETUP = (
+    NIC_OF
+    + r"""
 mac=$1; addr=$2; peer=$3; peer_mac=$4
-dev=
-for n in /sys/class/net/*; do
-    [ "$(cat "$n/address" 2>/dev/null)" = "$mac" ] && dev=${n##*/}
-done
-[ -n "$dev" ] || { echo "no NIC with MAC $mac" >&2; exit 4; }
+dev=$(nic_of "$mac") || exit 4
 # a killed kvmlab's probe address on this NIC: kvmlab's own, taken back first
 ip -o -4 addr show dev "$dev" | grep -q " inet $addr/" && ip addr del "$addr/24" dev "$dev"
 if ip -o -4 addr show dev "$dev" | grep -q " inet "; then
@@ -105,6 +129,7 @@ ip link set "$dev" up || { undo; exit 6; }
 arp -i "$dev" -s "$peer" "$peer_mac" || { undo; echo "arp -s failed in the guest" >&2; exit 6; }
 echo "$dev $up $v6"
 """
+)
 """Address the NIC with this MAC for the probe (IPv6 off on it: no stray frames), the
 bridge's tap as a static neighbour; print the NIC's name and what to restore (its link
 state, its IPv6 setting). A step that fails undoes the ones before it."""
@@ -129,16 +154,15 @@ true
 """The NIC as it was: the probe's address and neighbour gone, its link and IPv6 setting
 back."""
 
-GUEST_ADDRESS = r"""
-dev=
-for n in /sys/class/net/*; do
-    [ "$(cat "$n/address" 2>/dev/null)" = "$1" ] && dev=${n##*/}
-done
-[ -n "$dev" ] || { echo "no NIC with MAC $1" >&2; exit 4; }
+GUEST_ADDRESS = (
+    NIC_OF
+    + r"""
+dev=$(nic_of "$1") || exit 4
 set -- $(ip -o -4 addr show dev "$dev")
 [ -n "$4" ] || { echo "$dev has no IPv4 address" >&2; exit 5; }
 echo "$dev ${4%/*}"
 """
+)
 """The name and IPv4 address of the NIC with this MAC."""
 
 PREPARE_RELAY = r"""
@@ -196,40 +220,27 @@ exit 8
 background, its output in kvmlab's directory; return once it listens, or fail with what
 it said (a port another program holds)."""
 
-RELAY_HEALTH = r"""
+RELAY_HEALTH = (
+    NIC_OF
+    + RELAY_PIDS
+    + r"""
 port=$1; mac=$2
 relay=stopped
-if command -v pgrep >/dev/null; then  # (a command per process is slow over 9p)
-    pgrep -f "/kvmlab-echo $port [0-9]" >/dev/null && relay=running
-else
-    for p in /proc/[0-9]*; do
-        case "$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null)" in
-            */kvmlab-echo" $port "[0-9]*) relay=running ;;
-        esac
-    done
-fi
+[ -n "$(relay_pids "$port")" ] && relay=running
 link=missing
-for n in /sys/class/net/*; do
-    [ "$(cat "$n/address" 2>/dev/null)" = "$mac" ] && link=$(cat "$n/operstate" 2>/dev/null)
-done
+dev=$(nic_of "$mac" 2>/dev/null) && link=$(cat "/sys/class/net/$dev/operstate" 2>/dev/null)
 echo "$relay $link"
 """
+)
 """Whether the peer's relay still runs, and its NIC's link state (``running up``)."""
 
-STOP_RELAY = r"""
+STOP_RELAY = (
+    RELAY_PIDS
+    + r"""
 port=$1; dir=$2; wait=$3; counts=$dir/counts
-# the relay on this port (its command line names the target): pkill where there is one,
-# as a command per process is slow in a guest that reads its programs over 9p
 stopped=no
-if command -v pkill >/dev/null; then
-    pkill -f "/kvmlab-echo $port [0-9]" && stopped=yes
-else
-    for p in /proc/[0-9]*; do
-        case "$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null)" in
-            */kvmlab-echo" $port "[0-9]*) kill "${p#/proc/}" 2>/dev/null && stopped=yes ;;
-        esac
-    done
-fi
+pids=$(relay_pids "$port")
+[ -n "$pids" ] && kill $pids 2>/dev/null && stopped=yes
 if [ ! -d "$dir" ] || [ -L "$dir" ] || [ ! -O "$dir" ]; then  # not kvmlab's: not touched
     [ "$wait" -gt 0 ] && { echo "no counts: $dir is not kvmlab's directory" >&2; exit 7; }
     exit 0
@@ -245,6 +256,7 @@ while [ ! -s "$counts" ] && [ "$i" -lt "$((wait * 10))" ]; do sleep 0.1; i=$((i 
 cat "$counts"
 rm -f "$counts"
 """
+)
 """Stop the peer's relay; with a wait (seconds), print the counts it wrote on its way out
 (``in out back home``), else only remove them."""
 
@@ -399,13 +411,17 @@ def network_path(machine: Machine, record: GuestRecord) -> PeerPath | NetworkPat
     if tap is None or not namespaces.exists(ns):
         return None
     name, mac = tap
-    peer = network_peer(record, bridge_of(record.lab, name))
-    if peer is not None:
+    direct = NetworkPath(machine, ns, mac)
+    try:
+        peer = network_peer(record, bridge_of(record.lab, name))
+        if peer is None:
+            return direct
         entry, peer_mac = peer
         assert entry.record is not None
         attached = backends.attach(entry.run_dir, entry.record)
-        return PeerPath(machine, ns, mac, attached, entry.name, peer_mac)
-    return NetworkPath(machine, ns, mac)
+    except KvmlabError:  # a peer's record that cannot be read: the host probes alone
+        return direct
+    return PeerPath(direct, attached, entry.name, peer_mac)
 
 
 def _network_tap(record: GuestRecord) -> tuple[str, str] | None:
@@ -494,54 +510,44 @@ class PeerPath:
     path says why. A relay that dies, or a peer that drops its link, while the probes run
     is the path's own fault (:meth:`own_fault`), not the migrated guest's."""
 
-    def __init__(
-        self, machine: Machine, ns: str, mac: str, peer: Machine, peer_name: str, peer_mac: str
-    ) -> None:
-        self.machine = machine
-        self.ns = ns
-        self.mac = mac.lower()
+    def __init__(self, direct: NetworkPath, peer: Machine, peer_name: str, peer_mac: str) -> None:
+        self.direct = direct
+        """The guest's side: its echo and NIC counts, and how the host probes it without
+        the peer."""
         self.peer = peer
         self.peer_name = peer_name
         self.peer_mac = peer_mac.lower()
-        self.description = f"host ({ns}) -> peer guest {peer_name}"
-        self.dev: str | None = None
-        self.address = ""
-        self.before: tuple[int, int] | None = None
+        self.description = f"host ({direct.ns}) -> peer guest {peer_name}"
+        self._target: Target | None = None
         self._relaying = False
         self._without_peer: str | None = None
         """Why the probes come from the host instead (the relay did not start)."""
 
-    def _direct(self) -> Target:
-        where = str(namespaces.NETNS_DIR / self.ns)
-        return self.address, ECHO_PORT, lambda: socket_at(where)
-
     def start(self, progress: Progress) -> Target:
-        """The guest's echo and the peer's relay started, the guest's NIC counted; the
-        peer's address, where the host's prober sends (the guest's own, from the host's
-        address, when the relay cannot start)."""
-        dev, self.address = _guest_sh(self.machine, GUEST_ADDRESS, self.mac).split()
-        self.dev = dev
-        to_guest = f"bridge -> tap -> guest NIC {self.mac} ({self.address}:{ECHO_PORT}) and back"
-        self.machine.exec_background(["/bin/kvmlab-echo", str(ECHO_PORT)])
+        """The guest's echo and NIC counts (:class:`NetworkPath`), then the peer's relay;
+        the peer's address, where the host's prober sends (the guest's own, from the
+        host's address, when the relay cannot start)."""
+        self._target = target = self.direct.start(progress)
+        address = target[0]
         try:
-            relay_at = self._start_relay(progress)
+            relay_at = self._start_relay(progress, address)
         except KvmlabError as exc:
             self._without_peer = f"{self.peer_name}'s relay did not start: {exc}"
             progress(f"packet path: probes from the host instead ({self._without_peer})")
             self.description = (
-                f"host on the lab network ({self.ns}) -> {to_guest} "
-                f"(not from the peer guest: {self._without_peer})"
+                f"{self.direct.description} (not from the peer guest: {self._without_peer})"
             )
-            self.before = _guest_counts(self.machine, dev)
-            return self._direct()
-        self.description += f" (relay {relay_at}:{RELAY_PORT}) -> {to_guest}"
-        self.before = _guest_counts(self.machine, dev)
-        where = str(namespaces.NETNS_DIR / self.ns)
+            return target
+        self.description += (
+            f" (relay {relay_at}:{RELAY_PORT}) -> bridge -> tap -> guest NIC "
+            f"{self.direct.mac} ({address}:{ECHO_PORT}) and back"
+        )
+        where = str(namespaces.NETNS_DIR / self.direct.ns)
         return relay_at, RELAY_PORT, lambda: socket_at(where)
 
-    def _start_relay(self, progress: Progress) -> str:
-        """The relay listening in the peer (copied there first when its image has none);
-        the peer's address on the network."""
+    def _start_relay(self, progress: Progress, address: str) -> str:
+        """The relay to ``address`` listening in the peer (copied there first when its
+        image has none); the peer's address on the network."""
         peer = self.peer
         _, relay_at = _guest_sh(peer, GUEST_ADDRESS, self.peer_mac).split()
         progress(f"packet path: probes relayed by the peer guest {self.peer_name} ({relay_at})")
@@ -553,15 +559,13 @@ class PeerPath:
             progress(f"packet path: copying kvmlab's relay into the peer ({program})")
             _install(peer, program)
         wait = str(round(RELAY_START_S * max(1.0, peer.level_factor())))
-        argv = [program, str(RELAY_PORT), self.address, str(ECHO_PORT), RELAY_COUNTS]
+        argv = [program, str(RELAY_PORT), address, str(ECHO_PORT), RELAY_COUNTS]
         _guest_sh(peer, START_RELAY, RELAY_DIR, wait, *argv)
         return relay_at
 
     def count(self, guest: Machine) -> list[tuple[str, int]]:
-        """The relay's four counts (stopping it) and the guest NIC's two, in path order."""
-        assert self.dev is not None and self.before is not None
-        rx, tx = _guest_counts(guest, self.dev)
-        at_guest = [("guest in", rx - self.before[0]), ("guest out", tx - self.before[1])]
+        """The relay's four counts (stopping it) around the guest NIC's two, in path order."""
+        at_guest = self.direct.count(guest)
         if self._without_peer is not None:
             return at_guest
         wait = str(round(RELAY_WAIT_S * max(1.0, self.peer.level_factor())))
@@ -579,25 +583,22 @@ class PeerPath:
         """Why the path failed on the peer's side (its relay gone, its link down, its agent
         silent) and how to probe the guest without the peer; None when the peer's part
         still works (or there is no peer in the path)."""
-        if self._without_peer is not None or self.dev is None:
+        if self._without_peer is not None or self._target is None:
             return None
         try:
             relay, link = _guest_sh(self.peer, RELAY_HEALTH, str(RELAY_PORT), self.peer_mac).split()
         except (KvmlabError, OSError, ValueError) as exc:
-            return f"the peer guest {self.peer_name} does not answer ({exc})", self._direct()
+            return f"the peer guest {self.peer_name} does not answer ({exc})", self._target
         if relay == "running" and link == "up":
             return None
         parts = [f"its relay {relay}"] if relay != "running" else []
         if link != "up":
             parts.append(f"its link {link}")
-        return f"the peer guest {self.peer_name}'s part failed: {', '.join(parts)}", self._direct()
+        return f"the peer guest {self.peer_name}'s part failed: {', '.join(parts)}", self._target
 
     def close(self, guest: Machine | None) -> None:
         """The guest's echo and the peer's relay stopped; the peer let go of."""
-        if self.dev is not None and guest is not None:
-            with contextlib.suppress(KvmlabError, OSError):
-                _guest_sh(guest, KILL_ECHO, str(ECHO_PORT))
-            self.dev = None
+        self.direct.close(guest)
         if self._relaying:
             with contextlib.suppress(KvmlabError, OSError):
                 _guest_sh(self.peer, STOP_RELAY, str(RELAY_PORT), RELAY_DIR, "0")
