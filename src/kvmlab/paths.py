@@ -7,13 +7,45 @@ import stat
 from pathlib import Path
 
 
+NAME_MAX = 255
+"""The longest name one path component may have (bytes, as Linux counts them)."""
+RUN_ROOT_MAX = 1024
+"""The longest run root kvmlab takes: its own paths below it stay far from PATH_MAX."""
+
+
 def run_root() -> Path:
-    """``$KVMLAB_RUN_DIR``, else ``/run/kvmlab`` for root, else ``$XDG_RUNTIME_DIR/kvmlab``."""
+    """``$KVMLAB_RUN_DIR``, else ``/run/kvmlab`` for root, else ``$XDG_RUNTIME_DIR/kvmlab``.
+
+    The variable is checked as a path first: a component longer than :data:`NAME_MAX`
+    bytes, a path longer than :data:`RUN_ROOT_MAX` or a control character is refused
+    (:class:`StateError`), never handed to the file system to fail on later."""
     if env := os.environ.get("KVMLAB_RUN_DIR"):
+        check_path_text(env, "KVMLAB_RUN_DIR", RUN_ROOT_MAX)
         return Path(env)
     if os.geteuid() == 0:
         return Path("/run/kvmlab")
     return Path(os.environ.get("XDG_RUNTIME_DIR", f"/tmp/kvmlab-{os.geteuid()}")) / "kvmlab"
+
+
+def check_path_text(text: str, shown: str, longest: int = 4095) -> None:
+    """Refuse (:class:`StateError`) a path the file system cannot hold, or that would
+    reach a terminal or a configuration file as control characters, in one line naming
+    ``shown`` (the variable or option it came from)."""
+    from kvmlab.errors import StateError, printable
+
+    raw = os.fsencode(text)
+    brief = printable(text if len(text) <= 60 else f"{text[:40]}...{text[-12:]}")
+    if any(not c.isprintable() for c in text):
+        raise StateError(f"{shown}={brief}: a control character in a path; name a plain path")
+    if len(raw) > longest:
+        raise StateError(
+            f"{shown}={brief}: {len(raw)} bytes long, more than {longest}; name a shorter path"
+        )
+    if long := [p for p in raw.split(b"/") if len(p) > NAME_MAX]:
+        raise StateError(
+            f"{shown}={brief}: a component of {len(long[0])} bytes, more than the file "
+            f"system's {NAME_MAX}; name a path of shorter directories"
+        )
 
 
 def unsafe_parent(path: Path) -> str | None:

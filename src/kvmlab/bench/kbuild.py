@@ -149,7 +149,7 @@ def kbuild_steps(place: Place, s: Settings, source: Path) -> list[Step]:
     script = "; ".join(
         [
             "set -eu",
-            f"src={shlex.quote(str(source))}",
+            'src="$1"',
             '[ -f "$src/Makefile" ] || { echo "kbuild: no $src/Makefile here" >&2; exit 1; }',
             'base=/dev/shm; [ -d "$base" ] && [ -w "$base" ] || base="${TMPDIR:-/tmp}"',
             'd=$(mktemp -d "$base/kvmlab-kbuild.XXXXXX")',
@@ -168,7 +168,7 @@ def kbuild_steps(place: Place, s: Settings, source: Path) -> list[Step]:
     return [
         Step(
             "build",
-            ["sh", "-c", script],
+            ["sh", "-c", script, "kbuild", str(source)],
             parse_time_seconds,
             BUILD_TIMEOUT,
             keep=("elapsed_s",),

@@ -64,31 +64,64 @@ def stop(name: Annotated[str, typer.Argument(help="Name of the daemon.")]) -> No
     """Destroy the private daemon's domains, stop it and remove its state."""
     from kvmlab.runtime.libvirt import private
 
-    if not private.stop(name):
-        typer.echo(f"private libvirtd {name} was not running (its state is removed)", err=True)
+    done = private.stop(name)
+    if done.record_problem:
+        typer.echo(f"note: {done.record_problem}", err=True)
+    if done.was_running:
+        return
+    if done.record_pid:
+        why = f"its record's pid {done.record_pid} is gone or another program's: not signalled"
+    else:
+        why = "nothing was signalled"
+    if done.leftovers:
+        why += f"; stopped {done.leftovers} QEMU process(es) it left"
+    typer.echo(f"private libvirtd {name} was not running ({why}); its state is removed", err=True)
 
 
 @libvirtd_app.command("list")
 def list_(
     output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
 ) -> None:
-    """The private daemons on record, with their URIs."""
+    """The private daemons on record, with their URIs (a record kvmlab cannot read is
+    listed as unreadable, with why)."""
+    from kvmlab.cli.options import output_choice
+    from kvmlab.errors import printable
     from kvmlab.runtime.libvirt import private
 
-    rows = [
-        {
-            "name": d.name,
-            "running": d.running(),
-            "pid": d.pid,
-            "uri": d.uri,
-            "tcp_uri": d.tcp_uri,
-            "netns": d.netns,
-        }
-        for d in private.running()
-    ]
+    output_choice(output, "text", "json")
+    rows: list[dict[str, object]] = []
+    for d in private.running():
+        if isinstance(d, private.DaemonRecordError):
+            rows.append({"name": d.name, "state": "unreadable", "problem": str(d)})
+            continue
+        rows.append(
+            {
+                "name": d.name,
+                "state": "running" if d.running() else "dead",
+                "pid": d.pid,
+                "uri": d.uri,
+                "tcp_uri": d.tcp_uri,
+                "netns": d.netns,
+            }
+        )
     if output == "json":
         print(json.dumps(rows, indent=2))
         return
+    if not rows:
+        print("no private libvirtd on record (kvmlab libvirtd start NAME starts one)")
+        return
+    table = [("NAME", "STATE", "URI", "TCP URI")]
     for row in rows:
-        state = "running" if row["running"] else "dead"
-        print(f"{row['name']}\t{state}\t{row['uri']}\t{row['tcp_uri'] or ''}")
+        if row["state"] == "unreadable":
+            table.append((str(row["name"]), "unreadable", str(row["problem"]), ""))
+        else:
+            table.append(
+                (str(row["name"]), str(row["state"]), str(row["uri"]), str(row["tcp_uri"] or "-"))
+            )
+    widths = [max(len(r[i]) for r in table) for i in range(3)]
+    for r in table:
+        print(
+            printable(
+                "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[3]
+            ).rstrip()
+        )

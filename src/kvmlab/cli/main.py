@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -86,6 +87,28 @@ def _quiet_exit(status: int) -> NoReturn:
     sys.exit(status)
 
 
+_LIBRARY_WORDS = (
+    (
+        re.compile(r"Input should be greater than or equal to (\S+)"),
+        r"give a number of at least \1",
+    ),
+    (re.compile(r"Input should be greater than (\S+)"), r"give a number above \1"),
+    (re.compile(r"Input should be less than or equal to (\S+)"), r"give a number of at most \1"),
+    (re.compile(r"Input should be less than (\S+)"), r"give a number below \1"),
+    (re.compile(r"Input should be a valid integer[^.;]*"), "give a whole number"),
+    (re.compile(r"Input should be a valid number[^.;]*"), "give a number"),
+)
+"""The validation library's phrases (typer checks option values with pydantic) in
+kvmlab's words, each saying what to give."""
+
+
+def plain_words(message: str) -> str:
+    """``message`` with the validation library's phrases in kvmlab's words."""
+    for pattern, words in _LIBRARY_WORDS:
+        message = pattern.sub(words, message)
+    return message
+
+
 def _usage_error(exc: Any) -> NoReturn:
     """A bad command line: typer's box on a terminal, else one ``kvmlab:`` line; exit 2."""
     if type(exc).__name__ != "NoArgsIsHelpError":  # that one printed the help already
@@ -94,7 +117,7 @@ def _usage_error(exc: Any) -> NoReturn:
 
             rich_utils.rich_format_error(exc)
         else:
-            message = " ".join(str(exc.format_message()).split())
+            message = plain_words(" ".join(str(exc.format_message()).split()))
             ctx = getattr(exc, "ctx", None)
             hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
             print(f"kvmlab: {message}{hint}", file=sys.stderr)

@@ -81,6 +81,8 @@ def _print(what: str, outcome: object, output: str, extra: list[dict[str, str]])
         print(f"  FAILED   {name}: {why}")
     for name, why in data["unmovable"]:
         print(f"  unmovable {name}: {why}")
+    for name, why in data["kept"]:
+        print(f"  left     {name}: {why}")
     if data["undone"]:
         print("  nothing changed: every value this apply had written was written back")
     for b in extra:
@@ -168,7 +170,7 @@ def rollback_cmd(output: Output = "text") -> None:
         return
     outcome = rollback(state)
     _print("restored", outcome, output, [])
-    if output == "text" and not outcome.done and not outcome.failed:
+    if output == "text" and not outcome.done and not outcome.failed and not outcome.kept:
         print(
             "nothing to roll back: the tuning changed no value (the IRQs it lists are ones "
             "the kernel manages, never changed); its state is removed"
@@ -211,8 +213,11 @@ def restore_abandoned(tuning: bool = False) -> None:
             print(f"kvmlab: {exc}", file=sys.stderr)
         return
     failed = f", {len(outcome.failed)} failed" if outcome.failed else ""
+    kept = f", {len(outcome.kept)} left as changed since" if outcome.kept else ""
     print(
         f"kvmlab: rolled back the tuning of a kvmlab run that died (pid {pid}): "
-        f"{len(outcome.done)} setting(s) restored{failed}",
+        f"{len(outcome.done)} setting(s) restored{failed}{kept}",
         file=sys.stderr,
     )
+    for name, why in outcome.kept:
+        print(f"kvmlab:   left {name}: {why}", file=sys.stderr)

@@ -24,6 +24,11 @@ def ns_name(lab: str, part: str) -> str:
     return f"kvmlab-{lab}-{part}"
 
 
+def ours(name: str) -> bool:
+    """Whether ``name`` has the form of a namespace name kvmlab gives."""
+    return _OURS.match(name) is not None
+
+
 def exists(name: str) -> bool:
     """Whether a named namespace of that name exists (:class:`StateError` for a name
     kvmlab would never give, e.g. one read from a tampered record)."""

@@ -15,12 +15,15 @@ and ``ovs-dpdk`` (a private ovsdb-server and ovs-vswitchd; its ports are socket 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from kvmlab.bounded import read_at_most
 from kvmlab.errors import RuntimeFailure, StateError
 from kvmlab.fabric import hugepages, namespaces, ovs
 from kvmlab.fabric.ovs import Ovs
@@ -30,6 +33,7 @@ from kvmlab.proc.processes import alive, terminate
 from kvmlab.proc.signals import deferred_signals
 from kvmlab.render.dpdk import TESTPMD, Port, switch_argv
 from kvmlab.spec.lab import Lab
+from kvmlab.spec.names import is_name
 from kvmlab.spec.rules import switch_ports
 from kvmlab.spec.switch import SwitchSpec
 
@@ -181,7 +185,7 @@ class Switch:
     def attached(cls, lab: str, spec: SwitchSpec, root: Path) -> Switch:
         """The running switch of a lab that is up (:class:`StateError` when there is none)."""
         record = read_record(root)
-        if record is None or not running(record):
+        if record is None or not running(record, root):
             raise StateError(f"lab {lab} has no running switch")
         sw = cls(lab, spec, root, record.ports)
         if record.kind == "testpmd":
@@ -234,26 +238,91 @@ class Switch:
 
 
 def read_record(root: Path) -> SwitchRecord | None:
-    """The record of the switch in ``root`` (None when there is none or it is unreadable)."""
+    """The record of the switch in ``root``, checked like any input: None when there is
+    none, or when it is not a record kvmlab writes (nothing in it is then acted on: no
+    process is signalled, no huge page given back)."""
     try:
-        data = json.loads((root / RECORD).read_text())
-        data["processes"] = [tuple(p) for p in data["processes"]]
-        if data["hugepages"] is not None:
-            data["hugepages"] = tuple(data["hugepages"])
-        return SwitchRecord(**data)
-    except (OSError, ValueError, TypeError, KeyError):
+        fd = os.open(root / RECORD, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        raw = read_at_most(fd, MAX_RECORD_BYTES) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    finally:
+        os.close(fd)
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+        return _checked(data)
+    except (ValueError, TypeError, KeyError, RecursionError):
         return None
 
 
-def running(record: SwitchRecord) -> list[int]:
-    """The recorded processes still alive (pids)."""
-    return [pid for _, pid, started in record.processes if alive(pid, started=started)]
+MAX_RECORD_BYTES = 64 << 10
+PROGRAMS = frozenset({*SWITCH_NAMES.values(), "ovsdb-server", "ovs-vswitchd-dpdk"})
+"""The names a switch record gives its processes."""
+MAX_PID = 1 << 22
+MAX_RESERVED = 1 << 20
+"""The most 2 MiB pages a record may say kvmlab added (2 TiB): beyond it, not kvmlab's."""
+
+
+def _whole(value: object, low: int, high: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ValueError(f"{value!r} is not a whole number from {low} to {high}")
+    return value
+
+
+def _checked(data: object) -> SwitchRecord:
+    """A :class:`SwitchRecord` from parsed JSON, every field of its type and range
+    (ValueError otherwise): a process is (a program of a switch, a pid, a start time)."""
+    if not isinstance(data, dict) or data.get("kind") not in ("testpmd", "ovs-dpdk"):
+        raise ValueError("not a switch record")
+    processes: list[tuple[str, int, int | None]] = []
+    for entry in data["processes"]:
+        name, pid, started = entry
+        if name not in PROGRAMS:
+            raise ValueError(f"{name!r} is no switch program")
+        processes.append((name, _whole(pid, 1, MAX_PID), _whole(started, 0, 1 << 62)))
+    hugepages = data.get("hugepages")
+    if hugepages is not None:
+        before, after = hugepages
+        _whole(before, 0, 1 << 40)
+        _whole(after, before + 1, before + MAX_RESERVED)
+        hugepages = (before, after)
+    netns = data.get("netns")
+    if netns is not None and not (isinstance(netns, str) and namespaces.ours(netns)):
+        raise ValueError("netns is not a namespace name kvmlab gives")
+    ports = data["ports"]
+    if not isinstance(ports, list) or not all(isinstance(p, str) and is_name(p) for p in ports):
+        raise ValueError("ports are not names")
+    main_core = data.get("main_core")
+    if main_core is not None:
+        _whole(main_core, 0, 8191)
+    cores = data.get("cores", [])
+    if not isinstance(cores, list):
+        raise ValueError("cores is not a list")
+    return SwitchRecord(
+        data["kind"],
+        ports,
+        processes,
+        hugepages,
+        netns,
+        main_core,
+        [_whole(c, 0, 8191) for c in cores],
+    )
+
+
+def running(record: SwitchRecord, root: Path) -> list[int]:
+    """The recorded processes still alive (pids): the same start time, and a command line
+    that names the switch's directory (its sockets, pid files), so a reused pid is never
+    taken for the switch's."""
+    return [pid for _, pid, started in record.processes if alive(pid, f"{root}/", started)]
 
 
 def recorded_alive(root: Path) -> int | None:
     """A pid of the recorded switch when it still runs."""
     record = read_record(root)
-    live = running(record) if record else []
+    live = running(record, root) if record else []
     return live[0] if live else None
 
 
@@ -261,12 +330,13 @@ def stop_recorded(root: Path) -> bool:
     """Stop a switch another kvmlab started, give back its huge pages, remove its
     directory; True if a process of it ran."""
     record = read_record(root)
-    live = running(record) if record else []
+    live = running(record, root) if record else []
     if record is not None:
         if record.kind == "ovs-dpdk" and live:
             Ovs(root, record.processes).stop()
+        marker = f"{root}/"
         for name, pid, started in record.processes:
-            if alive(pid, started=started) and not terminate(pid, started=started, grace=5.0):
+            if alive(pid, marker, started) and not terminate(pid, marker, 5.0, started):
                 raise RuntimeFailure(
                     f"could not stop the switch's {name} (pid {pid}); {root} is kept"
                 )

@@ -162,6 +162,9 @@ class Outcome:
     host CPUs only, or that the lab accepts (``[tuning] unmovable_irqs = "accept"``)."""
     undone: bool = False
     """A setting failed, so everything this apply changed was written back."""
+    kept: list[tuple[str, str]] = field(default_factory=list)
+    """(name, why): settings a rollback left alone because they no longer hold what kvmlab
+    wrote (someone changed them since): their value now is not kvmlab's to undo."""
 
 
 Owner = tuple[int, int | None]
@@ -373,7 +376,9 @@ def rollback(state: State, root: Path | None = None) -> Outcome:
     """Write back every saved original (last changed first) and remove the state file; a
     value that cannot be written back keeps the file, naming it. Only the tunables kvmlab
     knows are written, at their fixed paths under ``root`` (:data:`HOST_ROOT`), never a
-    root the file names; nothing is created."""
+    root the file names; nothing is created. A setting is written back only while it
+    still holds what kvmlab wrote: one changed since (by an administrator, another tool)
+    is left as it is and named with both values in :attr:`Outcome.kept`, as tuned does."""
     root = HOST_ROOT if root is None else root
     data = state.read()
     out = Outcome([], [])
@@ -384,6 +389,16 @@ def rollback(state: State, root: Path | None = None) -> Outcome:
     left = []
     for c in reversed(data.changes):
         try:
+            now = _current(root, Setting(c.name, c.path, c.wanted, ""))
+            if not _same(c.path, now, c.wanted):
+                out.kept.append(
+                    (
+                        c.name,
+                        f"is {now}, not the {c.wanted} kvmlab wrote: changed since, so left "
+                        f"as it is (kvmlab found {c.original} before tuning)",
+                    )
+                )
+                continue
             _write_back(root / c.path, c.original)
             out.done.append((c.name, c.wanted, c.original))
         except FileNotFoundError:  # an IRQ that went away: nothing left to restore

@@ -84,6 +84,13 @@ LIMITS = {
             "(progress: the hypervisor's QEMU CPU time)",
         ),
         Limit("inner-down", 120, 300, "'kvmlab down' inside a guest hypervisor"),
+        Limit(
+            "libvirt-connect",
+            30,
+            30,
+            "a libvirtd answering a new connection (a handshake shows no progress: a fixed "
+            "bound; an ssh URI's password prompt counts against it)",
+        ),
     )
 }
 """Every wait kvmlab bounds; ``docs/timeouts.md`` lists them (generated from here)."""

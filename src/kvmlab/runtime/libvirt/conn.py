@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from urllib.parse import urlsplit
@@ -93,17 +94,84 @@ def describe(exc: libvirt.libvirtError) -> str:
 
 
 def open_uri(uri: str, guest: str | None = None) -> libvirt.virConnect:
-    """A read-write connection; :class:`LibvirtUnreachable` with the fix when none answers."""
+    """A read-write connection; :class:`LibvirtUnreachable` with the fix when none answers,
+    or when the peer has not finished the handshake within the ``libvirt-connect`` limit.
+
+    libvirt's open blocks in C without a timeout of its own (a peer that accepts and never
+    answers held it for minutes) and would run Python's signal handlers inside its error
+    callback, where an exception is lost: it runs in a thread of its own while this one
+    waits, so Ctrl-C and SIGTERM act at once and the wait is bounded.
+    """
+    from kvmlab.runtime.waits import LIMITS
+
     _event_loop()
-    try:
-        conn = libvirt.open(uri)
-    except libvirt.libvirtError as exc:
+    limit = LIMITS["libvirt-connect"]
+    seconds = limit.value("ceiling")
+    attempt = _Attempt(uri)
+    attempt.start()
+    attempt.wait(seconds)
+    if attempt.is_alive():
+        attempt.abandon()
         raise LibvirtUnreachable(
-            f"no libvirtd answers ({describe(exc)})", uri, guest, start_fix(uri)
+            f"the daemon did not answer within {seconds:g} s (limit {limit.name!r}; raise it "
+            f"with {limit.env('ceiling')}=SECONDS)",
+            uri,
+            guest,
+            start_fix(uri),
+        )
+    if attempt.error is not None:
+        raise LibvirtUnreachable(
+            f"no libvirtd answers ({_unreachable(attempt.error)})", uri, guest, start_fix(uri)
         ) from None
+    conn = attempt.conn
+    assert conn is not None
     with contextlib.suppress(libvirt.libvirtError):  # a daemon without keepalive: as before
         conn.setKeepAlive(*KEEPALIVE)
     return conn
+
+
+class _Attempt(threading.Thread):
+    """One ``libvirt.open``, in a daemon thread the caller waits on (interruptibly)."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(name="libvirt-connect", daemon=True)
+        self.uri = uri
+        self.conn: libvirt.virConnect | None = None
+        self.error: libvirt.libvirtError | None = None
+        self._lock = threading.Lock()
+        self._abandoned = False
+
+    def run(self) -> None:
+        try:
+            conn = libvirt.open(self.uri)
+        except libvirt.libvirtError as exc:
+            self.error = exc
+            return
+        with self._lock:
+            if not self._abandoned:
+                self.conn = conn
+                return
+        with contextlib.suppress(libvirt.libvirtError):  # answered after the caller left
+            conn.close()
+
+    def wait(self, timeout: float) -> None:
+        """Wait in short steps, so a signal's handler runs in the caller's thread."""
+        deadline = time.monotonic() + timeout
+        while self.is_alive() and time.monotonic() < deadline:
+            self.join(0.1)
+
+    def abandon(self) -> None:
+        """The caller gave up: a connection made after now is closed, not handed over."""
+        with self._lock:
+            self._abandoned = True
+
+
+def _unreachable(exc: libvirt.libvirtError) -> str:
+    """libvirt's reason, with what its RPC layer says of a peer that is no libvirtd."""
+    text = describe(exc)
+    if "too large" in text and "packet" in text:
+        return "the peer does not speak libvirt's protocol: is it a libvirtd?"
+    return text
 
 
 @contextmanager

@@ -19,19 +19,26 @@ import ipaddress
 import json
 import os
 import pwd
-import shlex
 import shutil
-import signal
+import socket
+import stat
 import subprocess
+import sys
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, NoReturn
+from urllib.parse import quote
 
-from kvmlab.errors import HostError, ToolMissing, UsageError, printable
+from kvmlab.bounded import read_at_most
+from kvmlab.errors import HostError, KvmlabError, StateError, ToolMissing, UsageError, printable
 from kvmlab.proc.confined import checked_run_root, create_owned, remove_owned, write_private
-from kvmlab.proc.processes import alive, start_time, terminate
-from kvmlab.spec.names import is_name
+from kvmlab.proc.processes import alive, cmdline, start_time, terminate
+from kvmlab.render.runfiles import UNIX_PATH_MAX
+from kvmlab.runtime.libvirt import nsinit
+from kvmlab.spec.names import is_name, lab_name
 
 MOUNTS = (
     "/etc/libvirt",
@@ -47,16 +54,37 @@ HOST_UUID_NS = uuid.UUID("6b766d6c-6162-5f68-6f73-740000000000")
 START_TIMEOUT = 60.0
 
 
+MAX_RECORD_BYTES = 64 << 10
+"""A daemon's record is a few lines of JSON: anything larger is not kvmlab's."""
+MAX_PID = 1 << 22
+"""The largest pid Linux gives (``pid_max`` is at most 2^22)."""
+OLD_KEYS = frozenset({"name", "mnt_ns"})
+"""Keys an older kvmlab wrote that say nothing now (a daemon is proven by its mounts)."""
+
+
+class DaemonRecordError(StateError):
+    """A daemon's record cannot be read or is not kvmlab's: nothing in it is acted on."""
+
+    def __init__(self, name: str, message: str) -> None:
+        self.name = name
+        super().__init__(message)
+
+
 @dataclass
 class PrivateDaemon:
-    """One private libvirtd, on record in ``<run root>/.libvirtd/<name>/daemon.json``."""
+    """One private libvirtd, on record in ``<run root>/.libvirtd/<name>/daemon.json``.
+
+    The record says how to reach it; it never proves which processes are its own. That
+    proof is the daemon's mounts (:func:`owned_processes`): only a process whose
+    ``/etc/libvirt`` is this daemon's own directory (the same inode, seen through
+    ``/proc/PID/root``) is ever signalled, so a reused pid or a reused namespace number
+    cannot turn a stop on another program.
+    """
 
     name: str
     pid: int = 0
     pid_start: int | None = None
     tcp_port: int | None = None
-    mnt_ns: str | None = None
-    """Its mount namespace (``mnt:[inode]``): its QEMUs are found by it even after it died."""
     kvm_hidden: str | None = None
     """Why the host's /dev/kvm is closed to libvirt's QEMU user, if it is: the daemon gets
     a node of its own that its QEMU user can open."""
@@ -71,12 +99,14 @@ class PrivateDaemon:
 
     @property
     def socket(self) -> Path:
-        return self.root / "sock" / "libvirt-sock"
+        """Its RPC socket: ``/run/libvirt/libvirt-sock`` in its namespace."""
+        return self.root / "run" / "libvirt-sock"
 
     @property
     def uri(self) -> str:
-        """The URI of its unix socket (libvirt's RPC protocol, like a remote host's)."""
-        return f"qemu+unix:///system?socket={self.socket}"
+        """The URI of its unix socket (libvirt's RPC protocol, like a remote host's); the
+        path percent-encoded, as libvirt decodes it."""
+        return f"qemu+unix:///system?socket={quote(str(self.socket), safe='/')}"
 
     @property
     def tcp_uri(self) -> str | None:
@@ -84,36 +114,122 @@ class PrivateDaemon:
         return f"qemu+tcp://{host}:{self.tcp_port}/system" if self.tcp_port else None
 
     def running(self) -> bool:
-        return self.pid > 0 and alive(self.pid, "libvirtd", self.pid_start)
+        """Whether the recorded pid is still this daemon: the same start time, and its
+        ``/etc/libvirt`` is this daemon's directory."""
+        if self.pid <= 0 or self.pid_start is None:
+            return False
+        if not alive(self.pid, None, self.pid_start):
+            return False
+        mine = _identity(self.root / "etc")
+        return mine is not None and _sees(self.pid, mine)
 
     def save(self) -> None:
         write_private(self.root / RECORD, json.dumps(asdict(self), indent=2))
 
     @classmethod
     def read(cls, name: str) -> PrivateDaemon:
+        """The daemon's record, checked like any input; :class:`DaemonRecordError` names
+        the file and what is wrong. No record at all is a daemon with nothing on record."""
         check_name(name)
         daemon = cls(name)
+        path = daemon.root / RECORD
         try:
-            data = json.loads((daemon.root / RECORD).read_text())
-        except (OSError, ValueError):
+            raw = _read_record(path)
+        except OSError as exc:
+            raise DaemonRecordError(
+                name,
+                printable(
+                    f"{path}: cannot be read ({exc.strerror}); kvmlab acts on nothing in it "
+                    f"(kvmlab libvirtd stop {name} removes it)"
+                ),
+            ) from None
+        if raw is None:
             return daemon
-        known = {"pid", "pid_start", "tcp_port", "mnt_ns", "kvm_hidden", "listen", "netns"}
-        fields = {k: v for k, v in data.items() if k in known}
-        # a record is a file: what names an address or a namespace is checked again
-        listen, netns = fields.get("listen", "127.0.0.1"), fields.get("netns")
-        if not isinstance(listen, str) or not _plain_address(listen):
-            fields["listen"] = "127.0.0.1"
-        if netns is not None and not (isinstance(netns, str) and is_name(netns)):
-            fields["netns"] = None
-        return cls(name, **fields)
+        try:
+            data = json.loads(raw)
+            return cls(name, **_checked_fields(data))
+        except (ValueError, RecursionError) as exc:
+            if isinstance(exc, RecursionError):
+                why = "not JSON (nested too deep)"
+            else:
+                why = "not JSON" if isinstance(exc, json.JSONDecodeError) else str(exc)
+            raise DaemonRecordError(
+                name,
+                printable(
+                    f"{path}: {why}; kvmlab acts on nothing in it (kvmlab libvirtd stop "
+                    f"{name} removes it)"
+                ),
+            ) from None
+
+
+def _read_record(path: Path) -> bytes | None:
+    """The record's bytes (a regular file, not a link, at most :data:`MAX_RECORD_BYTES`),
+    or None when there is none."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        data = read_at_most(fd, MAX_RECORD_BYTES)
+    except ValueError as exc:
+        raise OSError(0, str(exc)) from None
+    finally:
+        os.close(fd)
+    if data is None:
+        raise OSError(0, f"larger than {MAX_RECORD_BYTES >> 10} KiB")
+    return data
+
+
+def _checked_fields(data: object) -> dict[str, Any]:
+    """The record's fields, each of its type and range; ValueError says the first wrong."""
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object of a daemon's record")
+    unknown = sorted(k for k in data if k not in _FIELDS and k not in OLD_KEYS)
+    if unknown:
+        raise ValueError(f"{unknown[0][:40]!r} is not a key of a daemon's record")
+    fields = {k: v for k, v in data.items() if k in _FIELDS}
+    for key, check in _FIELDS.items():
+        if key in fields and not check(fields[key]):
+            raise ValueError(f"{key} is {_brief(fields[key])}, not {_WANTED[key]}")
+    return fields
+
+
+def _int_in(low: int, high: int) -> Callable[[object], bool]:
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
+
+
+def _optional(check: Callable[[object], bool]) -> Callable[[object], bool]:
+    return lambda v: v is None or check(v)
+
+
+_FIELDS: dict[str, Callable[[object], bool]] = {
+    "pid": _int_in(0, MAX_PID),
+    "pid_start": _optional(_int_in(0, 1 << 62)),
+    "tcp_port": _optional(_int_in(1024, 65535)),
+    "kvm_hidden": _optional(lambda v: isinstance(v, str) and len(v) <= 300),
+    "listen": lambda v: isinstance(v, str) and _plain_address(v),
+    "netns": _optional(lambda v: isinstance(v, str) and is_name(v)),
+}
+_WANTED = {
+    "pid": f"a process id (0 to {MAX_PID})",
+    "pid_start": "a start time in clock ticks",
+    "tcp_port": "a TCP port from 1024 to 65535",
+    "kvm_hidden": "a short text",
+    "listen": "an IP address",
+    "netns": "a namespace name",
+}
+
+
+def _brief(value: object) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 30 else f"{text[:27]}..."
 
 
 def check_name(name: str) -> None:
-    if not is_name(name):
-        raise UsageError(
-            f"private libvirtd name {name!r}: use lower-case letters, digits "
-            "and dashes, starting with a letter"
-        )
+    """Refuse a daemon name that is not a name (it becomes a directory)."""
+    lab_name(name, "private libvirtd name")
 
 
 def _qemu_user() -> tuple[int, int] | None:
@@ -216,7 +332,10 @@ NETNS_DIR = Path("/run/netns")
 def _config(root: Path, name: str, tcp_port: int | None, listen: str) -> None:
     """A configuration of its own, written whole: nothing of the host's (no domains,
     networks or pools to autostart, no listen setting to inherit), and a host UUID of its
-    own (libvirt refuses a migration between daemons that report the same one)."""
+    own (libvirt refuses a migration between daemons that report the same one). It names
+    no path of the host: its socket and log are in its own ``/run/libvirt`` and
+    ``/var/log/libvirt`` (the run directory's ``run`` and ``log``), so a run directory with
+    spaces or quotes is never written into libvirt's syntax."""
     etc = root / "etc"
     etc.mkdir(mode=0o755)
     (etc / "qemu.conf").write_text(
@@ -224,12 +343,12 @@ def _config(root: Path, name: str, tcp_port: int | None, listen: str) -> None:
     )
     lines = [
         "# kvmlab private daemon",
-        f'unix_sock_dir = "{root / "sock"}"',
+        'unix_sock_dir = "/run/libvirt"',
         'unix_sock_rw_perms = "0700"',
         'unix_sock_ro_perms = "0700"',
         'unix_sock_admin_perms = "0700"',
         "listen_tls = 0",
-        f'log_outputs = "3:file:{root / "libvirtd.log"}"',
+        'log_outputs = "3:file:/var/log/libvirt/libvirtd.log"',
         f'host_uuid = "{uuid.uuid5(HOST_UUID_NS, name)}"',
     ]
     if tcp_port:
@@ -248,7 +367,8 @@ def start(
     name: str, tcp_port: int | None = None, listen: str = "127.0.0.1", netns: str | None = None
 ) -> PrivateDaemon:
     """Start the private daemon ``name`` (in network namespace ``netns``, its TCP listener
-    on ``listen``); its record. Refuses a second one of that name."""
+    on ``listen``); its record. Refuses a second one of that name, and a TCP port another
+    program holds (checked before, and proven after: the daemon itself must listen)."""
     check_name(name)
     listen = check_network(tcp_port, listen, netns)
     if shutil.which("libvirtd") is None:
@@ -256,9 +376,24 @@ def start(
             "libvirtd",
             "apt-get install libvirt-daemon-system libvirt-daemon-driver-qemu (make deps does)",
         )
-    daemon = PrivateDaemon.read(name)
-    if daemon.running():
-        raise UsageError(f"private libvirtd {name} runs already ({daemon.uri})")
+    daemon = PrivateDaemon(name)
+    if len(os.fsencode(daemon.socket)) > UNIX_PATH_MAX:
+        raise UsageError(
+            f"private libvirtd {name}: its socket {printable(str(daemon.socket))} would be "
+            f"longer than a unix socket's {UNIX_PATH_MAX} bytes; set KVMLAB_RUN_DIR to a "
+            "shorter path"
+        )
+    if left := owned_processes(daemon):
+        raise UsageError(
+            f"private libvirtd {name} runs already, or left processes ({_listed(left)}); "
+            f"kvmlab libvirtd stop {name} stops them"
+        )
+    if tcp_port and netns is None and (held := _port_holders(tcp_port)):
+        raise HostError(
+            f"TCP port {tcp_port} is taken on this host ({held}); a private libvirtd needs a "
+            "port of its own",
+            [f"choose another --tcp-port, or stop what holds {tcp_port}"],
+        )
     whole_root = any(
         line.split()[4] == "/" for line in Path("/proc/self/mountinfo").read_text().splitlines()
     )
@@ -272,12 +407,12 @@ def start(
                 f"the mount {shared} propagates to the host's namespace",
                 ["run kvmlab libvirtd outside the chroot"],
             )
-    if daemon.root.exists():
+    if os.path.lexists(daemon.root):
         remove_owned(daemon.root)
     create_owned(daemon.root.parent, "private libvirtd daemons")
     create_owned(daemon.root, f"private libvirtd {name}")
     root = daemon.root
-    for sub in ("run", "lib/qemu", "lib/images", "cache/qemu", "log/qemu", "sock"):
+    for sub in ("run", "lib/qemu", "lib/images", "cache/qemu", "log/qemu"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     for sub in ("run", "lib", "lib/images", "cache", "cache/qemu", "log", "log/qemu"):
         (root / sub).chmod(0o755)
@@ -290,92 +425,184 @@ def start(
     daemon.kvm_hidden = kvm_blocked()
     Path("/run/libvirt").mkdir(parents=True, exist_ok=True)
     binds = [
-        f"mount --bind {shlex.quote(str(root / src))} {dst}"
+        (str(root / src), dst)
         for src, dst in zip(("etc", "run", "lib", "cache", "log"), MOUNTS, strict=True)
     ]
+    kvm = None
     if daemon.kvm_hidden and user is not None:
-        # libvirt checks /dev/kvm as its QEMU user and re-probes QEMU at every define when
-        # that differs from what QEMU found: give this daemon a /dev/kvm its user can open
-        # (a node on a tmpfs of its own namespace; the host's node is not touched).
         rdev = Path("/dev/kvm").stat().st_rdev
-        dev = root / "dev"
-        dev.mkdir()
-        binds += [
-            f"mount -t tmpfs -o mode=0755,size=64k kvmlab-dev {dev}",
-            f"mknod -m 0660 {dev}/kvm c {os.major(rdev)} {os.minor(rdev)}",
-            f"chgrp {user[1]} {dev}/kvm",
-            f"mount --bind {dev}/kvm /dev/kvm",
-        ]
-    listen_flag = " -l" if tcp_port else ""  # its pid file in its own /run/libvirt
-    daemon_argv = "exec libvirtd -f /etc/libvirt/libvirtd.conf -p /run/libvirt/libvirtd.pid"
-    script = " && ".join([*binds, daemon_argv + listen_flag])
+        (root / "dev").mkdir()
+        kvm = (str(root / "dev"), os.major(rdev), os.minor(rdev), user[1])
+    argv = ["libvirtd", "-f", "/etc/libvirt/libvirtd.conf", "-p", "/run/libvirt/libvirtd.pid"]
+    argv += ["-l"] if tcp_port else []  # its pid file in its own /run/libvirt
     propagation = "private" if whole_root else "unchanged"  # a chroot: checked above
-    log = (root / "daemon.out").open("wb")
     # nsenter, not `ip netns exec`: that also remounts / as a slave, which fails where /
     # is no mount point (a chroot)
     inside = ["nsenter", f"--net={NETNS_DIR / netns}", "--"] if netns else []
-    proc = subprocess.Popen(
-        [*inside, "unshare", "--mount", f"--propagation={propagation}", "sh", "-c", script],
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    log.close()
+    init = [sys.executable, "-m", "kvmlab.runtime.libvirt.nsinit", nsinit.plan(binds, kvm, argv)]
+    with (root / "daemon.out").open("wb") as log:
+        proc = subprocess.Popen(
+            [*inside, "unshare", "--mount", f"--propagation={propagation}", "--", *init],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     daemon.pid, daemon.pid_start = proc.pid, start_time(proc.pid)
     daemon.save()
     deadline = time.monotonic() + START_TIMEOUT
-    while not daemon.socket.exists():
+    while not _ready(daemon, proc):
         if proc.poll() is not None or time.monotonic() > deadline:
-            tail = (root / "daemon.out").read_text(errors="replace")[-2000:]
-            log_tail = _tail(root / "libvirtd.log")
-            stop(name)
-            raise HostError(
-                f"private libvirtd {name} did not start: {tail.strip() or '?'}",
-                [f"libvirtd.log: {line}" for line in log_tail],
-            )
+            _failed_start(daemon, proc)
         time.sleep(0.1)
-    with contextlib.suppress(OSError):
-        daemon.mnt_ns = str(Path(f"/proc/{daemon.pid}/ns/mnt").readlink())
-        daemon.save()
     return daemon
+
+
+def _ready(daemon: PrivateDaemon, proc: subprocess.Popen[bytes]) -> bool:
+    """Whether the daemon serves: its socket is there, it still runs as itself, and with a
+    TCP port it holds that port's listener (libvirtd makes its unix socket first and exits
+    when the TCP bind fails)."""
+    if not daemon.socket.exists() or proc.poll() is not None or not daemon.running():
+        return False
+    return not daemon.tcp_port or daemon.tcp_port in listening_ports(daemon.pid)
+
+
+def _failed_start(daemon: PrivateDaemon, proc: subprocess.Popen[bytes]) -> NoReturn:
+    """Stop what started, remove the daemon's state, and say why it did not start."""
+    root = daemon.root
+    tail = (root / "daemon.out").read_text(errors="replace")[-2000:]
+    log_tail = _tail(root / "log" / "libvirtd.log")
+    held = ""
+    if daemon.tcp_port and any("Address already in use" in line for line in log_tail):
+        holders = "" if daemon.netns else _port_holders(daemon.tcp_port)
+        held = f"TCP port {daemon.tcp_port} is taken{f' ({holders})' if holders else ''}: "
+    if proc.poll() is None:
+        terminate(proc.pid, None, grace=5.0, started=daemon.pid_start)
+    with contextlib.suppress(KvmlabError):
+        stop(daemon.name)
+    raise HostError(
+        f"private libvirtd {daemon.name} did not start: {held}{tail.strip() or '?'}",
+        [f"libvirtd.log: {line}" for line in log_tail],
+    )
+
+
+def listening_ports(pid: int) -> set[int]:
+    """TCP ports ``pid`` itself listens on, in its own network namespace (its sockets in
+    ``/proc/PID/net/tcp{,6}`` in state LISTEN, matched to its descriptors)."""
+    inodes = set()
+    with contextlib.suppress(OSError):
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                target = str(fd.readlink())
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+    ports = set()
+    for table in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+                cols = line.split()
+                if len(cols) > 9 and cols[3] == "0A" and cols[9] in inodes:
+                    ports.add(int(cols[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def _port_holders(port: int) -> str:
+    """Who holds TCP ``port`` on this host (``pid 12 (libvirtd)``), or empty when free."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            pass
+        else:
+            return ""
+    from kvmlab.runtime.forwarded_ports import holders
+
+    return ", ".join(holders("tcp", port)) or "by a process kvmlab cannot see"
 
 
 def _tail(path: Path, lines: int = 5) -> list[str]:
     try:
-        return path.read_text(errors="replace").splitlines()[-lines:]
+        return [printable(line) for line in path.read_text(errors="replace").splitlines()[-lines:]]
     except OSError:
         return []
 
 
-def stop(name: str) -> bool:
-    """Destroy the daemon's domains, stop it and remove its directory; False if it was not
-    running. A name with no daemon on record (nothing to stop or remove) is refused."""
-    daemon = PrivateDaemon.read(name)
+@dataclass(frozen=True)
+class Owned:
+    """A process proven to be a private daemon's: libvirtd itself or one of its QEMUs."""
+
+    pid: int
+    started: int
+    program: str
+
+
+@dataclass
+class Stopped:
+    """What a stop did: whether the daemon ran, the QEMUs it left that were stopped, and
+    why its record was not trusted (if it was not)."""
+
+    was_running: bool
+    leftovers: int = 0
+    record_problem: str | None = None
+    record_pid: int = 0
+
+
+def stop(name: str) -> Stopped:
+    """Destroy the daemon's domains, stop it and its QEMUs, and remove its directory.
+
+    Only processes proven to be this daemon's (:func:`owned_processes`) are signalled; a
+    record whose pid is gone or another program's is removed with nothing signalled. A
+    name with no daemon on record (nothing to stop or remove) is refused."""
+    check_name(name)
+    daemon = PrivateDaemon(name)
     if not os.path.lexists(daemon.root):
         raise UsageError(
             f"no private libvirtd named {name}; kvmlab libvirtd list shows the daemons on record"
         )
-    ran = daemon.running()
-    if ran:
+    outcome = Stopped(False)
+    try:
+        outcome.record_pid = PrivateDaemon.read(name).pid
+    except DaemonRecordError as exc:
+        outcome.record_problem = str(exc)
+    owned = owned_processes(daemon)
+    daemons = [p for p in owned if p.program == "libvirtd"]
+    if daemons:
+        outcome.was_running = True
         _destroy_domains(daemon)
-        terminate(daemon.pid, "libvirtd", grace=10.0, started=daemon.pid_start)
-    for pid in _qemu_children(daemon):  # its QEMUs outlive a dead daemon
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    if daemon.root.exists():
+        for p in daemons:
+            terminate(p.pid, None, grace=10.0, started=p.started)
+    left = [p for p in owned_processes(daemon) if p.program != "libvirtd"]
+    outcome.leftovers = len(left) if not daemons else 0
+    for p in left:
+        terminate(p.pid, None, grace=5.0, started=p.started)
+    if survivors := owned_processes(daemon):
+        raise HostError(
+            f"private libvirtd {name}: {_listed(survivors)} did not stop; its state is kept",
+            [
+                f"kill -9 {' '.join(str(p.pid) for p in survivors)}, then "
+                f"kvmlab libvirtd stop {name}"
+            ],
+        )
+    if os.path.lexists(daemon.root):
         remove_owned(daemon.root)
-    return ran
+    return outcome
+
+
+def _listed(processes: Sequence[Owned]) -> str:
+    return ", ".join(f"pid {p.pid} ({p.program})" for p in processes)
 
 
 def _destroy_domains(daemon: PrivateDaemon) -> None:
     """Its domains' QEMUs outlive libvirtd: they are destroyed first (they are kvmlab's)."""
     import libvirt
 
+    from kvmlab.runtime.libvirt.conn import LibvirtFailure, open_uri
+
     try:
-        conn = libvirt.open(daemon.uri)
-    except libvirt.libvirtError:
-        return  # its QEMUs are killed by namespace
+        conn = open_uri(daemon.uri)
+    except LibvirtFailure:
+        return  # its QEMUs are found by its mounts
     try:
         domains = conn.listAllDomains(0)
     except libvirt.libvirtError:
@@ -390,32 +617,64 @@ def _destroy_domains(daemon: PrivateDaemon) -> None:
             except libvirt.libvirtError:
                 continue
     finally:
-        conn.close()
+        with contextlib.suppress(libvirt.libvirtError):
+            conn.close()
 
 
-def _qemu_children(daemon: PrivateDaemon) -> list[int]:
-    """QEMUs whose parent is the daemon (libvirt daemonizes them: their parent is init, so
-    they are found by mount namespace instead)."""
-    ns = Path(daemon.mnt_ns) if daemon.mnt_ns else None
-    if ns is None:
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of a real directory at ``path``, or None."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
+
+
+def _sees(pid: int, etc: tuple[int, int]) -> bool:
+    """Whether ``pid``'s ``/etc/libvirt`` is the directory ``etc`` (through its own root
+    and mount namespace)."""
+    try:
+        st = Path(f"/proc/{pid}/root/etc/libvirt").stat()
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == etc
+
+
+def owned_processes(daemon: PrivateDaemon) -> list[Owned]:
+    """The live processes proven to be this daemon's: libvirtd or a QEMU whose
+    ``/etc/libvirt`` is the daemon's own configuration directory, a bind mount only its
+    mount namespace has. Neither a pid, nor a command line, nor a namespace number (Linux
+    reuses them) is taken as proof."""
+    mine = _identity(daemon.root / "etc")
+    if mine is None:
         return []
     found = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == daemon.pid:
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
-        try:
-            if (entry / "ns" / "mnt").readlink() == ns and "qemu-system" in (
-                entry / "cmdline"
-            ).read_text(errors="replace"):
-                found.append(int(entry.name))
-        except OSError:
+        pid = int(entry.name)
+        line = cmdline(pid)
+        program = Path(line.split(" ", 1)[0]).name if line else ""
+        if program != "libvirtd" and not program.startswith("qemu-system"):
             continue
+        started = start_time(pid)
+        if started is None or not alive(pid, None, started) or not _sees(pid, mine):
+            continue
+        found.append(Owned(pid, started, "libvirtd" if program == "libvirtd" else "qemu"))
     return found
 
 
-def running() -> list[PrivateDaemon]:
-    """Every private daemon on record."""
+def running() -> list[PrivateDaemon | DaemonRecordError]:
+    """Every private daemon on record (a record that cannot be read as its error)."""
     base = checked_run_root(create=False) / DIR
     if not base.is_dir():
         return []
-    return [PrivateDaemon.read(p.name) for p in sorted(base.iterdir()) if is_name(p.name)]
+    out: list[PrivateDaemon | DaemonRecordError] = []
+    for p in sorted(base.iterdir()):
+        if not is_name(p.name):
+            continue
+        try:
+            out.append(PrivateDaemon.read(p.name))
+        except DaemonRecordError as exc:
+            out.append(exc)
+    return out
