@@ -6,7 +6,6 @@ import os
 import stat
 from pathlib import Path
 
-
 NAME_MAX = 255
 """The longest name one path component may have (bytes, as Linux counts them)."""
 RUN_ROOT_MAX = 1024

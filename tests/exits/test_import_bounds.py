@@ -92,7 +92,7 @@ def test_import_time_is_linear_and_memory_bounded(tmp_path: Path) -> None:
 def test_folding_keeps_the_totals_and_each_kind(tmp_path: Path) -> None:
     names = [f"R{i}" for i in range(MAX_ROWS)]
     text = HEAD + "".join(row(n, 100) for n in names)
-    text += row("HLT", 5) + row("PENDING_INTERRUPT", 1) + row("UNKNOWN", 7) + row("R0", 3)
+    text += row("HLT", 5) + row("PENDING_INTERRUPT", 1) + row("UNKNOWN", 7) + row("R_LATE", 3)
     profile = parse_report(text, "x", 1.0)
     assert profile.total == 100 * MAX_ROWS + 5 + 1 + 7 + 3
     assert profile.kind_count("hlt") == 5  # the HLT row, folded into the hlt row
@@ -180,7 +180,7 @@ def test_escape_sequences_in_names_never_reach_the_terminal(
         (row("HLT", 3, "1.00us -2.00us 1.50us"), "time -2.00us is negative"),
         (row("HLT", 3, "1.00us 1e9us 1.50us"), None),  # not a number perf prints: not a row
         (row("HLT", 3, f"1.00us {'9' * 400}.0us 1.50us"), f"time {'9' * 23}…us is over 2**63 ns"),
-        (row("HLT", 2**62, "1.00us 2.00us 9999.00us"), "its table's exits or time add up past"),
+        (row("HLT", 2**62, "1.00us 9999.00us 5000.00us"), "its table's exits or time add up past"),
         (row("0x10000:PIN", 3), "a port over 0xffff"),
         (row("0x1" + "0" * 16 + ":R", 3), "an address over 64 bits"),
         (row("X" * 70, 3), "a name of 70 characters (perf's have at most 40)"),

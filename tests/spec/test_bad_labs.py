@@ -16,7 +16,7 @@ CASES = [
     ("vcpus = 'two'\n", "guests.vm.vcpus", "'two' is not a whole number: give"),
     ("vcpus = 0\n", "guests.vm.vcpus", "0 is out of range: give a whole number from 1 to 288"),
     ("vcpu = 2\n", "guests.vm.vcpu", "did you mean 'vcpus'"),
-    ("machine = 'q36'\n", "guests.vm.machine", "got 'q36'"),
+    ("machine = 'q36'\n", "guests.vm.machine", "'q36' is not one of 'q35'"),
     ("memory = '2X'\n", "guests.vm.memory.size", "not a size"),
     (
         "memory = { size = '2G', backing = 'hugepages', hugepage_size = '4M' }\n",

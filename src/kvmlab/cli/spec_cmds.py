@@ -218,6 +218,10 @@ def run_render(
     from kvmlab.runtime.lab import make_target
     from kvmlab.runtime.rundir import LabDir
 
+    if connect is not None:  # before anything is printed: a bad URI is all that is said
+        from kvmlab.spec.backend import uri_option
+
+        uri_option(connect, "--connect")
     loaded = load_lab(lab_path)
     top, _ = host_accel()
     chosen = _targets(loaded, address)

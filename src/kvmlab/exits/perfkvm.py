@@ -81,8 +81,14 @@ _MMIO = re.compile(rb"(0x[0-9a-f]+):([RW])", re.IGNORECASE)
 _EXAMPLE = "rows like 'IO_INSTRUCTION 55654 78.67% 42.39% 3.54us 74.94us 13.63us'"
 
 _Key = str | tuple[int, bool]
-_Row = tuple[int, int, _Key, int, int, int, str]
-"""A row in a table's heap: ``(count, -seq, key, min_ns, max_ns, avg_ns, kind)``."""
+_Row = tuple[int, int, _Key, int, int, int, str, int]
+"""A row in a table's heap: ``(count, -seq, key, min_ns, max_ns, avg_ns, kind, line)``."""
+MAX_TRACKED = 1024
+"""Keys of a table remembered with their line, to refuse one listed twice: the first this
+many (a real table has a few dozen), and beyond them those kept in the heap (the rows
+shown), so a hostile file of 300,000 reasons stays in little memory."""
+ROUNDING_NS = 10
+"""perf prints times to 0.01 us: an average this far outside min..max is perf's rounding."""
 
 
 class _Table:
@@ -97,9 +103,18 @@ class _Table:
         self.vendor = ""
         self.folded = [0, 0]  # rows, exits
         self.by_kind: dict[str, list[int]] = {}  # kind: [rows, exits, time, min, max]
+        self.first_lines: dict[_Key, int] = {}  # the first MAX_TRACKED keys: their line
+        self.kept_lines: dict[_Key, int] = {}  # the keys in the heap: their line
 
-    def add(self, key: _Key, count: int, lo: int, hi: int, avg: int) -> None:
+    def seen(self, key: _Key) -> int | None:
+        """The line ``key`` was listed on before in this table (None: it was not, as far
+        as the table remembers: see :data:`MAX_TRACKED`)."""
+        return self.first_lines.get(key, self.kept_lines.get(key))
+
+    def add(self, key: _Key, count: int, lo: int, hi: int, avg: int, line: int = 0) -> None:
         """Keep the row among the most frequent, or fold it (or the one it displaces)."""
+        if len(self.first_lines) < MAX_TRACKED:
+            self.first_lines[key] = line
         self.rows += 1
         self.count += count
         self.time_ns += avg * count
@@ -107,16 +122,19 @@ class _Table:
         if isinstance(key, str):
             vendor, kind = reason_info(key)
             self.vendor = self.vendor or vendor
-        row: _Row = (count, -self.rows, key, lo, hi, avg, kind)
+        row: _Row = (count, -self.rows, key, lo, hi, avg, kind, line)
         if len(self.heap) < MAX_ROWS:
             heapq.heappush(self.heap, row)
+            self.kept_lines[key] = line
             return
         if row[:2] > self.heap[0][:2]:
+            self.kept_lines[key] = line
             row = heapq.heapreplace(self.heap, row)
+            self.kept_lines.pop(row[2], None)
         self._fold(row)
 
     def _fold(self, row: _Row) -> None:
-        count, _, key, lo, hi, avg, kind = row
+        count, _, key, lo, hi, avg, kind, _ = row
         self.folded[0] += 1
         self.folded[1] += count
         if isinstance(key, str):
@@ -133,11 +151,17 @@ class _Table:
 
 
 class _Parser:
-    """``perf kvm stat`` text, line by line, in bounded memory: a few rows per table."""
+    """``perf kvm stat`` text, line by line, in bounded memory: a few rows per table.
 
-    def __init__(self) -> None:
+    Rows perf cannot have printed are skipped and counted (a negative count, one past
+    64 bits); a row that contradicts itself (a minimum above its maximum, an average
+    outside them) or repeats a key of its table is refused, naming ``source`` and the
+    line: the numbers of such a file cannot be told apart from the right ones."""
+
+    def __init__(self, source: str = "the report") -> None:
         self.tables = {kind: _Table() for kind in _HEADS.values()}
         self.skipped: Skipped | None = None
+        self.source = source
 
     def feed(self, number: int, line: bytes) -> None:
         """One line (``number`` counts from 1); a table's header starts that table anew,
@@ -164,6 +188,7 @@ class _Parser:
             self._skip(number, raw, f"time {_shown(m[4 + bad], 24)}us {why}")
             return
         lo, hi, avg = (t or 0 for t in times)
+        self._consistent(number, raw, m, lo, hi, avg)
         key: _Key
         port = mmio = None
         if b":" in raw:  # 0x608:PIN, 0xfed000f0:R
@@ -184,7 +209,33 @@ class _Parser:
         if table.count + count >= LIMIT or table.time_ns + avg * count >= LIMIT:
             self._skip(number, raw, "its table's exits or time add up past 2**63")
             return
-        table.add(key, count, lo, hi, avg)
+        first = table.seen(key)
+        if first is not None:
+            raise UsageError(
+                f"{self.source}: line {number}: {_shown(raw, 40)} is listed a second time "
+                f"in its table (first on line {first}); perf kvm stat lists each once: "
+                "import the report as perf printed it"
+            )
+        table.add(key, count, lo, hi, avg, number)
+
+    def _consistent(
+        self, number: int, raw: bytes, m: re.Match[bytes], lo: int, hi: int, avg: int
+    ) -> None:
+        """Refuse a row whose minimum is above its maximum, or whose average is outside
+        them (beyond perf's rounding): perf computes all three from the same exits."""
+        shown = f"{self.source}: line {number} ({_shown(raw, 40)})"
+        said = tuple(_shown(m[i], 24) + "us" for i in (4, 5, 6))
+        if lo > hi:
+            why = f"min time {said[0]} is above max time {said[1]}"
+        elif not lo - ROUNDING_NS <= avg <= hi + ROUNDING_NS:
+            side = "below min time" if avg < lo else "above max time"
+            why = f"avg time {said[2]} is {side} ({said[0]} to {said[1]})"
+        else:
+            return
+        raise UsageError(
+            f"{shown}: {why}; perf prints min <= avg <= max, so the row was edited or "
+            "damaged: import the report as perf printed it"
+        )
 
     def _skip(self, number: int, raw: bytes, why: str) -> None:
         if self.skipped is None:
@@ -213,7 +264,7 @@ class _Parser:
                 "the text 'perf kvm stat report' or 'live' printed, or the "
                 "perf.data file"
             )
-        for count, _, key, lo, hi, avg, kind in sorted(reasons.heap, key=lambda r: -r[1]):
+        for count, _, key, lo, hi, avg, kind, _ in sorted(reasons.heap, key=lambda r: -r[1]):
             profile.reasons.append(ReasonStat(str(key), kind, count, avg * count, lo, hi))
         for kind, (rows, count, time_ns, lo, hi) in sorted(reasons.by_kind.items()):
             name = f"({rows:,} more {kind} reasons)"
@@ -320,7 +371,7 @@ def parse_report(text: str, address: str, seconds: float, source: str | None = N
     beyond :data:`MAX_ROWS` rows a table is folded (``folded``). Errors name ``source``
     (default: ``address``).
     """
-    parser = _Parser()
+    parser = _Parser(source or address)
     for number, line in _lines_of(text.encode(errors="replace")):
         parser.feed(number, line)
     return parser.profile(address, seconds, source or address)
@@ -467,9 +518,12 @@ def import_file(path: Path, address: str, seconds: float) -> Profile:
         if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (first.st_dev, first.st_ino):
             raise refuse(st.st_mode)
         if os.pread(fd, len(PERF_MAGIC), 0) == PERF_MAGIC:
-            profile = parse_report(report_text(path), address, seconds, shown)
+            parser = _Parser(f"{shown} (perf's report of it)")
+            for number, line in _lines_of(report_text(path).encode(errors="replace")):
+                parser.feed(number, line)
+            profile = parser.profile(address, seconds, shown)
         else:
-            parser = _Parser()
+            parser = _Parser(shown)
             for number, line in _read_lines(fd, shown, st.st_size):
                 parser.feed(number, line)
             profile = parser.profile(address, seconds, shown)

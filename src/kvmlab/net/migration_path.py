@@ -368,7 +368,7 @@ def switch_path(machine: Machine, guest_dir: Path, record: GuestRecord) -> Switc
     if not switch_sockets:
         return None
     rec = read_record(root)
-    if rec is None or not running(rec):
+    if rec is None or not running(rec, root):
         return f"lab {record.lab}'s switch is not running"
     port = paired_port(rec.ports)
     mac = switch_sockets.get(str(root / f"{port}.sock")) if port else None

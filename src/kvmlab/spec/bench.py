@@ -28,6 +28,90 @@ LAB_WORKLOADS: tuple[WorkloadName, ...] = ("pvp", "migrations", "netcompare")
 """Workloads of what a lab declares: PVP through its `[switch]`, its `[[migrations]]`, the
 network paths between its guests (`[networks]`, addressed switch ports, user NICs)."""
 
+SUITE_METRICS: dict[str, tuple[str, ...]] = {
+    "cpu": ("1thread_events_per_s", "allcpus_events_per_s"),
+    "memory": ("seq1m_bandwidth_mib_s", "rnd4k_ops_per_s"),
+    "disk": tuple(
+        f"{rw}_{metric}"
+        for rw in ("randread", "randwrite")
+        for metric in ("iops", "bandwidth_mib_s", "clat_p99_us")
+    ),
+    "network": (
+        "to_parent_received_gbit_s",
+        "from_parent_received_gbit_s",
+        "ping_rtt_avg_ms",
+        "ping_rtt_mdev_ms",
+    ),
+    "boot": ("qemu_s", "kernel_s", "init_s", "agent_s", "guest_s", "total_s"),
+    "kbuild": ("build_elapsed_s",),
+    "fork": ("fork_bogo_ops_per_s",),
+}
+"""The metrics each suite workload stores, by workload (``kvmlab.bench`` makes them;
+tests/spec/test_impossible_combinations.py holds this table to what it makes)."""
+
+EXIT_KINDS: tuple[str, ...] = (
+    "io",
+    "msr_read",
+    "msr_write",
+    "msr",
+    "npf",
+    "mmio",
+    "hlt",
+    "pause",
+    "external_interrupt",
+    "interrupt_window",
+    "nmi",
+    "nmi_window",
+    "cpuid",
+    "hypercall",
+    "preemption_timer",
+    "exception",
+    "cr_access",
+    "dr_access",
+    "apic",
+    "invlpg",
+    "xsetbv",
+    "rdtsc",
+    "rdpmc",
+    "task_switch",
+    "shutdown",
+    "nested_virt",
+    "other",
+)
+"""The kinds of VM exit (``kvmlab.exits.names.KINDS``): the ``exits`` workload stores
+``all_per_s`` and ``KIND_per_s`` for the most frequent."""
+
+MIGRATION_PREFIX = "migrate "
+"""Migrations are stored as workload ``migrate NAME`` (``kvmlab.results.model``'s prefix)."""
+
+MIGRATION_METRICS: tuple[str, ...] = (
+    "total time",
+    "QEMU downtime",
+    "guest downtime",
+    "network downtime",
+    "probes lost",
+    "packet-path downtime",
+    "packet probes lost",
+    "transferred",
+    "dirty syncs",
+    "verified",
+)
+"""What each ``migrate NAME`` stores (``kvmlab.migrate.compare.METRICS`` and the share
+verified)."""
+
+PVP_HOPS: tuple[str, ...] = (
+    "sent",
+    "switch in",
+    "switch to guest",
+    "guest in",
+    "guest out",
+    "switch from guest",
+    "switch out",
+    "received",
+)
+"""Where ``pvp`` counts packets (``kvmlab.net.pvp``): it stores ``FRAMEB HOP`` and
+``FRAMEB HOP lost`` for each, ``FRAMEB loss`` and ``FRAMEB received per switch core``."""
+
 
 class BenchSpec(SpecModel):
     """Benchmark settings; unset values come from the suite (`quick` or `full`)."""

@@ -2,13 +2,34 @@
 
 from __future__ import annotations
 
-from ipaddress import IPv4Address, IPv4Interface
+from ipaddress import IPv4Address
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from kvmlab.spec.base import SpecModel
-from kvmlab.spec.units import NAME_PATTERN, KeyLine, Mac, PathText, Size
+from kvmlab.spec.units import (
+    NAME_PATTERN,
+    Ipv4,
+    Ipv4Interface,
+    KeyLine,
+    Mac,
+    PathText,
+    Size,
+    number_text,
+    quoted,
+)
+
+
+def _mount_point(value: str) -> str:
+    """A mount point in the guest: absolute, normalised, not its root."""
+    parts = value.split("/")[1:]
+    if value == "/" or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(
+            f"{quoted(value)} is not a folder to mount a disk on: give a normalised "
+            "absolute path other than '/' (no '.', '..', '//' or trailing /), e.g. '/data'"
+        )
+    return value
 
 
 class Disk(SpecModel):
@@ -41,7 +62,9 @@ class Disk(SpecModel):
     serial: str | None = Field(default=None, max_length=20, pattern=r"^[A-Za-z0-9_.-]+$")
     """Serial number the guest sees (/dev/disk/by-id)."""
 
-    mount: str | None = Field(default=None, pattern=r"^/[A-Za-z0-9_./-]*$")
+    mount: Annotated[str, AfterValidator(_mount_point)] | None = Field(
+        default=None, pattern=r"^/[A-Za-z0-9_./-]*$"
+    )
     """Default image only: make an ext4 file system on this disk (when it has none) and mount
     it here in the guest, e.g. for the disk images of a guest hypervisor's own guests, which
     need O_DIRECT (the guest's root is a tmpfs overlay). Disks without it are raw scratch
@@ -73,7 +96,7 @@ class Forward(SpecModel):
     proto: Literal["tcp", "udp"] = "tcp"
     """Protocol."""
 
-    host_addr: IPv4Address = IPv4Address("127.0.0.1")
+    host_addr: Ipv4 = IPv4Address("127.0.0.1")
     """Host address to listen on; loopback unless you ask for more."""
 
 
@@ -99,7 +122,7 @@ class NicBase(SpecModel):
     @classmethod
     def _ring_size(cls, value: int | None) -> int | None:
         if value is not None and (value not in (256, 512, 1024)):
-            raise ValueError(f"ring size {value} must be 256, 512 or 1024")
+            raise ValueError(f"ring size {number_text(value)} is not 256, 512 or 1024: use one")
         return value
 
 
@@ -126,7 +149,7 @@ class TapNic(NicBase):
     """A network of the lab (`[networks.NAME]`): kvmlab's tap on its bridge, in the lab's
     own network namespace, with `address` configured in the guest."""
 
-    address: IPv4Interface | None = None
+    address: Ipv4Interface | None = None
     """With `network`: the guest's address on it (`10.77.0.11`, in the network's subnet);
     unset: the next free one from `.10` up, in lab order."""
 
@@ -149,10 +172,10 @@ class VhostUserNic(NicBase):
     """QEMU's role on the socket, as libvirt's `mode`: `client` for testpmd `net_vhost` ports,
     `server` for OVS `dpdkvhostuserclient` ports (with `port`, kvmlab decides)."""
 
-    reconnect: int | None = Field(default=None, ge=1)
+    reconnect: int | None = Field(default=None, ge=1, le=3600)
     """In client mode, seconds between reconnect attempts when the switch restarts."""
 
-    address: IPv4Interface | None = None
+    address: Ipv4Interface | None = None
     """With `port`: configure this address (`10.78.0.11/24`) in the guest, whose kernel
     virtio-net driver keeps the NIC (guest-to-guest networking through the switch, which
     pairs neighbouring ports); unset: the NIC is left to the guest (e.g. DPDK for PVP)."""

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pydantic import model_validator
+from pydantic_core import PydanticCustomError
+
 from kvmlab.spec.base import SpecModel
 
 PARAMETERS: dict[str, dict[str, str]] = {
@@ -40,6 +43,21 @@ class GuestKvm(SpecModel):
 
     vgif: bool | None = None
     """Virtual GIF (`kvm_amd vgif`; AMD-V only)."""
+
+    @model_validator(mode="after")
+    def _one_vendor(self) -> GuestKvm:
+        asked = self.asked()
+        intel = [k for k in asked if set(PARAMETERS[k]) == {"kvm_intel"}]
+        amd = [k for k in asked if set(PARAMETERS[k]) == {"kvm_amd"}]
+        if intel and amd:
+            raise PydanticCustomError(
+                "kvm_vendors",
+                "{intel} (VT-x only, kvm_intel) and {amd} (AMD-V only, kvm_amd) cannot both "
+                "apply: a CPU is one or the other, so one of them would stop the run; keep "
+                "only the keys of the CPU the lab runs on",
+                {"intel": " and ".join(intel), "amd": " and ".join(amd)},
+            )
+        return self
 
     def asked(self) -> dict[str, bool]:
         """The keys that are set, by name."""

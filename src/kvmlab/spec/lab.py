@@ -20,7 +20,7 @@ from kvmlab.spec.base import SpecModel
 from kvmlab.spec.bench import BenchSpec
 from kvmlab.spec.devices import CloudInit, Disk, Nic, UserNic
 from kvmlab.spec.guest_kvm import GuestKvm
-from kvmlab.spec.machine import Clock, Cpu, HyperV, Memory, Pinning
+from kvmlab.spec.machine import MAX_VCPUS, Clock, Cpu, HyperV, Memory, Pinning
 from kvmlab.spec.migration import MigrationSpec
 from kvmlab.spec.network import NetworkSpec
 from kvmlab.spec.switch import SwitchSpec, TuningSpec
@@ -82,7 +82,7 @@ class Guest(SpecModel):
     accel: Literal["auto", "kvm", "tcg"] = "auto"
     """Accelerator; `auto` uses KVM where it is usable for a stock kernel, TCG otherwise."""
 
-    vcpus: int = Field(default=1, ge=1, le=288)
+    vcpus: int = Field(default=1, ge=1, le=MAX_VCPUS)
     """Number of vCPUs."""
 
     cpu: Cpu = Cpu()

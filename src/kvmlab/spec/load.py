@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import stat
 import tomllib
 from collections.abc import Sequence
@@ -17,10 +16,13 @@ from pydantic_core import ErrorDetails
 
 from kvmlab.bounded import read_at_most
 from kvmlab.errors import Problem, SpecError, UsageError
+from kvmlab.spec.files import host_file_problems
 from kvmlab.spec.lab import Lab, deep_merge
 from kvmlab.spec.messages import explain
 from kvmlab.spec.messages import format_loc as format_loc  # exits.fixes names keys with it
 from kvmlab.spec.rules import check_lab
+from kvmlab.spec.toml_errors import toml_problem
+from kvmlab.spec.units import number_text
 
 AS_WRITTEN = "default"
 """The name the lab as written is measured and stored under, beside its variants."""
@@ -84,7 +86,23 @@ def load_lab(path: Path | str) -> LoadedLab:
     path = Path(path)
     data = read_lab_bytes(path)
     lab = parse_lab(data, str(path))
-    return LoadedLab(lab=lab, path=path.absolute(), digest=hashlib.sha256(data).hexdigest())
+    loaded = LoadedLab(lab=lab, path=path.absolute(), digest=hashlib.sha256(data).hexdigest())
+    problems = _file_problems(loaded, str(path))
+    if problems:
+        raise SpecError(problems)
+    return loaded
+
+
+def _file_problems(loaded: LoadedLab, shown: str) -> list[Problem]:
+    """Host files of the lab and its variants that exist and are not what they name
+    (:mod:`kvmlab.spec.files`); a variant's are said when they are not the lab's own."""
+    found = host_file_problems(loaded.lab, loaded.directory)
+    problems = [Problem(shown, key, message) for key, message in found]
+    for name, variant in loaded.variants().items() if loaded.lab.variants else ():
+        for key, message in host_file_problems(variant.lab, loaded.directory):
+            if (key, message) not in found:
+                problems.append(Problem(shown, f"variants.{name}.{key}", message))
+    return problems
 
 
 def read_lab_bytes(path: Path) -> bytes:
@@ -153,8 +171,8 @@ def parse_lab(data: bytes, shown: str) -> Lab:
     text = text.removeprefix(BOM)
     try:
         raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError([_toml_problem(shown, exc)]) from None
+    except (tomllib.TOMLDecodeError, ValueError) as exc:  # ValueError: 4300+ digits
+        raise SpecError([toml_problem(shown, text, exc)]) from None
     except RecursionError:  # deeper than Python's stack, so deeper than MAX_DEPTH
         raise SpecError([_too_deep(shown)]) from None
     if _depth(raw) > MAX_DEPTH:
@@ -163,6 +181,15 @@ def parse_lab(data: bytes, shown: str) -> Lab:
         raise SpecError(
             [Problem(shown, "", "the file is empty; a lab needs name and a [guests.NAME] table")]
         )
+    return validate_lab(raw, shown)
+
+
+def validate_lab(raw: dict[str, Any], shown: str) -> Lab:
+    """A lab from a parsed lab file (TOML's values: tables, arrays, text, numbers, dates),
+    its variants included; a :class:`SpecError` with one line per problem."""
+    huge = _beyond_64_bits(raw, shown)
+    if huge:
+        raise SpecError(huge)
     try:
         lab = Lab.model_validate(raw)
     except ValidationError as exc:
@@ -191,6 +218,35 @@ def _variant_problems(
     return [Problem(shown, f"{prefix}.{key}", msg) for key, msg in check_lab(lab)]
 
 
+INT64 = range(-(1 << 63), 1 << 63)
+"""TOML's integers: "If an integer cannot be represented losslessly [in 64 bits], an error
+must be thrown" (TOML 1.0), which tomllib does not do; a hexadecimal one of thousands of
+digits would otherwise reach the models (and pydantic prints such a number, which Python
+refuses past 4300 digits, as an "Exception ignored" traceback)."""
+
+
+def _beyond_64_bits(raw: dict[str, Any], shown: str) -> list[Problem]:
+    """A problem for every integer of the parsed file outside :data:`INT64`, by key."""
+    found: list[Problem] = []
+    stack: list[tuple[Any, tuple[int | str, ...]]] = [(raw, ())]
+    while stack:
+        value, loc = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((v, (*loc, k)) for k, v in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend((v, (*loc, i)) for i, v in reversed(list(enumerate(value))))
+        elif type(value) is int and value not in INT64:
+            found.append(
+                Problem(
+                    shown,
+                    format_loc(loc),
+                    f"{number_text(value)} is beyond TOML's integers (64-bit, at most 19 "
+                    "digits): give the value the key takes ('kvmlab check --explain')",
+                )
+            )
+    return found
+
+
 BOM = "\ufeff"
 """The byte-order mark some editors put at the start of a UTF-8 file."""
 
@@ -217,17 +273,6 @@ def _depth(data: Any) -> int:
             children = value.values() if isinstance(value, dict) else value
             stack.extend((child, depth + 1) for child in children)
     return deepest
-
-
-_TOML_POS = re.compile(r"^(.*) \(at line (\d+), column (\d+)\)$")
-
-
-def _toml_problem(shown: str, exc: tomllib.TOMLDecodeError) -> Problem:
-    match = _TOML_POS.match(str(exc))
-    if match:
-        message, line, column = match.groups()
-        return Problem(shown, f"line {line}, column {column}", f"TOML syntax: {message}")
-    return Problem(shown, "", f"TOML syntax: {exc}")
 
 
 def _pydantic_problem(shown: str, err: ErrorDetails) -> Problem:

@@ -7,9 +7,21 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from kvmlab.spec.base import SpecModel
-from kvmlab.spec.units import CpuSet, MemorySize
+from kvmlab.spec.units import CpuSet, MemorySize, quoted
 
 CPU_MODES = ("host-passthrough", "host-model")
+MAX_VCPUS = 288
+"""The most vCPUs a guest has (QEMU's q35 limit kvmlab takes); no topology count is more."""
+MAX_CPU_NAME = 64
+"""The longest CPU model or feature name (QEMU's are at most about 30 characters)."""
+
+
+def _cpu_name(name: str) -> bool:
+    """Whether ``name`` can be a QEMU CPU model or feature name: ASCII letters, digits,
+    '-', '_' and '.', at most :data:`MAX_CPU_NAME` characters."""
+    return 0 < len(name) <= MAX_CPU_NAME and all(
+        c.isascii() and (c.isalnum() or c in "-_.") for c in name
+    )
 
 
 class Cpu(SpecModel):
@@ -22,20 +34,24 @@ class Cpu(SpecModel):
     features: list[str] = []
     """Feature flags added (`+vmx`) or removed (`-svm`), as QEMU and libvirt name them."""
 
-    sockets: int | None = Field(default=None, ge=1)
+    sockets: int | None = Field(default=None, ge=1, le=MAX_VCPUS)
     """Sockets; when any of sockets/cores/threads is set, their product must equal `vcpus`."""
 
-    cores: int | None = Field(default=None, ge=1)
+    cores: int | None = Field(default=None, ge=1, le=MAX_VCPUS)
     """Cores per socket."""
 
-    threads: int | None = Field(default=None, ge=1)
+    threads: int | None = Field(default=None, ge=1, le=MAX_VCPUS)
     """Threads per core."""
 
     @field_validator("model")
     @classmethod
     def _model_name(cls, value: str) -> str:
-        if not value or not all(c.isalnum() or c in "-_." for c in value):
-            raise ValueError(f"{value!r} is not a CPU model name")
+        if not _cpu_name(value):
+            raise ValueError(
+                f"{quoted(value)} is not a CPU model name: give one QEMU knows (e.g. "
+                f"'EPYC', 'Haswell-noTSX', 'max'): ASCII letters, digits, '-', '_' and '.', "
+                f"at most {MAX_CPU_NAME}"
+            )
         return value
 
     @field_validator("features")
@@ -43,8 +59,8 @@ class Cpu(SpecModel):
     def _feature_flags(cls, value: list[str]) -> list[str]:
         for flag in value:
             name = flag[1:]
-            if flag[:1] not in "+-" or not name or not all(c.isalnum() or c in "-_." for c in name):
-                raise ValueError(f"{flag!r} is not a feature flag; write '+vmx' or '-svm'")
+            if flag[:1] not in "+-" or not _cpu_name(name):
+                raise ValueError(f"{quoted(flag)} is not a feature flag; write '+vmx' or '-svm'")
         names = [f[1:] for f in value]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -192,5 +208,5 @@ class HyperV(SpecModel):
     features: list[HypervFeature] = []
     """Enlightenments to enable, e.g. `["relaxed", "vapic", "spinlocks", "vpindex", "synic"]`."""
 
-    spinlock_retries: int = Field(default=8191, ge=4095)
+    spinlock_retries: int = Field(default=8191, ge=4095, le=0xFFFFFFFF)
     """Retries before a spinlock notification, with `spinlocks` (QEMU's minimum is 4095)."""

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import math
 import types
@@ -14,7 +15,7 @@ from pydantic import BaseModel
 from pydantic_core import ErrorDetails
 
 from kvmlab.spec.devices import NIC_TYPES
-from kvmlab.spec.units import NAME_PATTERN, quoted
+from kvmlab.spec.units import NAME_PATTERN, number_text, quoted
 
 NAME_RULE = "names are 1-32 lower-case letters, digits and '-', starting with a letter"
 
@@ -73,7 +74,14 @@ def explain(err: ErrorDetails, root: type[BaseModel]) -> tuple[str, str]:
         message = "required key is missing"
     elif loc and loc[-1] == "[key]":
         message = f"{quoted(str(loc[-2]))} is not a valid name: {NAME_RULE}"
-    elif isinstance(given, float) and not math.isfinite(given):
+    elif kind in ("model_type", "model_attributes_type", "dict_type") and not isinstance(
+        given, dict
+    ):
+        message = _not_a_table(given, loc, ctx)
+    elif kind == "int_parsing_size":
+        allowed = _allowed(root, loc, ctx)
+        message = f"{_shown_value(given)} is far too long a number: give {allowed}"
+    elif isinstance(given, float) and not math.isfinite(given) and _wants_number(kind):
         what = "not a number" if math.isnan(given) else "not a finite number"
         allowed = _allowed(root, loc, ctx)
         message = f"{given} is {what}: give {allowed or 'a finite number'}"
@@ -92,13 +100,27 @@ def explain(err: ErrorDetails, root: type[BaseModel]) -> tuple[str, str]:
         most, least = ctx.get("max_length"), ctx.get("min_length")
         limit = f"at most {most}" if kind == "too_long" else f"at least {least}"
         message = f"has {ctx.get('actual_length')} entries; it takes {limit}"
-    elif kind in _TYPE_WORDS and isinstance(given, str | int | float | bool | list | dict):
-        shown = quoted(given) if isinstance(given, str) else _shown_value(given)
-        allowed = _allowed(root, loc, ctx) if kind.startswith(("int", "float")) else ""
-        message = f"{shown} is not {_TYPE_WORDS[kind]}" + (f": give {allowed}" if allowed else "")
-    elif _echoes_input(kind) and isinstance(given, str | int | float | bool):
-        shown = quoted(given) if isinstance(given, str) else repr(given)
-        message = f"{message} (got {shown})"
+    elif kind in _TYPE_WORDS:
+        message = f"{_shown_value(given)} is not {_TYPE_WORDS[kind]}: "
+        if kind.startswith(("int", "float")):
+            message += f"give {_allowed(root, loc, ctx)}"
+            whole = isinstance(given, float) and given.is_integer() and abs(given) < 1e15
+            if whole and kind.startswith("int"):
+                message += f" (write {int(given)}, without a decimal point)"
+        elif kind.startswith("ip_") and isinstance(given, str):  # the example says it
+            message = message.removesuffix(": ")
+        else:
+            message += _TYPE_FIXES.get(kind, "see 'kvmlab check --explain' for its form")
+    elif kind in ("literal_error", "enum") and "expected" in ctx:
+        message = f"{_shown_value(given)} is not one of {ctx['expected']}: write one of them"
+    elif kind in ("union_tag_invalid", "union_tag_not_found") and "discriminator" in ctx:
+        tag = str(ctx["discriminator"]).strip("'")
+        found = given.get(tag) if isinstance(given, dict) else None
+        expected = ctx.get("expected_tags") or ", ".join(repr(t) for t in NIC_TYPES)
+        what = "has no type" if found is None else f"type {_shown_value(found)} is not known"
+        message = f"{what}: give {tag} = one of {expected}"
+    elif _echoes_input(kind):
+        message = f"{message} (got {_shown_value(given)})"
     if isinstance(given, str) and len(given) > 60:  # a validator that echoed it whole
         message = message.replace(repr(given), quoted(given))
     return key, message
@@ -113,8 +135,6 @@ _TYPE_WORDS = {
     "bool_parsing": "true or false",
     "string_type": "text (a quoted string)",
     "list_type": "a list",
-    "dict_type": "a table",
-    "model_type": "a table",
     "ip_v4_address": "an IPv4 address (like 127.0.0.1)",
     "ip_v4_network": "an IPv4 network (like 10.0.0.0/24)",
     "ip_v4_interface": "an IPv4 address with its prefix (like 10.0.0.1/24)",
@@ -122,14 +142,69 @@ _TYPE_WORDS = {
 }
 """pydantic's type errors, as what the key takes."""
 
+_TYPE_FIXES = {
+    "bool_type": "write true or false, without quotes",
+    "bool_parsing": "write true or false, without quotes",
+    "string_type": "write it as text in quotes",
+    "list_type": "write a list in brackets, [ ... ]",
+    "ip_v4_address": 'write one as text, e.g. "127.0.0.1"',
+    "ip_v4_network": 'write one as text, e.g. "10.77.0.0/24"',
+    "ip_v4_interface": 'write one as text, e.g. "10.77.0.11/24"',
+    "ip_any_address": 'write one as text, e.g. "127.0.0.1"',
+}
+"""How to write a value of each type that is not a number (numbers are told their range)."""
+
 
 def _shown_value(value: object) -> str:
-    """A non-string value as a message shows it: a list or table by its kind only."""
+    """A value as a message shows it: text quoted (and shortened), a list or table by its
+    kind only, a float as TOML writes it (``2.0``, ``nan``), a date or time with its kind."""
+    if isinstance(value, str):
+        return quoted(value)
     if isinstance(value, list):
         return "a list"
     if isinstance(value, dict):
         return "a table"
-    return "true" if value is True else "false" if value is False else _number(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else str(value)
+    if isinstance(value, int):
+        return _number(value)
+    kind = _TOML_TIMES.get(type(value))
+    if kind is not None:
+        return f"{value.isoformat()} (a {kind})"  # type: ignore[attr-defined]
+    return f"a value of type {type(value).__name__}"
+
+
+_TOML_TIMES = {
+    datetime.datetime: "date-time",
+    datetime.date: "date",
+    datetime.time: "time",
+}
+"""The TOML types tomllib reads as Python date and time objects, by name."""
+
+
+def _wants_number(kind: str) -> bool:
+    """Whether an error of ``kind`` is about a key that takes a number (so ``nan`` is told
+    it is not a finite number, not that it is not true or false)."""
+    return kind in _RANGE_KINDS or kind.startswith(("int", "float", "finite"))
+
+
+def _not_a_table(given: object, loc: Sequence[int | str], ctx: dict[str, Any]) -> str:
+    """What a value where a table goes is, and how to write the table."""
+    name = next((str(p) for p in reversed(loc) if isinstance(p, str) and p != "[key]"), "")
+    where = format_loc(loc)
+    if ctx.get("class_name") == "Memory":
+        return (
+            f'{_shown_value(given)} is not a size or a table: write {name} = "2G" or '
+            f'{name} = {{ size = "2G", ... }}'
+        )
+    if isinstance(loc[-1] if loc else None, int):  # an entry of a list of tables
+        return f"{_shown_value(given)} is not a table: write each entry as {{ KEY = VALUE, ... }}"
+    return (
+        f"{_shown_value(given)} is not a table: write {name} = {{ KEY = VALUE, ... }} or a "
+        f"[{where}] section"
+    )
 
 
 def _echoes_input(kind: str) -> bool:
@@ -140,9 +215,12 @@ def _echoes_input(kind: str) -> bool:
 
 
 def _number(value: Any) -> str:
-    """A number as a message shows it (``3600``, not ``3600.0``; never ``1e+06``)."""
+    """A number as a message shows it (``3600``, not ``3600.0``; never ``1e+06``); an
+    integer of more than 30 digits by its length (Python does not print one of 4300)."""
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
         return str(int(value))
+    if isinstance(value, int) and not isinstance(value, bool):
+        return number_text(value)
     return quoted(value) if isinstance(value, str) else str(value)
 
 

@@ -12,6 +12,7 @@ from pydantic import Field, field_validator
 
 from kvmlab.spec.base import SpecModel
 from kvmlab.spec.devices import TapNic, VhostUserNic
+from kvmlab.spec.units import Ipv4Network
 
 if TYPE_CHECKING:
     from kvmlab.spec.lab import Lab
@@ -51,7 +52,7 @@ class NetworkSpec(SpecModel):
     where host-side servers (iperf3) listen. Nothing touches the host's interfaces or
     routes; the namespace goes with the lab."""
 
-    subnet: IPv4Network = IPv4Network("10.77.0.0/24")
+    subnet: Ipv4Network = IPv4Network("10.77.0.0/24")
     """IPv4 subnet; the host side is its first address, guests from `.10` up."""
 
     @field_validator("subnet", mode="before")

@@ -9,6 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import PurePosixPath
 
+from kvmlab.spec.bench import (
+    EXIT_KINDS,
+    LAB_WORKLOADS,
+    MIGRATION_METRICS,
+    MIGRATION_PREFIX,
+    PVP_HOPS,
+    SUITE_METRICS,
+)
 from kvmlab.spec.devices import TapNic, UserNic, VhostUserNic
 from kvmlab.spec.lab import Guest, Lab
 from kvmlab.spec.machine import HUGEPAGE_BYTES, HYPERV_NEEDS
@@ -37,15 +45,25 @@ def _topology(key: str, g: Guest) -> Iterator[Finding]:
 
 
 def _pinning(key: str, g: Guest) -> Iterator[Finding]:
+    pinned: dict[int, str] = {}
     for vcpu in g.pinning.vcpus:
-        if not vcpu.isdigit():
-            yield f"{key}.pinning.vcpus.{vcpu}", "keys are vCPU numbers such as 0"
-        elif int(vcpu) >= g.vcpus:
+        where = f"{key}.pinning.vcpus.{vcpu if len(vcpu) <= 12 else vcpu[:12] + '...'}"
+        if not (vcpu.isascii() and vcpu.isdigit()):
+            yield where, "keys are vCPU numbers such as 0: write the vCPU's number"
+        elif len(vcpu) > 3 or int(vcpu) >= g.vcpus:
+            shown = vcpu if len(vcpu) <= 12 else f"of {len(vcpu)} digits"
             yield (
-                f"{key}.pinning.vcpus.{vcpu}",
-                f"vCPU {vcpu} does not exist; the guest has {g.vcpus} vCPU(s), "
-                f"numbered 0-{g.vcpus - 1}",
+                where,
+                f"vCPU {shown} does not exist; the guest has {g.vcpus} vCPU(s), "
+                f"numbered 0-{g.vcpus - 1}: pin those",
             )
+        elif int(vcpu) in pinned:
+            yield (
+                where,
+                f"pins vCPU {int(vcpu)} again (also as {pinned[int(vcpu)]!r}): pin each vCPU once",
+            )
+        else:
+            pinned[int(vcpu)] = vcpu
 
 
 def _memory(key: str, g: Guest) -> Iterator[Finding]:
@@ -307,6 +325,7 @@ def check_lab(lab: Lab) -> list[Finding]:
         if len(path) > 1 and guest.libvirt_uri
     )
     found.extend(_migrations(lab))
+    found.extend(_headlines(lab))
     found.extend(_switch(lab))
     found.extend(check_networks(lab))
     return found
@@ -389,3 +408,92 @@ def _migrations(lab: Lab) -> Iterator[Finding]:
                 f"guest {m.guest} has a tap of its own (not on a lab network): the source "
                 "QEMU holds it, and a second QEMU on this host cannot open it",
             )
+
+
+def _headlines(lab: Lab) -> Iterator[Finding]:
+    """Each ``[bench] headline`` names a workload the lab runs and a metric it stores."""
+    bench = lab.bench
+    chosen = set(bench.workloads)
+    migrations = [m.name for m in lab.migrations]
+    for i, item in enumerate(bench.headline):
+        key = f"bench.headline[{i}]"
+        workload, _, metric = item.partition(".")
+        runs = workload
+        if workload.startswith(MIGRATION_PREFIX):
+            name, runs = workload.removeprefix(MIGRATION_PREFIX), "migrations"
+            if name not in migrations:
+                have = ", ".join(migrations) or "none"
+                yield (
+                    key,
+                    f"{item!r}: the lab has no migration {name!r} (its [[migrations]]: "
+                    f"{have}): name one of them or add it",
+                )
+                continue
+        elif workload == "migrations":
+            example = f"migrate {migrations[0] if migrations else 'NAME'}.total time"
+            yield (
+                key,
+                f"{item!r}: migrations are stored as 'migrate NAME', one per [[migrations]] "
+                f"entry: write e.g. {example!r}",
+            )
+            continue
+        if chosen and runs in (*SUITE_METRICS, *LAB_WORKLOADS) and runs not in chosen:
+            yield (
+                key,
+                f"{item!r}: [bench] workloads leaves out {runs}, so no run has it: add {runs} "
+                "to workloads or drop this headline",
+            )
+            continue
+        why = _not_run(lab, runs)
+        if why:
+            yield key, f"{item!r}: {why}"
+            continue
+        known = _metrics_of(lab, runs)
+        if known is not None and metric not in known:
+            yield (
+                key,
+                f"{item!r}: {workload} stores no metric {metric!r}: name one it stores, "
+                f"{', '.join(known[:12])}{', ...' if len(known) > 12 else ''}",
+            )
+
+
+def _not_run(lab: Lab, workload: str) -> str | None:
+    """Why the lab never runs ``workload`` (None: it may)."""
+    if workload == "exits" and not lab.bench.exit_profile:
+        return (
+            "exits rows come from [bench] exit_profile, which is 0: set it (seconds) or drop "
+            "this headline"
+        )
+    if workload == "exits" and not any(len(path) > 1 for path, _ in lab.walk()):
+        return (
+            "exits profiles guests inside a guest hypervisor, and the lab has none: add one "
+            "or drop this headline"
+        )
+    if workload == "pvp" and lab.switch is None:
+        return (
+            "pvp runs through the lab's [switch], and the lab has none: add one or drop this "
+            "headline"
+        )
+    return None
+
+
+def _metrics_of(lab: Lab, workload: str) -> list[str] | None:
+    """The metrics ``workload`` stores for this lab (None: they depend on more than the
+    lab, e.g. netcompare's network paths)."""
+    if workload in SUITE_METRICS:
+        return list(SUITE_METRICS[workload])
+    if workload == "exits":
+        return ["all_per_s", *(f"{kind}_per_s" for kind in EXIT_KINDS)]
+    if workload == "migrations":
+        return list(MIGRATION_METRICS)
+    if workload == "pvp":
+        frames = lab.bench.pvp.frame_sizes
+        return [
+            f"{frame}B {name}"
+            for frame in frames
+            for hop in PVP_HOPS
+            for name in (hop, f"{hop} lost")
+        ] + [
+            f"{frame}B {name}" for frame in frames for name in ("loss", "received per switch core")
+        ]
+    return None

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
 
 from kvmlab.spec.base import SpecModel
-from kvmlab.spec.units import MAX_CPU, NAME_PATTERN, CpuSet, MemorySize
+from kvmlab.spec.units import MAX_CPU, NAME_PATTERN, CpuSet, MemorySize, number_text
 
 SwitchKind = Literal["testpmd", "ovs-dpdk"]
 
@@ -19,29 +19,33 @@ class SwitchSpec(SpecModel):
     `dpdkvhostuserclient` ports, flows pairing them (seed 004). Guests' vhost-user NICs name
     its ports (`port = "..."`); kvmlab makes the sockets and picks each side's role."""
 
+    # Strict field by field, not as a model: kvmlab builds one from a running switch's
+    # record (its kind as text), which a model-wide strict mode would type as an error.
+    model_config = ConfigDict(strict=False)
+
     kind: SwitchKind
     """`testpmd` (QEMU is the socket client) or `ovs-dpdk` (QEMU is the socket server)."""
 
     cores: CpuSet = (1,)
     """Host CPUs that forward: testpmd's forwarding lcores, OVS's `pmd-cpu-mask`."""
 
-    main_core: int = Field(default=0, ge=0, le=MAX_CPU)
+    main_core: StrictInt = Field(default=0, ge=0, le=MAX_CPU)
     """Host CPU of testpmd's main lcore / OVS's `dpdk-lcore-mask` (control, not forwarding)."""
 
     memory: MemorySize = 512 * 1024 * 1024
     """DPDK memory of the switch process (`-m` / `dpdk-socket-mem`)."""
 
-    hugepages: bool = False
+    hugepages: StrictBool = False
     """Back DPDK's memory with huge pages (reserved for the run when none are free, released
     after); false runs with `--no-huge`, which works anywhere and is slower."""
 
-    queues: int = Field(default=1, ge=1, le=16)
+    queues: StrictInt = Field(default=1, ge=1, le=16)
     """Queue pairs per port (guests' NICs get as many)."""
 
-    descriptors: int = Field(default=1024, ge=64, le=4096)
+    descriptors: StrictInt = Field(default=1024, ge=64, le=4096)
     """RX and TX ring sizes of each port (a power of two)."""
 
-    idle_sleep_max_us: int = Field(default=0, ge=0, le=10000)
+    idle_sleep_max_us: StrictInt = Field(default=0, ge=0, le=10000)
     """`ovs-dpdk`: the longest a poll-mode thread sleeps per iteration while its queues
     bring (almost) nothing (OVS's load-based sleeping, `pmd-maxsleep`; OVS 3.1 or newer).
     0 polls without pause, as packet-rate measurements (`pvp`) need; on a host with fewer
@@ -102,7 +106,7 @@ class PvpSpec(SpecModel):
     def _sizes(cls, v: list[int]) -> list[int]:
         bad = [s for s in v if not 64 <= s <= 9000]
         if bad:
-            raise ValueError(f"frame sizes are 64..9000 bytes, got {bad}")
+            raise ValueError(f"frame sizes are 64..9000 bytes, got {number_text(bad[0])}")
         return list(dict.fromkeys(v))
 
 

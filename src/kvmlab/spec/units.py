@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
+from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, Field, PlainSerializer
+from pydantic import AfterValidator, BeforeValidator, Field, PlainSerializer, Strict
+from pydantic_core import PydanticCustomError
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -23,6 +25,14 @@ MAX_MEMORY = 16 * TIB
 """The largest RAM a guest, a NUMA node or the switch is given."""
 
 
+def number_text(value: int) -> str:
+    """An integer as a message shows it: its digits, or past 30 of them its length (Python
+    does not even print one of more than 4300 digits)."""
+    if abs(value) < 10**30:
+        return str(value)
+    return f"a number of about {int(abs(value).bit_length() * 0.30103) + 1} digits"
+
+
 def parse_size(value: Any) -> int:
     """Bytes from ``"2G"``, ``"512M"``, ``"1GiB"`` (binary units) or an integer MiB count.
 
@@ -33,9 +43,9 @@ def parse_size(value: Any) -> int:
         raise ValueError("expected a size such as '2G' or '512M'")
     if isinstance(value, int):
         if value <= 0:
-            raise ValueError(f"size must be positive, got {value}")
+            raise ValueError(f"size must be positive, got {number_text(value)}: give one like '2G'")
         size = value * MIB
-        shown = str(value)
+        shown = number_text(value)
     elif isinstance(value, str):
         match = _SIZE_RE.match(value)
         if not match:
@@ -102,6 +112,15 @@ def parse_cpuset(value: Any) -> tuple[int, ...]:
     lab runs (:mod:`kvmlab.spec.hostcpus`), since a lab may be checked elsewhere."""
     if isinstance(value, bool):
         raise ValueError("expected a CPU set such as '0-3,6'")
+    items = value if isinstance(value, list | tuple) else [value]
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, int | str):
+            raise ValueError("expected a CPU set such as '0-3,6'")
+        if isinstance(item, int) and not 0 <= item <= MAX_CPU:
+            raise ValueError(
+                f"CPU {number_text(item)} does not exist on any host: CPUs are numbered "
+                f"0-{MAX_CPU} at most"
+            )
     if isinstance(value, int):
         value = str(value)
     if isinstance(value, list | tuple):
@@ -165,11 +184,14 @@ def quoted(text: str, limit: int = 60) -> str:
 
 PATH_MAX = 4095
 """The longest path Linux takes, in bytes (``PATH_MAX`` less its NUL)."""
+NAME_MAX = 255
+"""The longest name of one file or folder in a path, in bytes (Linux's ``NAME_MAX``)."""
 
 
 def path_text(value: str) -> str:
-    """``value`` when it can name a file: not empty, at most :data:`PATH_MAX` bytes, no
-    NUL, newline or other control character (a NUL would cut it short in QEMU's argv)."""
+    """``value`` when it can name a file: not empty, at most :data:`PATH_MAX` bytes and
+    :data:`NAME_MAX` a name, no NUL, newline or other control character (a NUL would cut
+    it short in QEMU's argv)."""
     if not value:
         raise ValueError("is empty; give a path")
     bad = next((i for i, c in enumerate(value) if not c.isprintable()), None)
@@ -181,6 +203,12 @@ def path_text(value: str) -> str:
     if len(value.encode()) > PATH_MAX:
         raise ValueError(
             f"{quoted(value)} is longer than {PATH_MAX} bytes, the longest path Linux takes"
+        )
+    long = next((p for p in value.split("/") if len(p.encode()) > NAME_MAX), None)
+    if long is not None:
+        raise ValueError(
+            f"{quoted(value)} has a name of {len(long.encode())} bytes ({quoted(long, 24)}); "
+            f"a file or folder name is at most {NAME_MAX} bytes: shorten it"
         )
     return value
 
@@ -205,9 +233,10 @@ _MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
 
 def parse_mac(value: Any) -> str:
     """A unicast MAC address, normalised to lower case."""
-    if not isinstance(value, str) or not _MAC_RE.match(value.lower()):
-        shown = quoted(value) if isinstance(value, str) else repr(value)
-        raise ValueError(f"{shown} is not a MAC address like '52:54:00:12:34:56'")
+    if not isinstance(value, str):
+        raise ValueError("a MAC address is text: write it in quotes, like '52:54:00:12:34:56'")
+    if not _MAC_RE.fullmatch(value.lower()):
+        raise ValueError(f"{quoted(value)} is not a MAC address like '52:54:00:12:34:56'")
     mac = value.lower()
     if int(mac[:2], 16) & 1:
         raise ValueError(f"{value} is a multicast address; a NIC needs a unicast MAC")
@@ -243,3 +272,27 @@ BackgroundCommand = Annotated[
 
 KeyLine = Annotated[str, Field(max_length=16384), AfterValidator(one_line)]
 """One ``authorized_keys`` entry: one printable line."""
+
+
+def _address_text(kind: type, error: str) -> BeforeValidator:
+    """Text (or an already parsed ``kind``) for an address type: a boolean or number is
+    refused as what it is, not read as an integer address (``true`` is not 0.0.0.1)."""
+
+    def check(value: Any) -> Any:
+        if isinstance(value, str | kind):
+            return value
+        raise PydanticCustomError(error, "not an address")
+
+    return BeforeValidator(check)
+
+
+Ipv4 = Annotated[IPv4Address, Strict(False), _address_text(IPv4Address, "ip_v4_address")]
+"""An IPv4 address written as text, ``"127.0.0.1"``."""
+
+Ipv4Interface = Annotated[
+    IPv4Interface, Strict(False), _address_text(IPv4Interface, "ip_v4_interface")
+]
+"""An IPv4 address with its prefix, written as text, ``"10.77.0.11/24"``."""
+
+Ipv4Network = Annotated[IPv4Network, Strict(False), _address_text(IPv4Network, "ip_v4_network")]
+"""An IPv4 network written as text, ``"10.77.0.0/24"``."""

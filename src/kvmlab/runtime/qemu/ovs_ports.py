@@ -60,7 +60,7 @@ def _ovs(lab: str) -> tuple[Ovs, Path] | None:
     """The lab's running OVS switch (None when the lab has none, or another kind)."""
     root = LabDir.of(lab).root / SWITCH_DIR
     rec = read_record(root)
-    if rec is None or rec.kind != "ovs-dpdk" or not running(rec):
+    if rec is None or rec.kind != "ovs-dpdk" or not running(rec, root):
         return None
     return Ovs(root, rec.processes, netns=rec.netns), root
 
