@@ -269,11 +269,11 @@ def test_schema_1_database_is_migrated_and_keeps_its_runs(tmp_path: Path) -> Non
 def test_documents_are_kept_per_run_kind_and_variant(tmp_path: Path) -> None:
     with ResultStore(tmp_path / DB_FILE) as store:
         first, second = store.start(new_run()), store.start(new_run())
-        store.add_document(first, "default", "migrations", {"n": 1})
-        store.add_document(first, "tuned", "migrations", {"n": 2})
+        store.add_document(first, "default", "probe", {"n": 1})
+        store.add_document(first, "tuned", "probe", {"n": 2})
         store.add_document(first, "default", "other", {"n": 3})
-        assert store.documents(first, "migrations") == [("default", {"n": 1}), ("tuned", {"n": 2})]
-        assert store.documents(second, "migrations") == []
+        assert store.documents(first, "probe") == [("default", {"n": 1}), ("tuned", {"n": 2})]
+        assert store.documents(second, "probe") == []
 
 
 def test_failures_are_kept_per_run_in_order(tmp_path: Path) -> None:

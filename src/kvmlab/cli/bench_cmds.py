@@ -10,13 +10,20 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import asdict, replace
+from contextlib import contextmanager, suppress
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvmlab.errors import KvmlabError, UsageError
-from kvmlab.results.model import COMPARED_BY_FACT, MIGRATION_DOCUMENT, NETCOMPARE_DOCUMENT, Run
+from kvmlab.errors import KvmlabError, UsageError, printable
+from kvmlab.results.model import (
+    COMPARED_BY_FACT,
+    MIGRATION_DOCUMENT,
+    NETCOMPARE_DOCUMENT,
+    Run,
+    Sample,
+    Summary,
+)
 from kvmlab.results.store import ResultStore
 
 if TYPE_CHECKING:
@@ -142,7 +149,9 @@ def run_bench_cmd(
         check_out(html)
     assert_not_up(loaded.lab.name)
     err = Console(stderr=True, soft_wrap=True, highlight=False)
-    with ResultStore() as store, interruptible(f"benchmarking {loaded.lab.name}"):
+    with ResultStore.writing() as store, interruptible(f"benchmarking {loaded.lab.name}"):
+        if html is not None:
+            check_not_results(store, html, "--out")
         host, choice = host_accel()
         facts = host_facts(choice.accel, choice.reason, choice.flavour)
         facts.update(backend.facts(loaded))
@@ -215,16 +224,17 @@ def _report_run(
     """After ``kvmlab bench``/``run``: the level table (or JSON), then the HTML file."""
     from kvmlab.cli.outfile import write_out
 
-    show_report(store, str(run_id), None, output, None)
+    show_report(store, str(run_id), None, output, None, check=False)
     state = "" if store.run(run_id).complete else "incomplete "
-    where = f"{state}run {run_id} stored in {store.path}"
+    where = f"{state}run {run_id} stored in {store.file}"
     if html is None:
         hint = f"'kvmlab report {run_id} -o html --out report.html' writes the page"
         err.print(f"{where}; {hint}", markup=False)
-        return
-    write_out(html, _render_one(store, str(run_id), "html"))
-    done = f"{where}\nHTML report: {html.resolve()}"
-    print(done, file=sys.stderr if output == "json" else sys.stdout)
+    else:
+        write_out(html, _render_one(store, str(run_id), "html"))
+        done = f"{where}\nHTML report: {printable(str(html.resolve()))}"
+        print(done, file=sys.stderr if output == "json" else sys.stdout)
+    store.check()  # a row of an earlier kvmlab's that could not be read: named last
 
 
 def _compare_label(run: Run, variant: str) -> str:
@@ -232,17 +242,25 @@ def _compare_label(run: Run, variant: str) -> str:
     return f"run {run.id}" if variant == "default" else f"run {run.id} {variant}"
 
 
-def _tables(store: ResultStore, runs: list[Run], compare: bool) -> list[tuple[int, Any]]:
-    from kvmlab.report.table import level_table
+def _summaries(store: ResultStore, runs: list[Run]) -> dict[int, list[Summary]]:
+    """Each run's samples reduced, read and summarised once for every table of a report."""
     from kvmlab.results.stats import summarize
+
+    return {run.id: summarize(store.samples(run.id)) for run in runs}
+
+
+def _tables(
+    runs: list[Run], summaries: dict[int, list[Summary]], compare: bool
+) -> list[tuple[int, Any]]:
+    from kvmlab.report.table import level_table
 
     tables = []
     for run in runs:
-        samples, failures = store.samples(run.id), run.failures
+        reduced, failures = summaries[run.id], run.failures
         if compare:  # runs side by side, as variants named by run id
-            samples = [replace(s, variant=_compare_label(run, s.variant)) for s in samples]
+            reduced = [replace(s, variant=_compare_label(run, s.variant)) for s in reduced]
             failures = [replace(f, variant=_compare_label(run, f.variant)) for f in failures]
-        tables.append((run.id, level_table(summarize(samples), failures)))
+        tables.append((run.id, level_table(reduced, failures)))
     return tables
 
 
@@ -270,47 +288,72 @@ def _without(table: Any, workload: str) -> Any:
     return replace(table, rows=[r for r in table.rows if r.workload != workload])
 
 
-def _print_netcompare(store: ResultStore, runs: list[Run], console: Any) -> None:
+def _print_netcompare(
+    store: ResultStore, runs: list[Run], summaries: dict[int, list[Summary]], console: Any
+) -> None:
     """netcompare's own tables and notes, when a run has them."""
     from rich.text import Text
 
     from kvmlab.report.grid import print_grid
     from kvmlab.report.netcompare import grids, notes
-    from kvmlab.results.stats import summarize
 
     for run in runs:
         docs = store.documents(run.id, NETCOMPARE_DOCUMENT)
-        for grid in grids(summarize(store.samples(run.id)), docs):
+        for grid in grids(summaries[run.id], docs):
             console.print()
             print_grid(console, grid.columns, grid.rows, title=f"run {run.id}: {grid.title}")
         for line in notes(docs):
-            console.print(Text(line, style="red" if "FINDING" in line else ""), soft_wrap=True)
+            style = "red" if "FINDING" in line else ""
+            console.print(Text(printable(line), style=style), soft_wrap=True)
 
 
 def show_report(
-    store: ResultStore, ref: str, compare: str | None, output: str, out: Path | None
+    store: ResultStore,
+    ref: str,
+    compare: str | None,
+    output: str,
+    out: Path | None,
+    check: bool = True,
 ) -> None:
     """Print or write a run's report (with another run beside it when comparing).
 
     In JSON every row carries its own run id and variant; in tables a compared run's
-    columns are labelled with its run id.
+    columns are labelled with its run id. Rows of the database that cannot be read are
+    left out of the report, then (unless ``check`` is False) named, one error line each.
     """
     from kvmlab.cli.outfile import write_out
 
+    if out is not None:
+        check_not_results(store, out, "--out")
     runs = [store.run(ref)] + ([store.run(compare)] if compare else [])
     if compare and runs[0].id == runs[1].id:
         raise UsageError(
-            f"--compare {compare} is run {runs[0].id} itself; "
+            f"--compare {printable(compare)} is run {runs[0].id} itself; "
             "compare with another run (see kvmlab results ls)"
         )
     text = _render(store, runs, output, to_file=out is not None)
-    if text is None:
-        return
-    if out is None:
-        sys.stdout.write(text)
-    else:
-        write_out(out, text)
-        print(f"wrote {out}", file=sys.stderr)
+    if text is not None:
+        if out is None:
+            sys.stdout.write(text)
+        else:
+            write_out(out, text)
+            print(f"wrote {printable(str(out))}", file=sys.stderr)
+    if check:
+        store.check()
+
+
+def check_not_results(store: ResultStore, out: Path, flag: str) -> None:
+    """Refuse to write a report over the results database (or its WAL files) it comes from."""
+    db = store.path
+    for name in (db, *(db.with_name(db.name + end) for end in ("-wal", "-shm", "-journal"))):
+        same = out.absolute() == name.absolute()
+        with suppress(OSError):
+            same = same or out.samefile(name)
+        if same:
+            raise UsageError(
+                f"{flag} {printable(str(out))} is the results database kvmlab reads; "
+                "give another file name"
+            )
 
 
 def _render_one(store: ResultStore, ref: str, output: str) -> str:
@@ -320,20 +363,34 @@ def _render_one(store: ResultStore, ref: str, output: str) -> str:
 
 
 def _render(store: ResultStore, runs: list[Run], output: str, to_file: bool = False) -> str | None:
-    """The report as a string; ``text`` is printed instead (None) unless ``to_file``."""
+    """The report as a string; ``text`` is printed instead (None) unless ``to_file``.
+
+    Linear in what the runs hold: each run's samples are read and summarised once (n log n
+    for the medians), the level table is built from the summaries, and printing it is
+    rows x columns, at most :data:`kvmlab.report.table.MAX_CELLS` (250,000) in text,
+    Markdown and HTML, beyond which the report is refused in favour of ``-o json`` and
+    ``results export``; the HTML page draws charts for at most
+    :data:`kvmlab.report.html.MAX_BARS` (5,000) values and says so when it leaves them out.
+    A run of 200,000 samples reports in seconds.
+    """
     compare = len(runs) > 1
     documents = [
         (r.id, variant, doc)
         for r in runs
         for variant, doc in store.documents(r.id, MIGRATION_DOCUMENT)
     ]
+    summaries = _summaries(store, runs)
     if output == "json":
         from kvmlab.report.jsonout import report_json
 
-        return report_json(runs, _tables(store, runs, compare=False), documents) + "\n"
-    tables = _tables(store, runs, compare)
+        return report_json(runs, _tables(runs, summaries, compare=False), documents) + "\n"
+    from kvmlab.report.table import check_size
+
+    tables = _tables(runs, summaries, compare)
     if compare:
         tables = [(runs[0].id, _merge(tables))]
+    for _, table in tables:
+        check_size(table, f"run {' vs '.join(str(r.id) for r in runs)}", str(runs[0].id))
     head = runs[0]
     state = "" if head.complete else f" (INCOMPLETE: {_cut_short(head)}; partial data)"
     title = (
@@ -352,10 +409,12 @@ def _render(store: ResultStore, runs: list[Run], output: str, to_file: bool = Fa
             if rest.rows or rest.failures or not table.rows:
                 print_table(rest, console, title)
             else:
-                console.print(title, soft_wrap=True, markup=False, highlight=False)
+                console.print(
+                    printable(title), soft_wrap=True, markup=False, highlight=False, emoji=False
+                )
             if (configs := _configurations(head, rest, compare)) is not None:
                 print_configurations(configs, console)
-        _print_netcompare(store, runs, console)
+        _print_netcompare(store, runs, summaries, console)
         return buffer.getvalue() if buffer else None
     if output == "md":
         from kvmlab.report.markdown import markdown_configurations, markdown_table
@@ -420,71 +479,99 @@ def _cut_short(run: Run) -> str:
 
 
 def results_ls(output: str) -> None:
-    """List stored runs."""
-    with ResultStore() as store:
-        runs = store.runs()
-        counts = store.sample_counts()
-        if output == "json":
-            print(
-                json.dumps([{**asdict(r), "samples": counts.get(r.id, 0)} for r in runs], indent=2)
-            )
-            return
-        from datetime import datetime
+    """List stored runs: every readable one, then (exit 3) a line per unreadable row."""
+    with ResultStore.reading() as store:
+        _list_runs(store, output)
+        store.check()
 
-        from rich.console import Console
 
-        from kvmlab.report.grid import Col, print_grid
+def _list_runs(store: ResultStore, output: str) -> None:
+    runs = store.runs()
+    counts = store.sample_counts()
+    if output == "json":
+        print(json.dumps([{**asdict(r), "samples": counts.get(r.id, 0)} for r in runs], indent=2))
+        return
+    from datetime import datetime
 
-        console = Console()
-        if not runs:
-            console.print(
-                f"no runs in {store.path} yet", soft_wrap=True, markup=False, highlight=False
-            )
-            return
-        rows = []
-        for r in runs:
-            started = datetime.fromtimestamp(r.started).strftime("%Y-%m-%d %H:%M")
-            took = f"{r.ended - r.started:.0f} s" if r.ended else "-"
-            state = "complete" if r.complete else f"incomplete: {_cut_short(r)}"
-            rows.append([str(r.id), r.lab, r.suite, started, took, state, str(counts.get(r.id, 0))])
-        columns = [
-            Col("id", "right"),
-            Col("lab"),
-            Col("suite"),
-            Col("started"),
-            Col("duration", "right"),
-            Col("state"),
-            Col("samples", "right"),
-        ]
-        print_grid(console, columns, rows, title=f"runs in {store.path}")
+    from rich.console import Console
+
+    from kvmlab.report.grid import Col, print_grid
+
+    console = Console()
+    if not runs:
+        empty = f"no results yet ({store.missing})" if store.missing else f"no runs in {store.file}"
+        console.print(
+            empty + ("" if store.missing or store.problems else " yet"),
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
+        return
+    rows = []
+    for r in runs:
+        started = datetime.fromtimestamp(r.started).strftime("%Y-%m-%d %H:%M")
+        took = f"{r.ended - r.started:.0f} s" if r.ended else "-"
+        state = "complete" if r.complete else f"incomplete: {_cut_short(r)}"
+        rows.append([str(r.id), r.lab, r.suite, started, took, state, str(counts.get(r.id, 0))])
+    columns = [
+        Col("id", "right"),
+        Col("lab"),
+        Col("suite"),
+        Col("started"),
+        Col("duration", "right"),
+        Col("state"),
+        Col("samples", "right"),
+    ]
+    print_grid(console, columns, rows, title=f"runs in {store.path}")
 
 
 def results_export(ref: str, fmt: str, out: Path | None) -> None:
-    """Every sample of a run as CSV or JSON."""
+    """Every sample of a run as CSV or JSON.
+
+    JSON keeps every value as stored (its escapes keep control characters off a terminal).
+    CSV is what a spreadsheet opens, so a text cell is made harmless there and on a
+    terminal: control characters are escaped as the text report prints them (``\\x1b``,
+    ``\\n``), and a text starting with ``=``, ``+``, ``-`` or ``@`` (a formula to a
+    spreadsheet) gets a ``'`` before it, which spreadsheets read as "text". kvmlab's own names
+    never start so; only a value written outside kvmlab does. Numbers are left as they are.
+    """
     from kvmlab.cli.outfile import check_out, write_out
 
     if out is not None:
         check_out(out)
-    with ResultStore() as store:
+    with ResultStore.reading() as store:
+        if out is not None:
+            check_not_results(store, out, "--out")
         run = store.run(ref)
         samples = store.samples(run.id)
         if fmt == "json":
-            text = (
-                json.dumps({"run": asdict(run), "samples": [asdict(s) for s in samples]}, indent=2)
-                + "\n"
-            )
+            body = {"run": asdict(run), "samples": [vars(s) for s in samples]}
+            text = json.dumps(body, indent=2) + "\n"
         elif fmt == "csv":
             buf = io.StringIO()
             writer = csv.writer(buf)
-            fields = list(asdict(samples[0]).keys()) if samples else ["variant"]
-            writer.writerow(["run", *fields])
+            names = [f.name for f in fields(Sample)]
+            writer.writerow(["run", *names])
             for s in samples:
-                writer.writerow([run.id, *asdict(s).values()])
+                writer.writerow([run.id, *(csv_cell(getattr(s, n)) for n in names)])
             text = buf.getvalue()
         else:
-            raise UsageError(f"unknown export format {fmt!r}; choose csv or json")
-    if out is None:
-        sys.stdout.write(text)
-    else:
-        write_out(out, text)
-        print(f"wrote {out}", file=sys.stderr)
+            raise UsageError(f"unknown export format {printable(repr(fmt))}; choose csv or json")
+        if out is None:
+            sys.stdout.write(text)
+        else:
+            write_out(out, text)
+            print(f"wrote {printable(str(out))}", file=sys.stderr)
+        store.check()
+
+
+FORMULA_STARTS = ("=", "+", "-", "@")
+"""What makes a spreadsheet read a CSV cell as a formula (tab and CR are escaped anyway)."""
+
+
+def csv_cell(value: object) -> object:
+    """A CSV cell: text with control characters escaped and a formula start defused."""
+    if not isinstance(value, str):
+        return value
+    text = value if value.isprintable() else printable(value)
+    return "'" + text if text.startswith(FORMULA_STARTS) else text

@@ -144,6 +144,12 @@ def check_apply_out(out: Path | None) -> None:
                 "takes no new file (permission denied); give --out FILE"
             )
         return
+    try:
+        out.lstat()
+    except FileNotFoundError:
+        pass
+    except OSError:  # a name the file system cannot hold: check_out says why, one line
+        check_out(out)
     if out.is_dir():
         raise UsageError(
             f"--out {printable(str(out))} is a directory; give a file name, e.g. "

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvmlab.cli.lab_cmds import interruptible
-from kvmlab.errors import UsageError
+from kvmlab.errors import UsageError, printable
 
 EXIT_NOT_COMPLETED = 3
 """The migration failed or was cancelled; the source kept running (and was verified)."""
@@ -121,7 +121,7 @@ def run_compare(
     if reps is not None and not 1 <= reps <= 100:
         raise UsageError("--reps must be 1..100")
     if html is not None:
-        check_out(html)
+        check_out(html, "--html")
     loaded = load_lab(lab_path)
     from kvmlab.cli.backend_opts import check_command
 
@@ -144,7 +144,7 @@ def run_compare(
     doc = to_json(strategies)
     if html is not None:
         write_out(html, migration_html(doc, loaded.lab.name), "--html")
-        progress(f"wrote {html}")
+        progress(f"wrote {printable(str(html))}")
     if output == "json":
         print(json.dumps(doc, indent=2))
     else:

@@ -12,6 +12,7 @@ is written in place, opened without following a link and without blocking.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import stat
@@ -28,14 +29,20 @@ class OutputError(KvmlabError):
 
 
 def check_out(path: Path, flag: str = "--out") -> None:
-    """Refuse (:class:`UsageError`) a path that cannot be written as a file."""
+    """Refuse (:class:`UsageError`, one line) a path that cannot be written as a file."""
     shown = printable(str(path))
-    if path.is_symlink():
+    try:
+        info: os.stat_result | None = path.lstat()
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:  # a name too long, a file where a directory should be, a loop
+        raise UsageError(f"{flag} {shown}: {_why(exc)}") from None
+    if info is not None and stat.S_ISLNK(info.st_mode):
         raise UsageError(
             f"{flag} {shown} is a symbolic link; kvmlab does not write through "
             "links: give the file itself, or a new name"
         )
-    if path.is_dir():
+    if info is not None and stat.S_ISDIR(info.st_mode):
         raise UsageError(
             f"{flag} {shown} is a directory; give a file name, e.g. "
             f"{printable(str(path / 'report.html'))}"
@@ -47,13 +54,34 @@ def check_out(path: Path, flag: str = "--out") -> None:
         )
     if not parent.is_dir():
         raise UsageError(f"{flag} {shown}: {printable(str(parent))} is not a directory")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise UsageError(f"{flag} {shown}: not writable (permission denied)")
-    replaced = path.is_file() or not path.exists()  # a new file is made and renamed there
+    if info is not None and not os.access(path, os.W_OK):
+        raise UsageError(f"{flag} {shown}: not writable ({_denied(parent)})")
+    replaced = info is None or stat.S_ISREG(info.st_mode)  # a new file is made, renamed there
     if replaced and not os.access(parent, os.W_OK | os.X_OK):
         raise UsageError(
-            f"{flag} {shown}: cannot create files in {printable(str(parent))} (permission denied)"
+            f"{flag} {shown}: cannot create files in {printable(str(parent))} ({_denied(parent)})"
         )
+
+
+def _why(exc: OSError) -> str:
+    """What an OSError about a path means, and what to do."""
+    if exc.errno == errno.ENAMETOOLONG:
+        return "a name in it is longer than the filesystem allows; give a shorter name"
+    if exc.errno == errno.ENOTDIR:
+        return "a part of it is a file, not a directory"
+    if exc.errno == errno.ELOOP:
+        return "its directories are symbolic links in a loop"
+    return f"cannot be used ({exc.strerror or exc})"
+
+
+def _denied(parent: Path) -> str:
+    """``read-only filesystem`` or ``permission denied``."""
+    try:
+        if os.statvfs(parent).f_flag & os.ST_RDONLY:
+            return "read-only filesystem"
+    except OSError:
+        pass
+    return "permission denied"
 
 
 def write_out(path: Path, text: str, flag: str = "--out") -> None:
@@ -71,12 +99,15 @@ def write_out(path: Path, text: str, flag: str = "--out") -> None:
             _write_in_place(path, data)
     except OSError as exc:
         why = exc.strerror or str(exc)
+        if exc.errno == errno.ENXIO:  # a pipe (FIFO) nobody has open for reading
+            why = "nothing is reading that pipe; start its reader first"
         raise OutputError(f"cannot write {flag} {printable(str(path))}: {why}") from None
 
 
 def _replace(path: Path, data: bytes) -> None:
     """A new file in ``path``'s directory, renamed over ``path`` (a regular file or nothing)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    # a short name of its own: any name the filesystem takes for ``path`` can be written
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".kvmlab-", suffix=".tmp")
     try:
         umask = os.umask(0)
         os.umask(umask)

@@ -197,11 +197,12 @@ def auto_by_hand(
     guest least (:mod:`.autochoice`), or ``settings`` (``auto``'s in-flight rule) when
     there is none; and why. A results database it cannot read is no evidence, said so."""
     path = default_results_path()
-    where = f"the results ({path})"
+    shown = printable(str(path))
+    where = f"the results ({shown})"
     if route.to_uri is not None:
         return settings, no_evidence(f"{where} for a migration through libvirt")
     if path.is_dir():
-        return settings, f"the results path {path} is a directory, not a database"
+        return settings, f"the results path {shown} is a directory, not a database"
     if not path.is_file():
         return settings, no_evidence(where)
     _, _, record = running_source(address)
@@ -216,18 +217,14 @@ def auto_by_hand(
         dest_qemu=route.dest_qemu or record.qemu_binary,
     )
     try:
-        with ResultStore(path) as store:
+        with ResultStore.reading(path) as store:  # never created, migrated or changed here
             found = history(store, record.lab, conditions)
-    except (
-        KvmlabError,
-        sqlite3.Error,
-        ValueError,
-        TypeError,
-        OverflowError,
-        RecursionError,
-    ) as exc:
+            problems = store.problems
+    except (KvmlabError, sqlite3.Error) as exc:
         # whatever a damaged database holds, auto keeps its in-flight rule and says why
-        return settings, f"the results ({path}) could not be read: {printable(str(exc))[:200]}"
+        return settings, f"{where} could not be read: {printable(str(exc))[:200]}"
+    if found is None and problems:  # the evidence may be in what could not be read
+        return settings, f"{where} could not be read: {problems[0][:200]}"
     if found is None:
         return settings, no_evidence(where)
     candidates, source = found

@@ -59,6 +59,16 @@ class ConfigurationTable:
     missing: list[str] = field(default_factory=list)
     """``[bench] headline`` names no row of the run has (a typo, a workload not run)."""
 
+    _base: list[Configuration | None] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
+
+    def _default(self) -> Configuration | None:
+        """The lab as written (found once: :meth:`ratio` asks per row and metric)."""
+        if not self._base:
+            self._base.append(next((r for r in self.rows if r.variant == "default"), None))
+        return self._base[0]
+
     @property
     def notes(self) -> list[str]:
         """One line per headline the run has no row for."""
@@ -67,7 +77,7 @@ class ConfigurationTable:
     def ratio(self, row: Configuration, headline: Headline) -> float | None:
         """The deepest level's value over the lab as written's (None without both)."""
         level = self.levels[-1]
-        base = next((r for r in self.rows if r.variant == "default"), None)
+        base = self._default()
         here, there = row.values.get((headline, level)), None
         if base is not None:
             there = base.values.get((headline, level))
@@ -93,21 +103,30 @@ def configurations(
     levels = [lv for lv in LEVELS if any(c.level == lv for c in table.columns)]
     if not headlines or not levels:  # nothing measured (a run cut short before its first)
         return None
+    firsts: dict[tuple[str, str], Column] = {}
+    for c in table.columns:
+        firsts.setdefault((c.variant, c.level), c)
+    by_name = {(r.workload, r.metric): r for r in reversed(table.rows)}  # the first of each
+    kvm: dict[str, list[str]] = {}  # variant -> its guests' KVM, from the host facts
+    for k, v in host.items():
+        if not k.startswith(KVM_UNDER):
+            continue
+        if not k.endswith(")"):  # the lab as written
+            kvm.setdefault("default", []).append(f"{k.removeprefix(KVM_UNDER)}: {v}")
+        elif " (" in k:  # ``kvm under LAB/GUEST (VARIANT)``
+            place, variant = k[:-1].rsplit(" (", 1)
+            if variant != "default":
+                kvm.setdefault(variant, []).append(f"{place.removeprefix(KVM_UNDER)}: {v}")
     rows = []
     for variant in variants:
         row = Configuration(variant, not_run=not_run.get(variant))
         for level in levels:
-            column = _first(table.columns, variant, level)
+            column = firsts.get((variant, level))
             for headline in headlines if column is not None else ():
-                found = _row(table, headline)
+                found = by_name.get((headline.workload, headline.metric))
                 if found is not None and column in found.cells:
                     row.values[(headline, level)] = found.cells[column]
-        suffix = "" if variant == "default" else f" ({variant})"
-        row.kvm = [
-            f"{k.removeprefix(KVM_UNDER).removesuffix(suffix)}: {v}"
-            for k, v in host.items()
-            if k.startswith(KVM_UNDER) and (k.endswith(suffix) if suffix else not k.endswith(")"))
-        ]
+        row.kvm = kvm.get(variant, [])
         rows.append(row)
     return ConfigurationTable(headlines, levels, rows, unmatched(table, wanted))
 
@@ -136,17 +155,6 @@ def _headlines(table: LevelTable, wanted: Sequence[str]) -> list[Headline]:
             firsts.setdefault(r.workload, r)
         picked = list(firsts.values())
     return [Headline(r.workload, r.metric, r.unit, r.higher_is_better) for r in picked]
-
-
-def _first(columns: Sequence[Column], variant: str, level: str) -> Column | None:
-    return next((c for c in columns if c.variant == variant and c.level == level), None)
-
-
-def _row(table: LevelTable, headline: Headline) -> Any:
-    return next(
-        (r for r in table.rows if (r.workload, r.metric) == (headline.workload, headline.metric)),
-        None,
-    )
 
 
 def unmatched(table: LevelTable, wanted: Sequence[str]) -> list[str]:

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kvmlab.errors import printable
 from kvmlab.report.table import Cell
+
+
+def shown(text: str) -> str:
+    """``text`` with control characters escaped (``\\x1b``) as :func:`printable` does,
+    line breaks kept: a name from the results database never reaches a terminal, a page
+    or a table as a control sequence (a report printed to a terminal, an SVG that would
+    not be well-formed XML)."""
+    if text.replace("\n", "").isprintable():
+        return text
+    return "\n".join(printable(line) for line in text.split("\n"))
 
 
 def number(value: float) -> str:

@@ -48,26 +48,30 @@ def print_grid(
     character in a value (a string from the results database, an imported file) is printed
     escaped (``\\x1b``), never sent to the terminal."""
     cells = [[_safe_text(c) for c in row] for row in rows]
+    columns = [Col(_safe(c.header), c.justify) for c in columns]
     title = None if title is None else _safe(title)
     caption = None if caption is None else _safe(caption)
     if console.is_terminal:
         _print_rich(console, columns, cells, title, caption)
         return
-    for line in plain_lines(columns, cells, title, caption):
-        console.print(line, soft_wrap=True, highlight=False)
+    lines = list(plain_lines(columns, cells, title, caption))  # printed at once: faster
+    console.print(Text("\n").join(lines), soft_wrap=True, highlight=False)
 
 
 def _safe(text: str) -> str:
     """``text`` with control characters escaped, line breaks kept (cells wrap on them)."""
+    if text.replace("\n", "").isprintable():
+        return text
     return "\n".join(printable(line) for line in text.split("\n"))
 
 
 def _safe_text(cell: Cell) -> Text:
     if not isinstance(cell, Text):
         return Text(_safe(cell))
-    if _safe(cell.plain) == cell.plain:
+    plain = cell.plain
+    if _safe(plain) == plain:
         return cell
-    return Text(_safe(cell.plain), style=cell.style)
+    return Text(_safe(plain), style=cell.style)
 
 
 def plain_lines(
@@ -87,13 +91,16 @@ def plain_lines(
         yield Text(title)
     for row in [heads, *body]:
         line = Text()
-        end = 0  # where this column should end; an overlong value shifts the rest
+        end = used = 0  # where this column should end; an overlong value shifts the rest
         for i, (col, cell) in enumerate(zip(columns, row, strict=True)):
             if i:
                 line.append(GAP)
+                used += len(GAP)
             end += widths[i] + (len(GAP) if i else 0)
-            pad = " " * max(0, end - cell_len(line.plain) - cell_len(cell.plain))
+            width = cell_len(cell.plain)
+            pad = " " * max(0, end - used - width)
             line.append_text(Text(pad) + cell if col.justify == "right" else cell + Text(pad))
+            used += len(pad) + width
         line.rstrip()
         yield line
     if caption:
@@ -115,15 +122,33 @@ def _longest_line(text: Text) -> int:
 
 
 def fit_widths(least: Sequence[int], most: Sequence[int], room: int) -> list[int]:
-    """Column widths within ``room``: the widest column gives way first, none below ``least``."""
+    """Column widths within ``room``: the widest column gives way first, none below ``least``.
+
+    As if the widest (the first of equals) lost a character at a time; computed at once
+    (the level ``top`` no column stays above), so a wide table costs columns x log width.
+    """
     widths = list(most)
-    while sum(widths) > room:
-        shrinkable = [i for i, w in enumerate(widths) if w > least[i]]
-        if not shrinkable:
+    if sum(widths) <= room:
+        return widths
+
+    def total(top: int) -> int:
+        return sum(max(lo, min(w, top)) for lo, w in zip(least, widths, strict=True))
+
+    if total(0) > room:  # cannot fit: every column at its least
+        return [max(lo, min(w, lo)) for lo, w in zip(least, widths, strict=True)]
+    low, high = 0, max(widths)  # total(high) > room >= total(low)
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if total(mid) <= room else (low, mid)
+    fitted = [max(lo, min(w, low)) for lo, w in zip(least, widths, strict=True)]
+    spare = room - sum(fitted)  # columns at ``low`` that may keep one more: the last ones
+    for i in reversed(range(len(widths))):
+        if spare <= 0:
             break
-        widest = max(shrinkable, key=lambda i: widths[i])
-        widths[widest] -= 1
-    return widths
+        if fitted[i] == low and widths[i] > low and least[i] <= low:
+            fitted[i] += 1
+            spare -= 1
+    return fitted
 
 
 def _print_rich(

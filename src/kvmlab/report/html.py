@@ -1,9 +1,14 @@
 """The report as one self-contained HTML file: runs and host facts, level tables, charts.
 
 No scripts, fonts or anything fetched: CSS and SVG are inline. Every piece of text goes
-through :func:`h` (HTML, escaped) or :mod:`xml.etree` (SVG, see :mod:`kvmlab.report.svg`),
-and the page is well-formed XML as well as HTML. The output is a pure function of the
-inputs (no clock), so it can be compared against a golden file.
+through :func:`h` (HTML, escaped, control characters shown as ``\\x1b``) or
+:mod:`xml.etree` (SVG, see :mod:`kvmlab.report.svg`), and the page is well-formed XML as
+well as HTML. The output is a pure function of the inputs (no clock), so it can be
+compared against a golden file.
+
+Size: linear in the level table's cells (at most :data:`kvmlab.report.table.MAX_CELLS`).
+The charts draw a bar per cell up to :data:`MAX_BARS` in all; a run with more is shown
+by its tables alone, and the page says so.
 """
 
 from __future__ import annotations
@@ -19,11 +24,13 @@ from xml.etree.ElementTree import Element
 from kvmlab import __version__
 from kvmlab.report import svg
 from kvmlab.report.configurations import ConfigurationTable, cell_value, ratio_text
-from kvmlab.report.fmt import change, median_spread, number
+from kvmlab.report.fmt import change, median_spread, number, shown
 from kvmlab.report.table import FAILED, INTERRUPTED, Column, LevelTable, Row
 from kvmlab.results.model import LEVELS, MIGRATION_PREFIX, Run, Summary
 
 TITLE = "kvmlab benchmark report"
+MAX_BARS = 5000
+"""The most bars (cells of the level table) the charts of one page draw."""
 HOST_KEYS = ("cpu", "cpus", "memory_gib", "kernel", "kvm_flavour", "qemu", "accelerator")
 """Host facts shown first, in this order; any other keys follow alphabetically."""
 HOST_LABELS = {"cpus": "CPUs", "memory_gib": "memory (GiB)", "kvm_flavour": "KVM flavour"}
@@ -93,14 +100,14 @@ def h(tag: str, *children: str, **attrs: object) -> Markup:
     parts = [tag]
     for key, value in attrs.items():
         if value is not None:
-            parts.append(f'{key.rstrip("_").replace("_", "-")}="{escape(str(value))}"')
-    body = "".join(c if isinstance(c, Markup) else escape(c) for c in children)
+            parts.append(f'{key.rstrip("_").replace("_", "-")}="{escape(shown(str(value)))}"')
+    body = "".join(c if isinstance(c, Markup) else escape(shown(c)) for c in children)
     return Markup(f"<{' '.join(parts)}>{body}</{tag}>")
 
 
 def join(parts: Iterable[str]) -> Markup:
     """Concatenate, escaping whatever is not already :class:`Markup`."""
-    return Markup("".join(p if isinstance(p, Markup) else escape(p) for p in parts))
+    return Markup("".join(p if isinstance(p, Markup) else escape(shown(p)) for p in parts))
 
 
 def report_html(
@@ -118,11 +125,23 @@ def report_html(
     """
     ids = (f"fig-{i}" for i in itertools.count(1))
     by_id = {r.id: r for r in runs}
+    bars = sum(len(r.cells) for _, t in tables for r in t.rows) + len(boot or ())
+    charts = bars <= MAX_BARS
     sections = [
-        _run_section(run_id, by_id.get(run_id), table, ids, boot is None)
+        _run_section(run_id, by_id.get(run_id), table, ids, boot is None, charts)
         for run_id, table in tables
     ]
-    if boot:
+    if not charts:
+        sections.append(
+            h(
+                "p",
+                f"No charts: the tables hold {bars} values, more than the {MAX_BARS} "
+                "the charts of one page draw.",
+                class_="note",
+                id="no-charts",
+            )
+        )
+    if boot and charts:
         sections.append(h("section", h("h2", "Boot"), _boot_figure(boot, next(ids))))
     sections.extend(extra)
     if not tables and not boot:
@@ -189,13 +208,20 @@ def _fact(value: Any) -> str:
 
 
 def _run_section(
-    run_id: int, run: Run | None, table: LevelTable, ids: Iterator[str], boot_from_table: bool
+    run_id: int,
+    run: Run | None,
+    table: LevelTable,
+    ids: Iterator[str],
+    boot_from_table: bool,
+    charts: bool = True,
 ) -> Markup:
     name = f"Run {run_id}" + (f": {run.lab} · {run.suite}" if run else "")
     parts: list[str] = [h("h2", name)]
     if table.failures:
         parts.append(_failures(table))
     parts.append(h("div", _level_table(table), class_="card scroll"))
+    if not charts:
+        return h("section", *parts, id=f"run-{run_id}")
     by_workload: dict[str, list[Row]] = {}
     for row in table.rows:
         by_workload.setdefault(row.workload, []).append(row)
@@ -296,11 +322,17 @@ def _level_table(table: LevelTable) -> Markup:
     )
     head.append(h("tr", h("th", "workload"), h("th", "metric"), h("th", "unit"), *labels))
     body = []
+    spans: dict[int, int] = {}  # the first row of each run of one workload: its length
+    start = 0
+    for i, row in enumerate(table.rows):
+        if i and table.rows[i - 1].workload != row.workload:
+            start = i
+        spans[start] = spans.get(start, 0) + 1
     for i, row in enumerate(table.rows):
         better = "higher is better" if row.higher_is_better else "lower is better"
         arrow = h("span", "↑" if row.higher_is_better else "↓", title=better, aria_label=better)
-        new = i == 0 or table.rows[i - 1].workload != row.workload
-        span = sum(r.workload == row.workload for r in table.rows)
+        new = i in spans
+        span = spans.get(i, 0)
         cells = [h("td", row.workload, class_="workload", rowspan=span)] if new else []
         cells += [h("td", row.metric), h("td", f"{row.unit} ", arrow)]
         for col in columns:
@@ -329,18 +361,28 @@ def _level_table(table: LevelTable) -> Markup:
 
 def _colors(columns: Sequence[Column]) -> dict[Column, str]:
     """A hue per variant, darker to lighter from L0 up."""
-    variants = list(dict.fromkeys(c.variant for c in columns))
+    variants: dict[str, int] = {}
+    seen: dict[str, int] = {}
     out: dict[Column, str] = {}
-    for vi, variant in enumerate(variants):
-        for pos, col in enumerate(c for c in columns if c.variant == variant):
-            out[col] = svg.series_color(vi, pos)
+    for col in columns:
+        vi = variants.setdefault(col.variant, len(variants))
+        pos = seen.get(col.variant, 0)
+        seen[col.variant] = pos + 1
+        out[col] = svg.series_color(vi, pos)
     return out
 
 
-def _short(col: Column, columns: Sequence[Column]) -> str:
-    """``L1``, or ``L2 l2b`` when the variant has several guests at that level."""
-    same = [c for c in columns if c.variant == col.variant and c.level == col.level]
-    return col.level if len(same) == 1 else f"{col.level} {col.guest.rpartition('/')[2]}"
+def _shorts(columns: Sequence[Column]) -> dict[Column, str]:
+    """Per column ``L1``, or ``L2 l2b`` when the variant has several guests at that level."""
+    count: dict[tuple[str, str], int] = {}
+    for c in columns:
+        count[(c.variant, c.level)] = count.get((c.variant, c.level), 0) + 1
+    return {
+        c: c.level
+        if count[(c.variant, c.level)] == 1
+        else f"{c.level} {c.guest.rpartition('/')[2]}"
+        for c in columns
+    }
 
 
 def _configs(columns: Sequence[Column]) -> str:
@@ -362,19 +404,21 @@ def _figure(heading: str, chart: Element, caption: str, ident: str) -> Markup:
 
 def _workload_figure(table: LevelTable, workload: str, rows: list[Row], ident: str) -> Markup:
     """A panel per metric, a bar per column with its min-max whisker and change."""
-    columns = [c for c in table.columns if any(c in r.cells for r in rows)]
+    present = {c for r in rows for c in r.cells}
+    columns = [c for c in table.columns if c in present]
     colors = _colors(table.columns)
+    shorts = _shorts(columns)
     groups = []
     for row in rows:
         bars = []
-        for col, cell in ((c, row.cells[c]) for c in columns if c in row.cells):
+        for col, cell in row.cells.items():  # in column order
             s = cell.summary
             note = "" if cell.change_pct is None else f"{cell.change_pct:+.0f}%"
             tint = {True: svg.LOSS, False: svg.GAIN, None: svg.MUTED}[cell.worse]
             tooltip = _describe(col, s, change(cell))
             bars.append(
                 svg.Bar(
-                    label=_short(col, columns),
+                    label=shorts[col],
                     color=colors[col],
                     value=s.median,
                     low=s.minimum,
@@ -409,17 +453,20 @@ def _boot_figure(summaries: list[Summary], ident: str) -> Markup:
     for s in summaries:  # stored runs name them qemu_s ... total_s
         s = replace(s, metric=s.metric.removesuffix("_s"))
         guests.setdefault(Column(s.variant, s.guest, s.level, s.accel), {})[s.metric] = s
-    variants = list(dict.fromkeys(c.variant for c in guests))
+    variants = {v: i for i, v in enumerate(dict.fromkeys(c.variant for c in guests))}
     order = sorted(
-        guests, key=lambda c: (variants.index(c.variant), c.level not in LEVELS, c.level, c.guest)
+        guests, key=lambda c: (variants[c.variant], c.level not in LEVELS, c.level, c.guest)
     )
     names = dict.fromkeys(m for found in guests.values() for m in found if m != "total")
     stages = sorted(names, key=_stage_key)
+    stage_rank = {name: i for i, name in enumerate(stages)}
     colors = {name: svg.STAGES[i % len(svg.STAGES)] for i, name in enumerate(stages)}
     rows = []
     for col in order:
         found = guests[col]
-        parts = [found[m] for m in stages if m in found]
+        parts = sorted(
+            (s for m, s in found.items() if m != "total"), key=lambda s: stage_rank[s.metric]
+        )
         segments = [
             svg.Segment(s.metric, s.median, colors[s.metric], _describe(col, s)) for s in parts
         ]

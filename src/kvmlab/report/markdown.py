@@ -1,7 +1,14 @@
-"""The level table as Markdown (for issues, wikis, papers)."""
+"""The level table as Markdown (for issues, wikis, papers).
+
+Every name from the results database goes through :func:`cell` (table cells, headings) or
+:func:`_escape` (notes): control characters are escaped (``\\x1b``: nothing reaches a
+terminal as an escape sequence, nothing breaks a line), and what Markdown would read as
+table syntax, emphasis, code, links or HTML (``|``, ``*``, `````, ``[``, ``<``, ...) is
+backslash-escaped, so a name shows as itself and a ``<script>`` stays text."""
 
 from __future__ import annotations
 
+from kvmlab.errors import printable
 from kvmlab.report.configurations import ConfigurationTable, cell_value, ratio_text
 from kvmlab.report.fmt import cell_text
 from kvmlab.report.table import LevelTable
@@ -11,18 +18,21 @@ def markdown_table(table: LevelTable, title: str) -> str:
     """A Markdown section: a heading, the table, how to read it, and what failed."""
     several = len(table.variants) > 1
     heads = [
-        f"{c.variant} {table.heading(c)}" if several else table.heading(c) for c in table.columns
+        cell(f"{c.variant} {table.heading(c)}" if several else table.heading(c))
+        for c in table.columns
     ]
     lines = [
-        f"## {title}",
+        f"## {cell(title)}",
         "",
         "| workload | metric | unit | " + " | ".join(heads) + " |",
         "|---|---|---|" + "---:|" * len(heads),
     ]
     for row in table.rows:
         cells = [cell_text(row.cells.get(c), lambda d, _: f" ({d})") for c in table.columns]
-        unit = f"{row.unit} ({'higher' if row.higher_is_better else 'lower'} is better)"
-        lines.append(f"| {row.workload} | {row.metric} | {unit} | " + " | ".join(cells) + " |")
+        unit = f"{cell(row.unit)} ({'higher' if row.higher_is_better else 'lower'} is better)"
+        lines.append(
+            f"| {cell(row.workload)} | {cell(row.metric)} | {unit} | " + " | ".join(cells) + " |"
+        )
     lines += [
         "",
         "Median over the repetitions, ±half the min-max spread; in parentheses the change "
@@ -36,9 +46,20 @@ def markdown_table(table: LevelTable, title: str) -> str:
 
 def _escape(text: str) -> str:
     """Keep an error message from being read as Markdown (or HTML)."""
-    for char in "\\`*_[]<>|":
-        text = text.replace(char, "\\" + char)
-    return text
+    return _backslashed(printable(text), "\\`*_[]<>|")
+
+
+def cell(text: str) -> str:
+    """A name in a table cell or heading: control characters escaped, Markdown's table,
+    emphasis, code, link and HTML syntax backslash-escaped (``_`` within a name is left
+    alone: Markdown does not read it there)."""
+    return _backslashed(printable(text), "\\`*[]<>|")
+
+
+def _backslashed(text: str, chars: str) -> str:
+    if not any(c in text for c in chars):
+        return text
+    return "".join("\\" + c if c in chars else c for c in text)
 
 
 def markdown_configurations(configs: ConfigurationTable) -> str:
@@ -57,7 +78,7 @@ def markdown_configurations(configs: ConfigurationTable) -> str:
             cells = [cell_value(row.values.get((headline, lv))) for lv in configs.levels]
             ratio = ratio_text(configs.ratio(row, headline))
             lines.append(
-                f"| {row.variant} | " + " | ".join([*cells, ratio, _escape(row.how)]) + " |"
+                f"| {cell(row.variant)} | " + " | ".join([*cells, ratio, _escape(row.how)]) + " |"
             )
         lines.append("")
     lines += [f"- {_escape(note)}" for note in configs.notes]

@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from typing import Any
 
+from kvmlab.report.fmt import shown
 from kvmlab.report.html import CSS, META, Markup, h, join
 from kvmlab.report.svg import (
     FONT,
@@ -139,8 +140,8 @@ def line_chart(
             "fill": INK,
         },
     )
-    ET.SubElement(svg, "title").text = title
-    ET.SubElement(svg, "text", {"x": "0", "y": "16", "font-weight": "600"}).text = title
+    ET.SubElement(svg, "title").text = shown(title)
+    ET.SubElement(svg, "text", {"x": "0", "y": "16", "font-weight": "600"}).text = shown(title)
     xs = [x for _, _, pts in series for x, _ in pts] or [1.0]
     ys = [y for _, _, pts in series for _, y in pts] or [1.0]
     x_ticks, y_ticks = ticks(0, max(xs)), ticks(0, max(ys))
@@ -201,6 +202,8 @@ def line_chart(
                 "fill": color,
             },
         )
-        ET.SubElement(svg, "text", {"x": f"{lx + 18}", "y": f"{TOP + CHART_H + 36}"}).text = name
-    ET.SubElement(svg, "text", {"x": "4", "y": f"{TOP - 8}", "fill": MUTED}).text = unit
+        ET.SubElement(svg, "text", {"x": f"{lx + 18}", "y": f"{TOP + CHART_H + 36}"}).text = shown(
+            name
+        )
+    ET.SubElement(svg, "text", {"x": "4", "y": f"{TOP - 8}", "fill": MUTED}).text = shown(unit)
     return ET.tostring(svg, encoding="unicode")

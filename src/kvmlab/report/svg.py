@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kvmlab.report.fmt import number
+from kvmlab.report.fmt import number, shown
 
 WIDTH = 1120
 FONT = 12
@@ -85,12 +85,18 @@ class StackedRow:
     tooltip: str = ""
 
 
+AXIS_LIMIT = 1e300
+"""Axes end within this magnitude: a larger (stored, absurd) value is drawn off the axis,
+never turned into an infinite scale."""
+
+
 def ticks(low: float, high: float, count: int = 5) -> list[float]:
     """Round tick values (1, 2, 2.5, 5 x 10^n) covering ``[low, high]``; 0 is always one."""
-    low, high = min(low, 0.0), max(high, 0.0)
-    if high - low <= 0:
-        high = 1.0
+    low = max(min(low, 0.0), -AXIS_LIMIT) if math.isfinite(low) else -AXIS_LIMIT * (low < 0)
+    high = min(max(high, 0.0), AXIS_LIMIT) if math.isfinite(high) else AXIS_LIMIT * (high > 0)
     raw = (high - low) / count
+    if not raw > 1e-300:  # nothing to scale (or too little to divide): an axis of 0..1
+        low, high, raw = 0.0, 1.0, 1.0 / count
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw * (1 - 1e-9))
     first, last = math.floor(low / step + 1e-9), math.ceil(high / step - 1e-9)
@@ -110,12 +116,14 @@ def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: object)
         parent, tag, {k.rstrip("_").replace("_", "-"): _attr(v) for k, v in attrs.items()}
     )
     if text is not None:
-        el.text = text
+        el.text = shown(text)
     return el
 
 
 def _attr(value: object) -> str:
-    return f"{value:.2f}".rstrip("0").rstrip(".") if isinstance(value, float) else str(value)
+    if isinstance(value, float):  # a coordinate; one out of any range is drawn at 0
+        return f"{value if math.isfinite(value) else 0.0:.2f}".rstrip("0").rstrip(".")
+    return shown(str(value))
 
 
 def _root(width: float, height: float, title: str, ident: str) -> ET.Element:
@@ -229,9 +237,11 @@ def _panel(
     )
     _sub(g, "line", x1=axis_x, x2=end_x, y1=sy(0), y2=sy(0), stroke=MUTED)
     # Slots: one per bar, half a slot between sets (variants).
-    starts = [
-        i + 0.5 * len({b.group for b in group.bars[: i + 1]}) - 0.5 for i in range(len(group.bars))
-    ]
+    starts = []
+    groups_so_far: set[str] = set()
+    for i, b in enumerate(group.bars):
+        groups_so_far.add(b.group)
+        starts.append(i + 0.5 * len(groups_so_far) - 0.5)
     slot = (end_x - axis_x) / ((starts[-1] + 1) if starts else 1)
     bar_w = min(slot * 0.72, 56.0)
     sets: dict[str, list[float]] = {}

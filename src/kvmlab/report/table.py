@@ -6,8 +6,32 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from kvmlab.errors import KvmlabError
 from kvmlab.results.model import LEVELS, Failure, Summary
 from kvmlab.results.stats import change_pct
+
+MAX_CELLS = 250_000
+"""The most cells (rows x columns) a text, Markdown or HTML level table shows. A real run
+has a few thousand; a run whose table would be larger is refused (:func:`check_size`)
+with the commands that give every value (JSON, the CSV export), which stay linear."""
+
+
+class TableTooLarge(KvmlabError):
+    """A level table too large to print (see :data:`MAX_CELLS`)."""
+
+    exit_code = 3
+
+
+def check_size(table: LevelTable, what: str, ref: str) -> None:
+    """Refuse (:class:`TableTooLarge`) a table of more than :data:`MAX_CELLS` cells."""
+    rows, columns = len(table.rows), len(table.columns)
+    if rows * columns > MAX_CELLS:
+        raise TableTooLarge(
+            f"{what}: its level table would have {rows} rows x {columns} columns, more than "
+            f"the {MAX_CELLS} cells a report shows; 'kvmlab report {ref} -o json' or "
+            f"'kvmlab results export {ref}' give every value"
+        )
+
 
 WORKLOAD_ORDER = ("cpu", "memory", "disk", "network", "boot", "kbuild", "fork", "exits")
 FAILED = "failed"
@@ -84,6 +108,10 @@ class LevelTable:
     rows: list[Row]
     failures: list[Failure] = field(default_factory=list)
     """What cut the run short; a failed guest without samples has a column of its own."""
+    _failed_at: tuple[list[Failure], int, dict[tuple[str, str, str], Failure]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+    """Where each failure happened, indexed once (a report asks once per column)."""
 
     @property
     def variants(self) -> list[str]:
@@ -92,16 +120,15 @@ class LevelTable:
 
     def failed(self, col: Column) -> Failure | None:
         """The failure at this column's guest (not its teardown), if one happened there."""
-        return next(
-            (
-                f
-                for f in self.failures
-                if (f.variant, f.level) == (col.variant, col.level)
-                and col.guest in _guests(f)
-                and f.stage != "teardown"
-            ),
-            None,
-        )
+        seen = self._failed_at
+        if seen is None or seen[0] is not self.failures or seen[1] != len(self.failures):
+            at: dict[tuple[str, str, str], Failure] = {}
+            for f in self.failures:
+                if f.stage != "teardown":
+                    for guest in _guests(f):
+                        at.setdefault((f.variant, f.level, guest), f)
+            seen = self._failed_at = (self.failures, len(self.failures), at)
+        return seen[2].get((col.variant, col.level, col.guest))
 
     def heading(self, col: Column) -> str:
         """The column's label, ``failed`` (``interrupted``) after it when its guest was cut short
@@ -125,39 +152,55 @@ def _guests(failure: Failure) -> list[str]:
     return [g for g in failure.guest.split(", ") if g]
 
 
-def _column_key(c: Column, variants: list[str]) -> tuple[int, int, str]:
-    return (variants.index(c.variant), LEVELS.index(c.level) if c.level in LEVELS else 9, c.guest)
+def _level_key(level: str) -> tuple[int, str]:
+    """L0, L1, L2 in order; any other level after them."""
+    return (LEVELS.index(level), "") if level in LEVELS else (9, level)
 
 
 def level_table(summaries: list[Summary], failures: Sequence[Failure] = ()) -> LevelTable:
     """Arrange run summaries into the level table; ``failures`` add columns for the guests
-    that failed before anything was measured there (accelerator ``failed``)."""
-    variants = list(
-        dict.fromkeys([*(s.variant for s in summaries), *(f.variant for f in failures)])
-    )
+    that failed before anything was measured there (accelerator ``failed``).
+
+    Linear in the summaries and failures (and sorting the columns): each summary fills
+    one cell, its base found by key. Printing the table is rows x columns; a report
+    refuses a table beyond :data:`MAX_CELLS` (:func:`check_size`).
+    """
+    variants = {
+        v: i
+        for i, v in enumerate(
+            dict.fromkeys([*(s.variant for s in summaries), *(f.variant for f in failures)])
+        )
+    }
     columns: dict[tuple[str, str], Column] = {}
     for s in summaries:
         columns.setdefault((s.variant, s.guest), Column(s.variant, s.guest, s.level, s.accel))
     for f in failures:
         for guest in _guests(f) if f.level in LEVELS else []:
             columns.setdefault((f.variant, guest), Column(f.variant, guest, f.level, _outcome(f)))
-    ordered = sorted(columns.values(), key=lambda c: _column_key(c, variants))
+    ordered = sorted(
+        columns.values(), key=lambda c: (variants[c.variant], *_level_key(c.level), c.guest)
+    )
     index = {(s.variant, s.guest, s.workload, s.metric): s for s in summaries}
     rows: dict[tuple[str, str], Row] = {}
     for s in summaries:
         rows.setdefault(
             (s.workload, s.metric), Row(s.workload, s.metric, s.unit, s.higher_is_better)
         )
-    for row in rows.values():
-        for col in ordered:
-            here = index.get((col.variant, col.guest, row.workload, row.metric))
-            if here is None:
-                continue
-            base = None
-            if col.parent_guest is not None:
-                base = index.get((col.variant, col.parent_guest, row.workload, row.metric))
-            delta = None if base is None else change_pct(here.median, base.median)
-            row.cells[col] = Cell(here, delta, None if base is None else base.median)
+    position = {col: i for i, col in enumerate(ordered)}
+    for s in summaries:
+        col = columns[(s.variant, s.guest)]
+        here = index[(s.variant, s.guest, s.workload, s.metric)]
+        if here is not s:  # a duplicate key: the last summary holds the cell
+            continue
+        base = None
+        if col.parent_guest is not None:
+            base = index.get((col.variant, col.parent_guest, s.workload, s.metric))
+        delta = None if base is None else change_pct(here.median, base.median)
+        rows[(s.workload, s.metric)].cells[col] = Cell(
+            here, delta, None if base is None else base.median
+        )
+    for row in rows.values():  # cells in column order, as the tables print them
+        row.cells = dict(sorted(row.cells.items(), key=lambda item: position[item[0]]))
     order = {w: i for i, w in enumerate(WORKLOAD_ORDER)}
     # known workloads in suite order, the others (a lab's migrations) as they were measured
     sorted_rows = sorted(rows.values(), key=lambda r: order.get(r.workload, 99))

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.text import Text
 
 from kvmlab.report.configurations import ConfigurationTable, cell_value, ratio_text
-from kvmlab.report.fmt import cell_text
+from kvmlab.report.fmt import change, median_spread, shown
 from kvmlab.report.grid import Cell as GridCell
 from kvmlab.report.grid import Col, print_grid
 from kvmlab.report.table import Cell, LevelTable
@@ -28,16 +28,23 @@ def print_table(table: LevelTable, console: Console, title: str) -> None:
     rows: list[list[GridCell]] = []
     for row in table.rows:
         arrow = "↑" if row.higher_is_better else "↓"
-        cells = [Text.from_markup(cell_text(row.cells.get(c), _coloured)) for c in table.columns]
+        cells = [_coloured(row.cells.get(c)) for c in table.columns]
         rows.append([row.workload, row.metric, f"{row.unit} {arrow}", *cells])
     print_grid(console, columns, rows, title=title, caption=CAPTION)
     for note in table.notes:
-        console.print(Text(note, style="red"), soft_wrap=True)
+        console.print(Text(shown(note), style="red"), soft_wrap=True)
 
 
-def _coloured(delta: str, cell: Cell) -> str:
-    colour = {True: "red", False: "green", None: "white"}[cell.worse]
-    return f" [{colour}]{delta}[/{colour}]"
+def _coloured(cell: Cell | None) -> Text:
+    """``-``, or the median ± spread and the change in colour (no markup is parsed)."""
+    if cell is None:
+        return Text("-")
+    out = Text(median_spread(cell))
+    delta = change(cell)
+    if delta:
+        out.append(" ")
+        out.append(delta, style={True: "red", False: "green", None: "white"}[cell.worse])
+    return out
 
 
 def print_configurations(configs: ConfigurationTable, console: Console) -> None:
@@ -58,4 +65,4 @@ def print_configurations(configs: ConfigurationTable, console: Console) -> None:
             rows.append([row.variant, *cells, ratio_text(configs.ratio(row, headline)), row.how])
         print_grid(console, columns, rows, title=f"by configuration: {headline.label}")
     for note in configs.notes:
-        console.print(Text(note, style="red"), soft_wrap=True)
+        console.print(Text(shown(note), style="red"), soft_wrap=True)

@@ -124,7 +124,7 @@ def results_show(
     from kvmlab.results.store import ResultStore
 
     output = output_choice(output, "text", "md", "json")
-    with ResultStore() as store:
+    with ResultStore.reading() as store:
         show_report(store, run, None, output, None)
 
 
@@ -159,5 +159,5 @@ def report(
     output = output_choice(output, "text", "md", "html", "json")
     if out is not None:
         check_out(out)
-    with ResultStore() as store:
+    with ResultStore.reading() as store:
         show_report(store, "last" if last or run is None else run, compare, output, out)
