@@ -15,7 +15,7 @@ PIP_STAMP := $(VENV)/.pip-$(shell cat pyproject.toml deps/constraints.txt | md5s
 
 demo: deps
 	$(BIN)/kvmlab doctor || true
-	$(BIN)/kvmlab run labs/nested.toml --suite quick --out kvmlab-report.html
+	$(BIN)/kvmlab run nested --suite quick --out kvmlab-report.html
 
 # Unit tests on both CPUs (pytest-xdist), then the functional tests in two lanes: the main
 # one, one test at a time, and beside it the side lane (tests/conftest.py SIDE_LANE): light

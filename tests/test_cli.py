@@ -81,7 +81,7 @@ def test_render_qemu_and_libvirt() -> None:
     assert qemu.returncode == 0, qemu.stderr
     assert "qemu-system-x86_64" in qemu.stdout
     assert "# accel auto -> " in qemu.stdout
-    xml = kvmlab("render", str(LABS / "nested.toml"), "--format", "libvirt")
+    xml = kvmlab("render", str(LABS / "nested.toml"), "-o", "libvirt")
     assert xml.returncode == 0, xml.stderr
     assert xml.stdout.count("<domain ") == 2
 
@@ -93,7 +93,7 @@ def test_render_unknown_guest_exit_2() -> None:
 
 
 def test_render_bad_format_is_usage_error() -> None:
-    proc = kvmlab("render", str(LABS / "basic.toml"), "--format", "yaml")
+    proc = kvmlab("render", str(LABS / "basic.toml"), "-o", "yaml")
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
 
@@ -130,7 +130,7 @@ def test_doctor_here_reports_pvm_and_tcg() -> None:
 
 
 @pytest.mark.parametrize(
-    "command", [("migrate", "--lab"), ("exits", "--guest", "vm", "--compare")], ids=str
+    "command", [("migrate",), ("exits", "--guest", "vm", "--compare")], ids=str
 )
 def test_a_command_its_backend_does_not_run_is_refused_by_the_backend(
     command: tuple[str, ...], tmp_path: Path

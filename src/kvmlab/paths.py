@@ -26,6 +26,29 @@ def run_root() -> Path:
     return Path(os.environ.get("XDG_RUNTIME_DIR", f"/tmp/kvmlab-{os.geteuid()}")) / "kvmlab"
 
 
+def data_dir() -> Path:
+    """kvmlab's data directory: ``$XDG_DATA_HOME/kvmlab``, else ``~/.local/share/kvmlab``
+    (the results database, and the disks of shipped labs, live there)."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "kvmlab"
+
+
+SHIPPED_LABS = Path(__file__).resolve().parent / "labs"
+"""Where the lab files shipped with kvmlab are (the package's ``labs``)."""
+
+
+def shipped_lab_data(path: Path) -> Path | None:
+    """For a lab file shipped with kvmlab, the directory its relative paths (scratch
+    disks) go to: ``data_dir()/labs/NAME``, never the installed package; None for any
+    other lab file (its relative paths are relative to it)."""
+    try:
+        if path.resolve().parent != SHIPPED_LABS:
+            return None
+    except OSError:
+        return None
+    return data_dir() / "labs" / path.stem
+
+
 def check_path_text(text: str, shown: str, longest: int = 4095) -> None:
     """Refuse (:class:`StateError`) a path the file system cannot hold, or that would
     reach a terminal or a configuration file as control characters, in one line naming

@@ -60,7 +60,7 @@ def test_readme_bench_example_measures_l0_and_l1(tmp_path: Path) -> None:
     for header in ("L0 host (native)", "L1 vm1 (tcg)"):
         assert header in bench.stdout
 
-    report = json.loads(run(env, "report", "--last", "-o", "json").stdout)
+    report = json.loads(run(env, "report", "-o", "json").stdout)
     rows = report["rows"]
     assert report["runs"][0]["complete"] is True
     by = {(r["level"], r["workload"], r["metric"]): r for r in rows}
@@ -77,7 +77,7 @@ def test_readme_bench_example_measures_l0_and_l1(tmp_path: Path) -> None:
     assert by[("L1", "cpu", "1thread_events_per_s")]["accelerator"] == "tcg"
 
     html = tmp_path / "report.html"
-    assert run(env, "report", "--last", "-o", "html", "--out", str(html)).returncode == 0
+    assert run(env, "report", "-o", "html", "--out", str(html)).returncode == 0
     page = html.read_text()
     assert "<svg" in page and "1thread_events_per_s" in page
 

@@ -1,4 +1,4 @@
-"""Seed 003's matrix through ``kvmlab run``, one configuration booted: the shipped
+"""The nested-paging talk's matrix through ``kvmlab run``, one configuration booted: the shipped
 ``labs/paging-matrix.toml`` (copied, with one short repetition) measured for its
 ``l1-shadow`` variant at L2 only. L1's KVM shadows L2's page tables (read back and
 recorded), the fork load's exit profile shows shadow paging's own exits, and the table by

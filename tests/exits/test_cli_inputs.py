@@ -81,11 +81,11 @@ def one_line(proc: subprocess.CompletedProcess[str], status: int) -> str:
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["exits"], "give the guest's address"),
+        (["exits"], "give a running guest's address (LAB/GUEST)"),
         (["exits", "../x"], "is not a guest address"),
         (["exits", "a/b/../c"], "is not a guest address"),
         (["exits", "a" * 300], "(300 characters) is not a guest address"),
-        (["exits", "lab/vm1"], "no running guest lab/vm1 (lab lab is not up)"),
+        (["exits", "lab/vm1"], "no running guest lab/vm1 (lab lab is not up: kvmlab up lab"),
         (["exits", "lab/vm1", "--seconds", "nan"], "--seconds must be between 0.1 and 3600"),
         (["exits", "lab/vm1", "--seconds", "0"], "--seconds must be between"),
         (["exits", "lab/vm1", "--seconds", "-1"], "--seconds must be between"),
@@ -100,11 +100,11 @@ def one_line(proc: subprocess.CompletedProcess[str], status: int) -> str:
         (["exits", "lab/vm1", "--live", "-o", "json"], "--live prints tables"),
         (
             ["exits", "lab/vm1", "--guest", "vm1"],
-            "--guest, --settle and --variant go with --compare LAB_FILE",
+            "--guest, --settle and --variant go with LAB --compare",
         ),
         (
             ["exits", "lab/vm1", "--settle", "1"],
-            "--guest, --settle and --variant go with --compare",
+            "--guest, --settle and --variant go with LAB --compare",
         ),
         (["diagnose"], "give the guest's address (LAB/GUEST) or --import FILE"),
         (["diagnose", "lab/vm1", "--import", str(LIVE)], "give the guest's address"),
@@ -227,7 +227,11 @@ def test_json_is_one_document(command: str) -> None:
     assert proc.returncode == 0 and proc.stderr == ""
     data = json.loads(proc.stdout)  # the whole of stdout: one document, nothing else
     profile = data if command == "exits" else data["profile"]
-    assert profile["schema"] == 1 and profile["total"] == 70746 and profile["seconds"] == 1.0
+    assert (
+        profile["schema"] == "kvmlab.exits/1"
+        and profile["total"] == 70746
+        and profile["seconds"] == 1.0
+    )
 
 
 # -- a guest that is up (a stand-in: no QEMU) -----------------------------------------------
@@ -281,19 +285,19 @@ def _lab(tmp_path: Path, variants: bool) -> Path:
 def test_compare_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     lab, plain = str(_lab(tmp_path, True)), str(_lab(tmp_path, False))
     cases = [
-        (["--compare", str(tmp_path / "missing.toml"), "--guest", "vm1"], "no such file"),
+        ([str(tmp_path / "missing.toml"), "--compare", "--guest", "vm1"], "no such file"),
         (
-            ["--compare", plain, "--guest", "vm1"],
+            [plain, "--compare", "--guest", "vm1"],
             f"{plain}: nothing to compare (kvmlab diagnose --apply writes a variant)",
         ),
-        (["--compare", lab, "--guest", "nope"], "lab basic has no guest 'nope' (its guests: vm1"),
-        (["--compare", lab, "--guest", "vm1/"], "lab basic has no guest 'vm1/'"),
-        (["--compare", lab], "--compare LAB_FILE needs --guest PATH"),
-        (["--compare", lab, "--guest", "vm1", "basic/vm1"], "--compare LAB_FILE takes no address"),
-        (["--compare", lab, "--guest", "vm1", "--live"], "--compare LAB_FILE takes no --live"),
-        (["--compare", lab, "--guest", "vm1", "--seconds", "nan"], "--seconds must be between"),
+        ([lab, "--compare", "--guest", "nope"], "lab basic has no guest 'nope' (its guests: vm1"),
+        ([lab, "--compare", "--guest", "vm1/"], "lab basic has no guest 'vm1/'"),
+        ([lab, "--compare"], "kvmlab exits LAB --compare --guest PATH"),
+        (["--compare", "--guest", "vm1"], "kvmlab exits LAB --compare --guest PATH"),
+        ([lab, "--compare", "--guest", "vm1", "--live"], "--compare takes no --live"),
+        ([lab, "--compare", "--guest", "vm1", "--seconds", "nan"], "--seconds must be between"),
         (
-            ["--compare", lab, "--guest", "vm1", "--settle", "-1"],
+            [lab, "--compare", "--guest", "vm1", "--settle", "-1"],
             "--settle must be between 0 and 3600, not -1",
         ),
     ]

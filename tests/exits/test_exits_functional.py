@@ -1,6 +1,7 @@
-"""A nested lab for real, booted once for the module: the timer-storm lab (seed 001's idle
-L2 under KVM inside an L1 guest hypervisor; on a host without hardware KVM, L1 under TCG
-with one vCPU) with L1's nested paging off (seed 003's shadow-paging row).
+"""A nested lab for real, booted once for the module: the timer-storm lab (the idle-guest
+exit-storm write-up's idle guest as an L2 under KVM inside an L1 guest hypervisor; on a
+host without hardware KVM, L1 under TCG with one vCPU) with L1's nested paging off (the
+nested-paging talk's shadow-paging row).
 
 `kvmlab up` runs kvmlab inside L1 to start L2 there; L1's KVM parameters are read back;
 `exec` and `ps` reach L2 through L1; the storm is profiled where L2's KVM runs, diagnosed,
@@ -102,7 +103,7 @@ def test_l2_is_up_inside_l1_with_l1s_kvm_as_the_lab_asks(storm: Storm) -> None:
     code = kvmlab(storm, "exec", "timer-storm/l1/idle", "--", "sh", "-c", "exit 5")
     assert code.returncode == 5, "an L2 command's exit status comes back through L1"
 
-    rows = {r["address"]: r for r in json.loads(kvmlab(storm, "ps", "-o", "json").stdout)}
+    rows = {r["address"]: r for r in json.loads(kvmlab(storm, "ps", "-o", "json").stdout)["guests"]}
     assert set(rows) == {"timer-storm/l1", "timer-storm/l1/idle"}
     l1_row, l2_row = rows["timer-storm/l1"], rows["timer-storm/l1/idle"]
     assert (l1_row["level"], l2_row["level"]) == ("L1", "L2")
@@ -140,7 +141,7 @@ def test_ps_threads_splits_each_qemu_where_it_runs(storm: Storm) -> None:
     its vCPU threads spend time in guest mode), each beside its guest's own CPU."""
     run = kvmlab(storm, "ps", "--threads", "-o", "json")
     assert run.returncode == 0, run.stderr[-3000:]
-    rows = {r["address"]: r for r in json.loads(run.stdout)}
+    rows = {r["address"]: r for r in json.loads(run.stdout)["guests"]}
     l1, l2 = rows["timer-storm/l1"], rows["timer-storm/l1/idle"]
     assert l1["threads_where"] == "this host" and l2["threads_where"] == "inside timer-storm/l1"
     assert l2["threads_problem"] is None, l2["threads_problem"]
@@ -202,7 +203,7 @@ def test_the_idle_l2_is_sampled_inside_l1(storm: Storm) -> None:
     run = cli(storm, "exits", L2, "--host-profile", "--seconds", "4", "-o", "json", timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     doc = json.loads(run.stdout)
-    assert (doc["schema"], doc["kind"], doc["address"]) == (1, "host_profile", L2)
+    assert (doc["schema"], doc["address"]) == ("kvmlab.host-profile/1", L2)
     assert (doc["where"], doc["accel"]) == ("inside timer-storm/l1", "kvm")
     assert doc["samples"] > 0 and doc["perf"]["version"].startswith("perf version")
     threads = {t["name"]: t for t in doc["threads"]}

@@ -29,7 +29,7 @@ RULES = {r.id: r for r in load_rules()}
 
 
 def windows_lab(hpet_line: str) -> LoadedLab:
-    """windows-hpet.toml with its HPET line replaced (seed 001 before the fix)."""
+    """windows-hpet.toml with its HPET line replaced (before the HPET fix)."""
     text = WINDOWS.read_text()
     assert HPET_LINE in text
     data = text.replace(HPET_LINE, hpet_line).encode()

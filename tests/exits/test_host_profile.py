@@ -384,9 +384,8 @@ def test_the_command_samples_a_guests_process(
         assert done.returncode == 0, done.stderr
         doc = json.loads(done.stdout)
         text = subprocess.run([KVMLAB, *args], capture_output=True, text=True, timeout=120)
-    assert (doc["schema"], doc["kind"], doc["where"], doc["accel"]) == (
-        1,
-        "host_profile",
+    assert (doc["schema"], doc["where"], doc["accel"]) == (
+        "kvmlab.host-profile/1",
         "this host",
         "tcg",
     )

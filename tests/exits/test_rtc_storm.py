@@ -1,7 +1,8 @@
-"""Seed 001's own mechanism end to end, as the shipped lab's comment types it:
-``kvmlab exits --compare labs/rtc-storm.toml --guest l1/idle`` boots the storm (an idle L2
-ticking the RTC at 1024 Hz through ``kvmlab-rtc``, a ``background`` command) and its fix
-(the ``hpet`` variant), profiles L2 where its KVM runs, diagnoses it and verifies the fix."""
+"""The idle-guest exit-storm write-up's own mechanism end to end, as the shipped lab's
+comment types it: ``kvmlab exits --compare labs/rtc-storm.toml --guest l1/idle`` boots the
+storm (an idle L2 ticking the RTC at 1024 Hz through ``kvmlab-rtc``, a ``background``
+command) and its fix (the ``hpet`` variant), profiles L2 where its KVM runs, diagnoses it
+and verifies the fix."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def _rtc_exits(variant: dict[str, object]) -> int:
 
 def test_the_rtc_storm_is_found_diagnosed_and_its_fix_verified(tmp_path: Path) -> None:
     env = {**os.environ, "KVMLAB_RUN_DIR": str(tmp_path / "run")}
-    argv = ["exits", "--compare", str(LABS / "rtc-storm.toml"), "--guest", "l1/idle"]
+    argv = ["exits", str(LABS / "rtc-storm.toml"), "--compare", "--guest", "l1/idle"]
     ran = cli(env, *argv, "--settle", "1", "--seconds", "3", "-o", "json", timeout=1800)
     assert ran.returncode == 0, ran.stderr[-4000:]
     assert not qemu_pids(str(tmp_path / "run")) and not (tmp_path / "run" / "rtc-storm").exists()
@@ -37,7 +38,7 @@ def test_the_rtc_storm_is_found_diagnosed_and_its_fix_verified(tmp_path: Path) -
     # found: the RTC's index and data ports, written and read on every tick
     directions = {(p["port"], p["write"]) for p in storm["profile"]["pio"] if p["count"]}
     assert {(0x70, True), (0x71, False)} <= directions, storm["profile"]["pio"]
-    # diagnosed, with seed 001's fix
+    # diagnosed, with the HPET fix
     findings = {f["rule"]: f for f in storm["findings"]}
     assert "rtc-port-storm" in findings, list(findings)
     assert findings["rtc-port-storm"]["fix"]["lab"]["clock.timers.hpet.present"] is True

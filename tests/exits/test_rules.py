@@ -289,7 +289,8 @@ SEED_AFTER = {
 
 
 def perf_profile(rows: dict[str, tuple[str, int]], **extra: Any) -> Profile:
-    """A ``perf kvm stat live`` window of one second, as seed 001 shows it."""
+    """A ``perf kvm stat live`` window of one second, as the idle-guest exit-storm write-up
+    shows it."""
     reasons = [ReasonStat(reason=r, kind=k, count=n) for r, (k, n) in rows.items()]
     return Profile(
         address="seed/win10",

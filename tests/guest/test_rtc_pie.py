@@ -9,7 +9,7 @@ from kvmlab.guest.rtc_pie import main, rate_select
 
 
 def test_rates_are_the_rtcs_powers_of_two() -> None:
-    assert rate_select(1024) == 6  # seed 001: Windows' raised timer resolution
+    assert rate_select(1024) == 6  # Windows' raised timer resolution (the idle-guest storm)
     assert rate_select(8192) == 3 and rate_select(2) == 15
     with pytest.raises(ValueError, match=r"powers of two: 2, 4, .*, 8192 Hz, not 1000"):
         rate_select(1000)

@@ -23,7 +23,7 @@ DOC = Path(__file__).parents[2] / "docs" / "doctor-json.md"
 @pytest.mark.parametrize("tree", TREES, ids=lambda p: p.name)
 def test_json_schema_keys(tree: Path) -> None:
     doc = json.loads(findings_to_json(run_checks(tree), choose_accel(tree)))
-    assert list(doc) == ["schema", "exit_status", "counts", "accel", "findings"]
+    assert list(doc) == ["schema", "kvmlab", "exit_status", "counts", "accel", "findings"]
     assert doc["schema"] == "kvmlab.doctor/1"
     assert list(doc["counts"]) == ["ok", "warn", "fail", "info", "skip"]
     assert list(doc["accel"]) == ["accel", "flavour", "reason"]

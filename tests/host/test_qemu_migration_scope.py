@@ -26,7 +26,7 @@ def test_the_measured_broken_version_warns_with_its_source_and_scope(tmp_path: P
     found = check_qemu_migration(probe_with(tmp_path, "7.2.9"))
     assert found.status == Status.WARN
     assert "15 of 15" in found.summary and "2-vCPU TCG guest" in found.summary
-    assert "kvmlab migrate --lab labs/migrate.toml" in found.summary
+    assert "kvmlab migrate migrate" in found.summary
     assert "under KVM and for other versions: not measured" in found.summary
 
 

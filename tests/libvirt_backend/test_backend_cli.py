@@ -68,7 +68,7 @@ def test_basic_lab_up_exec_ps_down(libvirtd: Daemon, open_lab: Path) -> None:
         assert up.returncode == 0, up.stderr[-3000:]
         ran = cli(env, "exec", "basic/vm1", "--", "cat", "/proc/sys/kernel/hostname")
         assert ran.returncode == 0 and ran.stdout.strip() == "vm1", ran.stderr
-        rows = json.loads(cli(env, "ps", "-o", "json").stdout)
+        rows = json.loads(cli(env, "ps", "-o", "json").stdout)["guests"]
         assert [(r["address"], r["state"]) for r in rows] == [("basic/vm1", "running")]
         assert rows[0]["pid"]  # the local daemon's QEMU, found by the domain's UUID
         console = subprocess.Popen(
@@ -134,9 +134,10 @@ PVP = LAB.replace('name = "pvpt"', 'name = "lvp"')
 def test_pvp_through_a_libvirt_domain_on_the_labs_switch(
     libvirtd: Daemon, tmp_path: Path, kind: str
 ) -> None:
-    """Seeds 002 and 004 through libvirt: the lab's switch on this host, the guest a libvirt
-    domain whose vhost-user NICs are its ports (QEMU the socket's client for testpmd, its
-    server for OVS-DPDK); packets counted at every hop."""
+    """The vhost-user PVP write-up and the networking course lab through libvirt: the lab's
+    switch on this host, the guest a libvirt domain whose vhost-user NICs are its ports
+    (QEMU the socket's client for testpmd, its server for OVS-DPDK); packets counted at
+    every hop."""
     import libvirt
 
     from tests.runtime.conftest import pids_mentioning

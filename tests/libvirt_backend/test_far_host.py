@@ -128,7 +128,7 @@ def test_a_lab_over_two_hosts_runs_and_migrates_between_them(
         # empty: a copy that copied nothing would read back the same)
         wrote = cli(env, "exec", "spread/here", "--", "sh", "-c", FILL_DISK)
         assert wrote.returncode == 0, wrote.stderr
-        rows = json.loads(cli(env, "ps", "-o", "json").stdout)
+        rows = json.loads(cli(env, "ps", "-o", "json").stdout)["guests"]
         assert sorted((r["address"], r["state"]) for r in rows) == [
             ("spread/here", "running"),
             ("spread/there", "running"),

@@ -85,7 +85,7 @@ def test_migrate_there_and_back(libvirtd: Daemon, second: Daemon) -> None:
         # and the network's, through the forward libvirt's QEMU holds (moved by kvmlab)
         assert doc["network"]["downtime_ms"] > 0 and doc["network"]["probes_sent"] > 0, doc
         assert _domains(libvirtd.uri) == [] and _domains(second.tcp_uri) == ["migrate-vm"]
-        rows = json.loads(cli(env, "ps", "-o", "json").stdout)
+        rows = json.loads(cli(env, "ps", "-o", "json").stdout)["guests"]
         assert [(r["address"], r["state"]) for r in rows] == [("migrate/vm", "running")]
         ran = cli(env, "exec", "migrate/vm", "--", "cat", "/proc/sys/kernel/hostname")
         assert ran.returncode == 0 and ran.stdout.strip() == "vm", ran.stderr

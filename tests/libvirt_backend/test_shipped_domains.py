@@ -1,4 +1,4 @@
-"""Every shipped lab's domains, printed by ``kvmlab render --format libvirt`` for a real
+"""Every shipped lab's domains, printed by ``kvmlab render -o libvirt`` for a real
 libvirtd (a private one, TCG), are defined by ``virsh define`` from that output, started by
 ``virsh start``, and (one guest per way of booting) answer their agent through libvirt; what
 libvirt keeps after define (its normalisation is the ground truth) still holds every
@@ -159,14 +159,14 @@ def _without_nics(lab_file: Path, guest: str, drop: set[int]) -> None:
 
 
 def _render(daemon: Daemon, lab_file: Path, name: str, *connect: str) -> tuple[str, list[str]]:
-    """``kvmlab render --format libvirt`` as a user types it: stdout, and stderr's lines."""
+    """``kvmlab render -o libvirt`` as a user types it: stdout, and stderr's lines."""
     proc = cli(
         daemon.env,
         "render",
         str(lab_file),
         "--guest",
         name,
-        "--format",
+        "-o",
         "libvirt",
         *connect,
         timeout=300,
@@ -220,7 +220,7 @@ def _guests() -> list[tuple[Path, str]]:
 def test_printed_domain_defines_and_starts(
     libvirtd: Daemon, shared_dir: Path, lab_file: Path, name: str, request: pytest.FixtureRequest
 ) -> None:
-    """The user's path: ``kvmlab render --format libvirt`` into a file, then the real
+    """The user's path: ``kvmlab render -o libvirt`` into a file, then the real
     ``virsh define`` and ``virsh start``. Without ``--connect`` the document is accepted
     and stderr names the image libvirt's QEMU user cannot read; with ``--connect URI
     --publish`` it starts as printed, or stderr names exactly what this host lacks."""

@@ -37,7 +37,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
 def guest_pid(env: dict[str, str]) -> int:
     ps = kvmlab(env, "ps", "-o", "json")
     assert ps.returncode == 0, ps.stderr
-    return int(next(g["pid"] for g in json.loads(ps.stdout) if g["address"] == "migrate/vm"))
+    return int(
+        next(g["pid"] for g in json.loads(ps.stdout)["guests"] if g["address"] == "migrate/vm")
+    )
 
 
 def leftovers(env: dict[str, str]) -> list[Path]:

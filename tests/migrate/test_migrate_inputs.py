@@ -15,13 +15,13 @@ from tests.test_cli_exits import in_process
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["migrate"], "give the guest to migrate (LAB/GUEST), or --lab FILE"),
-        (["migrate", "basic/vm1", "--lab", "x.toml"], "not both"),
-        (["migrate", "basic/vm1", "--reps", "3"], "--variant, --reps and --html go with --lab"),
+        (["migrate"], "give the guest to migrate (LAB/GUEST, as kvmlab ps shows it), or a LAB"),
+        (["migrate", "basic/vm1", "--lab", "x.toml"], "give the lab as the argument"),
+        (["migrate", "basic/vm1", "--reps", "3"], "--variant, --reps and --out go with a LAB"),
         (["migrate", "basic/vm1", "--mode", "teleport"], "unknown migration mode 'teleport'"),
         (
             ["migrate", "basic/vm1", "--auto", "--mode", "postcopy"],
-            "--auto chooses the mode itself",
+            "the automatic choice is a mode: --mode auto",
         ),
         (["migrate", "basic/vm1", "--downtime-limit", "0"], "--downtime-limit must be"),
         (["migrate", "basic/vm1", "--bandwidth", "-1"], "--bandwidth must be"),
@@ -30,8 +30,9 @@ from tests.test_cli_exits import in_process
         (["migrate", "basic/vm1", "--on-timeout", "wait"], "--on-timeout must be"),
         (["migrate", "basic/vm1", "--qemu", "qemu-system-x86_64"], "--qemu must be an absolute"),
         (["migrate", "basic/vm1", "--transport", "rdma"], "--transport must be tcp or unix"),
-        (["migrate", "../etc"], "is not a lab name"),
-        (["migrate", "basic"], "is not a guest address"),
+        (["migrate", "../etc"], "../etc: no such file"),
+        (["migrate", "basic"], "basic.toml declares no [[migrations]]"),
+        (["migrate", "nosuchlab"], "is neither a lab file nor a lab shipped with kvmlab"),
         (["migrate", "basic/vm1/inner"], "top-level guests only"),
         (["migrate", "basic/vm1"], "basic/vm1 is not up"),
     ],
@@ -44,9 +45,7 @@ def test_refused(
 
 
 def test_lab_without_migrations_is_refused(tmp_path: Path) -> None:
-    assert "declares no [[migrations]]" in in_process(
-        2, "migrate", "--lab", str(LABS / "basic.toml")
-    )
+    assert "declares no [[migrations]]" in in_process(2, "migrate", str(LABS / "basic.toml"))
 
 
 def test_migrations_must_name_a_migratable_guest(tmp_path: Path) -> None:

@@ -32,9 +32,8 @@ def test_auto_postcopy_and_multifd_side_by_side(tmp_path: Path) -> None:
     got = cli(
         env,
         "migrate",
-        "--lab",
         str(tmp_path / "mstrat.toml"),
-        "--html",
+        "--out",
         str(html),
         "-o",
         "json",

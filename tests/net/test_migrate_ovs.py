@@ -1,5 +1,5 @@
 """A guest on the lab's OVS-DPDK switch migrated there and back through the CLI
-(labs/vhost-user-migrate.toml --variant ovs): each destination QEMU takes the other of its
+(labs/vhost-migrate.toml --variant ovs): each destination QEMU takes the other of its
 port's two socket names, and after the switch-over the lab's OVS port, by its own name and
 OpenFlow number, is on the destination's socket, the destination's own port gone, and the
 guest answers on its packet path there."""
@@ -23,7 +23,7 @@ ADDRESS = "vhost-migrate/vm"
 @pytest.fixture(scope="module")
 def ovs_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     tmp = tmp_path_factory.mktemp("vhostmigovs")
-    with lab_up(tmp, "vhost-user-migrate.toml", "vhost-migrate", "--variant", "ovs") as env:
+    with lab_up(tmp, "vhost-migrate.toml", "vhost-migrate", "--variant", "ovs") as env:
         yield env
 
 

@@ -1,5 +1,5 @@
 """Guests migrated with probes on their packet path, through the CLI as a user types it
-(labs/vhost-user-migrate.toml). On a testpmd vswitch: the switch forwards to the
+(labs/vhost-migrate.toml). On a testpmd vswitch: the switch forwards to the
 destination after the switch-over, every hop is counted, and a loss made in the guest from
 outside (its echo killed for a second by another `kvmlab exec`, while the probes run) is
 placed at the guest's hop. On a lab network, with probes from a peer guest there: the
@@ -39,7 +39,7 @@ BACKGROUND = "({}) </dev/null >/dev/null 2>&1 &"
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     tmp = tmp_path_factory.mktemp("vhostmig")
-    with lab_up(tmp, "vhost-user-migrate.toml", "vhost-migrate") as env:
+    with lab_up(tmp, "vhost-migrate.toml", "vhost-migrate") as env:
         yield env
 
 

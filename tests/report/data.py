@@ -1,4 +1,5 @@
-"""Hand-made summaries shaped like a nested-lab run (seed 000): L0 host, L1 guest, L2 guest."""
+"""Hand-made summaries shaped like a nested-lab run (the nested-KVM write-up's): L0 host, L1
+guest, L2 guest."""
 
 from __future__ import annotations
 

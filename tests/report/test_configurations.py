@@ -1,4 +1,5 @@
-"""Seed 003's by-configuration table, from a run's summaries and host facts."""
+"""The by-configuration table (the nested-paging talk's), from a run's summaries and host
+facts."""
 
 from __future__ import annotations
 

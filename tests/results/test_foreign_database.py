@@ -70,7 +70,7 @@ def app_database(path: Path, journal: str = "delete", app_id: int = 0) -> Path:
 READING = {
     "ls": ("results", "ls"),
     "ls-json": ("results", "ls", "-o", "json"),
-    "show": ("results", "show", "1"),
+    "show": ("report", "1"),
     "export": ("results", "export", "1"),
     "report": ("report",),
     "report-html": ("report", "1", "-o", "html"),
@@ -190,7 +190,7 @@ def test_reading_a_missing_database_creates_nothing(tmp_path: Path) -> None:
     proc = kvmlab(db, "results", "ls")
     assert (proc.returncode, proc.stderr) == (0, "")
     assert proc.stdout == f"no results yet ({db} does not exist)\n"
-    for args in (("report",), ("results", "show"), ("results", "export", "1")):
+    for args in (("report",), ("report", "last"), ("results", "export", "1")):
         proc = kvmlab(db, *args)
         assert proc.returncode == 2, args
         assert proc.stderr == f"kvmlab: no results yet ({db} does not exist)\n", args

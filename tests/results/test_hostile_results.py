@@ -119,7 +119,7 @@ def test_out_to_a_new_file_gets_the_usual_mode(db: Path, tmp_path: Path) -> None
 HUGE_ID = "99999999999999999999999"
 ID_COMMANDS = {
     "report": ("report", HUGE_ID),
-    "show": ("results", "show", HUGE_ID),
+    "show": ("report", HUGE_ID, "-o", "md"),
     "export": ("results", "export", HUGE_ID),
     "compare": ("report", "1", "--compare", HUGE_ID),
 }
@@ -134,7 +134,7 @@ def test_a_run_id_of_any_size_is_one_line(command: str, db: Path) -> None:
 
 @pytest.mark.parametrize("ref", ["-1", "0", "1.0", "٣", " 1", "1e3"])
 def test_odd_run_ids_are_refused(ref: str, db: Path) -> None:
-    proc = kvmlab(db, "results", "show", ref)
+    proc = kvmlab(db, "report", ref)
     assert proc.returncode == 2, proc.stderr
     (line,) = proc.stderr.splitlines()
     assert line.startswith("kvmlab: ")

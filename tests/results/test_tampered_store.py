@@ -127,7 +127,7 @@ def test_an_unreadable_run_is_named_and_the_others_listed(case: str, db: Path) -
     assert proc.stderr.splitlines() == [bad_line(db, "run 2", why, "DELETE FROM runs WHERE id = 2")]
     listed = [line.split()[:2] for line in proc.stdout.splitlines()[2:]]
     assert listed == [["3", "three"], ["1", "one"]]
-    for args in (("results", "show", "2"), ("report", "2", "-o", "json")):
+    for args in (("report", "2"), ("report", "2", "-o", "json")):
         proc = kvmlab(db, *args)
         assert proc.returncode == 3, args
         assert proc.stderr.splitlines() == [

@@ -85,7 +85,7 @@ def test_up_killed_mid_boot_is_found_stopped_and_restartable(
         time.sleep(0.05)
     assert qemu_pids(str(run_root)) == [qemu]
 
-    rows = json.loads(kvmlab("ps", "-o", "json").stdout)
+    rows = json.loads(kvmlab("ps", "-o", "json").stdout)["guests"]
     assert [(r["address"], r["state"], r["pid"]) for r in rows] == [("kill/vm", "orphaned", qemu)]
     again = kvmlab("up", str(lab))
     assert again.returncode == 2 and "kill/vm orphaned" in again.stderr, again.stderr

@@ -56,7 +56,7 @@ def test_up_exec_ps_down_leaves_nothing(run_root: Path, tmp_path: Path) -> None:
     assert "no-such-command" in missing.stderr
 
     ps = kvmlab("ps", "-o", "json")
-    rows = json.loads(ps.stdout)
+    rows = json.loads(ps.stdout)["guests"]
     assert [(r["address"], r["state"], r["vcpus"]) for r in rows] == [("life/vm", "running", 1)]
     assert rows[0]["host_cpu_pct"] is not None and rows[0]["guest_cpu_pct"] is not None
 
@@ -106,7 +106,7 @@ def test_qemu_killed_is_detected_and_cleaned(run_root: Path, tmp_path: Path) -> 
     deadline = time.monotonic() + 10
     while qemu_pids(str(run_root)) and time.monotonic() < deadline:
         time.sleep(0.05)
-    ps = json.loads(kvmlab("ps", "-o", "json").stdout)
+    ps = json.loads(kvmlab("ps", "-o", "json").stdout)["guests"]
     assert [r["state"] for r in ps] == ["dead"]
     gone = kvmlab("exec", "killed/vm", "--", "true")
     assert gone.returncode == 2 and "not running" in gone.stderr
@@ -140,4 +140,6 @@ def test_qemu_refusing_to_start_is_a_launch_failure(run_root: Path, tmp_path: Pa
 def test_down_of_unknown_lab_is_clear(run_root: Path) -> None:
     proc = kvmlab("down", "nothing")
     assert proc.returncode == 2
-    assert proc.stderr.strip() == "kvmlab: lab nothing is not up"
+    assert (
+        proc.stderr.strip() == "kvmlab: lab nothing is not up (kvmlab ps lists the labs that are)"
+    )

@@ -153,7 +153,7 @@ def test_a_tampered_record_is_listed_as_unreadable_beside_the_others(
     assert "\x1b" not in "".join(out)
     assert any(line.startswith("good ") and "tcp://127.0.0.1:16600" in line for line in out)
     assert run(["libvirtd", "list", "-o", "json"], monkeypatch) == 0
-    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["daemons"]}
     assert rows["bad"]["state"] == "unreadable" and said in rows["bad"]["problem"]
     assert rows["good"]["state"] == "dead"
 

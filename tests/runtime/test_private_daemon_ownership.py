@@ -113,7 +113,7 @@ def test_a_dead_daemon_s_record_never_turns_a_stop_on_other_programs(
     victim_ns = str(Path(f"/proc/{victim}/ns/mnt").readlink())
     rewrite(run, "h2", pid=victim, pid_start=None, mnt_ns=victim_ns)
     listed = cli(env, "libvirtd", "list", "-o", "json")
-    assert json.loads(listed.stdout)[0]["state"] == "dead", listed.stdout
+    assert json.loads(listed.stdout)["daemons"][0]["state"] == "dead", listed.stdout
     stopped = cli(env, "libvirtd", "stop", "h2", timeout=120)
     assert stopped.returncode == 0, stopped.stderr
     assert f"its record's pid {victim} is gone or another program's: not signalled" in (

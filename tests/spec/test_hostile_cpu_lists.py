@@ -139,7 +139,7 @@ def test_tune_verify_refuses_a_cpu_this_host_lacks() -> None:
 
 def test_tune_verify_refuses_the_labs_switch_cores_this_host_lacks(tmp_path: Path) -> None:
     path = lab(tmp_path, '[switch]\nkind = "testpmd"\ncores = "4000"\n[guests.a]\n')
-    proc = kvmlab("tune", "verify", "--lab", str(path))
+    proc = kvmlab("tune", "verify", str(path))
     assert proc.returncode == 4, proc.stderr
     (line,) = proc.stderr.splitlines()
     assert line.startswith(f"kvmlab: {path}: switch.cores: CPU 4000 is not on this host")

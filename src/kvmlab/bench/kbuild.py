@@ -1,6 +1,6 @@
 """The ``kbuild`` workload: the wall-clock time of a parallel build of a fixed C code base.
 
-Seed 003 timed kernel builds at L0, L1 and L2; a kernel build takes hours in a TCG
+The nested-paging talk timed kernel builds at L0, L1 and L2; a kernel build takes hours in a TCG
 guest, so this builds a real but small code base instead: Lua 5.4's upstream source
 (34 C files, ~30k lines), the ``orig`` tarball of Debian's ``lua5.4`` source package,
 with its own Makefile (``make -j<vCPUs>``, gcc, no configure step). Measured on a 2-core

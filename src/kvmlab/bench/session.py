@@ -281,7 +281,8 @@ def _guests(
 
 def _record_kvm(runner: LevelRunner, address: Sequence[str], under: dict[str, str]) -> None:
     """Store, with the run's host facts, the KVM a measured guest ran under (its
-    hypervisor's parameters as read back there: seed 003's paging mode per level)."""
+    hypervisor's parameters as read back there: the nested-paging talk's paging mode per
+    level)."""
     if not under:
         return
     where = runner.shown("/".join(address))

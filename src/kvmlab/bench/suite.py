@@ -44,7 +44,8 @@ SUITES = {
         iperf3_streams=4,
         ping_count=10,
     ),
-    # full: seed 000's fio size and seed 004's 30 iperf3 streams, longer runs, the build.
+    # full: the nested-KVM write-up's fio size and the networking course lab's 30 iperf3
+    # streams, longer runs, the build.
     "full": Settings(
         "full",
         WORKLOADS,

@@ -84,7 +84,8 @@ def memory(place: Place, s: Settings) -> list[Step]:
 
 
 def disk(place: Place, s: Settings) -> list[Step]:
-    """fio 4k random read, then write, direct I/O, libaio, seed 000's depth, numjobs = vCPUs.
+    """fio 4k random read, then write, direct I/O, libaio, the nested-KVM write-up's depth,
+    numjobs = vCPUs.
 
     One fio run holds both jobs (``--stonewall``: write starts when read ended, each its own
     group): starting fio costs 18 s in a TCG-in-TCG L2 (measured), more than a job runs.
@@ -158,8 +159,9 @@ def fork(place: Place, s: Settings) -> list[Step]:
     """stress-ng's fork stressor on every vCPU: processes created, run and reaped per second.
 
     Each fork builds an address space and each exit tears it down: page-table work, which
-    shadow paging (a guest hypervisor without nested paging, seed 003) traps and nested
-    paging does not. The YAML report goes to stdout (the table goes to stderr).
+    shadow paging (a guest hypervisor without nested paging, as in the nested-paging talk)
+    traps and nested paging does not. The YAML report goes to stdout (the table goes to
+    stderr).
     """
     argv = [
         "stress-ng",

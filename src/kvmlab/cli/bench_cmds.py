@@ -15,7 +15,9 @@ from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kvmlab.cli.jsonout import emit
 from kvmlab.errors import KvmlabError, UsageError, printable
+from kvmlab.jsondoc import envelope
 from kvmlab.results.model import (
     COMPARED_BY_FACT,
     MIGRATION_DOCUMENT,
@@ -167,6 +169,8 @@ def run_bench_cmd(
             f"accel=auto is {choice.accel} ({choice.reason})",
             markup=False,
         )
+        if took := last_took(store, loaded.lab.name, settings.suite, loaded.digest):
+            err.print(took, markup=False)
         if wanted & {"L1", "L2"}:
             print_nested_preflight(loaded.lab, choice, err)
         log = StageLog(err)
@@ -216,6 +220,27 @@ def run_bench_cmd(
         except KvmlabError as exc:  # the failure's own error and status come first
             err.print(f"the report of run {run_id} was not written: {exc}", markup=False)
         raise failure
+
+
+def last_took(store: ResultStore, lab: str, suite: str, digest: str) -> str | None:
+    """How long the newest complete run of this lab and suite took (the same lab file
+    first), as a line for the user, or None when there is none."""
+    runs = [
+        r
+        for r in store.runs()[:200]
+        if r.lab == lab and r.suite == suite and r.complete and r.ended is not None
+    ]
+    same = [r for r in runs if r.spec_digest == digest] or runs
+    if not same:
+        return None
+    last = same[0]
+    assert last.ended is not None
+    minutes = (last.ended - last.started) / 60
+    which = "this lab file" if last.spec_digest == digest else f"lab {lab} (another version)"
+    return (
+        f"the last complete {suite} run of {which} took {minutes:.0f} min "
+        f"(run {last.id}; kvmlab report {last.id} shows it)"
+    )
 
 
 def _report_run(
@@ -461,8 +486,8 @@ def _observer(loaded: LoadedLab, levels: set[str]) -> Any:
 
 
 def _configurations(run: Run, table: Any, compare: bool) -> Any:
-    """Seed 003's by-configuration tables of one run with variants (not for ``--compare``,
-    whose columns are runs)."""
+    """The by-configuration tables (as in the nested-paging talk) of one run with variants
+    (not for ``--compare``, whose columns are runs)."""
     from kvmlab.report.configurations import COMPARED_BY, configurations
 
     if compare:
@@ -489,7 +514,7 @@ def _list_runs(store: ResultStore, output: str) -> None:
     runs = store.runs()
     counts = store.sample_counts()
     if output == "json":
-        print(json.dumps([{**asdict(r), "samples": counts.get(r.id, 0)} for r in runs], indent=2))
+        emit("runs", {"runs": [{**asdict(r), "samples": counts.get(r.id, 0)} for r in runs]})
         return
     from datetime import datetime
 
@@ -545,7 +570,7 @@ def results_export(ref: str, fmt: str, out: Path | None) -> None:
         run = store.run(ref)
         samples = store.samples(run.id)
         if fmt == "json":
-            body = {"run": asdict(run), "samples": [vars(s) for s in samples]}
+            body = envelope("samples", {"run": asdict(run), "samples": [vars(s) for s in samples]})
             text = json.dumps(body, indent=2) + "\n"
         elif fmt == "csv":
             buf = io.StringIO()

@@ -1,6 +1,7 @@
-"""Seed 003's exit profile beside each configuration: inside ``kvmlab run``/``bench``, every
-guest under KVM inside a guest hypervisor profiled for ``[bench] exit_profile`` seconds
-while a page-table-heavy load runs in it, stored as the run's ``exits`` rows."""
+"""The exit profile beside each configuration of the by-configuration table: inside
+``kvmlab run``/``bench``, every guest under KVM inside a guest hypervisor profiled for
+``[bench] exit_profile`` seconds while a page-table-heavy load runs in it, stored as the
+run's ``exits`` rows."""
 
 from __future__ import annotations
 

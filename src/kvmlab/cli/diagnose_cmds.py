@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kvmlab.cli.exits_cmds import DEFAULT_SECONDS
+from kvmlab.cli.jsonout import emit
 from kvmlab.cli.lab_cmds import find_guest, image_factory, interruptible
 from kvmlab.errors import UsageError, printable
 
@@ -100,19 +101,16 @@ def run_diagnose(
         else:
             written = apply_fix(loaded, address_path, applied, out)
     if output == "json":
-        print(
-            json.dumps(
-                {
-                    "schema": 1,
-                    "address": address,
-                    "profile": profile.to_json(),
-                    "findings": [f.to_json() for f in diagnosis.findings],
-                    "unchecked": [str(u) for u in diagnosis.unchecked],
-                    "lab_note": why or None,
-                    "written": str(written) if written else None,
-                },
-                indent=2,
-            )
+        emit(
+            "diagnosis",
+            {
+                "address": address,
+                "profile": profile.to_json(),
+                "findings": [f.to_json() for f in diagnosis.findings],
+                "unchecked": [str(u) for u in diagnosis.unchecked],
+                "lab_note": why or None,
+                "written": str(written) if written else None,
+            },
         )
     else:
         console = Console()
@@ -121,7 +119,7 @@ def run_diagnose(
             console.print(
                 f"\nwrote {written}: the lab with the fix of {applied.id} as a "
                 "variant; measure both the same way with\n"
-                f"  kvmlab exits --compare {written} --guest {'/'.join(address_path)}",
+                f"  kvmlab exits {written} --compare --guest {'/'.join(address_path)}",
                 soft_wrap=True,
                 highlight=False,
                 markup=False,
@@ -289,7 +287,7 @@ def run_compare(
     loaded = load_lab(lab_path)
     from kvmlab.cli.backend_opts import check_command
 
-    check_command(loaded, "exits --compare")
+    check_command(loaded, "exits LAB --compare")
     if loaded.lab.find(guest) is None:
         known = ", ".join("/".join(path) for path, _ in loaded.lab.walk())
         raise UsageError(

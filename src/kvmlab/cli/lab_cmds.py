@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -83,7 +82,9 @@ def run_up(
     if as_json:
         from dataclasses import asdict
 
-        print(json.dumps([asdict(m.record()) for m in machines]))
+        from kvmlab.cli.jsonout import emit
+
+        emit("up", {"lab": loaded.lab.name, "guests": [asdict(m.record()) for m in machines]})
         return
     stages = ["qemu", "kernel", "init", "agent", "guest", "total"]
     shown = [s for s in stages if any(s in m.boot for m in machines)]
@@ -112,8 +113,11 @@ def find_guest(address: str) -> tuple[Path, GuestRecord]:
     entry = next((e for e in lab_dir.entries() if e.address == path), None)
     if entry is None:
         up = [e.name for e in lab_dir.entries()]
-        hint = f" (running: {', '.join(up)})" if up else f" (lab {lab} is not up)"
-        raise StateError(f"no running guest {address}{hint}")
+        if up:
+            hint = f"lab {lab} runs {', '.join(up)}; kvmlab ps lists every guest"
+        else:
+            hint = f"lab {lab} is not up: kvmlab up {lab} starts it (a lab file or a shipped lab)"
+        raise StateError(f"no running guest {address} ({hint})")
     record, state = entry.record, entry.state()
     if record is None:
         raise StateError(f"{address}: {entry.problem}; 'kvmlab down {lab}' stops what is left")
@@ -127,11 +131,32 @@ def find_guest(address: str) -> tuple[Path, GuestRecord]:
     return run_dir, record
 
 
+def lab_named(text: str) -> str:
+    """The name of the lab ``text`` means: a lab's name as ``kvmlab ps`` shows it, or a lab
+    file (a path, or a shipped lab's name) whose ``name`` is read."""
+    from kvmlab.runtime.rundir import LabDir
+    from kvmlab.spec.names import is_name
+
+    if is_name(text) and LabDir.of(text).exists():
+        return text
+    from kvmlab.labs import find_lab
+    from kvmlab.spec import load_lab
+
+    if is_name(text) or text.endswith(".toml") or "/" in text:
+        try:
+            path = find_lab(text)
+        except UsageError:
+            return lab_name(text)  # a name of no lab that is up and no shipped lab
+        if path.is_file():
+            return load_lab(path).lab.name
+    return lab_name(text)
+
+
 def run_down(lab: str, force: bool) -> None:
     """Stop a lab's guests and remove its run state."""
     from kvmlab.runtime import lab as labrun
 
-    lab = lab_name(lab)
+    lab = lab_named(lab)
     with interruptible(f"stopping lab {lab}"):
         stopped = labrun.down(lab, force=force, progress=lambda t: print(f"  {t}", file=sys.stderr))
     print(f"lab {lab} is down ({len(stopped)} guest(s) stopped)")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
 
 libvirtd_app = typer.Typer(
+    rich_markup_mode="markdown",
     help="Private libvirt daemons for the libvirt backend (the system libvirtd is never "
     "started or changed by kvmlab).",
     no_args_is_help=True,
@@ -105,7 +105,9 @@ def list_(
             }
         )
     if output == "json":
-        print(json.dumps(rows, indent=2))
+        from kvmlab.cli.jsonout import emit
+
+        emit("libvirtd", {"daemons": rows})
         return
     if not rows:
         print("no private libvirtd on record (kvmlab libvirtd start NAME starts one)")

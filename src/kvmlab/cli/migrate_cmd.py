@@ -121,11 +121,11 @@ def run_compare(
     if reps is not None and not 1 <= reps <= 100:
         raise UsageError("--reps must be 1..100")
     if html is not None:
-        check_out(html, "--html")
+        check_out(html)
     loaded = load_lab(lab_path)
     from kvmlab.cli.backend_opts import check_command
 
-    check_command(loaded, "migrate --lab")
+    check_command(loaded, "migrate LAB")
     if variant is not None:
         loaded = loaded.variant_named(variant)
     if not loaded.lab.migrations:
@@ -143,7 +143,7 @@ def run_compare(
         )
     doc = to_json(strategies)
     if html is not None:
-        write_out(html, migration_html(doc, loaded.lab.name), "--html")
+        write_out(html, migration_html(doc, loaded.lab.name))
         progress(f"wrote {printable(str(html))}")
     if output == "json":
         print(json.dumps(doc, indent=2))

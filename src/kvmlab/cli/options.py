@@ -1,8 +1,40 @@
-"""Option values every command checks alike."""
+"""Options and arguments every command spells alike (``docs/cli.md`` documents them once):
+``LAB``, ``--variant``, ``-o/--output``, and how each is checked."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+LAB_HELP = "A lab file, or the name of a shipped lab (kvmlab labs lists them)."
+LabArg = Annotated[str, typer.Argument(metavar="LAB", help=LAB_HELP, show_default=False)]
+AddressArg = Annotated[
+    str,
+    typer.Argument(
+        metavar="LAB/GUEST", help="A running guest: LAB/GUEST, e.g. basic/vm1 or nested/l1/l2."
+    ),
+]
+VariantOpt = Annotated[
+    str | None,
+    typer.Option("--variant", help="This configuration of the lab (its [variants.NAME])."),
+]
+VariantsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--variant",
+        help="Measure this configuration (repeatable); without it: the lab as written, then "
+        "every variant beside it.",
+    ),
+]
+
+
+def lab_file(text: str) -> Path:
+    """The lab file ``LAB`` names: a path, or a shipped lab's name."""
+    from kvmlab.labs import find_lab
+
+    return find_lab(text)
 
 
 def output_choice(value: str, *choices: str) -> str:

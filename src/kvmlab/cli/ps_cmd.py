@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -66,7 +65,9 @@ def run_ps(output: str, threads: bool = False) -> None:
             row["threads_problem"] = None if measured is None else measured.problem
         out.append(row)
     if output == "json":
-        print(json.dumps(out, indent=2))
+        from kvmlab.cli.jsonout import emit
+
+        emit("ps", {"guests": out})
         return
     if not out:
         print("no running guests")

@@ -1,4 +1,4 @@
-"""``kvmlab render --format libvirt``'s side that talks to libvirt: the daemon's
+"""``kvmlab render -o libvirt``'s side that talks to libvirt: the daemon's
 capabilities, the image published to it, and what the printed domain needs from its host."""
 
 from __future__ import annotations

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import json
+import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kvmlab.cli.jsonout import emit
 from kvmlab.errors import Problem, SpecError, UsageError, printable
 from kvmlab.spec import Guest, LoadedLab, load_lab
 from kvmlab.spec.units import format_size
 
 if TYPE_CHECKING:
     from kvmlab.render.libvirt_caps import LibvirtCaps
-
-CHECK_SCHEMA = "kvmlab.check/1"
-KEYS_SCHEMA = "kvmlab.keys/1"
+    from kvmlab.spec.reference import KeyDoc
 
 
 @dataclass(frozen=True)
@@ -129,13 +128,16 @@ def _host_warnings(loaded: LoadedLab) -> list[str]:
     ]
 
 
-def run_check(labs: list[Path], output: str = "text") -> None:
-    """Validate every file; print a summary per valid lab (or JSON), raise with all problems."""
+def run_check(labs: list[Path], output: str = "text", variant: str | None = None) -> None:
+    """Validate every file; print a summary per valid lab (or JSON), raise with all
+    problems. ``variant``: summarise that configuration of each lab."""
     problems: list[Problem] = []
     report: list[dict[str, object]] = []
     for path in labs:
         try:
             loaded = load_lab(path)
+            if variant is not None:
+                loaded = loaded.variant_named(variant)
         except SpecError as exc:
             problems.extend(exc.problems)
             report.append(
@@ -161,36 +163,63 @@ def run_check(labs: list[Path], output: str = "text") -> None:
             }
         )
         if output == "text":
-            print(f"{path}: ok (lab {loaded.lab.name})")
+            which = f", variant {variant}" if variant else ""
+            print(f"{path}: ok (lab {loaded.lab.name}{which})")
             print("\n".join(_summary(here)))
             for warning in warnings:
                 print(printable(f"  warning: {warning}"))
     if output == "json":
-        doc = {"schema": CHECK_SCHEMA, "ok": not problems, "labs": report}
-        print(json.dumps(doc, indent=2, ensure_ascii=False))
+        emit("check", {"ok": not problems, "labs": report})
     if problems:
         raise SpecError(problems)
 
 
-def run_explain(output: str) -> None:
-    """Print the lab-file reference generated from the models (text, md or json)."""
+def run_explain(output: str, wanted: list[str]) -> None:
+    """Print the lab-file reference generated from the models (text, md or json); with
+    ``wanted``, only the keys whose path holds one of those words (``nics``,
+    ``guests.NAME.memory``)."""
     from kvmlab.spec.reference import lab_reference, reference_markdown
 
-    if output == "md":
+    if output == "md" and not wanted:
         print(reference_markdown(), end="")
         return
-    docs = lab_reference()
+    docs = [d for d in lab_reference() if not wanted or any(_names(d.key, w) for w in wanted)]
+    if not docs:
+        shown = ", ".join(printable(w) for w in wanted)
+        raise UsageError(
+            f"no lab-file key matches {shown}; 'kvmlab check --explain' lists every key"
+        )
     if output == "json":
-        keys = [asdict(d) for d in docs]
-        print(json.dumps({"schema": KEYS_SCHEMA, "keys": keys}, indent=2, ensure_ascii=False))
+        emit("keys", {"keys": [asdict(d) for d in docs]})
         return
-    from rich.console import Console
+    for doc in docs:
+        print(_key_text(doc, output))
 
-    from kvmlab.report.grid import Col, print_grid
 
-    columns = [Col("key"), Col("type"), Col("default"), Col("meaning")]
-    rows = [[d.key, d.type, d.default, d.meaning] for d in docs]
-    print_grid(Console(), columns, rows, title="Lab file keys")
+def _names(key: str, word: str) -> bool:
+    """Whether ``word`` names ``key`` or a part of its path (``nics`` names
+    ``guests.NAME.nics`` and ``guests.NAME.nics[].queues``)."""
+    parts = key.replace("[]", "").split(".")
+    wanted = word.replace("[]", "").split(".")
+    return any(parts[i : i + len(wanted)] == wanted for i in range(len(parts)))
+
+
+def _key_text(doc: KeyDoc, output: str) -> str:
+    """One key: on a terminal a block that fits it (the key, its type and default, the
+    meaning wrapped below); in a pipe one whole line each, for grep (Markdown: a list
+    item)."""
+    import shutil
+    import textwrap
+
+    default = f", default {doc.default}" if doc.default else ""
+    head = printable(f"{doc.key}  ({doc.type}{default})")
+    if output == "md":
+        return f"- `{doc.key}` ({doc.type}{default}): {doc.meaning}"
+    if not sys.stdout.isatty():
+        return f"{head}  {printable(doc.meaning)}"
+    width = max(40, min(shutil.get_terminal_size((100, 24)).columns, 100))
+    body = textwrap.fill(doc.meaning, width, initial_indent="    ", subsequent_indent="    ")
+    return f"{head}\n{printable(body)}"
 
 
 def _targets(loaded: LoadedLab, address: str | None) -> list[tuple[tuple[str, ...], Guest]]:
@@ -205,7 +234,12 @@ def _targets(loaded: LoadedLab, address: str | None) -> list[tuple[tuple[str, ..
 
 
 def run_render(
-    lab_path: Path, address: str | None, fmt: str, connect: str | None = None, publish: bool = False
+    lab_path: Path,
+    address: str | None,
+    fmt: str,
+    connect: str | None = None,
+    publish: bool = False,
+    variant: str | None = None,
 ) -> None:
     """Print each selected guest's QEMU command line or libvirt XML; for libvirt, say on
     stderr what the printed domain needs that this host lacks (``publish``: upload the
@@ -223,6 +257,8 @@ def run_render(
 
         uri_option(connect, "--connect")
     loaded = load_lab(lab_path)
+    if variant is not None:
+        loaded = loaded.variant_named(variant)
     top, _ = host_accel()
     chosen = _targets(loaded, address)
     caps: LibvirtCaps | None = None
@@ -230,7 +266,11 @@ def run_render(
     if image is None and any(g.boot == "image" for _, g in chosen):
         image = placeholder_image()
         text = "the default image is not built yet; 'kvmlab image' builds it"
-        print(f"# {text}" if fmt == "qemu" else xml_comment(text))
+        if fmt == "json":
+            print(f"kvmlab: note: {text}", file=sys.stderr)
+        else:
+            print(f"# {text}" if fmt == "qemu" else xml_comment(text))
+    rendered: list[dict[str, object]] = []
     for n, (path, guest) in enumerate(chosen):
         if len(path) == 1:
             host = top
@@ -250,6 +290,10 @@ def run_render(
             if publish and connect is not None and len(path) == 1:
                 target = render_daemon.published(target, guest, connect, path[-1])
             render_daemon.say_needs(loaded, guest, target, caps, connect)
+        if fmt == "json":
+            argv = render_qemu(guest, target).argv
+            rendered.append({"guest": "/".join(path), "level": f"L{len(path)}", "argv": argv})
+            continue
         if len(chosen) > 1:
             sep = "\n" if n else ""
             text = f"guest {'/'.join(path)} (L{len(path)})"
@@ -258,3 +302,5 @@ def run_render(
             print(render_qemu(guest, target).shell(), end="")
         else:
             print(render_libvirt(guest, target), end="")
+    if fmt == "json":
+        emit("render", {"lab": loaded.lab.name, "variant": variant, "guests": rendered})

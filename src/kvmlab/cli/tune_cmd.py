@@ -1,8 +1,8 @@
-"""``kvmlab tune apply|verify|rollback|check``: seed 002's host tuning, reversible."""
+"""``kvmlab tune apply|verify|rollback``: the packet path's host tuning (cpu-partitioning),
+reversible."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -13,10 +13,21 @@ from kvmlab.cli.options import output_choice
 from kvmlab.errors import UsageError, printable
 
 tune_app = typer.Typer(
-    help="Host tuning for the packet path: apply, verify, roll back.", no_args_is_help=True
+    rich_markup_mode="markdown",
+    help="Host tuning for the packet path: apply, verify, roll back.",
+    no_args_is_help=True,
 )
 
-Lab = Annotated[Path | None, typer.Option("--lab", help="Take the CPUs from this lab file.")]
+Lab = Annotated[
+    str | None,
+    typer.Argument(
+        metavar="[LAB]",
+        help="Take the CPUs from this lab (a file or a shipped lab's name): its [tuning] "
+        "isolated, else its switch's cores.",
+        show_default=False,
+    ),
+]
+OldLab = Annotated[Path | None, typer.Option("--lab", hidden=True)]
 Isolate = Annotated[
     str | None,
     typer.Option(
@@ -37,6 +48,17 @@ Unmovable = Annotated[
 ]
 
 
+def lab_of(lab: str | None, old: Path | None) -> Path | None:
+    """The lab file the argument names (``--lab FILE`` is an older kvmlab's spelling)."""
+    if old is not None:
+        raise UsageError(f"give the lab as the argument: kvmlab tune apply {old}")
+    if lab is None:
+        return None
+    from kvmlab.cli.options import lab_file
+
+    return lab_file(lab)
+
+
 def isolated_cpus(lab: Path | None, isolate: str | None) -> tuple[int, ...]:
     """``--isolate``, else the lab's ``[tuning] isolated``, else its switch's cores; CPUs
     this host lacks are refused, naming where they came from and the host's CPUs."""
@@ -54,7 +76,7 @@ def isolated_cpus(lab: Path | None, isolate: str | None) -> tuple[int, ...]:
             raise UsageError(f"--isolate {printable(isolate)}: {found[0][1]}")
         return cpus
     if lab is None:
-        raise UsageError("give --isolate CPUS or --lab FILE (its switch's cores are isolated)")
+        raise UsageError("give --isolate CPUS or a LAB (its switch's cores are isolated)")
     from kvmlab.spec import load_lab
 
     spec = load_lab(lab).lab
@@ -72,7 +94,9 @@ def _print(what: str, outcome: object, output: str, extra: list[dict[str, str]])
 
     data = {"action": what, **asdict(outcome), "boot": extra}  # type: ignore[call-overload]
     if output == "json":
-        print(json.dumps(data, indent=2))
+        from kvmlab.cli.jsonout import emit
+
+        emit("tuning", data)
         return
     label = "undone" if data["undone"] else what  # a failed apply wrote each one back
     for name, before, after in data["done"]:
@@ -114,16 +138,23 @@ def accept_unmovable(lab: Path | None, option: str | None) -> bool:
 
 @tune_app.command("apply")
 def apply_cmd(
-    lab: Lab = None, isolate: Isolate = None, output: Output = "text", unmovable: Unmovable = None
+    lab: Lab = None,
+    isolate: Isolate = None,
+    output: Output = "text",
+    unmovable: Unmovable = None,
+    old_lab: OldLab = None,
 ) -> None:
     """Apply the run-time half of cpu-partitioning; print the boot-time half as fixes.
     All or nothing: a setting that does not take fails the apply (exit 3), naming it, and
-    every value changed is written back."""
+    every value changed is written back.
+
+    Examples: kvmlab tune apply vhost-user-testpmd; kvmlab tune apply --isolate 1."""
     from kvmlab.net.tune import State, apply, cpu_partitioning
 
+    lab_path = lab_of(lab, old_lab)
     output = output_choice(output, "text", "json")
-    cpus = isolated_cpus(lab, isolate)
-    accept = accept_unmovable(lab, unmovable)
+    cpus = isolated_cpus(lab_path, isolate)
+    accept = accept_unmovable(lab_path, unmovable)
     state = State()
     outcome = apply(cpu_partitioning(cpus), state, accept_unmovable=accept)
     _print("applied", outcome, output, _boot(cpus))
@@ -138,16 +169,21 @@ def apply_cmd(
 
 @tune_app.command("verify")
 def verify_cmd(
-    lab: Lab = None, isolate: Isolate = None, output: Output = "text", unmovable: Unmovable = None
+    lab: Lab = None,
+    isolate: Isolate = None,
+    output: Output = "text",
+    unmovable: Unmovable = None,
+    old_lab: OldLab = None,
 ) -> None:
     """Check every setting against what tuning wants (exit 1 when any differs, naming
     it). An IRQ the kernel will not move passes only when 'kvmlab tune apply' found so and
     its interrupts land on host CPUs (or unmovable IRQs are accepted)."""
     from kvmlab.net.tune import State, cpu_partitioning, verify
 
+    lab_path = lab_of(lab, old_lab)
     output = output_choice(output, "text", "json")
-    cpus = isolated_cpus(lab, isolate)
-    accept = accept_unmovable(lab, unmovable)
+    cpus = isolated_cpus(lab_path, isolate)
+    accept = accept_unmovable(lab_path, unmovable)
     saved = State().read()
     known = saved.unmovable if saved is not None else []
     outcome = verify(cpu_partitioning(cpus), unmovable=known, accept_unmovable=accept)

@@ -1,5 +1,6 @@
-"""Before and after a fix, side by side: the seed's two tables (exits by reason, host CPU
-against guest CPU) for each variant of a lab, and whether what the fix should drop dropped."""
+"""Before and after a fix, side by side: the two tables of the idle-guest exit-storm write-up
+(exits by reason, host CPU against guest CPU) for each variant of a lab, and whether what
+the fix should drop dropped."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from rich.console import Console
 from kvmlab.exits.fixes import guest_context
 from kvmlab.exits.model import Profile
 from kvmlab.exits.rules import evaluate, verify_fix
+from kvmlab.jsondoc import envelope
 from kvmlab.report.grid import Col, print_grid
 from kvmlab.spec import Guest
 
@@ -43,14 +45,11 @@ def compare_json(profiles: Mapping[str, Profile], guests: Mapping[str, Guest]) -
                         "dropped": check.dropped,
                     }
                 )
-    return {
-        "schema": 1,
-        "variants": {
-            n: {"profile": p.to_json(), "findings": [f.to_json() for f in diagnoses[n].findings]}
-            for n, p in profiles.items()
-        },
-        "verify": checks,
+    variants = {
+        n: {"profile": p.to_json(), "findings": [f.to_json() for f in diagnoses[n].findings]}
+        for n, p in profiles.items()
     }
+    return envelope("exits-compare", {"variants": variants, "verify": checks})
 
 
 def show_compare(

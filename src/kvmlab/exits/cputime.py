@@ -1,4 +1,5 @@
-"""Host CPU against guest CPU for one window: the seed's two ``top``s, as numbers.
+"""Host CPU against guest CPU for one window: the two ``top``s (host and guest) of the
+idle-guest exit-storm write-up, as numbers.
 
 The host side is the QEMU process's threads (``/proc/PID/task/TID/stat``: utime, stime and
 guest_time, which Linux also counts in utime); the guest side is the guest's own

@@ -1,4 +1,5 @@
-"""Where a guest's QEMU spends its host CPU, sampled: seed 001's ``perf kvm --host top``.
+"""Where a guest's QEMU spends its host CPU, sampled: the ``perf kvm --host top`` of the
+idle-guest exit-storm write-up.
 
 ``hostprof.sh`` samples the QEMU process with the software clock (``perf record -e
 cpu-clock -F RATE -g -p PID``) where it runs and prints ``perf report`` by thread, shared
@@ -29,10 +30,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvmlab import __version__
 from kvmlab.exits.perfreport import Report, Row, parse
+from kvmlab.jsondoc import schema_of
 from kvmlab.runtime.thread_cpu import VCPU, ThreadTimes, parse_stats, role, thread_use
 
-SCHEMA = 1
+KIND = "host-profile"
+"""The JSON document's kind: ``kvmlab.host-profile/1``."""
 """Version of the JSON form (docs/json-output.md, ``kvmlab exits --host-profile``)."""
 CLASSES = ("guest", "kernel", "qemu_user")
 UNATTRIBUTED = "unattributed"
@@ -213,8 +217,8 @@ class HostProfile:
                 }
             )
         return {
-            "schema": SCHEMA,
-            "kind": "host_profile",
+            "schema": schema_of(KIND),
+            "kvmlab": __version__,
             "address": self.address,
             "where": self.where,
             "accel": self.accel,

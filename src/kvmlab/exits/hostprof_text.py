@@ -1,5 +1,6 @@
-"""A host-side profile as text: seed 001's ``perf kvm --host top``, split by thread and by
-where the time went (guest mode, host kernel, QEMU's user space), then the findings."""
+"""A host-side profile as text: the idle-guest exit-storm write-up's ``perf kvm --host
+top``, split by thread and by where the time went (guest mode, host kernel, QEMU's user
+space), then the findings."""
 
 from __future__ import annotations
 

@@ -12,8 +12,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-SCHEMA = 1
-"""Version of the JSON form (docs/json-output.md, ``kvmlab exits -o json``)."""
+from kvmlab.jsondoc import envelope, opened
+
+KIND = "exits"
+"""The JSON document's kind: ``kvmlab.exits/1`` (docs/json-output.md, ``kvmlab exits -o
+json``; :mod:`kvmlab.jsondoc`)."""
 
 
 @dataclass
@@ -87,7 +90,8 @@ class Skipped:
 
 @dataclass
 class CpuWindow:
-    """The seed's two ``top``s for the same window, in seconds of CPU time.
+    """The two ``top``s (host and guest) of the idle-guest exit-storm write-up for the same
+    window, in seconds of CPU time.
 
     ``host_*`` come from the QEMU process's threads (``/proc/PID/task/*/stat``, on the host
     the guest runs on); ``guest_busy`` and ``guest_total`` from the guest's own ``/proc/stat``
@@ -169,7 +173,6 @@ class Profile:
     def to_json(self) -> dict[str, Any]:
         """The documented JSON form."""
         out = asdict(self)
-        out["schema"] = SCHEMA
         out["total"] = self.total
         for row, stat in zip(out["reasons"], self.reasons, strict=True):
             row["avg_ns"] = stat.avg_ns
@@ -182,13 +185,12 @@ class Profile:
                 gap_percent=self.cpu.gap_percent,
             )
         out["vcpus"] = {str(k): v for k, v in self.vcpus.items()}
-        return out
+        return envelope(KIND, out)
 
 
 def from_json(data: dict[str, Any]) -> Profile:
     """A profile back from its JSON form (the inner kvmlab's answer)."""
-    if data.get("schema") != SCHEMA:
-        raise ValueError(f"exit profile schema {data.get('schema')!r}, expected {SCHEMA}")
+    data = opened(data, KIND)
     fields = {k: v for k, v in data.items() if k in Profile.__dataclass_fields__}
     fields["reasons"] = [
         ReasonStat(**{k: v for k, v in r.items() if k in ReasonStat.__dataclass_fields__})

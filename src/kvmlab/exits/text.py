@@ -1,4 +1,5 @@
-"""A profile as tables, like ``perf kvm stat report`` and the seed's two ``top``s."""
+"""A profile as tables, like ``perf kvm stat report`` and the two ``top``s (host and guest)
+of the idle-guest exit-storm write-up."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""A private OVS-DPDK (seed 004's switch): its own ovsdb-server and ``ovs-vswitchd-dpdk`` with
-their database, sockets and logs in the switch's directory, never the host's OVS.
+"""A private OVS-DPDK (the networking course lab's switch): its own ovsdb-server and
+``ovs-vswitchd-dpdk`` with their database, sockets and logs in the switch's directory,
+never the host's OVS.
 
 One bridge (``datapath_type=netdev``) with a ``dpdkvhostuserclient`` port per switch port
 (OVS connects; QEMU or the traffic generator is the socket server), OpenFlow port numbers

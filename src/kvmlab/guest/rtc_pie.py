@@ -1,8 +1,9 @@
-"""``kvmlab-rtc``: drive the RTC's periodic interrupt in this guest, as seed 001's guest did.
+"""``kvmlab-rtc``: drive the RTC's periodic interrupt in this guest, as the Windows guest of
+the idle-guest exit-storm write-up did.
 
 A Windows guest without an HPET drives its clock from the RTC's periodic interrupt at
 1024 Hz, and acknowledges every tick by reading RTC register C through ports 0x70/0x71:
-under KVM each access is an exit (seed 001's IO_INSTRUCTION storm). A Linux guest does not
+under KVM each access is an exit (its IO_INSTRUCTION storm). A Linux guest does not
 do that by itself (its ``/dev/rtc0`` periodic mode is an hrtimer since 2.6.38), so this
 program turns the hardware's periodic interrupt on through ``/dev/port``: rate in register
 A, PIE in register B. From then on the kernel's own rtc-cmos interrupt handler reads
@@ -10,7 +11,7 @@ registers C and B on every tick, as Windows' does, until the program is stopped 
 SIGINT, ``--seconds``) and puts both registers back as it found them.
 
 With an HPET in legacy replacement mode (QEMU's default HPET, which Linux uses so), the
-RTC's interrupt line is the HPET's and the ticks never reach the CPU: seed 001's fix.
+RTC's interrupt line is the HPET's and the ticks never reach the CPU: the HPET fix.
 
 Runs as root inside the guest with the guest's python3 and the standard library only:
 

@@ -89,13 +89,13 @@ MIGRATION_MEASURED = {
     "(five strategies)",
 }
 """QEMU versions kvmlab measured for live migration (2026-11-23, Debian 12 host, TCG,
-`kvmlab migrate --lab labs/migrate.toml`: 60 MiB/s dirtied over 128 MiB, precopy, auto,
+`kvmlab migrate migrate`: 60 MiB/s dirtied over 128 MiB, precopy, auto,
 postcopy, multifd, auto-converge, every run verified)."""
 MIGRATION_RUNS = {
     (7, 2): {"bad": 15, "good": 0, "runs": 15},
     (10, 0): {"bad": 0, "good": 25, "runs": 25},
 }
-MIGRATION_SOURCE = "measured with kvmlab migrate --lab labs/migrate.toml on Debian 12, 2026-11-23"
+MIGRATION_SOURCE = "measured with kvmlab migrate migrate on Debian 12, 2026-11-23"
 MIGRATION_SCOPE = "under KVM and for other versions: not measured"
 
 

@@ -27,14 +27,16 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kvmlab import __version__
 from kvmlab.host.accel import AccelChoice
 from kvmlab.host.findings import Finding, Status
+from kvmlab.jsondoc import schema_of
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
 
-SCHEMA = "kvmlab.doctor/1"
+SCHEMA = schema_of("doctor")
 STATUS_STYLE = {
     Status.OK: "bold green",
     Status.WARN: "bold yellow",
@@ -60,6 +62,7 @@ def findings_to_dict(findings: Sequence[Finding], accel: AccelChoice) -> dict[st
     """The JSON document as Python data (see the module docstring for the schema)."""
     return {
         "schema": SCHEMA,
+        "kvmlab": __version__,
         "exit_status": exit_status(findings),
         "counts": status_counts(findings),
         "accel": {"accel": accel.accel, "flavour": accel.flavour, "reason": accel.reason},

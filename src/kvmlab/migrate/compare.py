@@ -14,6 +14,7 @@ from typing import Any
 
 from kvmlab.errors import KvmlabError
 from kvmlab.guest.image import GuestImage
+from kvmlab.jsondoc import envelope
 from kvmlab.migrate.autochoice import choose, evidence, no_evidence, outcome_gap
 from kvmlab.migrate.engine import migrate
 from kvmlab.migrate.engine_common import Workload
@@ -274,8 +275,8 @@ def table(strategies: list[Strategy]) -> tuple[list[str], list[list[str]]]:
 
 
 def to_json(strategies: list[Strategy]) -> dict[str, Any]:
-    """The comparison as ``kvmlab migrate --lab -o json`` prints it."""
-    out: dict[str, Any] = {"schema": 1, "strategies": []}
+    """The comparison as ``kvmlab migrate LAB -o json`` prints it."""
+    out: dict[str, Any] = envelope("migrations", {"strategies": []})
     for s in strategies:
         summary = {}
         for name, unit, _ in METRICS:

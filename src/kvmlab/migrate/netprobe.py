@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from kvmlab.migrate.probe import Arrivals
 
 RATE_HZ = 1000
-"""Probes a second (seed 004's operators ping at 1 kHz to see a switch-over's gap)."""
+"""Probes a second (operators ping at 1 kHz to see a switch-over's gap)."""
 GUEST_PORT = 7777
 """The UDP port ``kvmlab-echo`` listens on in the guest."""
 _PACKET = struct.Struct("!Qd")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kvmlab import __version__
+from kvmlab.jsondoc import schema_of
 from kvmlab.migrate.guestside import Check
 from kvmlab.migrate.pathprobe import HopCount, hop_losses
 from kvmlab.migrate.stats import Sample, info_migrate, passes
@@ -107,7 +109,8 @@ class Outcome:
         """The outcome as ``-o json`` prints it (schema in docs/json-output.md)."""
         final = self.final
         return {
-            "schema": 1,
+            "schema": schema_of("migration"),
+            "kvmlab": __version__,
             "address": self.address,
             "plan": self.plan,
             "status": self.status,
@@ -162,7 +165,8 @@ class Outcome:
 
 
 def text(outcome: Outcome) -> list[str]:
-    """Seed 004's ``info migrate`` table, then the guest's view and the verification."""
+    """The networking course lab's ``info migrate`` table, then the guest's view and the
+    verification."""
     lines = [f"migration of {outcome.address}: {outcome.plan}"]
     if outcome.source_qemu != outcome.dest_qemu:
         lines.append(f"  from {outcome.source_qemu} to {outcome.dest_qemu}")

@@ -87,7 +87,8 @@ def parse(reply: dict[str, Any], t: float) -> Sample:
 
 
 def info_migrate(sample: Sample) -> list[str]:
-    """The HMP ``info migrate`` block of QEMU 7.2 for one sample (what seed 004 copied)."""
+    """The HMP ``info migrate`` block of QEMU 7.2 for one sample (what the networking course
+    lab copied)."""
 
     def num(name: str, unit: str = "", scale: float = 1.0) -> str | None:
         value = sample.get(name)

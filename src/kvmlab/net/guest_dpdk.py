@@ -1,6 +1,6 @@
 """The guest's half of PVP, done through the guest agent: bind its two switch-port NICs to
-``uio_pci_generic``, reserve huge pages, run testpmd in ``macswap`` between them (seed 002)
-and read its counters.
+``uio_pci_generic``, reserve huge pages, run testpmd in ``macswap`` between them (as the
+vhost-user PVP write-up's guest does) and read its counters.
 
 testpmd in the guest runs under a small helper (``guest_helper.py``, the guest's python3)
 that answers requests through two FIFOs: a counter snapshot is one agent exec, whose

@@ -87,8 +87,9 @@ def _label(*types: str) -> str:
 
 
 def plan_paths(lab: Lab, switch_kind: str | None = None) -> list[NetPath]:
-    """Every path the lab offers, in the order seed 004 compares them; a name that would
-    repeat (two networks, two switch subnets) gets what it goes through added."""
+    """Every path the lab offers, in the order the networking course lab compares them; a
+    name that would repeat (two networks, two switch subnets) gets what it goes through
+    added."""
     out: list[tuple[NetPath, str]] = []
     user = next(
         (

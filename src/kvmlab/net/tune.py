@@ -1,4 +1,5 @@
-"""Host tuning for the packet path (seed 002), applied, verified and rolled back exactly.
+"""Host tuning for the packet path, as in the vhost-user PVP write-up: applied, verified
+and rolled back exactly.
 
 The run-time half of tuned's ``cpu-partitioning`` profile: every IRQ (and the default for
 new ones) and the kernel's unbound workqueues kept off the isolated CPUs, the NMI watchdog
@@ -447,7 +448,7 @@ def boot_findings(isolated: Sequence[int], cmdline: str) -> list[tuple[str, str]
     if "hugepagesz=1G" not in cmdline and "hugepagesz=1g" not in cmdline:
         found.append(
             (
-                "no 1G huge pages reserved at boot (seed 002's guest memory)",
+                "no 1G huge pages reserved at boot (for guest memory on 1G pages)",
                 "add default_hugepagesz=1G hugepagesz=1G hugepages=8 to "
                 "GRUB_CMDLINE_LINUX, then update-grub and reboot",
             )

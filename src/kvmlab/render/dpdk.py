@@ -1,5 +1,6 @@
 """Command lines of the DPDK programs kvmlab runs: the testpmd switch with ``net_vhost``
-ports (seed 002), and testpmd as a traffic generator or sink on ``net_virtio_user`` ports.
+ports (as in the vhost-user PVP write-up), and testpmd as a traffic generator or sink on
+``net_virtio_user`` ports.
 
 Every process keeps nothing on disk (``--in-memory`` with huge pages, unlinked at once;
 ``--no-shconf`` without: no files under /var/run/dpdk, nothing to clean after a crash), has

@@ -15,7 +15,7 @@ from kvmlab.spec import Guest
 def render_libvirt(guest: Guest, target: Target) -> str:
     """The domain XML of ``guest``; raises :class:`RenderError` where libvirt cannot say it."""
     if guest.machine == "microvm":
-        raise RenderError(target.name, "libvirt has no microvm machine type; use --format qemu")
+        raise RenderError(target.name, "libvirt has no microvm machine type; use -o qemu")
     accel, why = target.accel_for(guest)
     guest = guest.under(accel)  # its when_tcg overrides, under TCG
     caps = target.libvirt

@@ -1,7 +1,8 @@
-"""Seed 003's table: the lab's configurations (the lab as written and its variants) side by
-side, a row each, for the metrics that tell them apart, at every level, with the deepest
-level against the lab as written; a configuration this host could not run is a row too,
-with the reason (``host_kvm``: the host's own EPT/NPT or VMCS shadowing)."""
+"""The by-configuration table of the nested-paging talk: the lab's configurations (the lab
+as written and its variants) side by side, a row each, for the metrics that tell them
+apart, at every level, with the deepest level against the lab as written; a configuration
+this host could not run is a row too, with the reason (``host_kvm``: the host's own EPT/NPT
+or VMCS shadowing)."""
 
 from __future__ import annotations
 

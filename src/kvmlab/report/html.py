@@ -493,7 +493,7 @@ def _boot_figure(summaries: list[Summary], ident: str) -> Markup:
 
 
 def configurations_section(configs: ConfigurationTable, title: str, anchor: str) -> Markup:
-    """Seed 003's tables (see :func:`kvmlab.report.text.print_configurations`)."""
+    """The by-configuration tables (see :func:`kvmlab.report.text.print_configurations`)."""
     last = configs.levels[-1]
     parts: list[str] = [h("h2", title)]
     for headline in configs.headlines:

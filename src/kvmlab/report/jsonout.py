@@ -13,7 +13,7 @@ Schema ``kvmlab.report/1``; with ``--compare`` each row names its own run and va
                "unit", "higher_is_better", "value" (median), "min", "max", "stdev", "n",
                "spread_pct" ((max-min)/median*100), "change_pct" (vs the level below, or null),
                "command"}],
-     "migrations": [{"run", "variant", "comparison" (as ``kvmlab migrate --lab -o json``
+     "migrations": [{"run", "variant", "comparison" (as ``kvmlab migrate LAB -o json``
                      prints it: every strategy, outcome, time series and check)}]}
 """
 
@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from kvmlab.jsondoc import envelope
 from kvmlab.report.table import LevelTable
 from kvmlab.results.model import Run
 
@@ -68,7 +69,8 @@ def report_json(
     moved = [
         {"run": run, "variant": variant, "comparison": doc} for run, variant, doc in migrations
     ]
-    doc = {"schema": SCHEMA, "runs": [asdict(r) for r in runs], "rows": rows, "migrations": moved}
+    payload = {"runs": [asdict(r) for r in runs], "rows": rows, "migrations": moved}
+    doc = envelope("report", payload)
     return json.dumps(_json_safe(doc), indent=2, allow_nan=False)
 
 

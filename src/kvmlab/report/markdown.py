@@ -63,7 +63,8 @@ def _backslashed(text: str, chars: str) -> str:
 
 
 def markdown_configurations(configs: ConfigurationTable) -> str:
-    """Seed 003's tables (see :func:`kvmlab.report.text.print_configurations`) in Markdown."""
+    """The by-configuration tables (see :func:`kvmlab.report.text.print_configurations`) in
+    Markdown."""
     last = configs.levels[-1]
     lines: list[str] = []
     for headline in configs.headlines:

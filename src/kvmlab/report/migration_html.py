@@ -1,6 +1,6 @@
 """The HTML page of a migration comparison: one bar panel per metric, then RAM remaining and
 throughput over time per strategy (the first verified run of each), from the JSON document
-``kvmlab migrate --lab -o json`` prints (so this module needs nothing from kvmlab.migrate).
+``kvmlab migrate LAB -o json`` prints (so this module needs nothing from kvmlab.migrate).
 """
 
 from __future__ import annotations

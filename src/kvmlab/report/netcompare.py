@@ -1,5 +1,6 @@
-"""`netcompare` as seed 004 shows it: one row per network path with every test beside the
-others, and one row per path and channel count for multiqueue, with the spread."""
+"""`netcompare` as the networking course lab shows it: one row per network path with every
+test beside the others, and one row per path and channel count for multiqueue, with the
+spread."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The level table of seed 000: a row per metric, a column per level, each level's change
-against the level below it; a run cut short also names what failed, where."""
+"""The level table of the nested-KVM write-up: a row per metric, a column per level, each
+level's change against the level below it; a run cut short also names what failed, where."""
 
 from __future__ import annotations
 

@@ -48,9 +48,9 @@ def _coloured(cell: Cell | None) -> Text:
 
 
 def print_configurations(configs: ConfigurationTable, console: Console) -> None:
-    """Seed 003's table per compared metric: a row per configuration, a column per level,
-    the deepest level against the lab as written, and the KVM its guests ran under (or
-    why this host did not run it)."""
+    """The by-configuration table per compared metric: a row per configuration, a column
+    per level, the deepest level against the lab as written, and the KVM its guests ran
+    under (or why this host did not run it)."""
     last = configs.levels[-1]
     for headline in configs.headlines:
         columns = [

@@ -17,7 +17,7 @@ NOT_RUN_FACT = "not run "
 """A run's host fact ``not run VARIANT``: why this host could not run that variant."""
 KVM_UNDER_FACT = "kvm under "
 """A run's host fact ``kvm under LAB/GUEST [(VARIANT)]``: the KVM that guest ran under, as
-read back where its QEMU ran (seed 003's paging mode per level)."""
+read back where its QEMU ran (the nested-paging talk's paging mode per level)."""
 COMPARED_BY_FACT = "configurations compared by"
 """A run's host fact: the lab's ``[bench] headline`` metrics (``workload.metric ...``)."""
 

@@ -211,7 +211,7 @@ class _Shape:
 
 
 def migrations_problem(doc: Any) -> None:
-    """A ``migrations`` document (``kvmlab migrate --lab -o json``) in the shape the reports
+    """A ``migrations`` document (``kvmlab migrate LAB -o json``) in the shape the reports
     read: strategies with a name, a mode, counts, summaries and outcomes whose samples
     carry numbers."""
     c = _Shape()

@@ -1,4 +1,5 @@
-"""Host CPU of each QEMU process next to the CPU its guest reports (seed 001's comparison)."""
+"""Host CPU of each QEMU process next to the CPU its guest reports (the host's ``top``
+against the guest's, as in the idle-guest exit-storm write-up)."""
 
 from __future__ import annotations
 

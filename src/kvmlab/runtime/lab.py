@@ -566,7 +566,7 @@ def down(lab: str, force: bool = False, progress: Progress = lambda _: None) -> 
     """
     lab_dir = LabDir.of(lab)
     if not lab_dir.exists():
-        raise StateError(f"lab {lab_dir.lab} is not up")
+        raise StateError(f"lab {lab_dir.lab} is not up (kvmlab ps lists the labs that are)")
     stopped: list[str] = []
     with lab_dir.locked():
         entries = list(lab_dir.entries())

@@ -21,6 +21,7 @@ from kvmlab.guest.agent import ExecResult
 from kvmlab.guest.errors import GuestExecTimeout
 from kvmlab.guest.image import GuestImage
 from kvmlab.host.accel import OUTER_ACCEL_ENV
+from kvmlab.jsondoc import opened
 from kvmlab.render.devices.control import RELAY_PORT
 from kvmlab.render.runfiles import AGENT_SOCKET
 from kvmlab.runtime.machine import Machine
@@ -139,7 +140,14 @@ def start_children(
         failure = inner_failure(result, argv, f"{machine.config.name}: starting its guests failed")
         failure.log_tail.extend(inner_evidence(machine, loaded.lab.name))
         raise failure
-    inner: list[dict[str, Any]] = json.loads(result.stdout)
+    try:
+        inner: list[dict[str, Any]] = opened(json.loads(result.stdout), "up")["guests"]
+    except (ValueError, KeyError) as exc:
+        raise ProcessFailure(
+            f"{machine.config.name}: the kvmlab inside answered no guest records ({exc})",
+            argv,
+            result.returncode,
+        ) from None
     lab_dir = LabDir.of(loaded.lab.name)
     marker = machine.record().marker or str(machine.run_dir)  # how its QEMU is recognised
     records = []

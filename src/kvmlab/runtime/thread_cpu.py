@@ -1,5 +1,6 @@
 """Where a QEMU's host CPU goes, thread by thread: guest mode, the host kernel (exits, KVM,
-I/O) and QEMU's own user space (emulation, its main loop), seed 001's first look.
+I/O) and QEMU's own user space (emulation, its main loop): the first look the idle-guest
+exit-storm write-up takes.
 
 Linux counts a thread's time in guest mode (``guest_time``, field 43 of
 ``/proc/PID/task/TID/stat``) inside its user time (field 14), so QEMU's own user-space time
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvmlab.errors import ProcessFailure
+from kvmlab.jsondoc import opened
 from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.nested import guest_env, inner_failure, kvmlab_argv
 
@@ -159,7 +161,7 @@ def threads_inside(hyper: Machine) -> dict[str, list[dict[str, object]]]:
     if result.returncode != 0:
         raise inner_failure(result, argv, "kvmlab ps --threads")
     try:
-        rows = json.loads(result.stdout)
+        rows = opened(json.loads(result.stdout), "ps")["guests"]
         return {str(row["address"]): list(row.get("threads") or []) for row in rows}
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ProcessFailure(

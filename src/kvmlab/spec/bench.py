@@ -131,13 +131,14 @@ class BenchSpec(SpecModel):
     """Seconds each timed workload (sysbench, fio, iperf3) runs per repetition."""
 
     fio_size: str | None = Field(default=None, pattern=r"^\d+[kKmMgG]$")
-    """fio file/region size per job (fio syntax: `64M`, `1G`; seed 000 used `1G`)."""
+    """fio file/region size per job (fio syntax: `64M`, `1G`; the nested-KVM write-up used
+    `1G`)."""
 
     fio_iodepth: int | None = Field(default=None, ge=1, le=1024)
-    """fio I/O depth (seed 000: 128)."""
+    """fio I/O depth (the nested-KVM write-up used 128)."""
 
     iperf3_streams: int | None = Field(default=None, ge=1, le=128)
-    """iperf3 parallel streams, `-P` (seed 004: 30)."""
+    """iperf3 parallel streams, `-P` (the networking course lab used 30)."""
 
     ping_count: int | None = Field(default=None, ge=1, le=1000)
     """Echo requests per ping repetition."""
@@ -145,8 +146,8 @@ class BenchSpec(SpecModel):
     headline: list[str] = Field(default=[], max_length=16)
     """Metrics the lab's configurations (it and its variants) are compared by, as
     `workload.metric` (`kbuild.build_elapsed_s`): `kvmlab run` prints a table of each, a
-    row per configuration and a column per level (seed 003's table); empty: the first
-    metric of each workload."""
+    row per configuration and a column per level (the by-configuration table of the
+    nested-paging talk); empty: the first metric of each workload."""
 
     @field_validator("headline")
     @classmethod
@@ -167,7 +168,7 @@ class BenchSpec(SpecModel):
     hypervisor (L2), after its workloads, while stress-ng's fork stressor runs on each of
     its vCPUs (page-table work: nested paging barely exits for it, shadow paging traps
     it), stored as the run's `exits` rows (exits/s in all and for the most frequent
-    reasons): seed 003's profile beside each configuration. 0: none."""
+    reasons), shown beside each configuration in the by-configuration table. 0: none."""
 
     pvp: PvpSpec = PvpSpec()
     """The packet-rate benchmark through the lab's `[switch]` (`kvmlab run`, `--only pvp`)."""

@@ -27,7 +27,7 @@ class GuestKvm(SpecModel):
 
     nested_paging: bool | None = None
     """Two-dimensional paging for its guests (`kvm_amd npt`, `kvm_intel ept`); false makes
-    them use shadow page tables (seed 003's slow rows)."""
+    them use shadow page tables (the nested-paging talk's slow rows)."""
 
     nested: bool | None = None
     """Whether its guests may run KVM themselves (`nested`)."""

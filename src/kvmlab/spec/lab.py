@@ -150,10 +150,10 @@ class Guest(SpecModel):
     """Commands started in the guest once it is up and set up, each a line of shell words
     run without a shell, as root, left running for the guest's life (a load, or a device
     the guest drives, for `exits` to profile: `kvmlab-rtc --hz 1024` turns on the RTC's
-    periodic interrupt, seed 001's storm). kvmlab's own guest programs (`kvmlab-*`) are
-    found beside kvmlab itself, and `up` waits until they say they run (the ticks are on
-    when a profile starts). One that exits at once stops `up` with what it printed; its
-    output is in `/run/kvmlab-background-N.log` in the guest."""
+    periodic interrupt, the cause of an RTC port exit storm). kvmlab's own guest programs
+    (`kvmlab-*`) are found beside kvmlab itself, and `up` waits until they say they run
+    (the ticks are on when a profile starts). One that exits at once stops `up` with what
+    it printed; its output is in `/run/kvmlab-background-N.log` in the guest."""
 
     libvirt_uri: str | None = None
     """The libvirtd that runs this guest on the libvirt backend, when not the lab's (`[libvirt]
@@ -383,8 +383,8 @@ class Lab(SpecModel):
     the same keys as a guest hypervisor's `kvm`): checked before anything starts and never
     changed (kvmlab does not reload the host's modules). A variant asking for what the
     host does not have is not run by `kvmlab run`, which names it with the reason and the
-    command that would give it (seed 003's rows with the host's EPT/NPT or VMCS shadowing
-    off); `up` and `--variant` refuse it."""
+    command that would give it (the nested-paging talk's rows with the host's EPT/NPT or
+    VMCS shadowing off); `up` and `--variant` refuse it."""
 
     migrations: list[MigrationSpec] = []
     """Live migrations `kvmlab migrate --lab` runs side by side (`[[migrations]]`); `kvmlab

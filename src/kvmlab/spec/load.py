@@ -16,6 +16,7 @@ from pydantic_core import ErrorDetails
 
 from kvmlab.bounded import read_at_most
 from kvmlab.errors import Problem, SpecError, UsageError
+from kvmlab.paths import shipped_lab_data
 from kvmlab.spec.files import host_file_problems
 from kvmlab.spec.lab import Lab, deep_merge
 from kvmlab.spec.messages import explain
@@ -66,8 +67,10 @@ class LoadedLab:
 
     @property
     def directory(self) -> Path:
-        """The folder relative paths in the lab are resolved against."""
-        return self.path.parent
+        """The folder relative paths in the lab are resolved against: the lab file's own,
+        or for a lab shipped with kvmlab, its directory in kvmlab's data directory (its
+        scratch disks are never written into the installed package)."""
+        return shipped_lab_data(self.path) or self.path.parent
 
 
 MAX_LAB_BYTES = 1 << 20

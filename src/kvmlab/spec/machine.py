@@ -152,14 +152,16 @@ class Timer(SpecModel):
 
 
 class Timers(SpecModel):
-    """The guest's timers, as in libvirt's `<clock>` section (seed 001's HPET case)."""
+    """The guest's timers, as in libvirt's `<clock>` section (where the idle-guest
+    exit-storm write-up turns the HPET on)."""
 
     rtc: Timer = Timer()
     """The real-time clock (CMOS RTC)."""
     pit: Timer = Timer()
     """The i8254 programmable interval timer."""
     hpet: Timer = Timer()
-    """The high precision event timer; Windows guests may need it present (seed 001)."""
+    """The high precision event timer; Windows guests may need it present (without one, an
+    idle Windows 10 guest can burn host CPU in an RTC port exit storm)."""
     kvmclock: Timer = Timer()
     """The KVM paravirtual clock (KVM only)."""
     hypervclock: Timer = Timer()

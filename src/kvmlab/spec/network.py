@@ -85,13 +85,14 @@ class NetCompareSpec(SpecModel):
     """`netcompare`: on every network path of the lab (user/slirp to the host, a lab network
     between two guests and to its host side, vhost-user through the switch between two
     guests), iperf3 TCP with each stream count in both directions, UDP at small frames and
-    ping; on a multiqueue NIC, how the streams spread over its queues (seed 004)."""
+    ping; on a multiqueue NIC, how the streams spread over its queues (as in the networking
+    course lab)."""
 
     seconds: int = Field(default=5, ge=1, le=600)
     """Seconds of each iperf3 run (whole seconds, as iperf3 takes them)."""
 
     streams: list[int] = Field(default=[1, 30], min_length=1)
-    """iperf3 `-P` values (seed 004: 1 and 30)."""
+    """iperf3 `-P` values (the networking course lab used 1 and 30)."""
 
     udp_frame: int = Field(default=64, ge=64, le=1518)
     """Ethernet frame size (bytes, with CRC) of the UDP packet-rate run."""
@@ -104,8 +105,9 @@ class NetCompareSpec(SpecModel):
 
     queues: list[int] = []
     """On a path whose client NIC has several queue pairs: channel counts to compare with
-    the most streams (`ethtool -L ... combined N` in both guests), e.g. `[1, 2, 4]` (seed
-    004: 1 vs 8); each at most the NIC's `queues`. Empty: only the NIC's own count."""
+    the most streams (`ethtool -L ... combined N` in both guests), e.g. `[1, 2, 4]` (the
+    networking course lab compared 1 and 8); each at most the NIC's `queues`. Empty: only
+    the NIC's own count."""
 
     @field_validator("streams", "queues")
     @classmethod

@@ -1,5 +1,6 @@
 """``[switch]`` of a lab, the userspace vswitch kvmlab runs for the guests' vhost-user NICs,
-and ``[bench.pvp]``, the packet-rate benchmark through it (seed 002, seed 004)."""
+and ``[bench.pvp]``, the packet-rate benchmark through it (as in the vhost-user PVP
+write-up and the networking course lab)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ SwitchKind = Literal["testpmd", "ovs-dpdk"]
 
 class SwitchSpec(SpecModel):
     """A DPDK vswitch on the host: `testpmd` with `net_vhost` ports in io forwarding, port
-    pairs in order (seed 002), or `ovs-dpdk`, a private OVS with a `netdev` bridge and
-    `dpdkvhostuserclient` ports, flows pairing them (seed 004). Guests' vhost-user NICs name
-    its ports (`port = "..."`); kvmlab makes the sockets and picks each side's role."""
+    pairs in order (as in the vhost-user PVP write-up), or `ovs-dpdk`, a private OVS with a
+    `netdev` bridge and `dpdkvhostuserclient` ports, flows pairing them (as in the networking
+    course lab). Guests' vhost-user NICs name its ports (`port = "..."`); kvmlab makes the
+    sockets and picks each side's role."""
 
     # Strict field by field, not as a model: kvmlab builds one from a running switch's
     # record (its kind as text), which a model-wide strict mode would type as an error.
@@ -111,8 +113,9 @@ class PvpSpec(SpecModel):
 
 
 class TuningSpec(SpecModel):
-    """Host tuning for the packet path (seed 002): `kvmlab tune apply --lab FILE`, or, with
-    `[bench.pvp] compare_tuning = true`, PVP windows alternating untuned and tuned."""
+    """Host tuning for the packet path (the vhost-user PVP write-up's cpu-partitioning):
+    `kvmlab tune apply LAB`, or, with `[bench.pvp] compare_tuning = true`, PVP
+    windows alternating untuned and tuned."""
 
     profile: Literal["cpu-partitioning"] = "cpu-partitioning"
     """The run-time half of tuned's cpu-partitioning: IRQs and unbound work off the

@@ -10,17 +10,17 @@ from collections.abc import Sequence
 import typer
 from typer.main import get_command_name
 
-from kvmlab.cli.app import app
+from kvmlab.cli.app import PANEL_HOST, app
 from kvmlab.cli.libvirtd_cmd import libvirtd_app
 from kvmlab.cli.tune_cmd import tune_app
 
-GROUPS = ("lab_files", "host", "labs", "exits", "migration", "benchmarks")
+GROUPS = ("lab_files", "labs", "benchmarks", "exits", "migration", "host")
 """The command modules, in help order (each registers its commands when imported)."""
 
 for _group in GROUPS:
     importlib.import_module(f"{__name__}.{_group}")
-app.add_typer(tune_app, name="tune")
-app.add_typer(libvirtd_app, name="libvirtd")
+app.add_typer(tune_app, name="tune", rich_help_panel=PANEL_HOST)
+app.add_typer(libvirtd_app, name="libvirtd", rich_help_panel=PANEL_HOST)
 
 
 def app_for(args: Sequence[str]) -> typer.Typer:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from kvmlab.cli.app import app
+from kvmlab.cli.app import PANEL_MEASURE, app
 from kvmlab.cli.backend_opts import (
     BackendOpt,
     BackendOptions,
@@ -15,29 +15,31 @@ from kvmlab.cli.backend_opts import (
     PersistentOpt,
     RootOpt,
 )
-from kvmlab.cli.options import output_choice
+from kvmlab.cli.options import LabArg, VariantsOpt, lab_file, output_choice
+from kvmlab.errors import UsageError
 
 TableOutputOpt = Annotated[
     str, typer.Option("--output", "-o", help="text (the level table) or json (the report).")
 ]
-VariantsOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--variant",
-        help="Measure this variant (repeatable; default is the lab as written). "
-        "Without it: the lab as written, then every variant.",
-    ),
+SuiteOpt = Annotated[str, typer.Option("--suite", help="quick or full.")]
+LevelsOpt = Annotated[
+    str | None, typer.Option("--levels", help="Levels to measure (default: all the lab has).")
+]
+OnlyOpt = Annotated[
+    str | None, typer.Option("--only", help="Workloads, e.g. cpu,disk (default: the suite's).")
+]
+HtmlOutOpt = Annotated[
+    Path | None, typer.Option("--out", help="Also write the HTML report to this file.")
 ]
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_MEASURE)
 def bench(
-    lab: Annotated[Path, typer.Argument(help="Lab file.")],
-    suite: Annotated[str, typer.Option("--suite", help="quick or full.")] = "quick",
-    levels: Annotated[str, typer.Option("--levels", help="Levels to measure: L0,L1.")] = "L0,L1",
-    only: Annotated[
-        str | None, typer.Option("--only", help="Workloads, e.g. cpu,disk (default: suite's).")
-    ] = None,
+    lab: LabArg,
+    suite: SuiteOpt = "quick",
+    levels: LevelsOpt = None,
+    only: OnlyOpt = None,
+    out: HtmlOutOpt = None,
     output: TableOutputOpt = "text",
     backend: BackendOpt = None,
     connect: ConnectOpt = None,
@@ -48,33 +50,33 @@ def bench(
     """Run the benchmark suite at L0 and in the lab's guests; store and print the level table.
 
     The lab as written is measured, then each of its variants beside it (--variant: those).
-    A workload skipped at a level asked for leaves the run incomplete (exit 3)."""
+    A workload skipped at a level asked for leaves the run incomplete (exit 3).
+
+    Examples: kvmlab bench basic --levels L0,L1 --only cpu; kvmlab bench nested --out r.html."""
     from kvmlab.cli.bench_cmds import run_bench_cmd
 
     run_bench_cmd(
-        lab,
+        lab_file(lab),
         suite,
         levels,
         only,
+        out,
         output=output_choice(output, "text", "json"),
         backend_opts=BackendOptions(backend, connect, persistent, qemu_as_root),
         variants=variant or (),
     )
 
 
-@app.command(name="run")
+@app.command(name="run", rich_help_panel=PANEL_MEASURE)
 def run_lab(
-    lab: Annotated[
-        Path | None, typer.Argument(help="Lab file (default: the embedded nested lab).")
+    lab: LabArg,
+    suite: SuiteOpt = "quick",
+    levels: LevelsOpt = None,
+    only: OnlyOpt = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="The HTML report file (default: kvmlab-report-LAB.html)."),
     ] = None,
-    suite: Annotated[str, typer.Option("--suite", help="quick or full.")] = "quick",
-    levels: Annotated[
-        str | None, typer.Option("--levels", help="Levels to measure (default: all the lab has).")
-    ] = None,
-    only: Annotated[
-        str | None, typer.Option("--only", help="Workloads, e.g. cpu,disk (default: suite's).")
-    ] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="HTML report file.")] = None,
     output: TableOutputOpt = "text",
     backend: BackendOpt = None,
     connect: ConnectOpt = None,
@@ -82,11 +84,15 @@ def run_lab(
     qemu_as_root: RootOpt = None,
     variant: VariantsOpt = None,
 ) -> None:
-    """The main job: boot the whole lab (L1 and L2), benchmark L0/L1/L2, report, tear down."""
-    from kvmlab.cli.bench_cmds import run_bench_cmd
-    from kvmlab.labs import lab_path
+    """The whole job: boot the lab (L1 and L2), benchmark L0/L1/L2, store the run, print
+    the level table, write the HTML report, tear down.
 
-    path = lab if lab is not None else lab_path("nested")
+    It says first what it will run, and how long the last such run of the lab took.
+
+    Examples: kvmlab run nested; kvmlab run paging-matrix --variant l1-shadow."""
+    from kvmlab.cli.bench_cmds import run_bench_cmd
+
+    path = lab_file(lab)
     html = out or Path(f"kvmlab-report-{path.stem}.html")
     run_bench_cmd(
         path,
@@ -100,8 +106,12 @@ def run_lab(
     )
 
 
-results_app = typer.Typer(help="Stored benchmark runs.", no_args_is_help=True)
-app.add_typer(results_app, name="results")
+results_app = typer.Typer(
+    rich_markup_mode="markdown",
+    help="Stored benchmark runs: list them, export their samples.",
+    no_args_is_help=True,
+)
+app.add_typer(results_app, name="results", rich_help_panel=PANEL_MEASURE)
 
 
 @results_app.command("ls")
@@ -114,18 +124,13 @@ def results_ls(
     ls(output_choice(output, "text", "json"))
 
 
-@results_app.command("show")
+@results_app.command("show", hidden=True, context_settings={"ignore_unknown_options": True})
 def results_show(
-    run: Annotated[str, typer.Argument(help="Run id or 'last'.")] = "last",
-    output: Annotated[str, typer.Option("--output", "-o", help="text, md or json.")] = "text",
+    args: Annotated[list[str] | None, typer.Argument(hidden=True)] = None,
 ) -> None:
-    """Print a run's level table."""
-    from kvmlab.cli.bench_cmds import show_report
-    from kvmlab.results.store import ResultStore
-
-    output = output_choice(output, "text", "md", "json")
-    with ResultStore.reading() as store:
-        show_report(store, run, None, output, None)
+    """Old spelling of kvmlab report."""
+    command = " ".join(["kvmlab report", *(args or [])])
+    raise UsageError(f"a run's table is shown by {command} (results show is gone)")
 
 
 @results_app.command("export")
@@ -143,21 +148,27 @@ def results_export(
     export(run, output_choice(fmt or output, "csv", "json"), out)
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_MEASURE)
 def report(
-    run: Annotated[str | None, typer.Argument(help="Run id (default: the last run).")] = None,
-    last: Annotated[bool, typer.Option("--last", help="The newest run.")] = False,
+    run: Annotated[
+        str, typer.Argument(metavar="RUN", help="A run id or 'last' (kvmlab results ls).")
+    ] = "last",
+    last: Annotated[bool, typer.Option("--last", hidden=True)] = False,
     compare: Annotated[str | None, typer.Option("--compare", help="Another run beside it.")] = None,
     output: Annotated[str, typer.Option("--output", "-o", help="text, md, html or json.")] = "text",
     out: Annotated[Path | None, typer.Option("--out", help="File (default: stdout).")] = None,
 ) -> None:
-    """A run's level table: L0/L1/L2 and each level's change against the one below."""
+    """A run's level table: L0/L1/L2 and each level's change against the one below.
+
+    Examples: kvmlab report; kvmlab report 12 --compare 9; kvmlab report -o html --out r.html."""
     from kvmlab.cli.bench_cmds import show_report
     from kvmlab.cli.outfile import check_out
     from kvmlab.results.store import ResultStore
 
+    if last:
+        raise UsageError("RUN is the newest run by default: kvmlab report (or kvmlab report last)")
     output = output_choice(output, "text", "md", "html", "json")
     if out is not None:
         check_out(out)
     with ResultStore.reading() as store:
-        show_report(store, "last" if last or run is None else run, compare, output, out)
+        show_report(store, run, compare, output, out)

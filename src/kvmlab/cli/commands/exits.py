@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from kvmlab.cli.app import app
-from kvmlab.cli.options import output_choice
+from kvmlab.cli.app import PANEL_EXITS, app
+from kvmlab.cli.options import lab_file, output_choice
 from kvmlab.errors import UsageError
 
 WindowOpt = Annotated[
@@ -25,10 +25,14 @@ ProviderOpt = Annotated[
 ]
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_EXITS)
 def exits(
     address: Annotated[
-        str | None, typer.Argument(help="LAB/GUEST at any level, e.g. nested/l1/l2.")
+        str | None,
+        typer.Argument(
+            metavar="LAB/GUEST",
+            help="A running guest at any level (nested/l1/l2); with --compare: a LAB.",
+        ),
     ] = None,
     seconds: WindowOpt = None,
     provider: ProviderOpt = "auto",
@@ -36,10 +40,17 @@ def exits(
     output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
     host_side_only: Annotated[bool, typer.Option("--host-side-only", hidden=True)] = False,
     compare: Annotated[
-        Path | None,
-        typer.Option("--compare", help="Lab file with variants: boot each, profile --guest."),
+        bool,
+        typer.Option(
+            "--compare",
+            help="Boot the LAB as written and each variant, profile --guest in each, "
+            "compare (the check of a fix).",
+        ),
+    ] = False,
+    guest: Annotated[
+        str | None,
+        typer.Option("--guest", help="With --compare: the guest's path in the lab (l1/idle)."),
     ] = None,
-    guest: Annotated[str | None, typer.Option("--guest", help="With --compare: l1/idle.")] = None,
     settle: Annotated[
         float | None,
         typer.Option("--settle", help="With --compare: seconds idle before profiling (10)."),
@@ -77,6 +88,10 @@ def exits(
     the best provider there: kernel tracepoints, else KVM's counters (query-stats). With
     --host-profile, a sampled profile of its QEMU process instead (perf record -e
     cpu-clock where that QEMU runs; any accelerator).
+
+    Examples: kvmlab exits timer-storm/l1/idle; kvmlab exits timer-storm/l1/idle
+    --host-profile; kvmlab exits rtc-storm --compare --guest l1/idle;
+    kvmlab exits --import perf-kvm-stat.txt --seconds 10.
     """
     from kvmlab.cli.exits_cmds import DEFAULT_SECONDS, check_provider, refuse_with
 
@@ -84,7 +99,7 @@ def exits(
     provider = check_provider(provider)
     # what neither --host-profile nor --import takes (each also refuses the other's flag)
     others = {
-        "--compare": compare is not None,
+        "--compare": compare,
         "--live": live,
         "--provider": provider != "auto",
         "--guest": guest is not None,
@@ -106,24 +121,18 @@ def exits(
         refuse_with("--import", others)
         run_import(import_, address, seconds, output)
         return
-    if compare is not None:
+    if compare:
         from kvmlab.cli.diagnose_cmds import run_compare
 
-        refuse_with(
-            "--compare LAB_FILE",
-            {
-                "address (it boots the lab)": address is not None,
-                "--live": live,
-                "--host-side-only": host_side_only,
-            },
-        )
-        if guest is None:
+        refuse_with("--compare", {"--live": live, "--host-side-only": host_side_only})
+        if address is None or guest is None:
             raise UsageError(
-                "--compare LAB_FILE needs --guest PATH: the guest to profile in "
-                "each variant (e.g. l1/idle)"
+                "--compare boots a lab: kvmlab exits LAB --compare --guest PATH (the guest "
+                "to profile in each variant, e.g. kvmlab exits rtc-storm --compare --guest "
+                "l1/idle)"
             )
         run_compare(
-            compare,
+            lab_file(address),
             guest,
             DEFAULT_SECONDS if seconds is None else seconds,
             10.0 if settle is None else settle,
@@ -133,10 +142,10 @@ def exits(
         )
         return
     if guest is not None or settle is not None or variant:
-        raise UsageError("--guest, --settle and --variant go with --compare LAB_FILE")
+        raise UsageError("--guest, --settle and --variant go with LAB --compare")
     if address is None:
         raise UsageError(
-            "give the guest's address (LAB/GUEST), --import FILE or --compare LAB_FILE"
+            "give a running guest's address (LAB/GUEST), --import FILE, or LAB --compare"
         )
     from kvmlab.cli.exits_cmds import run_exits
 
@@ -150,9 +159,12 @@ def exits(
     )
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_EXITS)
 def diagnose(
-    address: Annotated[str | None, typer.Argument(help="LAB/GUEST at any level.")] = None,
+    address: Annotated[
+        str | None,
+        typer.Argument(metavar="LAB/GUEST", help="A running guest at any level."),
+    ] = None,
     seconds: WindowOpt = None,
     provider: ProviderOpt = "auto",
     apply: Annotated[
@@ -176,6 +188,9 @@ def diagnose(
 ) -> None:
     """Turn a guest's exit profile into findings: the cause, the numbers that matched, the fix
     as a lab-file change (with its QEMU and libvirt forms) or host steps, and what to verify.
+
+    Examples: kvmlab diagnose timer-storm/l1/idle; kvmlab diagnose timer-storm/l1/idle
+    --apply --out fixed.toml; kvmlab diagnose --import perf-kvm-stat.txt --seconds 10.
     """
     from kvmlab.cli.diagnose_cmds import run_diagnose
     from kvmlab.cli.exits_cmds import check_provider, refuse_with

@@ -7,11 +7,11 @@ from typing import Annotated
 
 import typer
 
-from kvmlab.cli.app import app
+from kvmlab.cli.app import PANEL_HOST, app
 from kvmlab.cli.options import output_choice
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_HOST)
 def doctor(
     output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
     root: Annotated[
@@ -24,7 +24,7 @@ def doctor(
     raise typer.Exit(run_doctor(output_choice(output, "text", "json"), root))
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_HOST)
 def image(
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Drop cached images first.")] = False,
     cloud_disk: Annotated[

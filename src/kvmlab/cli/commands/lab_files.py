@@ -1,22 +1,44 @@
-"""``kvmlab check`` and ``kvmlab render``: lab files validated, explained, rendered."""
+"""``kvmlab labs``, ``check`` and ``render``: lab files listed, validated, explained, rendered."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from kvmlab.cli.app import app
-from kvmlab.cli.options import output_choice
+from kvmlab.cli.app import PANEL_LABS, app
+from kvmlab.cli.options import LabArg, VariantOpt, lab_file, output_choice
 
 
-@app.command()
+@app.command(name="labs", rich_help_panel=PANEL_LABS)
+def labs_(
+    output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
+) -> None:
+    """List the labs shipped with kvmlab: their names (which every command takes in place
+    of a lab file), what each is for, and what it needs of the host."""
+    from kvmlab.cli.lab_list import print_labs
+
+    print_labs(output_choice(output, "text", "json"))
+
+
+@app.command(rich_help_panel=PANEL_LABS)
 def check(
-    labs: Annotated[list[Path] | None, typer.Argument(help="Lab files to validate.")] = None,
+    labs: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="LAB...",
+            help="Lab files or shipped labs' names; with --explain: keys to explain.",
+        ),
+    ] = None,
     explain: Annotated[
-        bool, typer.Option("--explain", help="List every lab-file key: type, default, meaning.")
+        bool,
+        typer.Option(
+            "--explain",
+            help="Explain lab-file keys (every key, or those the arguments name: "
+            "kvmlab check --explain nics).",
+        ),
     ] = False,
+    variant: VariantOpt = None,
     output: Annotated[
         str, typer.Option("--output", "-o", help="text or json; with --explain also md.")
     ] = "text",
@@ -24,27 +46,45 @@ def check(
         bool, typer.Option("--markdown", hidden=True, help="Same as --explain -o md.")
     ] = False,
 ) -> None:
-    """Validate lab files; print one line per problem (exit 2) or a summary per lab."""
+    """Validate lab files: one line per problem (exit 2), else a summary of each lab as it
+    would run on this host, with warnings about what this host lacks.
+
+    Examples: kvmlab check nested; kvmlab check my-lab.toml --variant tuned;
+    kvmlab check --explain memory."""
     from kvmlab.cli.spec_cmds import run_check, run_explain
 
-    if explain:
-        run_explain("md" if markdown else output_choice(output, "text", "md", "json"))
+    if explain or markdown:
+        run_explain("md" if markdown else output_choice(output, "text", "md", "json"), labs or [])
         return
     output_choice(output, "text", "json")
     if not labs:
-        raise typer.BadParameter("give at least one lab file, or --explain", param_hint="LABS")
-    run_check(labs, output)
+        raise typer.BadParameter(
+            "give at least one lab (a file, or a name from 'kvmlab labs'), or --explain",
+            param_hint="LAB",
+        )
+    run_check([lab_file(lab) for lab in labs], output, variant)
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_LABS)
 def render(
-    lab: Annotated[Path, typer.Argument(help="Lab file.")],
+    lab: LabArg,
     guest: Annotated[
-        str | None, typer.Option("--guest", "-g", help="Guest address: NAME or L1/L2.")
+        str | None,
+        typer.Option("--guest", "-g", help="Only this guest: its path in the lab (vm1, l1/l2)."),
     ] = None,
-    fmt: Annotated[
-        str, typer.Option("--format", "-f", help="qemu (command line) or libvirt (domain XML).")
+    variant: VariantOpt = None,
+    output: Annotated[
+        str,
+        typer.Option(
+            "--output",
+            "-o",
+            help="qemu (the command line), libvirt (domain XML) or json (each guest's "
+            "QEMU argv as a list).",
+        ),
     ] = "qemu",
+    old_format: Annotated[
+        str | None, typer.Option("--format", "-f", hidden=True, help="Old spelling of -o.")
+    ] = None,
     connect: Annotated[
         str | None,
         typer.Option("--connect", "-c", help="libvirt URI: render for the libvirt there."),
@@ -61,17 +101,19 @@ def render(
     """Print the QEMU command line or libvirt domain XML of a lab's guests.
 
     What a printed domain needs that render does not make (an image libvirt's QEMU user
-    cannot read, a switch, a disk) is said on stderr, one line each."""
+    cannot read, a switch, a disk) is said on stderr, one line each.
+
+    Examples: kvmlab render basic; kvmlab render nested --guest l1 -o libvirt > l1.xml;
+    kvmlab render basic -o libvirt -c qemu:///system --publish | virsh define /dev/stdin."""
     from kvmlab.cli.spec_cmds import run_render
 
-    if fmt not in ("qemu", "libvirt"):
-        raise typer.BadParameter("choose qemu or libvirt", param_hint="--format")
+    fmt = output_choice(old_format or output, "qemu", "libvirt", "json")
     if connect is not None and fmt != "libvirt":
         raise typer.BadParameter(
-            "--connect renders libvirt XML: add --format libvirt", param_hint="--connect"
+            "--connect renders libvirt XML: add -o libvirt", param_hint="--connect"
         )
     if publish and connect is None:
         raise typer.BadParameter(
             "--publish uploads to a daemon: add --connect URI", param_hint="--publish"
         )
-    run_render(lab, guest, fmt, connect, publish)
+    run_render(lab_file(lab), guest, fmt, connect, publish, variant)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from kvmlab.cli.app import app
+from kvmlab.cli.app import PANEL_LABS, app
 from kvmlab.cli.backend_opts import (
     BackendOpt,
     BackendOptions,
@@ -15,13 +14,16 @@ from kvmlab.cli.backend_opts import (
     PersistentOpt,
     RootOpt,
 )
-from kvmlab.cli.options import output_choice
+from kvmlab.cli.options import AddressArg, LabArg, VariantOpt, lab_file, output_choice
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_LABS)
 def up(
-    lab: Annotated[Path, typer.Argument(help="Lab file.")],
-    guest: Annotated[str | None, typer.Option("--guest", "-g", help="Only this guest.")] = None,
+    lab: LabArg,
+    guest: Annotated[
+        str | None,
+        typer.Option("--guest", "-g", help="Only this guest: its path in the lab (vm1, l1)."),
+    ] = None,
     within: Annotated[
         str | None,
         typer.Option("--within", hidden=True, help="Inside guest hypervisor ADDRESS: its guests."),
@@ -30,19 +32,20 @@ def up(
     output: Annotated[
         str, typer.Option("--output", "-o", help="text (boot stages) or json (guest records).")
     ] = "text",
-    variant: Annotated[
-        str | None, typer.Option("--variant", help="Start this variant of the lab.")
-    ] = None,
+    variant: VariantOpt = None,
     backend: BackendOpt = None,
     connect: ConnectOpt = None,
     persistent: PersistentOpt = None,
     qemu_as_root: RootOpt = None,
 ) -> None:
-    """Start a lab's guests, wait for their agents, print boot stages; they keep running."""
+    """Start a lab's guests, wait for their agents, print boot stages; they keep running.
+
+    Examples: kvmlab up basic; kvmlab up nested (an L1 guest hypervisor and its L2);
+    kvmlab up my-lab.toml --variant tuned."""
     from kvmlab.cli.lab_cmds import run_up
 
     run_up(
-        lab,
+        lab_file(lab),
         guest,
         within,
         as_json or output_choice(output, "text", "json") == "json",
@@ -51,7 +54,7 @@ def up(
     )
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_LABS)
 def ps(
     output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
     threads: Annotated[
@@ -69,9 +72,11 @@ def ps(
     run_ps(output_choice(output, "text", "json"), threads)
 
 
-@app.command(name="exec", context_settings={"ignore_unknown_options": True})
+@app.command(
+    name="exec", context_settings={"ignore_unknown_options": True}, rich_help_panel=PANEL_LABS
+)
 def exec_(
-    address: Annotated[str, typer.Argument(help="LAB/GUEST, e.g. basic/vm1.")],
+    address: AddressArg,
     command: Annotated[list[str] | None, typer.Argument(help="Command and arguments.")] = None,
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds it may run, then it is killed.")
@@ -81,23 +86,30 @@ def exec_(
 
     Like ssh: stdin is forwarded unless it is a terminal (whole, at most 47 MiB); Ctrl-C
     kills the command; its output (at most 16 MiB per stream) comes when it has ended.
+
+    Examples: kvmlab exec basic/vm1 -- uname -r; echo hi | kvmlab exec basic/vm1 -- cat.
     """
     from kvmlab.cli.exec_cmds import run_exec
 
     raise typer.Exit(run_exec(address, command or [], timeout))
 
 
-@app.command()
-def console(address: Annotated[str, typer.Argument(help="LAB/GUEST.")]) -> None:
+@app.command(rich_help_panel=PANEL_LABS)
+def console(address: AddressArg) -> None:
     """Attach to a guest's serial console (Ctrl-] detaches); the log is in its run dir."""
     from kvmlab.cli.exec_cmds import run_console
 
     run_console(address)
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_LABS)
 def down(
-    lab: Annotated[str, typer.Argument(help="Lab name (as in kvmlab ps).")],
+    lab: Annotated[
+        str,
+        typer.Argument(
+            metavar="LAB", help="The lab's name (as kvmlab ps shows it) or its lab file."
+        ),
+    ],
     force: Annotated[bool, typer.Option("--force", help="Kill without a graceful stop.")] = False,
 ) -> None:
     """Stop a lab's guests (gracefully, then by force) and remove everything kvmlab created."""

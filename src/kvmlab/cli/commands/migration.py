@@ -7,48 +7,48 @@ from typing import Annotated
 
 import typer
 
-from kvmlab.cli.app import app
+from kvmlab.cli.app import PANEL_MIGRATE, app
 from kvmlab.cli.backend_opts import TO_HELP
-from kvmlab.cli.options import output_choice
+from kvmlab.cli.options import lab_file, output_choice
 from kvmlab.errors import UsageError
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_MIGRATE)
 def migrate(
-    address: Annotated[
-        str | None, typer.Argument(help="LAB/GUEST (a running, migratable guest).")
+    target: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="LAB/GUEST|LAB",
+            help="A running, migratable guest (migrate/vm); or a LAB (file or shipped name): "
+            "its \\[\\[migrations]] side by side.",
+        ),
     ] = None,
-    lab: Annotated[
-        Path | None,
-        typer.Option("--lab", help="Run the lab file's \\[\\[migrations]] side by side instead."),
-    ] = None,
+    old_lab: Annotated[Path | None, typer.Option("--lab", hidden=True)] = None,
     variant: Annotated[
-        str | None, typer.Option("--variant", help="--lab: the lab's variant to bring up.")
+        str | None, typer.Option("--variant", help="With a LAB: the configuration to bring up.")
     ] = None,
     reps: Annotated[
         int | None,
-        typer.Option("--reps", help="--lab: repetitions of each migration (default: its own)."),
+        typer.Option(
+            "--reps", help="With a LAB: repetitions of each migration (default: its own)."
+        ),
     ] = None,
-    html: Annotated[
+    out: Annotated[
         Path | None,
-        typer.Option("--html", help="--lab: also write the comparison as an HTML page."),
+        typer.Option("--out", help="With a LAB: also write the comparison as an HTML page."),
     ] = None,
+    old_html: Annotated[Path | None, typer.Option("--html", hidden=True)] = None,
     mode: Annotated[
         str,
         typer.Option(
-            "--mode", help="precopy, postcopy, multifd, auto-converge, xbzrle or dirty-limit."
+            "--mode",
+            help="precopy, postcopy, multifd, auto-converge, xbzrle, dirty-limit or auto (the "
+            "strategy whose verified migrations of this guest under this workload paused it "
+            "least, in the newest comparison stored; without one, precopy, then postcopy if "
+            "it does not converge within the bulk copy and one pass at --downtime-limit).",
         ),
     ] = "precopy",
-    auto: Annotated[
-        bool,
-        typer.Option(
-            "--auto",
-            help="Same as --mode auto: the strategy whose verified migrations of this guest "
-            "under this workload paused it least, in the newest comparison 'kvmlab run' "
-            "stored; without one, precopy, then postcopy if it does not converge within "
-            "the bulk copy and one pass at --downtime-limit (default 50 ms).",
-        ),
-    ] = False,
+    old_auto: Annotated[bool, typer.Option("--auto", hidden=True)] = False,
     downtime_limit: Annotated[
         int | None,
         typer.Option("--downtime-limit", help="Max downtime QEMU aims for, ms (QEMU default 300)."),
@@ -90,27 +90,31 @@ def migrate(
     to: Annotated[str | None, typer.Option("--to", help=TO_HELP)] = None,
     output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
 ) -> int:
-    """Live-migrate a running guest with a dirtying workload; measure and verify it.
+    """Live-migrate a running guest with a dirtying workload; measure and verify it. Given a
+    LAB instead, bring it up and run its `[[migrations]]` side by side.
 
     Exit status: 0 migrated and verified; 3 failed or cancelled (the source kept running);
     5 completed but the guest failed verification (corrupted); 130 interrupted.
+
+    Examples: kvmlab migrate migrate/vm --dirty 60; kvmlab migrate migrate/vm --mode auto;
+    kvmlab migrate migrate --out migrations.html (the strategies side by side).
     """
     from kvmlab.cli.migrate_cmd import MigrateOptions, run_compare, run_migrate
 
-    if lab is not None:
-        if address is not None:
-            raise UsageError("give LAB/GUEST or --lab FILE, not both")
-        return run_compare(lab, variant, reps, html, output_choice(output, "text", "json"))
-    if address is None:
-        raise UsageError("give the guest to migrate (LAB/GUEST), or --lab FILE")
-    if auto:
-        if mode not in ("precopy", "auto"):
-            raise UsageError(f"--auto chooses the mode itself; drop --mode {mode}")
-        mode = "auto"
-    if variant or reps or html:
-        raise UsageError("--variant, --reps and --html go with --lab")
+    _refuse_old(old_lab, old_html, old_auto)
+    if target is None:
+        raise UsageError(
+            "give the guest to migrate (LAB/GUEST, as kvmlab ps shows it), or a LAB to run "
+            "its [[migrations]] side by side"
+        )
+    if not _is_address(target):
+        return run_compare(
+            lab_file(target), variant, reps, out, output_choice(output, "text", "json")
+        )
+    if variant or reps or out:
+        raise UsageError("--variant, --reps and --out go with a LAB (its [[migrations]])")
     options = MigrateOptions(
-        address=address,
+        address=target,
         mode=mode,
         downtime_limit_ms=downtime_limit,
         bandwidth_mibs=bandwidth,
@@ -125,3 +129,27 @@ def migrate(
         to=to,
     )
     return run_migrate(options, output_choice(output, "text", "json"))
+
+
+def _is_address(text: str) -> bool:
+    """Whether ``text`` names a running guest's address (LAB/GUEST) rather than a lab: two
+    or more names joined by ``/`` that are not an existing file or a ``.toml``."""
+    from kvmlab.spec.names import is_name
+
+    parts = text.split("/")
+    return (
+        len(parts) >= 2
+        and all(is_name(p) for p in parts)
+        and not text.endswith(".toml")
+        and not Path(text).is_file()
+    )
+
+
+def _refuse_old(lab: Path | None, html: Path | None, auto: bool) -> None:
+    """Spellings of an older kvmlab, each told its one spelling now."""
+    if lab is not None:
+        raise UsageError(f"give the lab as the argument: kvmlab migrate {lab}")
+    if html is not None:
+        raise UsageError(f"the HTML page is --out FILE: kvmlab migrate LAB --out {html}")
+    if auto:
+        raise UsageError("the automatic choice is a mode: --mode auto")

@@ -227,7 +227,7 @@ class LibvirtBackend(Backend):
 
     def check_command(self, loaded: LoadedLab, command: str) -> None:
         """Comparisons that bring a lab up again and again run on the qemu backend only."""
-        if command in ("migrate --lab", "exits --compare"):
+        if command in ("migrate LAB", "exits LAB --compare"):
             raise UsageError(
                 f"{loaded.path}: backend = \"libvirt\": 'kvmlab {command}' runs only "
                 "on the qemu backend so far (kvmlab up/ps/exec/down run on libvirt)"

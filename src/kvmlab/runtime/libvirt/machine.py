@@ -88,7 +88,7 @@ def start_fix(message: str, guest: str, uri: str) -> list[str]:
     if "passt" in message or "Invalid value" in message:
         return [
             "kvmlab renders for the libvirt it asked; report this with 'kvmlab render "
-            "--format libvirt --connect URI'"
+            "-o libvirt --connect URI'"
         ]
     return []
 

@@ -1,4 +1,4 @@
-"""What a domain printed by ``kvmlab render --format libvirt`` needs from its host to start
+"""What a domain printed by ``kvmlab render -o libvirt`` needs from its host to start
 as printed.
 
 ``kvmlab up --backend libvirt`` prepares all of it (it uploads the image, writes the seed,
@@ -53,7 +53,7 @@ def qemu_user(caps: LibvirtCaps) -> tuple[int, int] | None:
 def _publish_hint(connect: str | None, lab: str, guest: str) -> str:
     uri = connect or "URI"
     return (
-        f"kvmlab render {lab} --guest {guest} --format libvirt --connect {uri} "
+        f"kvmlab render {lab} --guest {guest} -o libvirt --connect {uri} "
         "--publish uploads it into libvirt's pool 'kvmlab' and prints the domain "
         "pointing there"
     )
