@@ -49,7 +49,14 @@ docs: deps
 golden: deps
 	$(BIN)/python -m tests.render.golden
 
+# The manual pages (man kvmlab-migrate) and bash completion, from the help text: written
+# again at every set-up, so they follow the code.
+MAN_DIR ?= /usr/local/share/man/man1
+COMPLETION ?= /etc/bash_completion.d/kvmlab
+
 deps: $(APT_STAMP) $(PIP_STAMP)
+	@$(BIN)/python -m kvmlab.cli.manpages $(MAN_DIR) >/dev/null
+	@mkdir -p $(dir $(COMPLETION)) && _KVMLAB_COMPLETE=source_bash $(BIN)/kvmlab >$(COMPLETION)
 
 # QEMU 10.0 from bookworm-backports, unpacked under /opt/kvmlab-qemu10 beside Debian's 7.2
 # (never installed over it): labs/migrate.toml's variant qemu10, as in

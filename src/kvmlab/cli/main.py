@@ -24,6 +24,8 @@ from kvmlab.proc.signals import interrupting
 
 __all__ = ["app", "main"]
 
+COMPLETE_VAR = "_KVMLAB_COMPLETE"
+"""Set by the shell's completion script (``_KVMLAB_COMPLETE=source_bash kvmlab`` prints it)."""
 PIPE_CLOSED = 141
 """Exit status when the reader of stdout went away (128 + SIGPIPE, as a shell reports it)."""
 
@@ -40,6 +42,10 @@ def main() -> None:
     for name in ("stdout", "stderr"):  # started with it closed (>&-): write nowhere, quietly
         if getattr(sys, name) is None:
             setattr(sys, name, Path(os.devnull).open("w"))  # noqa: SIM115
+    if COMPLETE_VAR in os.environ:  # the shell asks for completions (make deps installs them)
+        from typer._completion_classes import completion_init
+
+        completion_init()
     try:
         with interrupting(then_ignore=True):  # SIGTERM, SIGHUP like Ctrl-C, at any moment
             status = app_for(sys.argv[1:])(standalone_mode=False)

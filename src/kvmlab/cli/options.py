@@ -9,7 +9,25 @@ from typing import Annotated
 import typer
 
 LAB_HELP = "A lab file, or the name of a shipped lab (kvmlab labs lists them)."
-LabArg = Annotated[str, typer.Argument(metavar="LAB", help=LAB_HELP, show_default=False)]
+
+
+def complete_lab(incomplete: str) -> list[str]:
+    """Shell completion of ``LAB``: the shipped labs' names, and lab files here."""
+    from kvmlab.labs import shipped
+
+    names = [n for n in shipped() if n.startswith(incomplete)]
+    here = Path(incomplete).parent if "/" in incomplete else Path()
+    try:
+        files = [str(p) for p in here.glob("*.toml") if str(p).startswith(incomplete)]
+    except OSError:
+        files = []
+    return names + sorted(files)
+
+
+LabArg = Annotated[
+    str,
+    typer.Argument(metavar="LAB", help=LAB_HELP, show_default=False, autocompletion=complete_lab),
+]
 AddressArg = Annotated[
     str,
     typer.Argument(

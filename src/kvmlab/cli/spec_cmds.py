@@ -122,9 +122,28 @@ def _host_warnings(loaded: LoadedLab) -> list[str]:
         for key, message in missing_cpus(all_cpu_uses(variant.lab), online):
             if found.get(key) != message:
                 found.setdefault(f"variants.{name}.{key}", message)
-    return [
+    out = [
         f"{key}: {message}; up, run, bench and tune refuse the lab on this host"
         for key, message in found.items()
+    ]
+    return out + _accel_warnings(loaded)
+
+
+def _accel_warnings(loaded: LoadedLab) -> list[str]:
+    """Top-level guests that force ``accel = "kvm"`` on a host whose KVM would not serve
+    them (software nested KVM, or none usable): ``auto`` would choose better here."""
+    forced = [p for p, g in loaded.lab.walk() if len(p) == 1 and g.accel == "kvm"]
+    if not forced:
+        return []
+    from kvmlab.cli.hostinfo import host_accel
+
+    _, choice = host_accel()
+    if choice.accel == "kvm":
+        return []
+    return [
+        f"guests.{path[0]}.accel = \"kvm\": {choice.reason}; accel = \"auto\" runs it "
+        "under TCG here, and uses KVM on a host with hardware KVM"
+        for path in forced
     ]
 
 

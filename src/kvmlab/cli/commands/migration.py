@@ -20,7 +20,7 @@ def migrate(
         typer.Argument(
             metavar="LAB/GUEST|LAB",
             help="A running, migratable guest (migrate/vm); or a LAB (file or shipped name): "
-            "its \\[\\[migrations]] side by side.",
+            "its `[[migrations]]` side by side.",
         ),
     ] = None,
     old_lab: Annotated[Path | None, typer.Option("--lab", hidden=True)] = None,
