@@ -19,7 +19,10 @@ def running_guest(lab: str, address: tuple[str, ...] = ("vm1",)) -> Iterator[Pat
     lab_dir = LabDir.of(lab)
     with lab_dir.locked():
         run_dir = lab_dir.create_guest_dir(address)
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", str(run_dir)])
+    sleeper = subprocess.Popen(  # named as a QEMU is: the program's name comes first
+        ["qemu-system-x86_64", "-c", "import time; time.sleep(120)", str(run_dir)],
+        executable=sys.executable,
+    )
     try:
         GuestRecord(
             lab, list(address), sleeper.pid, ["qemu"], "tcg", "test", 2, 1 << 30, time.time()

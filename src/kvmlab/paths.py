@@ -28,9 +28,16 @@ def run_root() -> Path:
 
 def data_dir() -> Path:
     """kvmlab's data directory: ``$XDG_DATA_HOME/kvmlab``, else ``~/.local/share/kvmlab``
-    (the results database, and the disks of shipped labs, live there)."""
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "kvmlab"
+    (the results database, and the disks of shipped labs, live there).
+
+    A relative ``XDG_DATA_HOME`` (``data``, ``./share``) is ignored, as the XDG Base
+    Directory specification says ("If an implementation encounters a relative path in any
+    of these variables it should consider the path invalid and ignore it"): kvmlab falls
+    back to ``~/.local/share``, as if the variable were unset or empty, and says nothing."""
+    base = Path(os.environ.get("XDG_DATA_HOME", ""))
+    if not base.is_absolute():
+        base = Path.home() / ".local" / "share"
+    return base / "kvmlab"
 
 
 SHIPPED_LABS = Path(__file__).resolve().parent / "labs"

@@ -84,5 +84,5 @@ def test_readme_bench_example_measures_l0_and_l1(tmp_path: Path) -> None:
     csv = run(env, "results", "export", "last", "-o", "csv").stdout.splitlines()
     assert csv[0].startswith("run,variant,guest,level")
     assert len(csv) == 1 + 2 * 2 * 3  # a row per sample: 2 metrics at 2 levels, 3 repetitions
-    listing = json.loads(run(env, "results", "ls", "-o", "json").stdout)
+    listing = json.loads(run(env, "results", "ls", "-o", "json").stdout)["runs"]
     assert [r["complete"] for r in listing] == [True]

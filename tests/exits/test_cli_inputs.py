@@ -107,7 +107,7 @@ def one_line(proc: subprocess.CompletedProcess[str], status: int) -> str:
             "--guest, --settle and --variant go with LAB --compare",
         ),
         (["diagnose"], "give the guest's address (LAB/GUEST) or --import FILE"),
-        (["diagnose", "lab/vm1", "--import", str(LIVE)], "give the guest's address"),
+        (["diagnose", "lab/vm1", "--import", str(LIVE)], "or --import FILE, not both"),
         (["diagnose", "../x"], "is not a guest address"),
         (["diagnose", "lab/vm1", "--seconds", "nan"], "--seconds must be between 0.1 and 3600"),
         (["diagnose", "lab/vm1", "--provider", "bogus"], "Invalid value for --provider"),

@@ -57,6 +57,19 @@ def test_release_takes_back_only_what_was_added(tmp_path: Path) -> None:
     assert pool.nr() == 512  # theirs stay
 
 
+def test_a_recorded_reservation_is_given_back_only_while_the_pool_still_holds_it(
+    tmp_path: Path,
+) -> None:
+    """A reservation read from another kvmlab's record: a pool made smaller since (the
+    admin's 8 pages where the record says 0 -> 8 and now 4) is not kvmlab's to shrink."""
+    pool = FakePool(tmp_path / "hp", nr=4, free=4)
+    assert not release(Reservation(0, 8), pool.root, guarded=True)
+    assert pool.nr() == 4
+    (pool.root / "nr_hugepages").write_text("8\n")
+    assert release(Reservation(0, 8), pool.root, guarded=True)
+    assert pool.nr() == 0
+
+
 def test_the_kernel_refusing_gives_the_exact_fix_and_changes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

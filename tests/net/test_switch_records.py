@@ -93,14 +93,17 @@ def test_a_record_that_is_not_kvmlab_s_signals_nothing(
 
 @pytest.mark.parametrize(
     "hugepages",
-    [[5, 3], [0, 1 << 30], [-1, 2], ["0", 2], [0, 2, 3]],
+    [[5, 3], [0, 1 << 30], [-1, 2], ["0", 2], [0, 2, 3], "no processes"],
 )
 def test_a_huge_page_count_out_of_range_is_not_kvmlab_s(
     hugepages: object, switch_dir: Path
 ) -> None:
     """A record's huge pages are given back only from a record kvmlab could have written
     (fewer before than after, by at most 2^20 pages)."""
-    record(switch_dir, hugepages=hugepages)
+    if hugepages == "no processes":  # a switch kvmlab records only once it has a process
+        record(switch_dir, hugepages=[0, 8], processes=[])
+    else:
+        record(switch_dir, hugepages=hugepages, processes=[["switch", 1, 1]])
     assert switch.read_record(switch_dir) is None
 
 

@@ -66,13 +66,6 @@ def test_a_state_file_naming_another_root_writes_nothing_there(tmp_path: Path) -
 
 
 BAD = {
-    "null": ("null", "not a JSON object of kvmlab's tuning state"),
-    "number": ("5", "not a JSON object of kvmlab's tuning state"),
-    "changes-5": ('{"owner": null, "root": "/", "changes": 5}', "changes has the wrong form"),
-    "owner-empty": ('{"owner": [], "root": "/", "changes": []}', "owner.0 is missing"),
-    "missing-root": ('{"owner": null, "changes": []}', "root is missing"),
-    "not-json": ("{", "not JSON"),
-    "deep": ("[" * 100_000, "not JSON"),
     "unknown-path": (
         json.dumps({"owner": [GONE, 1], "root": "/", "changes": [change("etc/shadow")]}),
         "changes.0.path names 'etc/shadow', which kvmlab never tunes",
@@ -98,6 +91,8 @@ BAD = {
         "owner.0 has the wrong form",
     ),
 }
+"""Records of kvmlab's shape whose values kvmlab does not trust: restored by hand, if
+kvmlab wrote them. Files not of that shape at all: tests/net/test_tuning_state_foreign_file.py."""
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
@@ -117,7 +112,7 @@ def test_a_directory_there_is_one_line(tmp_path: Path) -> None:
     proc = kvmlab(state, "check", str(LABS / "basic.toml"))
     assert proc.returncode == 0, proc.stderr
     (line,) = proc.stderr.splitlines()
-    assert line.startswith(f"kvmlab: {state}: is not a regular file;")
+    assert line.startswith(f"kvmlab: {state}: is not a regular file, so it is not kvmlab's")
 
 
 def test_a_fifo_there_does_not_hang(tmp_path: Path) -> None:
@@ -126,7 +121,7 @@ def test_a_fifo_there_does_not_hang(tmp_path: Path) -> None:
     proc = kvmlab(state, "check", str(LABS / "basic.toml"))  # timeout=30 fails a hang
     assert proc.returncode == 0, proc.stderr
     (line,) = proc.stderr.splitlines()
-    assert line.startswith(f"kvmlab: {state}: is not a regular file;")
+    assert line.startswith(f"kvmlab: {state}: is not a regular file, so it is not kvmlab's")
 
 
 def test_a_symlink_there_is_not_followed(tmp_path: Path) -> None:
@@ -135,14 +130,17 @@ def test_a_symlink_there_is_not_followed(tmp_path: Path) -> None:
     state.symlink_to(real)
     proc = kvmlab(state, "check", str(LABS / "basic.toml"))
     (line,) = proc.stderr.splitlines()
-    assert line.startswith(f"kvmlab: {state}: cannot be read (a symbolic link);")
+    assert line.startswith(f"kvmlab: {state}: is a symbolic link, so it is not kvmlab's")
 
 
 def test_a_state_file_others_can_write_is_not_trusted(tmp_path: Path) -> None:
     state = write_state(tmp_path / "t.json", '{"owner": null, "root": "/", "changes": []}', 0o666)
     proc = kvmlab(state, "check", str(LABS / "basic.toml"))
     (line,) = proc.stderr.splitlines()
-    assert line.startswith(f"kvmlab: {state}: is not kvmlab's (owner {os.geteuid()}, mode 666);")
+    assert line.startswith(
+        f"kvmlab: {state}: has owner {os.geteuid()} and mode 666, not this user's alone, so it "
+        "is not kvmlab's tuning state;"
+    )
 
 
 def test_tune_rollback_refuses_a_bad_state_file_in_one_line(tmp_path: Path) -> None:
@@ -151,7 +149,7 @@ def test_tune_rollback_refuses_a_bad_state_file_in_one_line(tmp_path: Path) -> N
     assert proc.returncode == 2
     assert proc.stdout == ""
     (line,) = proc.stderr.splitlines()
-    assert line.startswith(f"kvmlab: {state}: not a JSON object of kvmlab's tuning state;")
+    assert line.startswith(f"kvmlab: {state}: not a JSON object, so it is not kvmlab's")
 
 
 def test_tune_rollback_json_with_nothing_applied_is_a_document(tmp_path: Path) -> None:

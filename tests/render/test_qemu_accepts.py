@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from qemu.qmp import QMPClient
+from qemu.qmp import ConnectError, QMPClient
 
 from kvmlab.guest.image import build_default_image, build_image
 from kvmlab.render import BootImage, render_qemu
@@ -56,7 +56,18 @@ def _missing(guest: Guest) -> str | None:
 
 async def _inspect(sock: Path) -> dict[str, Any]:
     qmp = QMPClient("kvmlab-test")
-    await qmp.connect(str(sock))
+    # QEMU binds its socket before it listens: on a loaded host a connection in between is
+    # refused, so one is retried while the socket is there (QEMU ending fails the test)
+    for _ in range(200):
+        try:
+            await qmp.connect(str(sock))
+            break
+        except ConnectError:
+            if not sock.exists():
+                raise
+            await asyncio.sleep(0.05)
+    else:
+        await qmp.connect(str(sock))
     try:
         facts = {
             cmd: await qmp.execute(cmd)

@@ -1,7 +1,9 @@
 """What a careless or hostile ``KVMLAB_RESULTS`` can name, each refused or read in one line,
 never a hang or a traceback (issue 39, own pass): a pipe, a name too long, a file where a
 directory should be, a database another process holds locked, one on a read-only
-filesystem (read as it is; a writing command refused)."""
+filesystem (read as it is; a writing command refused), a ``-wal``/``-shm``/``-journal``
+beside it that is a link (named for what it is), a relative ``XDG_DATA_HOME`` (ignored, as
+the XDG specification says)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ import pytest
 from typer.testing import CliRunner
 
 from kvmlab.cli.main import app
+from kvmlab.errors import UsageError
+from kvmlab.paths import data_dir
 from kvmlab.results import store as store_module
 from kvmlab.results.model import Run
 from kvmlab.results.store import ResultStore, StoreError
@@ -147,3 +151,82 @@ def test_a_read_only_place_is_read_as_it_is(db: Path, monkeypatch: pytest.Monkey
         f"cannot store runs in {db}: {db.parent} is not writable (read-only filesystem); make "
         "it writable or name a database elsewhere with KVMLAB_RESULTS"
     )
+
+
+SIDE_FILES = {"-wal": "write-ahead log", "-shm": "WAL index file", "-journal": "journal"}
+
+
+@pytest.mark.parametrize("end", sorted(SIDE_FILES))
+@pytest.mark.parametrize("command", [("results", "ls"), ("report", "1")])
+def test_a_link_beside_the_database_is_named_for_what_it_is(
+    end: str, command: tuple[str, ...], db: Path, tmp_path: Path
+) -> None:
+    """A ``-shm`` (``-wal``, ``-journal``) that is a symbolic link is no damaged database
+    to restore from a backup: the line says what it is and what to do."""
+    target = tmp_path / "elsewhere"
+    target.write_bytes(b"")
+    side = db.with_name(db.name + end)
+    side.symlink_to(target)
+    if end == "-shm":  # with a -wal beside it SQLite would open the -shm (through the link)
+        db.with_name(db.name + "-wal").write_bytes(b"")
+    proc = kvmlab(db, *command)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == (
+        f"kvmlab: KVMLAB_RESULTS={db}: its {SIDE_FILES[end]} {side} is a symbolic link; "
+        "kvmlab does not open through links: remove the link\n"
+    )
+    assert target.read_bytes() == b"" and side.is_symlink()
+    with pytest.raises(UsageError, match="is a symbolic link"):
+        ResultStore.writing(db)
+
+
+def test_a_directory_beside_the_database_is_named_for_what_it_is(db: Path) -> None:
+    side = db.with_name(db.name + "-wal")
+    side.mkdir()
+    proc = kvmlab(db, "results", "ls")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == (
+        f"kvmlab: KVMLAB_RESULTS={db}: its write-ahead log {side} is not a regular file; "
+        "SQLite keeps its write-ahead log in one: remove it\n"
+    )
+
+
+@pytest.mark.parametrize("value", ["data", "./share", "rel/data"])
+def test_a_relative_xdg_data_home_is_ignored(value: str, tmp_path: Path) -> None:
+    """The XDG Base Directory specification: a relative path in XDG_DATA_HOME is invalid
+    and ignored; kvmlab falls back to ~/.local/share, without a word."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "KVMLAB_RESULTS"}
+    env |= {"HOME": str(home), "XDG_DATA_HOME": value, "KVMLAB_RUN_DIR": str(tmp_path / "run")}
+    proc = subprocess.run(
+        [KVMLAB, "results", "ls"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    default = home / ".local" / "share" / "kvmlab" / "results.sqlite"
+    assert proc.stdout.split() == ["no", "results", "yet", f"({default}", "does", "not", "exist)"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home"], "nothing made in the cwd"
+
+
+def test_data_dir_takes_only_an_absolute_xdg_data_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KVMLAB_RESULTS", raising=False)
+    fallback = tmp_path / ".local" / "share" / "kvmlab"
+    for value, expected in [
+        ("", fallback),
+        ("data", fallback),
+        ("./x", fallback),
+        ("/srv/data", Path("/srv/data/kvmlab")),
+    ]:
+        monkeypatch.setenv("XDG_DATA_HOME", value)
+        assert data_dir() == expected, value
+        assert store_module.default_results_path() == expected / "results.sqlite", value

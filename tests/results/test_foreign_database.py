@@ -9,6 +9,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from kvmlab.migrate.engine_common import Workload
 from kvmlab.migrate.modes import Settings
 from kvmlab.migrate.stored import auto_by_hand
 from kvmlab.migrate.transports.base import Route
+from kvmlab.results.model import Run
 from kvmlab.results.store import APPLICATION_ID, SCHEMA_VERSION, ResultStore
 from kvmlab.runtime.rundir import GuestRecord
 from tests.results.test_store import SCHEMA_1
@@ -278,3 +280,66 @@ def test_migrate_auto_reads_the_history_without_changing_the_database(
             assert "not kvmlab's" in reason
         else:
             assert reason.startswith("no verified migration of this guest")
+
+
+FOREVER = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c)"
+"""A query that never ends: what a view in place of kvmlab's table could hold."""
+NOT_PLAIN = {
+    "meta view": (
+        "DROP TABLE meta; "
+        f"CREATE VIEW meta AS {FOREVER} SELECT 'schema' AS key, x AS value FROM c WHERE x < 0",
+        "its meta is a view, not a table",
+    ),
+    "runs view": (
+        "ALTER TABLE runs RENAME TO kept; "
+        f"CREATE VIEW runs AS {FOREVER} SELECT kept.* FROM kept, c",
+        "its runs is a view, not a table",
+    ),
+    "view named in capitals": (
+        f"DROP TABLE samples; CREATE VIEW SAMPLES AS {FOREVER} SELECT x AS run FROM c",
+        "its samples is a view, not a table",
+    ),
+    "trigger": (
+        "CREATE TRIGGER grow AFTER INSERT ON samples BEGIN "
+        "INSERT INTO samples SELECT * FROM samples; END",
+        "a trigger, grow, on its samples table",
+    ),
+    "virtual table": (
+        "DROP TABLE documents; CREATE VIRTUAL TABLE documents USING fts5(run, variant, kind, body)",
+        "its documents is a virtual table, not a plain table",
+    ),
+    "generated column": (
+        "DROP TABLE failures; CREATE TABLE failures (run INTEGER, variant TEXT, level TEXT, "
+        "guest TEXT, stage TEXT, message TEXT, exit_code INTEGER, "
+        "detail TEXT GENERATED ALWAYS AS (printf('%.*c', 1000, 'x')) VIRTUAL)",
+        "its failures table computes detail",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_PLAIN))
+def test_kvmlabs_tables_must_be_plain_tables(case: str, tmp_path: Path) -> None:
+    """A view (an endless query), a trigger, a virtual table or a computed column in place
+    of kvmlab's tables, even under kvmlab's application id: refused at once, untouched."""
+    home = tmp_path / "home"
+    home.mkdir()
+    db = home / "r.sqlite"
+    with ResultStore.writing(db) as store:
+        store.start(Run(0, "lab", "/labs/lab.toml", "d", "quick", "0", 1.0))
+    sql, why = NOT_PLAIN[case]
+    with sqlite3.connect(db) as conn:
+        conn.executescript(sql)
+    conn.close()
+    before = snapshot(home)
+    start = time.monotonic()
+    proc = kvmlab(db, "results", "ls")
+    assert time.monotonic() - start < 30
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"kvmlab: KVMLAB_RESULTS={db} is a SQLite database that is not kvmlab's ({why}); "
+        "kvmlab will not touch it: name a new file or a kvmlab results database"
+    ]
+    for opened in (ResultStore.reading, ResultStore.writing):
+        with pytest.raises(UsageError, match=f"not kvmlab's \\({why}\\)"):
+            opened(db)
+    assert snapshot(home) == before

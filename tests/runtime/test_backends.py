@@ -95,7 +95,9 @@ def test_a_record_from_before_the_backend_sub_record_still_reads(tmp_path: Path)
 def test_a_record_whose_backend_fields_are_not_a_table_is_refused(tmp_path: Path) -> None:
     bad = {**asdict(record()), "backend_fields": ["uri"]}
     (tmp_path / "guest.json").write_text(json.dumps(bad))
-    with pytest.raises(StateError, match="its backend has the wrong type"):
+    with pytest.raises(
+        StateError, match=r"its backend_fields is \[.uri.\], not a value kvmlab writes"
+    ):
         GuestRecord.read(tmp_path)
 
 

@@ -248,3 +248,87 @@ def test_a_daemon_whose_socket_was_deleted_stops_without_libvirt_s_own_lines(
     assert stopped.returncode == 0, stopped.stderr
     assert stopped.stderr == "" and stopped.stdout == ""
     assert not running(pid)
+
+
+def test_a_socket_swapped_for_another_daemon_s_leaves_that_daemon_s_domains(
+    short_tmp: Path,
+) -> None:
+    """Daemon hq's socket is replaced by a link to daemon h6's: stopping hq asks h6
+    nothing (the daemon answering must carry hq's own host UUID), so h6's domain stays
+    defined; a daemon name that is a link to another daemon's directory is refused
+    before anything is signalled."""
+    run = short_tmp / "run"
+    env = env_for(run)
+    uris = {}
+    for name in ("h6", "hq"):
+        started = cli(env, "libvirtd", "start", name, timeout=120)
+        assert started.returncode == 0, started.stderr
+        uris[name] = started.stdout.split()[0]
+    try:
+        domain = short_tmp / "victim.xml"
+        domain.write_text(
+            "<domain type='qemu'><name>victimdom</name><memory unit='MiB'>64</memory>"
+            "<os><type arch='x86_64' machine='q35'>hvm</type></os></domain>"
+        )
+        defined = subprocess.run(
+            ["virsh", "-c", uris["h6"], "define", str(domain)], capture_output=True, timeout=60
+        )
+        assert defined.returncode == 0, defined.stderr
+        socket_path = run / ".libvirtd" / "hq" / "run" / "libvirt-sock"
+        socket_path.unlink()
+        socket_path.symlink_to(run / ".libvirtd" / "h6" / "run" / "libvirt-sock")
+        assert cli(env, "libvirtd", "stop", "hq", timeout=120).returncode == 0
+        (run / ".libvirtd" / "hz").symlink_to(run / ".libvirtd" / "h6")
+        refused = cli(env, "libvirtd", "stop", "hz", timeout=120)
+        assert refused.returncode == 2 and "is a symbolic link" in refused.stderr
+        names = subprocess.run(
+            ["virsh", "-c", uris["h6"], "list", "--all", "--name"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert names.returncode == 0 and "victimdom" in names.stdout.split(), names.stderr
+    finally:
+        (run / ".libvirtd" / "hz").unlink(missing_ok=True)
+        cli(env, "libvirtd", "stop", "h6", timeout=120)
+
+
+def test_a_module_in_the_current_directory_is_never_run_as_root(short_tmp: Path) -> None:
+    """kvmlab's daemon set-up step is a Python of its own: a json.py where kvmlab was run
+    from must not be imported by it."""
+    here = short_tmp / "here"
+    here.mkdir()
+    planted = short_tmp / "PWNED"
+    (here / "json.py").write_text(f"open({str(planted)!r}, 'w').write('x')\nraise SystemExit\n")
+    env = env_for(short_tmp / "run")
+    started = subprocess.run(
+        [*_kvmlab(), "libvirtd", "start", "he"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=here,
+    )
+    try:
+        assert started.returncode == 0, started.stderr
+        assert not planted.exists()
+    finally:
+        cli(env, "libvirtd", "stop", "he", timeout=120)
+
+
+def test_two_starts_of_one_name_at_once_give_one_daemon(short_tmp: Path) -> None:
+    env = env_for(short_tmp / "run")
+    argv = [*_kvmlab(), "libvirtd", "start", "hy"]
+    procs = [
+        subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    results = [(p.wait(120), *p.communicate()) for p in procs]
+    try:
+        codes = sorted(code for code, _, _ in results)
+        assert codes == [0, 2], results
+        refused = next(err for code, _, err in results if code == 2)
+        assert "runs already" in refused and "Traceback" not in refused
+    finally:
+        stopped = cli(env, "libvirtd", "stop", "hy", timeout=120)
+    assert stopped.returncode == 0, stopped.stderr

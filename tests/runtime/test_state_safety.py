@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -173,14 +174,21 @@ def record(**changes: object) -> GuestRecord:
     return base
 
 
+def looks_like_qemu(*args: str) -> subprocess.Popen[bytes]:
+    """A sleeping process whose command line is ``qemu-system-x86_64 ARGS`` (its first word
+    the program's name, as a real QEMU's is)."""
+    return subprocess.Popen(
+        ["qemu-system-x86_64", "-c", "import time; time.sleep(60)", *args],
+        executable=sys.executable,
+        start_new_session=True,
+    )
+
+
 @pytest.fixture
 def fake_qemu(root: Path) -> Iterator[subprocess.Popen[bytes]]:
     """A process whose command line looks like a QEMU of lab/vm (as a real one's does)."""
     guest = root / "lab" / "vm"
-    proc = subprocess.Popen(
-        ["sh", "-c", "sleep 60; :", "qemu-system-x86_64", f"{guest}/qmp.sock"],
-        start_new_session=True,
-    )
+    proc = looks_like_qemu(f"{guest}/qmp.sock")
     yield proc
     proc.kill()
     proc.wait()
@@ -248,13 +256,36 @@ def test_records_with_foreign_names_are_unreadable(root: Path) -> None:
     assert entry.record is None and "invalid lab or guest" in str(entry.problem)
 
 
+@pytest.mark.parametrize("recorded", [False, True], ids=["found-by-command-line", "recorded"])
+def test_a_program_that_names_the_run_directory_is_no_qemu(root: Path, recorded: bool) -> None:
+    """``grep qemu-system RUN/lab/vm/qemu.log`` or ``tail -f RUN/lab/vm/serial.log`` name
+    the guest's run directory (and even QEMU) without being its QEMU: neither a scan nor a
+    record naming its pid without a start time gets it signalled by ``down``."""
+    lab = LabDir.of("lab")
+    with lab.locked():
+        guest = lab.create_guest_dir(["vm"])
+    reader = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", "qemu-system", f"{guest}/qemu.log"],
+        start_new_session=True,
+    )
+    try:
+        with lab.locked():
+            rec = record(pid=reader.pid) if recorded else record(pid=0, owner=999999)
+            rec.pid_start = None
+            rec.save(guest)
+        time.sleep(0.1)
+        assert find_marked(f"{guest}/") == []
+        labrun.down("lab", progress=lambda _: None)
+        assert reader.poll() is None, "a program that only names the run directory was killed"
+    finally:
+        reader.kill()
+        reader.wait()
+
+
 def test_a_qemu_of_another_run_root_is_not_ours(root: Path, tmp_path: Path) -> None:
     """/run/kvmlab/lab/vm/ is inside /srv/ci/run/kvmlab/lab/vm/: a path must start a token."""
     other = tmp_path / "b" / str(root).lstrip("/") / "lab" / "vm"
-    proc = subprocess.Popen(
-        ["sh", "-c", "sleep 60; :", "qemu-system-x86_64", f"path={other}/qmp.sock"],
-        start_new_session=True,
-    )
+    proc = looks_like_qemu(f"path={other}/qmp.sock")
     try:
         lab = LabDir.of("lab")
         with lab.locked():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import subprocess
 import sys
@@ -12,8 +13,9 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, fields, replace
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from kvmlab.cli.jsonout import emit
 from kvmlab.errors import KvmlabError, UsageError, printable
@@ -268,15 +270,18 @@ def _compare_label(run: Run, variant: str) -> str:
 
 
 def _summaries(store: ResultStore, runs: list[Run]) -> dict[int, list[Summary]]:
-    """Each run's samples reduced, read and summarised once for every table of a report."""
+    """Each run's samples reduced, read and summarised once for every table of a report
+    (streamed from the store: only the values are held, not a million samples)."""
     from kvmlab.results.stats import summarize
 
-    return {run.id: summarize(store.samples(run.id)) for run in runs}
+    return {run.id: summarize(store.iter_samples(run.id)) for run in runs}
 
 
 def _tables(
-    runs: list[Run], summaries: dict[int, list[Summary]], compare: bool
+    store: ResultStore, runs: list[Run], summaries: dict[int, list[Summary]], compare: bool
 ) -> list[tuple[int, Any]]:
+    """A level table per run, saying how many of its stored values were left out as not
+    finite numbers (counted when :func:`_summaries` read them)."""
     from kvmlab.report.table import level_table
 
     tables = []
@@ -285,7 +290,9 @@ def _tables(
         if compare:  # runs side by side, as variants named by run id
             reduced = [replace(s, variant=_compare_label(run, s.variant)) for s in reduced]
             failures = [replace(f, variant=_compare_label(run, f.variant)) for f in failures]
-        tables.append((run.id, level_table(reduced, failures)))
+        table = level_table(reduced, failures)
+        table.left_out = {run.id: store.left_out(run.id)}
+        tables.append((run.id, table))
     return tables
 
 
@@ -294,7 +301,10 @@ def _merge(tables: list[tuple[int, Any]]) -> Any:
     from kvmlab.report.table import LevelTable
 
     merged = LevelTable(
-        [c for _, t in tables for c in t.columns], [], [f for _, t in tables for f in t.failures]
+        [c for _, t in tables for c in t.columns],
+        [],
+        [f for _, t in tables for f in t.failures],
+        {run: n for _, t in tables for run, n in t.left_out.items()},
     )
     rows: dict[tuple[str, str], Any] = {}
     for _, t in tables:
@@ -408,10 +418,10 @@ def _render(store: ResultStore, runs: list[Run], output: str, to_file: bool = Fa
     if output == "json":
         from kvmlab.report.jsonout import report_json
 
-        return report_json(runs, _tables(runs, summaries, compare=False), documents) + "\n"
+        return report_json(runs, _tables(store, runs, summaries, False), documents) + "\n"
     from kvmlab.report.table import check_size
 
-    tables = _tables(runs, summaries, compare)
+    tables = _tables(store, runs, summaries, compare)
     if compare:
         tables = [(runs[0].id, _merge(tables))]
     for _, table in tables:
@@ -512,9 +522,18 @@ def results_ls(output: str) -> None:
 
 def _list_runs(store: ResultStore, output: str) -> None:
     runs = store.runs()
-    counts = store.sample_counts()
+    counts = store.counts()  # run -> (usable samples, values left out as not finite)
     if output == "json":
-        emit("runs", {"runs": [{**asdict(r), "samples": counts.get(r.id, 0)} for r in runs]})
+        emit(
+            "runs",
+            {
+                "runs": [
+                    {**asdict(r), "samples": usable, "not_finite": odd}
+                    for r in runs
+                    for usable, odd in [counts.get(r.id, (0, 0))]
+                ]
+            },
+        )
         return
     from datetime import datetime
 
@@ -537,7 +556,11 @@ def _list_runs(store: ResultStore, output: str) -> None:
         started = datetime.fromtimestamp(r.started).strftime("%Y-%m-%d %H:%M")
         took = f"{r.ended - r.started:.0f} s" if r.ended else "-"
         state = "complete" if r.complete else f"incomplete: {_cut_short(r)}"
-        rows.append([str(r.id), r.lab, r.suite, started, took, state, str(counts.get(r.id, 0))])
+        usable, odd = counts.get(r.id, (0, 0))
+        samples = str(usable)
+        if odd:  # left out of reports: said here too, so the counts agree
+            samples += f" (+{odd} not finite)"
+        rows.append([str(r.id), r.lab, r.suite, started, took, state, samples])
     columns = [
         Col("id", "right"),
         Col("lab"),
@@ -551,7 +574,9 @@ def _list_runs(store: ResultStore, output: str) -> None:
 
 
 def results_export(ref: str, fmt: str, out: Path | None) -> None:
-    """Every sample of a run as CSV or JSON.
+    """Every sample of a run as CSV or JSON, streamed: read a page of rows at a time and
+    written as read (to stdout, or to ``--out`` through a temporary file renamed at the
+    end), so a run of millions of samples never sits whole in memory.
 
     JSON keeps every value as stored (its escapes keep control characters off a terminal).
     CSV is what a spreadsheet opens, so a text cell is made harmless there and on a
@@ -559,35 +584,79 @@ def results_export(ref: str, fmt: str, out: Path | None) -> None:
     ``\\n``), and a text starting with ``=``, ``+``, ``-`` or ``@`` (a formula to a
     spreadsheet) gets a ``'`` before it, which spreadsheets read as "text". kvmlab's own names
     never start so; only a value written outside kvmlab does. Numbers are left as they are.
+    A stored value that is not a finite number is left out: JSON's ``not_finite`` says how
+    many, and a line on stderr says so for either format.
     """
-    from kvmlab.cli.outfile import check_out, write_out
+    from kvmlab.cli.outfile import check_out
 
+    if fmt not in ("csv", "json"):
+        raise UsageError(f"unknown export format {printable(repr(fmt))}; choose csv or json")
     if out is not None:
         check_out(out)
     with ResultStore.reading() as store:
         if out is not None:
             check_not_results(store, out, "--out")
         run = store.run(ref)
-        samples = store.samples(run.id)
-        if fmt == "json":
-            body = envelope("samples", {"run": asdict(run), "samples": [vars(s) for s in samples]})
-            text = json.dumps(body, indent=2) + "\n"
-        elif fmt == "csv":
-            buf = io.StringIO()
-            writer = csv.writer(buf)
-            names = [f.name for f in fields(Sample)]
-            writer.writerow(["run", *names])
-            for s in samples:
-                writer.writerow([run.id, *(csv_cell(getattr(s, n)) for n in names)])
-            text = buf.getvalue()
-        else:
-            raise UsageError(f"unknown export format {printable(repr(fmt))}; choose csv or json")
-        if out is None:
-            sys.stdout.write(text)
-        else:
-            write_out(out, text)
+        with _export_file(out) as file:
+            (_export_json if fmt == "json" else _export_csv)(store, run, file)
+        if out is not None:
             print(f"wrote {printable(str(out))}", file=sys.stderr)
+        if left := store.left_out(run.id):
+            from kvmlab.report.table import left_out_note
+
+            print(f"note: {left_out_note(run.id, left)}", file=sys.stderr)
         store.check()
+
+
+@contextmanager
+def _export_file(out: Path | None) -> Iterator[TextIO]:
+    """stdout, or ``--out`` (a temporary file renamed over it once all was written)."""
+    if out is None:
+        yield sys.stdout
+        return
+    from kvmlab.cli.outfile import open_out
+
+    with open_out(out) as file:
+        yield file
+
+
+def _export_csv(store: ResultStore, run: Run, file: TextIO) -> None:
+    writer = csv.writer(file)
+    names = [f.name for f in fields(Sample)]
+    writer.writerow(["run", *names])
+    for s in store.iter_samples(run.id):
+        writer.writerow([run.id, *(csv_cell(getattr(s, n)) for n in names)])
+
+
+def _export_json(store: ResultStore, run: Run, file: TextIO) -> None:
+    """The ``kvmlab.samples/1`` document, byte for byte what ``json.dumps(doc, indent=2)``
+    makes of it, written a sample at a time; ``not_finite`` last (known once all is read)."""
+    head = json.dumps(envelope("samples", {"run": asdict(run)}), indent=2)
+    file.write(head.removesuffix("\n}") + ',\n  "samples": [')
+    keys = [f"\n      {json.dumps(f.name)}: " for f in fields(Sample)]
+    names = [f.name for f in fields(Sample)]
+    sep = "\n    "
+    for s in store.iter_samples(run.id):
+        values = (_json_scalar(getattr(s, n)) for n in names)
+        file.write(
+            sep + "{" + ",".join(k + v for k, v in zip(keys, values, strict=True)) + "\n    }"
+        )
+        sep = ",\n    "
+    close = "]" if sep == "\n    " else "\n  ]"
+    file.write(f'{close},\n  "not_finite": {store.left_out(run.id)}\n}}\n')
+
+
+def _json_scalar(value: object) -> str:
+    """A sample's field as ``json.dumps`` writes it (a string, a bool, an int, a float)."""
+    if isinstance(value, str):
+        return encode_basestring_ascii(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return float.__repr__(value)
+    return json.dumps(value)
 
 
 FORMULA_STARTS = ("=", "+", "-", "@")

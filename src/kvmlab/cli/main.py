@@ -19,7 +19,7 @@ import typer
 
 from kvmlab.cli.app import PipeClosed, app
 from kvmlab.cli.commands import app_for  # (importing it registers every command on app)
-from kvmlab.errors import KvmlabError
+from kvmlab.errors import KvmlabError, printable
 from kvmlab.proc.signals import interrupting
 
 __all__ = ["app", "main"]
@@ -53,21 +53,25 @@ def main() -> None:
     except KeyboardInterrupt:
         print("kvmlab: interrupted", file=sys.stderr)
         sys.exit(130)
+    except (PipeClosed, BrokenPipeError):
+        _quiet_exit(PIPE_CLOSED)
     except OSError as exc:
-        if exc.errno not in OUTPUT_ERRORS:
-            raise
-        print(f"kvmlab: cannot write the output: {exc.strerror}", file=sys.stderr)
-        _quiet_exit(3)
+        if (failed := _output_failure(exc)) is not None:
+            print(f"kvmlab: cannot write the output: {failed}", file=sys.stderr)
+            _quiet_exit(3)
+        print(f"kvmlab: {os_error_line(exc)}", file=sys.stderr)
+        _exit_flushed(OS_ERROR_EXIT)
     except KvmlabError as exc:
         try:
             sys.stdout.flush()
         except BrokenPipeError:
             _quiet_exit(PIPE_CLOSED)
+        except OSError:  # stdout fails too (>/dev/full): the error still reaches stderr
+            pass
         for line in exc.lines():
-            print(f"kvmlab: {line}", file=sys.stderr)
-        sys.exit(exc.exit_code)
-    except (PipeClosed, BrokenPipeError):
-        _quiet_exit(PIPE_CLOSED)
+            for part in line.splitlines() or [""]:  # one line each, no escape sequence
+                print(f"kvmlab: {printable(part)}", file=sys.stderr)
+        _exit_flushed(exc.exit_code)
     except SystemExit as exc:
         if exc.code == 1:
             _quiet_exit(PIPE_CLOSED)
@@ -83,6 +87,130 @@ def main() -> None:
 
 OUTPUT_ERRORS = {errno.ENOSPC, errno.EIO, errno.EBADF, errno.EFBIG, errno.EDQUOT}
 """Errors writing stdout (``>/dev/full``, a closed descriptor): one line, exit 3."""
+OS_ERROR_EXIT = 3
+"""An operating-system error no kvmlab code turned into its own error (a file it could not
+create in a read-only run directory, a full disk): one line naming the file, exit 3."""
+
+
+def _output_failure(exc: OSError) -> str | None:
+    """What went wrong writing stdout, when ``exc`` is stdout's own failure, else None.
+
+    Writing stdout raises an OSError without a file name; so does writing any open file
+    (``Path.write_text`` on a full disk). It is stdout's when flushing stdout fails again
+    (what it could not write stays in its buffer), or when no other file shows in the
+    code that raised it (:func:`_file_written`: a large write to stdout leaves nothing
+    buffered to fail again)."""
+    if exc.filename is not None or exc.errno not in OUTPUT_ERRORS:
+        return None
+    try:
+        sys.stdout.flush()
+    except OSError as again:
+        if again.errno in OUTPUT_ERRORS:
+            return printable(again.strerror or str(again))
+    except ValueError:  # stdout closed
+        pass
+    if _file_written(exc) is not None:
+        return None
+    return printable(exc.strerror or str(exc))
+
+
+def os_error_line(exc: OSError) -> str:
+    """``exc`` as one line: the file it names, what the system said, what to check, and
+    the setting that moves kvmlab's files elsewhere when the file is one of kvmlab's."""
+    what = printable(exc.strerror or str(exc) or type(exc).__name__)
+    raw = exc.filename if exc.filename is not None else _file_written(exc)
+    if raw is None:
+        name = errno.errorcode.get(exc.errno or 0, "")
+        return (
+            f"{what}{f' ({name})' if name else ''}; check free space and permissions where "
+            "kvmlab writes (KVMLAB_RUN_DIR, KVMLAB_CACHE, KVMLAB_RESULTS)"
+        )
+    path = os.fsdecode(raw) if isinstance(raw, (str, bytes)) else str(raw)
+    setting = _setting_for(path)
+    advice, moved = _ADVICE.get(exc.errno or 0, ("check it and its file system", "elsewhere"))
+    also = f", or set {setting} to a place {moved}" if setting else ""
+    return f"{printable(path)}: {what}; {advice}{also}"
+
+
+def _file_written(exc: OSError) -> str | None:
+    """The file an OSError without a file name came from, when the code that raised it
+    shows it: reading or writing an open file (``Path.write_text`` on a full disk) raises
+    one nameless. Only the innermost frame is asked: the ``Path`` whose method it is, else
+    the one open file among its variables."""
+    import io
+    from pathlib import PurePath
+
+    tb = exc.__traceback__
+    if tb is None:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    names = tb.tb_frame.f_locals
+    if isinstance(owner := names.get("self"), PurePath):
+        return str(owner)
+    standard = {id(f) for f in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__)}
+    opened = (
+        getattr(v, "name", None)
+        for v in names.values()
+        if isinstance(v, io.IOBase) and id(v) not in standard
+    )
+    files = {
+        os.fsdecode(name)
+        for name in opened
+        if isinstance(name, (str, bytes)) and not os.fsdecode(name).startswith("<")
+    }
+    return files.pop() if len(files) == 1 else None
+
+
+_ADVICE = {
+    errno.EROFS: ("its file system is mounted read-only", "on a writable one"),
+    errno.ENOSPC: ("its file system is full: free space there", "on another one"),
+    errno.EDQUOT: ("your disk quota there is used up: free space", "on another file system"),
+    errno.EACCES: ("check the permissions of it and of its directories", "of your own"),
+    errno.EPERM: ("check the permissions of it and of its directories", "of your own"),
+    errno.ENOENT: ("it or a directory on its path does not exist", "that exists"),
+    errno.ENOTDIR: ("a part of its path is not a directory", "that is a directory"),
+    errno.EISDIR: ("it is a directory, not a file", "elsewhere"),
+}
+"""errno: (what to check, where the setting should point instead)."""
+
+
+def _setting_for(path: str) -> str | None:
+    """The environment variable that places ``path`` (one of kvmlab's own files or
+    directories), or None."""
+    target = Path(os.path.normpath(path))
+    for var in ("KVMLAB_TUNING_STATE", "KVMLAB_RESULTS"):  # files: theirs are beside them
+        if value := os.environ.get(var):
+            named = Path(os.path.normpath(value))
+            if target in (named, named.parent) or target.parent == named.parent:
+                return var
+    from kvmlab.guest.cache import default_root
+    from kvmlab.paths import data_dir, run_root
+
+    places: list[tuple[str, Path]] = []
+    for var, where in (
+        ("KVMLAB_RUN_DIR", run_root),
+        ("KVMLAB_CACHE", default_root),
+        ("XDG_DATA_HOME", data_dir),
+    ):
+        with contextlib.suppress(Exception):  # a setting kvmlab refuses names no place
+            places.append((var, Path(os.path.normpath(where()))))
+    for var, place in places:  # the place itself or something in it
+        if target == place or place in target.parents:
+            return var
+    for var, place in places:  # a directory on the way to a place the user set
+        if os.environ.get(var) and target in place.parents and target != Path("/"):
+            return var
+    return None
+
+
+def _exit_flushed(status: int) -> NoReturn:
+    """Exit with ``status``; output stdout can no longer take is dropped quietly."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        _quiet_exit(status)
+    sys.exit(status)
 
 
 def _quiet_exit(status: int) -> NoReturn:

@@ -141,7 +141,7 @@ def _accel_warnings(loaded: LoadedLab) -> list[str]:
     if choice.accel == "kvm":
         return []
     return [
-        f"guests.{path[0]}.accel = \"kvm\": {choice.reason}; accel = \"auto\" runs it "
+        f'guests.{path[0]}.accel = "kvm": {choice.reason}; accel = "auto" runs it '
         "under TCG here, and uses KVM on a host with hardware KVM"
         for path in forced
     ]

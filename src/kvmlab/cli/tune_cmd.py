@@ -99,18 +99,19 @@ def _print(what: str, outcome: object, output: str, extra: list[dict[str, str]])
         emit("tuning", data)
         return
     label = "undone" if data["undone"] else what  # a failed apply wrote each one back
-    for name, before, after in data["done"]:
-        print(f"  {label:8} {name}: {before} -> {after}")
+    for name, before, after in data["done"]:  # names and values read from /proc and /sys
+        print(printable(f"  {label:8} {name}: {before} -> {after}"))
     for name, why in data["failed"]:
-        print(f"  FAILED   {name}: {why}")
+        print(printable(f"  FAILED   {name}: {why}"))
     for name, why in data["unmovable"]:
-        print(f"  unmovable {name}: {why}")
+        print(printable(f"  unmovable {name}: {why}"))
     for name, why in data["kept"]:
-        print(f"  left     {name}: {why}")
+        print(printable(f"  left     {name}: {why}"))
     if data["undone"]:
         print("  nothing changed: every value this apply had written was written back")
     for b in extra:
-        print(f"  boot     {b['missing']}\n           fix: {b['fix']}")
+        print(printable(f"  boot     {b['missing']}"))
+        print(printable(f"           fix: {b['fix']}"))
 
 
 def _boot(cpus: tuple[int, ...]) -> list[dict[str, str]]:
@@ -162,8 +163,10 @@ def apply_cmd(
         raise typer.Exit(3)
     if output == "text":
         print(
-            f"tuned for isolated CPUs {','.join(map(str, cpus))}; originals saved in "
-            f"{state.path}; 'kvmlab tune rollback' restores them"
+            printable(
+                f"tuned for isolated CPUs {','.join(map(str, cpus))}; originals saved in "
+                f"{state.path}; 'kvmlab tune rollback' restores them"
+            )
         )
 
 
@@ -246,7 +249,7 @@ def restore_abandoned(tuning: bool = False) -> None:
         outcome = rollback(state)
     except KvmlabError as exc:
         if not tuning:  # kvmlab tune refuses it itself, once
-            print(f"kvmlab: {exc}", file=sys.stderr)
+            print(printable(f"kvmlab: {exc}"), file=sys.stderr)
         return
     failed = f", {len(outcome.failed)} failed" if outcome.failed else ""
     kept = f", {len(outcome.kept)} left as changed since" if outcome.kept else ""
@@ -256,4 +259,4 @@ def restore_abandoned(tuning: bool = False) -> None:
         file=sys.stderr,
     )
     for name, why in outcome.kept:
-        print(f"kvmlab:   left {name}: {why}", file=sys.stderr)
+        print(printable(f"kvmlab:   left {name}: {why}"), file=sys.stderr)

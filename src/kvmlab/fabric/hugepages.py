@@ -85,14 +85,21 @@ def reserve(size: int, what: str, root: Path = SYSFS) -> Reservation:
         return Reservation(total, got)
 
 
-def release(res: Reservation, root: Path = SYSFS) -> None:
+def release(res: Reservation, root: Path = SYSFS, guarded: bool = False) -> bool:
     """Give back what :func:`reserve` added: the pool shrinks by that many pages from
-    whatever it is now (another lab's or the admin's own changes since are kept)."""
+    whatever it is now (another lab's or the admin's own changes since are kept). With
+    ``guarded`` (a reservation read back from a record another kvmlab left), only while the
+    pool still holds at least what that kvmlab made it: one made smaller since is not
+    kvmlab's to shrink. False when nothing was given back."""
     if not res.changed:
-        return
+        return False
     with _locked(), contextlib.suppress(OSError, ValueError):
         now = _read("nr_hugepages", root)
+        if guarded and now < res.after:
+            return False
         _write_back(root, max(now - (res.after - res.before), 0))
+        return True
+    return False
 
 
 def _write_back(root: Path, count: int) -> None:

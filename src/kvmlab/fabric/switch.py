@@ -285,6 +285,8 @@ def _checked(data: object) -> SwitchRecord:
         processes.append((name, _whole(pid, 1, MAX_PID), _whole(started, 0, 1 << 62)))
     hugepages = data.get("hugepages")
     if hugepages is not None:
+        if not processes:  # kvmlab records a switch once a process of it is spawned
+            raise ValueError("huge pages reserved for a switch that never ran")
         before, after = hugepages
         _whole(before, 0, 1 << 40)
         _whole(after, before + 1, before + MAX_RESERVED)
@@ -343,7 +345,7 @@ def stop_recorded(root: Path) -> bool:
         if record.kind == "ovs-dpdk":  # by the lab's and switch's names, not the record's
             namespaces.delete(namespaces.ns_name(root.parent.name, SWITCH_NAMES.get(root.name, "")))
         if record.hugepages is not None:
-            hugepages.release(hugepages.Reservation(*record.hugepages))
+            hugepages.release(hugepages.Reservation(*record.hugepages), guarded=True)
     if root.exists():
         remove_owned(root)
     return bool(live)

@@ -27,6 +27,7 @@ and cloud-init finishes ~20 s later; ACPI power-off takes 4-7 s.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import shutil
@@ -37,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvmlab.errors import HostError, ToolMissing
+from kvmlab.errors import HostError, ToolMissing, printable
 from kvmlab.guest._run import run
 from kvmlab.guest.errors import ImageError
 from kvmlab.guest.image import cache_key, ensure_entry
@@ -142,9 +143,17 @@ def build_test_disk_image(dest: Path, cache_dir: Path | None = None) -> Path:
 
     Whatever the guest writes goes to ``dest``; the cached image stays untouched, and must
     stay where it is while ``dest`` is used (it is ``dest``'s backing file).
+
+    ``dest`` must be new: the overlay is made as a temporary file beside it and linked
+    there only if nothing is (an existing file is never replaced), in a directory that
+    exists (never created). A file that cannot be written is :class:`ImageError`, one line.
     """
     base = cached_test_disk_image(cache_dir)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    try:
+        # a short name of its own: any name the filesystem takes for ``dest`` can be made
+        fd, tmp_name = tempfile.mkstemp(prefix=".kvmlab-", suffix=".tmp", dir=dest.parent)
+    except OSError as exc:
+        raise _not_written(dest, exc) from None
     os.close(fd)
     tmp = Path(tmp_name)
     try:
@@ -153,10 +162,45 @@ def build_test_disk_image(dest: Path, cache_dir: Path | None = None) -> Path:
             f"creating an overlay on {base}",
             60,
         )
-        tmp.replace(dest)
+        _place_new(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
     return dest
+
+
+def _place_new(tmp: Path, dest: Path) -> None:
+    """``tmp`` at ``dest``, which must not exist: a hard link (atomic, refused when
+    ``dest`` is there); where links are not supported (FAT), a rename after checking."""
+    try:
+        os.link(tmp, dest, follow_symlinks=False)
+        return
+    except FileExistsError:
+        raise _not_written(dest, FileExistsError(errno.EEXIST, "exists")) from None
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS):
+            raise _not_written(dest, exc) from None
+    if os.path.lexists(dest):
+        raise _not_written(dest, FileExistsError(errno.EEXIST, "exists"))
+    try:
+        tmp.rename(dest)
+    except OSError as exc:
+        raise _not_written(dest, exc) from None
+
+
+def _not_written(dest: Path, exc: OSError) -> ImageError:
+    """Why the disk ``dest`` could not be written, and what to do, in one line."""
+    shown = printable(str(dest))
+    if exc.errno == errno.EEXIST:
+        return ImageError(
+            f"{shown} appeared while the disk was made; kvmlab makes the disk as a new file "
+            "and writes over nothing: give a new name"
+        )
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return ImageError(f"cannot write the disk {shown}: the disk is full; free some space")
+    why = exc.strerror or str(exc)
+    return ImageError(
+        f"cannot write the disk {shown}: {why}; give a path in a directory you can write"
+    )
 
 
 def cached_test_disk_image(cache_dir: Path | None = None) -> Path:

@@ -16,7 +16,7 @@ def check_cpu_vendor(probe: HostProbe) -> Finding:
     """CPU vendor and model, CPU count, and whether this host is itself a VM."""
     cpu = facts.cpu_info(probe)
     if cpu is None:
-        return finding("cpu.vendor", Status.WARN, f"cannot read {facts.CPUINFO}")
+        return finding("cpu.vendor", Status.WARN, probe.cannot_read(facts.CPUINFO))
     cpus = facts.online_cpus(probe)
     where = "this host is a VM (labs here are nested)" if cpu.under_hypervisor else "bare metal"
     hv_flag = "flags: hypervisor" if cpu.under_hypervisor else "flags: no hypervisor"
@@ -36,7 +36,7 @@ def check_cpu_virt(probe: HostProbe) -> Finding:
     """Hardware virtualization extensions: vmx (Intel VT-x) or svm (AMD-V)."""
     cpu = facts.cpu_info(probe)
     if cpu is None:
-        return finding("cpu.virt", Status.WARN, f"cannot read {facts.CPUINFO}")
+        return finding("cpu.virt", Status.WARN, probe.cannot_read(facts.CPUINFO))
     flag = cpu.virt_flag
     if flag is not None:
         name = "Intel VT-x" if flag == "vmx" else "AMD-V"
@@ -117,7 +117,7 @@ def check_nmi_watchdog(probe: HostProbe) -> Finding:
     """The NMI watchdog interrupts every CPU periodically; latency-sensitive labs turn it off."""
     value = probe.read_value(NMI_WATCHDOG)
     if value is None:
-        return finding("cpu.nmi_watchdog", Status.SKIP, f"{NMI_WATCHDOG} is missing")
+        return finding("cpu.nmi_watchdog", Status.SKIP, probe.cannot_read(NMI_WATCHDOG))
     evidence = [(NMI_WATCHDOG, value)]
     if value == "0":
         return finding("cpu.nmi_watchdog", Status.OK, "NMI watchdog off", evidence)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from kvmlab.host import checks_cpu, checks_io, checks_kvm, checks_memory, checks_tools
-from kvmlab.host.findings import Finding, Status, finding
+from kvmlab.host.findings import Evidence, Finding, Status, finding
 from kvmlab.host.probe import HostProbe
 
 Check = Callable[[HostProbe], Finding]
@@ -39,12 +40,37 @@ CHECKS: tuple[Check, ...] = (
 
 
 def run_check(check: Check, probe: HostProbe) -> Finding:
-    """Run one check; a host that answers oddly (OSError, bad value) gives a WARN, not a crash."""
+    """Run one check; a host that answers oddly (OSError, bad value) gives a WARN, not a crash.
+
+    A file the check found unreadable (a FIFO, a device, larger than the probe reads: see
+    :func:`kvmlab.host.probe.read_bounded`) is named in its finding with the reason, and
+    the finding is at least a WARN: what the check concluded without it is not trusted."""
+    probe.met_unreadable.clear()
     try:
-        return check(probe)
+        found = check(probe)
     except (OSError, ValueError) as exc:
         name = check.__name__.removeprefix("check_")
-        return finding(f"error.{name}", Status.WARN, f"check {name} could not run: {exc}")
+        found = finding(f"error.{name}", Status.WARN, f"check {name} could not run: {exc}")
+    return with_unreadable(found, dict(probe.met_unreadable))
+
+
+def with_unreadable(found: Finding, unreadable: dict[str, str]) -> Finding:
+    """``found`` naming each file in ``unreadable`` (host path: why) as unreadable."""
+    if not unreadable:
+        return found
+    evidence = list(found.evidence)
+    summary = found.summary
+    for path, why in unreadable.items():
+        value = f"unreadable: {why}"
+        at = [i for i, e in enumerate(evidence) if e.source == path]
+        for i in at:
+            evidence[i] = Evidence(path, value)
+        if not at:
+            evidence.append(Evidence(path, value))
+        if path not in summary:
+            summary = f"{summary}; {path} is unreadable ({why})"
+    status = found.status if found.status in (Status.FAIL, Status.WARN) else Status.WARN
+    return replace(found, status=status, summary=summary, evidence=tuple(evidence))
 
 
 def run_checks(

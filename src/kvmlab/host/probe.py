@@ -12,18 +12,29 @@ Every check reads the host through a :class:`HostProbe`. Paths are host paths
   answered (``12``) or ``error: <message>`` when opening it failed.
 - Names starting with ``.`` are ignored by :meth:`HostProbe.listdir`, so a
   ``.keep`` file can keep an otherwise empty directory in git.
+
+Every file is read like user input (:func:`read_bounded`): only a regular file is opened
+(``/proc`` and ``/sys`` pseudo-files are regular files that report size 0), without
+blocking, and at most :data:`MAX_READ` bytes of it. A FIFO, a device, a socket or a file
+larger than that is *unreadable*, with the reason (:meth:`HostProbe.unreadable`), never a
+hang or a read without end (``proc/cpuinfo -> /dev/zero`` in a tree given to ``--root``).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
+import stat
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from kvmlab.bounded import read_at_most
+from kvmlab.errors import printable
 
 COMMANDS_DIR = ".commands"
 IOCTL_FILE = ".ioctl/KVM_GET_API_VERSION.txt"
@@ -33,7 +44,70 @@ COMMAND_TIMEOUT = 10.0
 # Where programs live on Debian; searched besides $PATH (which often lacks sbin).
 BIN_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 
+MAX_READ = 4 << 20
+"""The most the doctor reads of one file. /proc and /sys pseudo-files report size 0, so the
+bound is what is read, not the size a file claims; a file holding more is unreadable (the
+largest it reads, /proc/cpuinfo, is about 1.5 KiB a CPU)."""
+_MISSING = (errno.ENOENT, errno.ENOTDIR)
+
 PathState = Literal["ok", "missing", "denied"]
+
+
+class Unreadable(Exception):
+    """A file exists but the doctor does not read it; ``why`` says what it is instead."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+        super().__init__(why)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return "not a file"
+
+
+def read_bounded(path: Path, limit: int = MAX_READ) -> str:
+    """The text of regular file ``path`` (a final link followed: /proc holds them), read
+    without blocking and never past ``limit`` bytes. FileNotFoundError when it (or a
+    directory on the way) is missing; :class:`Unreadable` with the reason when it is a
+    FIFO, a device, a socket, a directory, larger than ``limit``, or refused. A device is
+    never opened: opening one can act."""
+    try:
+        first = path.stat()
+    except OSError as exc:
+        if exc.errno in _MISSING:
+            raise FileNotFoundError(exc.errno, exc.strerror, str(path)) from None
+        raise Unreadable(printable(exc.strerror or str(exc))) from None
+    if not stat.S_ISREG(first.st_mode):
+        raise Unreadable(f"{_kind(first.st_mode)}, not a regular file")
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno in _MISSING:
+            raise FileNotFoundError(exc.errno, exc.strerror, str(path)) from None
+        raise Unreadable(printable(exc.strerror or str(exc))) from None
+    try:
+        now = os.fstat(fd)
+        if not stat.S_ISREG(now.st_mode):  # swapped since the stat
+            raise Unreadable(f"{_kind(now.st_mode)}, not a regular file")
+        data = read_at_most(fd, limit)
+    except OSError as exc:
+        raise Unreadable(printable(exc.strerror or str(exc))) from None
+    finally:
+        os.close(fd)
+    if data is None:
+        raise Unreadable(f"larger than {limit >> 20} MiB")
+    return data.decode(errors="replace")
 
 
 @dataclass(frozen=True)
@@ -83,6 +157,10 @@ class HostProbe:
         self.root = Path(root)
         self.live = self.root.resolve() == Path("/")
         self._reads: dict[str, str | None] = {}
+        self._unreadable: dict[str, str] = {}
+        self.met_unreadable: dict[str, str] = {}
+        """Files found unreadable by :meth:`read` since the caller last cleared it (the
+        doctor does per check, and names them in the check's finding)."""
         self._runs: dict[tuple[str, ...], CommandResult] = {}
         self._kvm: KvmAccess | None = None
 
@@ -91,14 +169,31 @@ class HostProbe:
         return self.root / host_path.lstrip("/")
 
     def read(self, host_path: str) -> str | None:
-        """The file's text, or None when it is missing or unreadable."""
+        """The file's text, or None when it is missing or unreadable
+        (:meth:`unreadable` says why)."""
         if host_path not in self._reads:
+            text: str | None = None
             try:
-                text: str | None = self.path(host_path).read_text(errors="replace")
-            except OSError:
-                text = None
+                text = read_bounded(self.path(host_path))
+            except FileNotFoundError:
+                pass
+            except Unreadable as exc:
+                self._unreadable[host_path] = exc.why
             self._reads[host_path] = text
+        if host_path in self._unreadable:
+            self.met_unreadable[host_path] = self._unreadable[host_path]
         return self._reads[host_path]
+
+    def unreadable(self, host_path: str) -> str | None:
+        """Why :meth:`read` found ``host_path`` unreadable (``a FIFO, not a regular
+        file``), or None when it read it or found it missing."""
+        return self._unreadable.get(host_path)
+
+    def cannot_read(self, host_path: str) -> str:
+        """Why :meth:`read` gave None, in words: ``/proc/cpuinfo is missing`` or
+        ``/proc/cpuinfo is unreadable (a FIFO, not a regular file)``."""
+        why = self.unreadable(host_path)
+        return f"{host_path} is missing" if why is None else f"{host_path} is unreadable ({why})"
 
     def read_value(self, host_path: str) -> str | None:
         """The file's text stripped (for one-value files such as module parameters)."""
@@ -173,14 +268,19 @@ class HostProbe:
 
     def _run_recorded(self, argv: tuple[str, ...]) -> CommandResult:
         base = self.root / COMMANDS_DIR / command_slug(argv)
+        record = f"{COMMANDS_DIR}/{base.name}"
         try:
-            output = base.with_suffix(".txt").read_text()
+            output = read_bounded(base.with_suffix(".txt"))
         except FileNotFoundError:
             return CommandResult(argv, False, None, "")
+        except Unreadable as exc:
+            return CommandResult(argv, True, None, f"unreadable record {record}.txt: {exc.why}")
         try:
-            rc_text = base.with_suffix(".rc").read_text().strip()
+            rc_text = read_bounded(base.with_suffix(".rc")).strip()
         except FileNotFoundError:
             rc_text = "0"
+        except Unreadable as exc:
+            return CommandResult(argv, True, None, f"unreadable record {record}.rc: {exc.why}")
         returncode = int(rc_text) if rc_text.lstrip("-").isdigit() else None
         return CommandResult(argv, True, returncode, output)
 
@@ -206,11 +306,14 @@ class HostProbe:
 
     def _kvm_recorded(self) -> KvmAccess:
         try:
-            text = (self.root / IOCTL_FILE).read_text().strip()
+            text = read_bounded(self.root / IOCTL_FILE).strip()
         except FileNotFoundError:
             return KvmAccess(False, None, None)
+        except Unreadable as exc:
+            return KvmAccess(True, None, f"unreadable record {IOCTL_FILE}: {exc.why}")
         if text.startswith("error:"):
             return KvmAccess(True, None, text.removeprefix("error:").strip())
         if not text.isdigit():
-            return KvmAccess(True, None, f"unreadable record {IOCTL_FILE}: {text!r}")
+            shown = text if len(text) <= 40 else text[:37] + "..."
+            return KvmAccess(True, None, f"unreadable record {IOCTL_FILE}: {shown!r}")
         return KvmAccess(True, int(text), None)

@@ -59,8 +59,10 @@ def cpu_mask(cpus: Sequence[int]) -> str:
     return format(sum(1 << c for c in cpus), "x")
 
 
-def cpu_partitioning(isolated: Sequence[int], root: Path = Path("/")) -> list[Setting]:
-    """The settings that keep the host's own work off ``isolated`` CPUs."""
+def cpu_partitioning(isolated: Sequence[int], root: Path | None = None) -> list[Setting]:
+    """The settings that keep the host's own work off ``isolated`` CPUs (under ``root``,
+    :data:`HOST_ROOT` by default)."""
+    root = HOST_ROOT if root is None else root
     online = parse_cpuset((root / "sys/devices/system/cpu/online").read_text().strip())
     lacking = tuple(c for c in isolated if c not in online)
     if lacking:
@@ -176,7 +178,7 @@ def apply(
     settings: Sequence[Setting],
     state: State,
     owner: Owner | None = None,
-    root: Path = Path("/"),
+    root: Path | None = None,
     accept_unmovable: bool = False,
 ) -> Outcome:
     """Change each setting that differs, saving its original first. ``owner``: (pid, start
@@ -186,9 +188,13 @@ def apply(
     All or nothing: when a setting fails (an IRQ the kernel will not move whose interrupts
     land on an isolated CPU included, unless ``accept_unmovable``), every value this call
     changed is written back and ``undone`` is set. IRQs the kernel would not move are
-    recorded in the state file, so :func:`verify` knows them."""
+    recorded in the state file, so :func:`verify` knows them. ``root``: :data:`HOST_ROOT`
+    by default."""
+    root = HOST_ROOT if root is None else root
     if state.read() is not None:
-        raise TuningError(f"tuning is applied already ({state.path}); 'kvmlab tune rollback' first")
+        raise TuningError(
+            printable(f"tuning is applied already ({state.path}); 'kvmlab tune rollback' first")
+        )
     changes: list[SavedChange] = []
     unmovable: list[str] = []
     out = Outcome([], [])
@@ -207,9 +213,10 @@ def apply(
             if back.failed:
                 names = ", ".join(f"{n} ({why})" for n, why in back.failed)
                 raise TuningError(
-                    f"apply cut short; could not write back {names}: "
-                    f"{state.path} keeps them, 'kvmlab tune rollback' "
-                    "retries"
+                    printable(
+                        f"apply cut short; could not write back {names}: "
+                        f"{state.path} keeps them, 'kvmlab tune rollback' retries"
+                    )
                 ) from None
         raise
     if out.failed and changes:
@@ -284,14 +291,16 @@ def _apply_each(
 
 def verify(
     settings: Sequence[Setting],
-    root: Path = Path("/"),
+    root: Path | None = None,
     unmovable: Collection[str] = (),
     accept_unmovable: bool = False,
 ) -> Outcome:
     """Each setting as it is now against what kvmlab wants there. An IRQ the kernel will
     not move (its affinity file is read-only, or ``unmovable``: the paths an apply found
     refused, the state file's record) passes when its interrupts land on host CPUs only (or
-    ``accept_unmovable``); any other IRQ only when it may run on host CPUs only."""
+    ``accept_unmovable``); any other IRQ only when it may run on host CPUs only. ``root``:
+    :data:`HOST_ROOT` by default."""
+    root = HOST_ROOT if root is None else root
     out = Outcome([], [])
     for s in settings:
         try:
@@ -476,8 +485,10 @@ class Toggle:
         self.on = False
         if self.state.read() is not None:
             raise TuningError(
-                f"tuning is applied already ({self.state.path}): comparing "
-                "needs the untuned host; 'kvmlab tune rollback' first"
+                printable(
+                    f"tuning is applied already ({self.state.path}): comparing "
+                    "needs the untuned host; 'kvmlab tune rollback' first"
+                )
             )
 
     def set(self, on: bool) -> None:
@@ -507,4 +518,6 @@ class Toggle:
             self.on = False
         if got.failed:
             names = ", ".join(f"{n} ({why})" for n, why in got.failed)
-            raise TuningError(f"tuning could not {'apply' if on else 'roll back'}: {names}")
+            raise TuningError(
+                printable(f"tuning could not {'apply' if on else 'roll back'}: {names}")
+            )

@@ -10,6 +10,7 @@ tunable's form. The root it was applied under must be the root rolled back under
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -55,19 +56,33 @@ _KNOWN: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = tuple(
 
 
 class TuningStateError(KvmlabError):
-    """The tuning state file is not kvmlab's record: nothing in it is trusted or written."""
+    """The tuning state file is not kvmlab's record: nothing in it is trusted or written.
+
+    ``foreign``: the file is not a tuning state kvmlab wrote at all (not a regular file of
+    this user's, not JSON, not an object of the record's shape), so it is named as such and
+    left alone: the fix is to point :data:`STATE_ENV` at kvmlab's own file, never to remove
+    it (``KVMLAB_TUNING_STATE=/etc/passwd`` must not read as advice to delete
+    /etc/passwd). Otherwise it is a record of kvmlab's shape whose values kvmlab will not
+    trust: what it lists may be restored by hand, and then the record removed."""
 
     exit_code = 2
 
-    def __init__(self, path: Path, why: str) -> None:
+    def __init__(self, path: Path, why: str, foreign: bool = False) -> None:
         self.path = path
-        super().__init__(
-            printable(
+        self.foreign = foreign
+        if foreign:
+            text = (
+                f"{path}: {why}, so it is not kvmlab's tuning state; kvmlab leaves it as it "
+                f"is and writes nothing from it: set {STATE_ENV} to name kvmlab's own tuning "
+                "state file"
+            )
+        else:
+            text = (
                 f"{path}: {why}; kvmlab does not trust this tuning state and writes nothing "
                 "from it: restore by hand what it lists, if kvmlab wrote it, then remove it "
                 f"(or point {STATE_ENV} elsewhere)"
             )
-        )
+        super().__init__(printable(text))
 
 
 class StateWriteError(KvmlabError):
@@ -147,6 +162,30 @@ class SavedState(BaseModel):
     """IRQs the apply found the kernel would not move (nothing to write back)."""
 
 
+class _ChangeShape(BaseModel):
+    """A :class:`SavedChange`'s shape alone: its keys and their types, no value judged."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    name: str
+    path: str
+    original: str
+    wanted: str
+
+
+class _StateShape(BaseModel):
+    """A :class:`SavedState`'s shape alone: a document that fails it is not a record kvmlab
+    wrote at all, one that passes it (and fails :class:`SavedState`) is kvmlab's record
+    with values kvmlab does not trust."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    owner: tuple[int, int | None] | None
+    root: str
+    changes: list[_ChangeShape]
+    unmovable: list[str] = []
+
+
 class State:
     """The state file: what kvmlab changed and by whom; present exactly while tuned."""
 
@@ -162,7 +201,12 @@ class State:
         try:
             return SavedState.model_validate_json(data)
         except ValidationError as exc:
-            raise TuningStateError(self.path, _why(exc)) from None
+            distrusted = exc
+        try:
+            _StateShape.model_validate_json(data)
+        except ValidationError as exc:  # not even the shape of kvmlab's record
+            raise TuningStateError(self.path, _why(exc), foreign=True) from None
+        raise TuningStateError(self.path, _why(distrusted)) from None
 
     def _bytes(self) -> bytes | None:
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -171,60 +215,74 @@ class State:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise TuningStateError(self.path, f"cannot be read ({exc.strerror})") from None
+            why = f"cannot be read ({exc.strerror or exc})"
+            raise TuningStateError(self.path, why, foreign=True) from None
         if stat.S_ISLNK(first.st_mode):
-            raise TuningStateError(self.path, "cannot be read (a symbolic link)")
+            raise TuningStateError(self.path, "is a symbolic link", foreign=True)
         if not stat.S_ISREG(first.st_mode):
-            raise TuningStateError(self.path, "is not a regular file")
+            raise TuningStateError(self.path, "is not a regular file", foreign=True)
         try:
             fd = os.open(self.path, flags)
         except FileNotFoundError:
             return None
         except OSError as exc:
-            why = "a symbolic link" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
-            raise TuningStateError(self.path, f"cannot be read ({why})") from None
+            if exc.errno == errno.ELOOP:
+                raise TuningStateError(self.path, "is a symbolic link", foreign=True) from None
+            why = f"cannot be read ({exc.strerror or exc})"
+            raise TuningStateError(self.path, why, foreign=True) from None
+        too_large = f"is larger than {MAX_STATE_BYTES >> 20} MiB"
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (
                 first.st_dev,
                 first.st_ino,
             ):
-                raise TuningStateError(self.path, "is not a regular file")
+                raise TuningStateError(self.path, "is not a regular file", foreign=True)
             if st.st_uid != os.geteuid() or st.st_mode & 0o022:
-                owner = f"owner {st.st_uid}, mode {st.st_mode & 0o777:o}"
-                raise TuningStateError(self.path, f"is not kvmlab's ({owner})")
+                mode = f"{st.st_mode & 0o777:o}"
+                why = f"has owner {st.st_uid} and mode {mode}, not this user's alone"
+                raise TuningStateError(self.path, why, foreign=True)
             if st.st_size > MAX_STATE_BYTES:
-                raise TuningStateError(self.path, f"is larger than {MAX_STATE_BYTES >> 20} MiB")
+                raise TuningStateError(self.path, too_large, foreign=True)
             data = read_at_most(fd, MAX_STATE_BYTES)
             if data is None:
-                raise TuningStateError(self.path, f"is larger than {MAX_STATE_BYTES >> 20} MiB")
+                raise TuningStateError(self.path, too_large, foreign=True)
             return data
         except OSError as exc:
-            raise TuningStateError(self.path, f"cannot be read ({exc.strerror})") from None
+            why = f"cannot be read ({exc.strerror or exc})"
+            raise TuningStateError(self.path, why, foreign=True) from None
         finally:
             os.close(fd)
 
     def write(self, state: SavedState) -> None:
         """Atomically, 0600, fsynced: a crash right after still finds every original. The
-        temporary file is made new (never through a link), then renamed over the path."""
+        temporary file is made new (never through a link), then renamed over the path; a
+        write that fails (a full disk) removes it, leaving the state file as it was."""
         parent = self.path.parent
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        made = False
         try:
             parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             st = parent.stat()
             if st.st_uid != os.geteuid() or st.st_mode & 0o022:
                 mode = f"{st.st_mode & 0o777:o}"
                 raise StateWriteError(self.path, f"its directory is writable by others ({mode})")
-            tmp = self.path.with_name(f".{self.path.name}.tmp")
             tmp.unlink(missing_ok=True)
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
             fd = os.open(tmp, flags, 0o600)
+            made = True
             with os.fdopen(fd, "w") as f:
                 f.write(state.model_dump_json(indent=2))
                 f.flush()
                 os.fsync(f.fileno())
             tmp.replace(self.path)
+            made = False
         except OSError as exc:
             raise StateWriteError(self.path, exc.strerror or str(exc)) from None
+        finally:
+            if made:  # the write failed or was cut short: no half-written record stays
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
 
     def remove(self) -> None:
         """Nothing is applied any more."""
@@ -234,12 +292,13 @@ class State:
 def _why(exc: ValidationError) -> str:
     """The first problem of a state file, in kvmlab's words."""
     err = exc.errors()[0]
-    key = ".".join(str(part) for part in err["loc"]) or "the record"
+    key = ".".join(str(part) for part in err["loc"])
     kind = err["type"]
     if kind == "json_invalid":
         return "not JSON"
     if kind == "model_type":
-        return "not a JSON object of kvmlab's tuning state"
+        return f"{key} is not a JSON object" if key else "not a JSON object"
+    key = key or "the record"
     if kind == "missing":
         return f"{key} is missing"
     if kind == "extra_forbidden":

@@ -8,13 +8,15 @@ kvmlab wrote when it created it. The run root itself is never deleted.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import re
 import shutil
 import stat
 from pathlib import Path
 
-from kvmlab.errors import StateError
+from kvmlab.errors import StateError, printable
 from kvmlab.paths import run_root, unsafe_own_dir, unsafe_parent
 
 MARKER = ".kvmlab-owned"
@@ -32,7 +34,9 @@ def checked_run_root(create: bool = True) -> Path:
     It must be absolute, owned by the user and writable by nobody else, and its existing
     parents owned by the user or root and not writable by others (unless sticky, like
     /tmp). An existing directory that kvmlab did not make (no marker, other contents) is
-    refused, so ``KVMLAB_RUN_DIR=/etc`` cannot turn kvmlab loose on /etc.
+    refused, so ``KVMLAB_RUN_DIR=/etc`` cannot turn kvmlab loose on /etc. A run root that
+    cannot be checked or created (a parent it may not search, a read-only or full file
+    system) is a :class:`StateError` naming KVMLAB_RUN_DIR and what fixes it.
     """
     root = run_root()
     if not root.is_absolute():
@@ -40,6 +44,14 @@ def checked_run_root(create: bool = True) -> Path:
     root = Path(os.path.normpath(root))
     if root == Path("/"):
         raise StateError("KVMLAB_RUN_DIR must not be /")
+    try:
+        return _checked_run_root(root, create)
+    except OSError as exc:
+        raise StateError(_run_root_failure(root, exc)) from None
+
+
+def _checked_run_root(root: Path, create: bool) -> Path:
+    """:func:`checked_run_root` once ``root`` is an absolute path other than /."""
     missing = [p for p in (root, *root.parents) if not p.exists()]
     if why := unsafe_parent(root):
         raise StateError(
@@ -50,7 +62,7 @@ def checked_run_root(create: bool = True) -> Path:
             return root
         for path in reversed(missing):
             _mkdir_private(path)
-        (root / MARKER).write_text("run root\n")
+        _write_marker(root, "run root")
         return root
     if why := unsafe_own_dir(root.resolve()):
         raise StateError(f"run directory {why}; set KVMLAB_RUN_DIR to a private directory")
@@ -61,8 +73,44 @@ def checked_run_root(create: bool = True) -> Path:
                 "to an empty or new directory"
             )
         if create:
-            (root / MARKER).write_text("run root\n")
+            _write_marker(root, "run root")
     return root
+
+
+def _write_marker(directory: Path, what: str) -> None:
+    """Write ``directory``'s marker saying ``what`` it is. A failed write names the marker
+    (an OSError from writing an open file carries no file name: a full disk)."""
+    marker = directory / MARKER
+    try:
+        marker.write_text(f"{what}\n")
+    except OSError as exc:
+        if exc.filename is not None:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(marker)) from None
+
+
+_RUN_ROOT_FIXES = {
+    errno.EROFS: "its file system is read-only: set KVMLAB_RUN_DIR to a private directory "
+    "on a writable one",
+    errno.ENOSPC: "its file system is full: free space there, or set KVMLAB_RUN_DIR to a "
+    "private directory on another one",
+    errno.EDQUOT: "your disk quota there is used up: free space, or set KVMLAB_RUN_DIR to a "
+    "private directory on another file system",
+}
+
+
+def _run_root_failure(root: Path, exc: OSError) -> str:
+    """One line: the run root, the path that failed and why, and what fixes it."""
+    raw = exc.filename
+    path = os.fsdecode(raw) if isinstance(raw, (str, bytes)) else str(root)
+    at = "" if Path(path) == root else f" ({printable(path)})"
+    why = exc.strerror or str(exc)
+    verb = "cannot be checked or created"
+    fix = _RUN_ROOT_FIXES.get(
+        exc.errno or 0,
+        "set KVMLAB_RUN_DIR to a private directory of your own that you can create and write",
+    )
+    return f"run directory {printable(str(root))} {verb}{at}: {why}; {fix}"
 
 
 def _confined(path: Path, root: Path) -> None:
@@ -94,7 +142,7 @@ def create_owned(path: Path, what: str) -> Path:
         path.chmod(0o700)
     else:
         _confined(path, root)
-    (path / MARKER).write_text(f"{what}\n")
+    _write_marker(path, what)
     return path
 
 
@@ -145,13 +193,21 @@ def mounts_at_or_below(path: Path) -> list[str]:
 
 
 def write_private(path: Path, data: str | bytes) -> None:
-    """Write ``path`` atomically (temporary file, then rename) with mode 0600."""
+    """Write ``path`` atomically (temporary file, then rename) with mode 0600. A write that
+    fails (a full disk) removes the temporary file and names it in its OSError."""
     raw = data.encode() if isinstance(data, str) else data
     tmp = path.with_name(f".{path.name}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        os.fchmod(fd, 0o600)
-        f.write(raw)
-        f.flush()
-        os.fsync(fd)
-    tmp.replace(path)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(fd, 0o600)
+            f.write(raw)
+            f.flush()
+            os.fsync(fd)
+        tmp.replace(path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if isinstance(exc, OSError) and exc.filename is None:
+            raise OSError(exc.errno, exc.strerror, str(tmp)) from None
+        raise

@@ -42,6 +42,41 @@ def cmdline(pid: int) -> str | None:
     return raw.replace(b"\0", b" ").decode(errors="replace")
 
 
+def argv_of(pid: int) -> list[str] | None:
+    """The command line of ``pid`` as its words, or None when gone."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return [w.decode(errors="replace") for w in raw.split(b"\0")[:-1]] or [""]
+
+
+QEMU = "qemu-system"
+"""What a QEMU binary's name starts with (``qemu-system-x86_64``)."""
+
+WRAPPERS = frozenset({"unshare", "nsenter", "sh", "busybox", "env", "nice", "setsid"})
+"""Programs that start another with their last ``--`` (kvmlab's host-view wrapper runs
+QEMU as ``unshare ... -- sh hostview.sh ... -- qemu-system-x86_64 ...`` until it execs)."""
+
+
+def program_args(argv: list[str], program: str) -> list[str] | None:
+    """The words of ``argv`` from the ``program`` it runs on (``qemu-system``: the QEMU
+    binary and its arguments), or None when it runs no such program: its first word is
+    that program, or a wrapper of :data:`WRAPPERS` hands over to it after a ``--``. A
+    program that merely names ``program`` in an argument (``grep qemu-system LOG``) runs
+    none."""
+    if not argv:
+        return None
+    if Path(argv[0]).name.startswith(program):
+        return argv
+    if Path(argv[0]).name not in WRAPPERS:
+        return None
+    for i in range(1, len(argv) - 1):
+        if argv[i] == "--" and Path(argv[i + 1]).name.startswith(program):
+            return argv[i + 1 :]
+    return None
+
+
 _SEPARATORS = re.compile(r"[\0=,: ]")
 
 
@@ -52,11 +87,15 @@ def mentions(line: str, marker: str) -> bool:
     return any(token.startswith(marker) for token in _SEPARATORS.split(line))
 
 
-def alive(pid: int, marker: str | None = None, started: int | None = None) -> bool:
+def alive(
+    pid: int, marker: str | None = None, started: int | None = None, program: str | None = None
+) -> bool:
     """Whether ``pid`` runs (not a zombie) and is still the process we mean.
 
     ``started`` (its :func:`start_time`) and ``marker`` (text its command line contains,
-    e.g. its run directory) guard against a recycled pid.
+    e.g. its run directory) guard against a recycled pid; with ``program``
+    (``qemu-system``), the process must run that program (:func:`program_args`) and the
+    marker must be among that program's own arguments.
     """
     if pid <= 0:
         return False
@@ -65,6 +104,12 @@ def alive(pid: int, marker: str | None = None, started: int | None = None) -> bo
         return False
     if started is not None and start_time(pid) != started:
         return False
+    if program is not None:
+        argv = argv_of(pid)
+        args = program_args(argv, program) if argv is not None else None
+        if args is None:
+            return False
+        return marker is None or mentions(" ".join(args), marker)
     if marker is not None:
         line = cmdline(pid)
         return line is not None and mentions(line, marker)
@@ -76,14 +121,14 @@ def find_marked(marker: str, program: str = "qemu-system") -> list[int]:
 
     How kvmlab finds a QEMU it started but could not record (killed between spawn and
     record, or its record is unreadable): every QEMU it starts has its run directory in
-    its command line.
+    its command line. The process must run ``program`` (not merely name it, as ``grep
+    qemu-system RUN/qemu.log`` does) with the marker among its own arguments.
     """
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) == os.getpid():
             continue
-        line = cmdline(int(proc.name))
-        if line and program in line and mentions(line, marker) and alive(int(proc.name)):
+        if alive(int(proc.name), marker, program=program):
             found.append(int(proc.name))
     return sorted(found)
 
@@ -106,15 +151,19 @@ def wait_gone(pid: int, timeout: float, marker: str | None = None) -> bool:
 
 
 def terminate(
-    pid: int, marker: str | None = None, grace: float = 5.0, started: int | None = None
+    pid: int,
+    marker: str | None = None,
+    grace: float = 5.0,
+    started: int | None = None,
+    program: str | None = None,
 ) -> bool:
     """SIGTERM, wait ``grace`` seconds, then SIGKILL and wait; True when it is gone.
 
-    The process is confirmed (``marker``, ``started``) before each signal, so a pid that
-    was recycled meanwhile is never signalled.
+    The process is confirmed (``marker``, ``started``, ``program``) before each signal, so
+    a pid that was recycled meanwhile is never signalled.
     """
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
-        if not alive(pid, marker, started):
+        if not alive(pid, marker, started, program):
             wait_gone(pid, 0)
             return True
         try:
@@ -123,7 +172,7 @@ def terminate(
             return True
         if wait_gone(pid, wait, marker):
             return True
-    return not alive(pid, marker, started)
+    return not alive(pid, marker, started, program)
 
 
 def tail(path: Path, lines: int = 20) -> list[str]:

@@ -353,7 +353,8 @@ def _level_table(table: LevelTable) -> Markup:
         "against the level below, red for a loss and green for a gain."
     )
     table_html = h("table", h("thead", *head), h("tbody", *body), class_="levels")
-    return join([table_html, h("p", caption, class_="note")])
+    notes = [h("p", f"{line}.", class_="note left-out") for line in table.value_notes]
+    return join([table_html, h("p", caption, class_="note"), *notes])
 
 
 # -- figures -------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ Schema ``kvmlab.report/1``; with ``--compare`` each row names its own run and va
     {"schema": "kvmlab.report/1",
      "runs": [{"id", "lab", "suite", "spec_digest", "kvmlab_version", "started", "ended",
                "complete", "host": {...},
+               "not_finite" (stored values left out: not finite numbers, e.g. inf),
                "failures": [{"variant", "level", "guest", "stage" ("boot", a workload,
                              "teardown"), "message" (the error's first line),
                              "exit_code" (3 a component failed, 130 interrupted),
@@ -69,7 +70,9 @@ def report_json(
     moved = [
         {"run": run, "variant": variant, "comparison": doc} for run, variant, doc in migrations
     ]
-    payload = {"runs": [asdict(r) for r in runs], "rows": rows, "migrations": moved}
+    left_out = {run: n for _, table in tables for run, n in table.left_out.items()}
+    described = [{**asdict(r), "not_finite": left_out.get(r.id, 0)} for r in runs]
+    payload = {"runs": described, "rows": rows, "migrations": moved}
     doc = envelope("report", payload)
     return json.dumps(_json_safe(doc), indent=2, allow_nan=False)
 

@@ -38,6 +38,7 @@ def markdown_table(table: LevelTable, title: str) -> str:
         "Median over the repetitions, ±half the min-max spread; in parentheses the change "
         "against the level below (L1 against L0, L2 against its L1).",
         "",
+        *(f"Note: {_escape(line)}.\n" for line in table.value_notes),
     ]
     if table.notes:
         lines += ["**Incomplete:**", "", *(f"- {_escape(n)}" for n in table.notes), ""]

@@ -108,6 +108,9 @@ class LevelTable:
     rows: list[Row]
     failures: list[Failure] = field(default_factory=list)
     """What cut the run short; a failed guest without samples has a column of its own."""
+    left_out: dict[int, int] = field(default_factory=dict)
+    """Run id -> how many of its stored values were left out as not finite numbers (no
+    median or change can use ``inf``); each report says so (:attr:`value_notes`)."""
     _failed_at: tuple[list[Failure], int, dict[tuple[str, str, str], Failure]] | None = field(
         default=None, init=False, repr=False, compare=False
     )
@@ -142,6 +145,17 @@ class LevelTable:
     def notes(self) -> list[str]:
         """One line per failure: where, doing what, the error's first line."""
         return [f.headline for f in self.failures]
+
+    @property
+    def value_notes(self) -> list[str]:
+        """One line per run of which stored values were left out (see :attr:`left_out`)."""
+        return [left_out_note(run, n) for run, n in self.left_out.items() if n]
+
+
+def left_out_note(run: int, count: int) -> str:
+    """``run 7: 3 stored values left out, not finite numbers (inf or -inf)``."""
+    values = "value" if count == 1 else "values"
+    return f"run {run}: {count} stored {values} left out, not finite numbers (inf or -inf)"
 
 
 def _outcome(failure: Failure) -> str:

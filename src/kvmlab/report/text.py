@@ -31,6 +31,8 @@ def print_table(table: LevelTable, console: Console, title: str) -> None:
         cells = [_coloured(row.cells.get(c)) for c in table.columns]
         rows.append([row.workload, row.metric, f"{row.unit} {arrow}", *cells])
     print_grid(console, columns, rows, title=title, caption=CAPTION)
+    for line in table.value_notes:
+        console.print(Text(shown(line)), soft_wrap=True)
     for note in table.notes:
         console.print(Text(shown(note), style="red"), soft_wrap=True)
 

@@ -15,14 +15,19 @@ Key = tuple[str, str, str, str, str]
 def summarize(samples: Iterable[Sample]) -> list[Summary]:
     """One :class:`Summary` per (variant, guest, workload, metric), in first-seen order.
 
-    O(n log n) in the samples (each group sorted once for its median)."""
-    groups: dict[Key, list[Sample]] = defaultdict(list)
+    O(n log n) in the samples (each group sorted once for its median). ``samples`` is read
+    once, keeping of each only its value (and the first of each group): a run's samples can
+    be streamed in (:meth:`kvmlab.results.store.ResultStore.iter_samples`)."""
+    firsts: dict[Key, Sample] = {}
+    groups: dict[Key, list[float]] = defaultdict(list)
     for s in samples:
-        groups[(s.variant, s.guest, s.level, s.workload, s.metric)].append(s)
+        key = (s.variant, s.guest, s.level, s.workload, s.metric)
+        if key not in firsts:
+            firsts[key] = s
+        groups[key].append(s.value)
     out = []
-    for group in groups.values():
-        values = [s.value for s in group]
-        first = group[0]
+    for key, values in groups.items():
+        first = firsts[key]
         out.append(
             Summary(
                 variant=first.variant,

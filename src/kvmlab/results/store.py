@@ -24,7 +24,17 @@ creates the file (0600) or migrates an older schema.
 
 **Reading back.** Every row is checked like user input (:mod:`kvmlab.results.validate`);
 a row that is not what kvmlab wrote is left out and named in :attr:`ResultStore.problems`
-(file, row, field, how to fix it), so one bad row never hides the others.
+(file, row, field, how to fix it), so one bad row never hides the others. A value that is
+not a finite number (``1e400`` stored outside kvmlab, or by an older kvmlab) is no measurement:
+it is left out and counted (:meth:`ResultStore.left_out`, :meth:`ResultStore.not_finite_counts`)
+so that reports can say how many.
+
+**A file from anyone.** kvmlab's tables must be plain tables: a view (whose query may never
+end), a virtual table, a trigger on them or a generated column in them makes the file
+refused as not kvmlab's; a ``-wal``, ``-shm`` or ``-journal`` beside it that is a symbolic
+link (or not a file) is refused too, named for what it is. Every connection
+has a progress handler, so that a signal (Ctrl-C, SIGTERM) stops a long query: SQLite ends it
+as ``interrupted``, which is raised as :class:`KeyboardInterrupt` (the CLI exits 130).
 """
 
 from __future__ import annotations
@@ -46,7 +56,7 @@ from typing import Any, Self
 from urllib.parse import quote
 
 from kvmlab.errors import KvmlabError, UsageError, printable
-from kvmlab.paths import unsafe_parent
+from kvmlab.paths import data_dir, unsafe_parent
 from kvmlab.results import validate as valid
 from kvmlab.results.model import Failure, Run, Sample
 
@@ -126,6 +136,15 @@ LEVELS_READ = frozenset(f"L{depth}" for depth in range(100))
 """A level as kvmlab stores it: ``L0`` (the host), ``L1``, ``L2``, ... (up to L99)."""
 READ_TIMEOUT, WRITE_TIMEOUT = 10.0, 30.0
 """Seconds to wait for another kvmlab's lock before giving up."""
+KVMLAB_TABLES = ("meta", *TABLE_COLUMNS)
+"""kvmlab's tables: plain tables in a file kvmlab opens (never views, never with triggers)."""
+SIDE_FILES = (("-wal", "write-ahead log"), ("-shm", "WAL index file"), ("-journal", "journal"))
+"""The files SQLite keeps beside a database, and what each is."""
+PROGRESS_STEPS = 10_000
+"""SQLite virtual-machine steps between two calls of the progress handler (about 0.1 ms
+of a query): how soon a signal stops a query."""
+PAGE = 5_000
+"""Sample rows read at a time when a run's samples are streamed."""
 
 
 class StoreError(KvmlabError):
@@ -146,12 +165,12 @@ class UnreadableRows(StoreError):
 
 
 def default_results_path() -> Path:
-    """``$KVMLAB_RESULTS`` (the database file), else ``results.sqlite`` in
-    ``$XDG_DATA_HOME/kvmlab`` or ``~/.local/share/kvmlab``."""
+    """``$KVMLAB_RESULTS`` (the database file), else ``results.sqlite`` in kvmlab's data
+    directory (:func:`kvmlab.paths.data_dir`: ``$XDG_DATA_HOME/kvmlab`` when that is an
+    absolute path, else ``~/.local/share/kvmlab``)."""
     if env := os.environ.get(RESULTS_ENV):
         return Path(env)
-    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data) / "kvmlab" / DB_FILE
+    return data_dir() / DB_FILE
 
 
 def check_place(path: Path, shown: str) -> None:
@@ -204,7 +223,32 @@ def _check_path(path: Path, shown: str) -> bool:
             f"{shown} is a file that is not a SQLite database; kvmlab will not "
             "touch it: name a new file or an existing results database"
         )
+    _check_side_files(path, shown)
     return True
+
+
+def _check_side_files(path: Path, shown: str) -> None:
+    """Refuse a ``-wal``, ``-shm`` or ``-journal`` beside the database that SQLite would
+    open through a link, or that is not a file at all, saying what it is."""
+    for end, what in SIDE_FILES:
+        side = path.with_name(path.name + end)
+        name = printable(str(side))
+        try:
+            info = side.lstat()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise UsageError(f"{shown}: its {what} {name}: {_path_error(exc)}") from None
+        if stat.S_ISLNK(info.st_mode):
+            raise UsageError(
+                f"{shown}: its {what} {name} is a symbolic link; kvmlab does not open "
+                "through links: remove the link"
+            )
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError(
+                f"{shown}: its {what} {name} is not a regular file; SQLite keeps its "
+                f"{what} in one: remove it"
+            )
 
 
 def _is_sqlite(path: Path) -> bool:
@@ -264,6 +308,27 @@ def _distrust(db: sqlite3.Connection) -> None:
     db.execute("PRAGMA trusted_schema = OFF")
 
 
+def _connect(target: str | Path, timeout: float, uri: bool = False) -> sqlite3.Connection:
+    """A connection whose queries a signal can stop (see :func:`_tick`)."""
+    db = sqlite3.connect(target, uri=uri, timeout=timeout)
+    db.set_progress_handler(_tick, PROGRESS_STEPS)
+    return db
+
+
+def _tick() -> int:
+    """SQLite's progress handler: a Python call during a long query, so that a signal's
+    handler runs there. When it raises (Ctrl-C's KeyboardInterrupt, SIGTERM's alike) the
+    query stops with ``interrupted`` (:func:`_interrupted` raises it again); 0 goes on."""
+    return 0
+
+
+def _interrupted(exc: sqlite3.Error) -> None:
+    """Raise :class:`KeyboardInterrupt` for a query a signal stopped (through :func:`_tick`):
+    the interrupt, not a database error, is what happened."""
+    if isinstance(exc, sqlite3.OperationalError) and str(exc) == "interrupted":
+        raise KeyboardInterrupt from None
+
+
 def _identify(path: Path, shown: str) -> _Found:
     """Whose database ``path`` is, read without changing anything (not even ``-wal`` or
     ``-shm`` files: unless both exist already, SQLite reads it as immutable)."""
@@ -271,13 +336,14 @@ def _identify(path: Path, shown: str) -> _Found:
     immutable = not all(p.exists() for p in wal)
     file = printable(str(path))
     try:
-        db = sqlite3.connect(_uri(path, immutable), uri=True, timeout=READ_TIMEOUT)
+        db = _connect(_uri(path, immutable), READ_TIMEOUT, uri=True)
         try:
             _distrust(db)
             return _identity(db, file, shown)
         finally:
             db.close()
     except sqlite3.DatabaseError as exc:
+        _interrupted(exc)
         raise StoreError(
             f"{file}: not a usable results database ({printable(str(exc))}); restore it "
             "from a backup or name another file"
@@ -287,8 +353,8 @@ def _identify(path: Path, shown: str) -> _Found:
 def _identity(db: sqlite3.Connection, file: str, shown: str) -> _Found:
     app = int(db.execute("PRAGMA application_id").fetchone()[0])
     version = int(db.execute("PRAGMA user_version").fetchone()[0])
-    objects = db.execute("SELECT type, name FROM sqlite_master").fetchall()
-    tables = frozenset(str(name) for kind, name in objects if kind == "table")
+    objects = db.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall()
+    tables = frozenset(str(name) for kind, name, _, _ in objects if kind == "table")
     refuse = "kvmlab will not touch it: name a new file or a kvmlab results database"
     if app not in (0, APPLICATION_ID):
         raise UsageError(
@@ -309,10 +375,13 @@ def _identity(db: sqlite3.Connection, file: str, shown: str) -> _Found:
             f"{shown} is a SQLite database that is not kvmlab's (no kvmlab meta and runs "
             f"tables; its tables: {names}); {refuse}"
         )
+    if odd := _not_plain(objects) or _generated(db, tables):
+        raise UsageError(f"{shown} is a SQLite database that is not kvmlab's ({odd}); {refuse}")
     damaged = "it was changed outside kvmlab: restore it from a backup or name another file"
     try:
         rows = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchall()
     except sqlite3.OperationalError as exc:
+        _interrupted(exc)
         if not ours:
             raise UsageError(
                 f"{shown} is a SQLite database that is not kvmlab's (its meta table: "
@@ -350,6 +419,32 @@ def _identity(db: sqlite3.Connection, file: str, shown: str) -> _Found:
                 f"{file}: table {table} lacks column(s) {', '.join(missing)}; {damaged}"
             )
     return _Found(schema, tables)
+
+
+def _not_plain(objects: Sequence[Sequence[Any]]) -> str | None:
+    """What makes kvmlab's tables in ``sqlite_master`` rows (type, name, table, sql) other
+    than plain tables (``its meta is a view, not a table``), or None. SQLite's names are
+    the same in any case: ``META`` is what ``FROM meta`` reads."""
+    for kind, name, on, sql in objects:
+        low = str(name).lower()
+        if low in KVMLAB_TABLES and kind != "table":
+            return f"its {printable(low)} is a {printable(str(kind))}, not a table"
+        if low in KVMLAB_TABLES and not str(sql).lstrip().upper().startswith("CREATE TABLE"):
+            return f"its {printable(low)} is a virtual table, not a plain table"
+        if kind == "trigger" and str(on).lower() in KVMLAB_TABLES:
+            return f"a trigger, {printable(str(name))}, on its {printable(str(on).lower())} table"
+    return None
+
+
+def _generated(db: sqlite3.Connection, tables: Iterable[str]) -> str | None:
+    """A generated column of kvmlab's tables (``its runs table computes lab``), or None:
+    kvmlab stores every value, and an expression the file brings would be evaluated at
+    every read (one call of a slow function is beyond any progress handler)."""
+    for table in sorted(t for t in tables if t.lower() in KVMLAB_TABLES):
+        for column in db.execute(f"PRAGMA table_xinfo({table})").fetchall():
+            if column[6] in (2, 3):  # hidden: 2 generated (virtual), 3 generated (stored)
+                return f"its {table.lower()} table computes {printable(str(column[1]))}"
+    return None
 
 
 def _bounded(column: str, limit: int) -> str:
@@ -432,6 +527,7 @@ class ResultStore:
         self._problems: list[str] = []
         self._more = 0
         self._seen: set[tuple[str, object]] = set()
+        self._not_finite: dict[int, int] = {}
         self._db: sqlite3.Connection
         self._tables: frozenset[str]
         if own_dir and writable:
@@ -481,7 +577,7 @@ class ResultStore:
         for immutable in (False, True):
             db = None
             try:
-                db = sqlite3.connect(_uri(path, immutable), uri=True, timeout=READ_TIMEOUT)
+                db = _connect(_uri(path, immutable), READ_TIMEOUT, uri=True)
                 _distrust(db)
                 db.execute("SELECT count(*) FROM sqlite_master").fetchone()
             except sqlite3.Error as exc:
@@ -520,8 +616,9 @@ class ResultStore:
                     f"cannot create the results database {self.file}: {exc.strerror}"
                 ) from None
         try:
-            self._db = sqlite3.connect(path, timeout=WRITE_TIMEOUT)
+            self._db = _connect(path, WRITE_TIMEOUT)
         except sqlite3.Error as exc:
+            _interrupted(exc)
             raise StoreError(f"cannot open the results database {self.file}: {exc}") from None
         try:
             _distrust(self._db)
@@ -530,6 +627,7 @@ class ResultStore:
             self._migrate()
         except sqlite3.DatabaseError as exc:
             self._db.close()
+            _interrupted(exc)
             raise StoreError(
                 f"{self.file}: not a usable results database ({printable(str(exc))}); "
                 "restore it from a backup or name another file"
@@ -546,7 +644,9 @@ class ResultStore:
             self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
 
     def _error(self, exc: sqlite3.Error, doing: str) -> StoreError:
-        """A SQLite error as one line naming the file and what helps."""
+        """A SQLite error as one line naming the file and what helps (a query a signal
+        stopped raises :class:`KeyboardInterrupt` instead)."""
+        _interrupted(exc)
         why = printable(str(exc))
         if "locked" in why or "busy" in why:
             fix = "another program holds it locked; try again when it is done"
@@ -786,14 +886,29 @@ class ResultStore:
         return out
 
     def samples(self, run_id: int) -> list[Sample]:
-        """The readable samples of a run in measurement order. A value that is not finite
-        (stored by an older kvmlab) is no measurement and is left out quietly; any other
-        row that is not what kvmlab wrote is left out and named in :attr:`problems`."""
+        """The readable samples of a run in measurement order (see :meth:`iter_samples`)."""
+        return list(self.iter_samples(run_id))
+
+    def iter_samples(self, run_id: int) -> Iterator[Sample]:
+        """The readable samples of a run in measurement order, read :data:`PAGE` rows at a
+        time (a run of millions never sits whole in memory). A value that is not a finite
+        number (stored by an older kvmlab, or outside it) is no measurement: it is left out
+        and counted in :meth:`left_out`; any other row that is not what kvmlab wrote is left
+        out and named in :attr:`problems`."""
+        self._not_finite[run_id] = 0
         if "samples" not in self._tables:
-            return []
-        rows = self._rows(
-            f"SELECT {_SAMPLE_SELECT} FROM samples WHERE run = ? ORDER BY rowid", (run_id,)
-        )
+            return
+        select = f"SELECT {_SAMPLE_SELECT} FROM samples WHERE run = ?"
+        order = f"ORDER BY rowid LIMIT {PAGE}"
+        rows = self._rows(f"{select} {order}", (run_id,))
+        while rows:
+            yield from self._page(run_id, rows)
+            if len(rows) < PAGE:
+                return
+            rows = self._rows(f"{select} AND rowid > ? {order}", (run_id, rows[-1][0]))
+
+    def _page(self, run_id: int, rows: list[Any]) -> list[Sample]:
+        """The samples of one page of rows (validated; a value not finite counted)."""
         out: list[Sample] = []
         limit, long_limit, reps = valid.NAME_LIMIT, valid.TEXT_LIMIT, MAX_REPETITION
         for row in rows:
@@ -835,6 +950,7 @@ class ResultStore:
                 )
                 continue
             if isinstance(value, float) and not math.isfinite(value):
+                self._not_finite[run_id] += 1
                 continue
             try:
                 out.append(_sample(row))
@@ -865,12 +981,32 @@ class ResultStore:
                 )
         return out
 
+    def left_out(self, run_id: int) -> int:
+        """How many stored values of the run were left out, the last time its samples were
+        read, as not finite numbers (``inf``, ``-inf``)."""
+        return self._not_finite.get(run_id, 0)
+
     def sample_counts(self) -> dict[int, int]:
-        """Run id -> number of samples stored, for every run with samples."""
+        """Run id -> number of samples stored that are numbers a report can use (a value
+        that is not finite is left out, as :meth:`samples` does), for every run with
+        samples."""
+        return {run: usable for run, (usable, _) in self.counts().items() if usable}
+
+    def not_finite_counts(self) -> dict[int, int]:
+        """Run id -> number of stored values that are not finite numbers (left out of
+        reports), for every run with any."""
+        return {run: bad for run, (_, bad) in self.counts().items() if bad}
+
+    def counts(self) -> dict[int, tuple[int, int]]:
+        """Run id -> (samples a report can use, values left out as not finite numbers),
+        for every run with samples (one pass over the samples)."""
         if "samples" not in self._tables:
             return {}
-        rows = self._rows("SELECT run, COUNT(*) FROM samples GROUP BY run")
-        return {r[0]: int(r[1]) for r in rows if isinstance(r[0], int)}
+        rows = self._rows(
+            "SELECT run, COUNT(*), TOTAL(typeof(value) = 'real' AND value IN (1e999, -1e999)) "
+            "FROM samples GROUP BY run"
+        )
+        return {r[0]: (int(r[1]) - int(r[2]), int(r[2])) for r in rows if isinstance(r[0], int)}
 
     def close(self) -> None:
         """Close the database."""

@@ -29,7 +29,7 @@ from kvmlab.fabric.switch import (
 from kvmlab.guest.errors import GuestExecTimeout
 from kvmlab.guest.image import STANDALONE, GuestImage, build_image
 from kvmlab.host.accel import OUTER_ACCEL_ENV
-from kvmlab.proc.processes import terminate
+from kvmlab.proc.processes import QEMU, terminate
 from kvmlab.proc.signals import deferred_signals
 from kvmlab.render import BootImage, Target, render_qemu
 from kvmlab.render.devices.disk import SEED_IMAGE
@@ -606,6 +606,6 @@ def _stop_entry(entry: GuestEntry, lab: str, force: bool, progress: Progress) ->
     for pid in entry.processes():  # never recorded, or recorded unreadably
         why = entry.problem or "its record has no pid"
         progress(f"stopping QEMU pid {pid} of {entry.name} ({why})")
-        terminate(pid, f"{entry.run_dir}/", grace=3.0)
+        terminate(pid, f"{entry.run_dir}/", grace=3.0, program=QEMU)
         stopped = True
     return stopped

@@ -36,7 +36,7 @@ from kvmlab.errors import ProcessFailure, RuntimeFailure, StateError
 from kvmlab.guest.agent import ExecResult, GuestAgent
 from kvmlab.guest.errors import AgentError
 from kvmlab.proc.confined import create_owned, remove_owned
-from kvmlab.proc.processes import alive, start_time
+from kvmlab.proc.processes import QEMU, alive, start_time
 from kvmlab.runtime.rundir import GuestRecord
 from kvmlab.runtime.waits import LIMITS, level_factor
 
@@ -138,9 +138,10 @@ class Machine(abc.ABC):
 
     @classmethod
     def running_on_record(cls, record: GuestRecord, run_dir: Path) -> bool:
-        """Whether the guest of ``record`` still runs: its process, named by pid, start time
-        and what its command line contains (default: its run directory)."""
-        return alive(record.pid, record.marker or str(run_dir), record.pid_start)
+        """Whether the guest of ``record`` still runs: its process, named by pid, start time,
+        the QEMU it runs and what that QEMU's command line contains (default: its run
+        directory)."""
+        return alive(record.pid, record.marker or str(run_dir), record.pid_start, QEMU)
 
     @classmethod
     def process_here(cls, record: GuestRecord) -> bool:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import stat
 import time
@@ -135,14 +136,7 @@ class GuestRecord:
             record = cls(**{k: v for k, v in data.items() if k in known})
             if not is_name(record.lab) or not all(is_name(a) for a in record.address):
                 raise ValueError("it names an invalid lab or guest")
-            if not isinstance(record.pid, int) or not isinstance(record.argv, list):
-                raise ValueError("its pid or argv has the wrong type")
-            if not isinstance(record.backend, str) or not isinstance(record.backend_fields, dict):
-                raise ValueError("its backend has the wrong type")
-            if not isinstance(record.under_kvm, dict) or not all(
-                isinstance(k, str) and isinstance(v, str) for k, v in record.under_kvm.items()
-            ):
-                raise ValueError("its under_kvm has the wrong type")
+            _check_fields(record)
             from kvmlab.runtime.backends import BACKEND_NAMES  # the registry imports this
 
             if record.backend not in BACKEND_NAMES:
@@ -168,6 +162,68 @@ class GuestRecord:
     def owner_alive(self) -> bool:
         """Whether the kvmlab command that is launching this guest still runs."""
         return self.owner is not None and alive(self.owner, None, self.owner_start)
+
+
+MAX_PID = 1 << 22
+LATEST = 253402300799.0
+"""9999-12-31: no kvmlab record is stamped later."""
+
+
+def _whole(value: object, low: int, high: int) -> bool:
+    if not isinstance(value, int) or isinstance(value, bool):
+        return False
+    return low <= value <= high
+
+
+def _seconds(value: object, high: float = LATEST) -> bool:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    return math.isfinite(value) and 0 <= value <= high
+
+
+def _check_fields(record: GuestRecord) -> None:
+    """Every field of a record read from disk, of its type and range (ValueError naming
+    the first that is not): a record is a file, and ``ps``, ``down`` and ``exec`` act on
+    it."""
+    checks: list[tuple[str, bool]] = [
+        ("pid", _whole(record.pid, 0, MAX_PID)),
+        ("pid_start", record.pid_start is None or _whole(record.pid_start, 0, 1 << 62)),
+        ("argv", isinstance(record.argv, list) and all(isinstance(a, str) for a in record.argv)),
+        ("accel", record.accel in ("kvm", "tcg")),
+        ("accel_reason", isinstance(record.accel_reason, str)),
+        ("vcpus", _whole(record.vcpus, 1, 1024)),
+        ("memory", _whole(record.memory, 1, 1 << 50)),
+        ("started", _seconds(record.started)),
+        ("boots_image", isinstance(record.boots_image, bool)),
+        ("children", isinstance(record.children, bool)),
+        ("via", record.via is None or (isinstance(record.via, str) and _address(record.via))),
+        ("marker", record.marker is None or isinstance(record.marker, str)),
+        (
+            "boot",
+            isinstance(record.boot, dict)
+            and all(isinstance(k, str) and _seconds(v, 1e7) for k, v in record.boot.items()),
+        ),
+        ("state", record.state in ("launching", "running")),
+        ("owner", record.owner is None or _whole(record.owner, 1, MAX_PID)),
+        ("owner_start", record.owner_start is None or _whole(record.owner_start, 0, 1 << 62)),
+        ("migrations", _whole(record.migrations, 0, 1 << 20)),
+        ("backend", isinstance(record.backend, str)),
+        ("backend_fields", isinstance(record.backend_fields, dict)),
+        (
+            "under_kvm",
+            isinstance(record.under_kvm, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in record.under_kvm.items()),
+        ),
+    ]
+    for name, ok in checks:
+        if not ok:
+            shown = printable(repr(getattr(record, name)))
+            raise ValueError(f"its {name} is {shown[:40]}, not a value kvmlab writes")
+
+
+def _address(text: str) -> bool:
+    parts = text.split("/")
+    return 2 <= len(parts) <= 5 and all(is_name(p) for p in parts)
 
 
 LEGACY_LIBVIRT_FIELDS = ("uri", "domain", "token", "persistent", "serial_log")

@@ -197,7 +197,12 @@ def diagnose(
 
     output = output_choice(output, "text", "json")
     provider = check_provider(provider)
-    if (address is None) == (import_ is None):
+    if address is not None and import_ is not None:
+        raise UsageError(
+            "give the guest's address (LAB/GUEST) or --import FILE, not both: an import is "
+            "diagnosed on its own"
+        )
+    if address is None and import_ is None:
         raise UsageError("give the guest's address (LAB/GUEST) or --import FILE")
     if import_ is not None:
         refuse_with(

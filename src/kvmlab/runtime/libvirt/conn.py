@@ -80,8 +80,14 @@ def start_fix(uri: str) -> list[str]:
             "start libvirtd: systemctl start libvirtd (without systemd: virtlogd -d && "
             "libvirtd -d), or a private one: kvmlab libvirtd start NAME"
         ]
-    if parts.scheme.startswith("qemu+ssh"):
+    if parts.scheme in ("qemu+ssh", "qemu+libssh", "qemu+libssh2"):
         return [f"check that 'ssh {parts.netloc} virsh -c qemu:///system version' works"]
+    if parts.scheme in ("qemu+tls", "qemu"):
+        return [
+            f"check that libvirtd on {parts.hostname} listens for TLS (listen_tls = 1, "
+            f"libvirtd --listen) on port {parts.port or 16514} with certificates this host "
+            "trusts"
+        ]
     return [
         f"check that libvirtd on {parts.hostname} listens (listen_tcp = 1 and "
         f"libvirtd --listen) on port {parts.port or 16509}"
@@ -113,16 +119,16 @@ def open_uri(uri: str, guest: str | None = None) -> libvirt.virConnect:
     if attempt.is_alive():
         attempt.abandon()
         raise LibvirtUnreachable(
-            f"the daemon did not answer within {seconds:g} s (limit {limit.name!r}; raise it "
-            f"with {limit.env('ceiling')}=SECONDS)",
+            f"something accepted the connection but gave no libvirt answer within {seconds:g} "
+            f"s (limit {limit.name!r}; raise it with {limit.env('ceiling')}=SECONDS)",
             uri,
             guest,
-            start_fix(uri),
+            [_what_listens(uri)],
         )
     if attempt.error is not None:
-        raise LibvirtUnreachable(
-            f"no libvirtd answers ({_unreachable(attempt.error)})", uri, guest, start_fix(uri)
-        ) from None
+        why = _unreachable(attempt.error)
+        fix = [_what_listens(uri)] if why == NOT_LIBVIRT else start_fix(uri)
+        raise LibvirtUnreachable(f"no libvirtd answers ({why})", uri, guest, fix) from None
     conn = attempt.conn
     assert conn is not None
     with contextlib.suppress(libvirt.libvirtError):  # a daemon without keepalive: as before
@@ -166,12 +172,26 @@ class _Attempt(threading.Thread):
             self._abandoned = True
 
 
+NOT_LIBVIRT = "the peer does not speak libvirt's protocol: is it a libvirtd?"
+
+
 def _unreachable(exc: libvirt.libvirtError) -> str:
     """libvirt's reason, with what its RPC layer says of a peer that is no libvirtd."""
     text = describe(exc)
     if "too large" in text and "packet" in text:
-        return "the peer does not speak libvirt's protocol: is it a libvirtd?"
+        return NOT_LIBVIRT
     return text
+
+
+def _what_listens(uri: str) -> str:
+    """The fix when something answers at ``uri`` that is not a libvirtd: find out what."""
+    parts = urlsplit(uri)
+    socket = dict(p.split("=", 1) for p in parts.query.split("&") if "=" in p).get("socket")
+    if socket:
+        return f"check what listens on {socket} (ss -xlp | grep {socket}): it is no libvirtd"
+    port = parts.port or (16514 if parts.scheme in ("qemu+tls", "qemu") else 16509)
+    where = parts.hostname or "this host"
+    return f"check what listens on {where} port {port} (ss -tlp there): it is no libvirtd"
 
 
 @contextmanager

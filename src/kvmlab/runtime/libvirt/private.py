@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -34,7 +34,13 @@ from urllib.parse import quote
 
 from kvmlab.bounded import read_at_most
 from kvmlab.errors import HostError, KvmlabError, StateError, ToolMissing, UsageError, printable
-from kvmlab.proc.confined import checked_run_root, create_owned, remove_owned, write_private
+from kvmlab.proc.confined import (
+    MARKER,
+    checked_run_root,
+    create_owned,
+    remove_owned,
+    write_private,
+)
 from kvmlab.proc.processes import alive, cmdline, start_time, terminate
 from kvmlab.render.runfiles import UNIX_PATH_MAX
 from kvmlab.runtime.libvirt import nsinit
@@ -114,14 +120,9 @@ class PrivateDaemon:
         return f"qemu+tcp://{host}:{self.tcp_port}/system" if self.tcp_port else None
 
     def running(self) -> bool:
-        """Whether the recorded pid is still this daemon: the same start time, and its
-        ``/etc/libvirt`` is this daemon's directory."""
-        if self.pid <= 0 or self.pid_start is None:
-            return False
-        if not alive(self.pid, None, self.pid_start):
-            return False
-        mine = _identity(self.root / "etc")
-        return mine is not None and _sees(self.pid, mine)
+        """Whether this daemon runs: a libvirtd proven to be its own by its mounts
+        (:func:`owned_processes`), whatever pid the record names."""
+        return any(p.program == "libvirtd" for p in owned_processes(self))
 
     def save(self) -> None:
         write_private(self.root / RECORD, json.dumps(asdict(self), indent=2))
@@ -377,6 +378,16 @@ def start(
             "apt-get install libvirt-daemon-system libvirt-daemon-driver-qemu (make deps does)",
         )
     daemon = PrivateDaemon(name)
+    with _locked():
+        return _start(daemon, tcp_port, listen, netns)
+
+
+def _start(
+    daemon: PrivateDaemon, tcp_port: int | None, listen: str, netns: str | None
+) -> PrivateDaemon:
+    """:func:`start`, under the daemons' lock."""
+    name = daemon.name
+    _refuse_foreign(daemon)
     if len(os.fsencode(daemon.socket)) > UNIX_PATH_MAX:
         raise UsageError(
             f"private libvirtd {name}: its socket {printable(str(daemon.socket))} would be "
@@ -439,7 +450,15 @@ def start(
     # nsenter, not `ip netns exec`: that also remounts / as a slave, which fails where /
     # is no mount point (a chroot)
     inside = ["nsenter", f"--net={NETNS_DIR / netns}", "--"] if netns else []
-    init = [sys.executable, "-m", "kvmlab.runtime.libvirt.nsinit", nsinit.plan(binds, kvm, argv)]
+    # -I: isolated, so neither the current directory nor PYTHON* variables put a module of
+    # anyone else's before kvmlab's in this root process (a json.py where kvmlab was run)
+    init = [
+        sys.executable,
+        "-I",
+        "-m",
+        "kvmlab.runtime.libvirt.nsinit",
+        nsinit.plan(binds, kvm, argv),
+    ]
     with (root / "daemon.out").open("wb") as log:
         proc = subprocess.Popen(
             [*inside, "unshare", "--mount", f"--propagation={propagation}", "--", *init],
@@ -447,14 +466,21 @@ def start(
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            cwd="/",
         )
-    daemon.pid, daemon.pid_start = proc.pid, start_time(proc.pid)
-    daemon.save()
-    deadline = time.monotonic() + START_TIMEOUT
-    while not _ready(daemon, proc):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            _failed_start(daemon, proc)
-        time.sleep(0.1)
+    try:
+        daemon.pid, daemon.pid_start = proc.pid, start_time(proc.pid)
+        daemon.save()
+        deadline = time.monotonic() + START_TIMEOUT
+        while not _ready(daemon, proc):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                _failed_start(daemon, proc)
+            time.sleep(0.1)
+    except BaseException as exc:  # Ctrl-C or SIGTERM mid-start: nothing is left running
+        if not isinstance(exc, KvmlabError):
+            with contextlib.suppress(KvmlabError, OSError):
+                _stop(daemon)
+        raise
     return daemon
 
 
@@ -479,7 +505,7 @@ def _failed_start(daemon: PrivateDaemon, proc: subprocess.Popen[bytes]) -> NoRet
     if proc.poll() is None:
         terminate(proc.pid, None, grace=5.0, started=daemon.pid_start)
     with contextlib.suppress(KvmlabError):
-        stop(daemon.name)
+        _stop(daemon)
     raise HostError(
         f"private libvirtd {daemon.name} did not start: {held}{tail.strip() or '?'}",
         [f"libvirtd.log: {line}" for line in log_tail],
@@ -560,6 +586,14 @@ def stop(name: str) -> Stopped:
         raise UsageError(
             f"no private libvirtd named {name}; kvmlab libvirtd list shows the daemons on record"
         )
+    with _locked():
+        _refuse_foreign(daemon)
+        return _stop(daemon)
+
+
+def _stop(daemon: PrivateDaemon) -> Stopped:
+    """:func:`stop`, under the daemons' lock, of a directory that is kvmlab's."""
+    name = daemon.name
     outcome = Stopped(False)
     try:
         outcome.record_pid = PrivateDaemon.read(name).pid
@@ -600,11 +634,13 @@ def _destroy_domains(daemon: PrivateDaemon) -> None:
     from kvmlab.runtime.libvirt.conn import LibvirtFailure, open_uri
 
     try:
+        if not stat.S_ISSOCK(os.lstat(daemon.socket).st_mode):
+            return  # not the socket the daemon made (a link, a file): asked nothing
         conn = open_uri(daemon.uri)
-    except LibvirtFailure:
+    except (LibvirtFailure, OSError):
         return  # its QEMUs are found by its mounts
     try:
-        domains = conn.listAllDomains(0)
+        domains = conn.listAllDomains(0) if _answers_as(conn, daemon) else []
     except libvirt.libvirtError:
         domains = []
     try:
@@ -619,6 +655,62 @@ def _destroy_domains(daemon: PrivateDaemon) -> None:
     finally:
         with contextlib.suppress(libvirt.libvirtError):
             conn.close()
+
+
+def _answers_as(conn: Any, daemon: PrivateDaemon) -> bool:
+    """Whether the daemon behind ``conn`` is ``daemon``: its host UUID is the one kvmlab
+    wrote into that daemon's configuration alone (a socket replaced by another daemon's,
+    the system's included, answers with another)."""
+    import libvirt
+
+    try:
+        caps = conn.getCapabilities()
+    except libvirt.libvirtError:
+        return False
+    return f"<uuid>{uuid.uuid5(HOST_UUID_NS, daemon.name)}</uuid>" in caps
+
+
+@contextlib.contextmanager
+def _locked() -> Iterator[None]:
+    """One ``kvmlab libvirtd start`` or ``stop`` at a time (a lock file in the run root)."""
+    import fcntl
+
+    path = checked_run_root() / ".libvirtd.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _own_dir(daemon: PrivateDaemon) -> str | None:
+    """Why ``daemon``'s directory is not one kvmlab made (a link, not a directory, no
+    marker), or None when it is."""
+    for path in (daemon.root.parent, daemon.root):
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            return None
+        if stat.S_ISLNK(mode):
+            return f"{path} is a symbolic link"
+        if not stat.S_ISDIR(mode):
+            return f"{path} is not a directory"
+    if not (daemon.root / MARKER).is_file():
+        return f"{daemon.root} has no {MARKER} marker"
+    return None
+
+
+def _refuse_foreign(daemon: PrivateDaemon) -> None:
+    """Refuse, before anything is signalled or asked, a daemon directory kvmlab did not
+    make."""
+    if why := _own_dir(daemon):
+        raise StateError(
+            printable(
+                f"private libvirtd {daemon.name}: {why}, not a daemon directory kvmlab made; "
+                "kvmlab leaves it alone (remove it by hand if it is yours)"
+            )
+        )
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
@@ -645,7 +737,7 @@ def owned_processes(daemon: PrivateDaemon) -> list[Owned]:
     ``/etc/libvirt`` is the daemon's own configuration directory, a bind mount only its
     mount namespace has. Neither a pid, nor a command line, nor a namespace number (Linux
     reuses them) is taken as proof."""
-    mine = _identity(daemon.root / "etc")
+    mine = _identity(daemon.root / "etc") if _own_dir(daemon) is None else None
     if mine is None:
         return []
     found = []
@@ -672,6 +764,10 @@ def running() -> list[PrivateDaemon | DaemonRecordError]:
     out: list[PrivateDaemon | DaemonRecordError] = []
     for p in sorted(base.iterdir()):
         if not is_name(p.name):
+            continue
+        if why := _own_dir(PrivateDaemon(p.name)):
+            text = f"{why}, not a daemon directory kvmlab made; kvmlab leaves it alone"
+            out.append(DaemonRecordError(p.name, printable(text)))
             continue
         try:
             out.append(PrivateDaemon.read(p.name))

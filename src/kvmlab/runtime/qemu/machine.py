@@ -20,7 +20,7 @@ from typing import NoReturn, Self
 from kvmlab.errors import QmpFailure
 from kvmlab.guest.agent import GuestAgent
 from kvmlab.guest.errors import AgentError
-from kvmlab.proc.processes import alive, cpu_seconds, start_time, tail, terminate, wait_gone
+from kvmlab.proc.processes import QEMU, alive, cpu_seconds, start_time, tail, terminate, wait_gone
 from kvmlab.proc.signals import deferred_signals, unblock_in_child
 from kvmlab.render.runfiles import (
     AGENT_SOCKET,
@@ -256,7 +256,7 @@ class QemuMachine(Machine):
         """SIGTERM, then SIGKILL, to the QEMU on record (checked by its start time)."""
         self.disconnect()
         if self.pid is not None:
-            terminate(self.pid, str(self.run_dir), grace=3.0, started=self._pid_start)
+            terminate(self.pid, str(self.run_dir), 3.0, self._pid_start, QEMU)
         if self._proc is not None:
             self._proc.wait(10)
 
@@ -264,7 +264,7 @@ class QemuMachine(Machine):
         """Whether the QEMU process runs."""
         if self._proc is not None:
             return self._proc.poll() is None
-        return self.pid is not None and alive(self.pid, self._marker, self._pid_start)
+        return self.pid is not None and alive(self.pid, self._marker, self._pid_start, QEMU)
 
     # -- using a running guest ----------------------------------------------------------
 
