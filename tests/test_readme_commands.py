@@ -5,8 +5,8 @@ invoking it."""
 
 from __future__ import annotations
 
+import ast
 import re
-import shlex
 from pathlib import Path
 
 import pytest
@@ -15,59 +15,16 @@ from typer.core import TyperGroup
 
 from kvmlab.cli.commands import app_for
 from tests.conftest import ROOT
+from tests.readme import NOT_RUN, README, argv, command, readme_commands
 
-README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 MAX_LINES = 250
-
-SHELL_OPERATORS = {"|", "||", "&&", ";", ">", ">>", "<", "2>", "&"}
-"""Where a command line hands over to the shell (a pipe, a redirection, the next command)."""
 
 IN_FLIGHT = "CLI spelling in flight"
 NOT_YET: dict[str, str] = {}
 """README commands the CLI does not accept yet, while its spelling is being made consistent:
 the start of the command line (``"kvmlab tune apply"``) and why. Such a case is ``xfail``, not
 strict, so it passes as soon as the CLI does; empty when the CLI accepts every command."""
-
-
-def sh_blocks(text: str) -> list[list[str]]:
-    """The lines of every fenced ```sh block of ``text``."""
-    blocks: list[list[str]] = []
-    current: list[str] | None = None
-    for line in text.splitlines():
-        fence = line.strip()
-        if current is None and fence == "```sh":
-            current = []
-        elif current is not None and fence.startswith("```"):
-            blocks.append(current)
-            current = None
-        elif current is not None:
-            current.append(line)
-    assert current is None, "an ```sh block of the README is never closed"
-    return blocks
-
-
-def readme_commands() -> list[str]:
-    """Every line of the README's sh blocks that runs kvmlab, as written (comment included)."""
-    return [
-        line.strip()
-        for block in sh_blocks(README.read_text())
-        for line in block
-        if line.strip().startswith("kvmlab ")
-    ]
-
-
-def argv(line: str) -> list[str]:
-    """The arguments kvmlab gets from ``line``: its words after ``kvmlab``, up to a trailing
-    ``# comment`` or the first shell operator."""
-    words = shlex.split(line, comments=True)
-    assert words[0] == "kvmlab", line
-    args: list[str] = []
-    for word in words[1:]:
-        if word in SHELL_OPERATORS:
-            break
-        args.append(word)
-    return args
 
 
 def parse(args: list[str]) -> str:
@@ -227,3 +184,41 @@ def test_links_between_pages_resolve(page: Path) -> None:
         elif anchor and anchor not in anchors(path):
             broken.append(f"{path.relative_to(ROOT)}#{anchor} (no such heading)")
     assert not broken, f"{page.name}: " + ", ".join(broken)
+
+
+def claimed_by_tests() -> dict[str, str]:
+    """``readme_line("...")`` calls in the tests: the start of a README command -> the test
+    file that runs it."""
+    found: dict[str, str] = {}
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "readme_line"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
+                found[node.args[0].value] = path.relative_to(ROOT).as_posix()
+    return found
+
+
+def test_every_readme_command_is_run_as_written_by_a_test() -> None:
+    """A README command is run by a test (which takes it with readme_line, or the quick
+    start test runs it), or named in NOT_RUN with why: the README cannot drift from the
+    CLI unseen."""
+    from tests.test_readme_quickstarts import RUN_HERE
+
+    claimed = claimed_by_tests()
+    missing = [
+        line
+        for line in readme_commands()
+        if command(line) not in NOT_RUN
+        and command(line) not in RUN_HERE
+        and not any(command(line).startswith(start) for start in claimed)
+    ]
+    assert not missing, "README commands no test runs:\n" + "\n".join(missing)
+    shown = {command(line) for line in readme_commands()}
+    stale = sorted(set(NOT_RUN) - shown) + sorted(set(RUN_HERE) - shown)
+    assert not stale, f"not in the README any more: {stale}"

@@ -33,7 +33,7 @@ ON_THE_HOST = {
     ("exits/tracepoints.py", "clean_argv"): "trace.sh's clean-up, as above",
     ("exits/perfkvm.py", "record_argv"): "perf.sh, the same on the host or in a guest",
     (
-        "bench/kbuild.py",
+        "bench/workloads/kbuild.py",
         "kbuild_steps",
     ): 'the kernel-build workload, at L0 on the host as at L1/L2: the tree is "$1"',
 }

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from kvmlab.bench.executor import Place
-from kvmlab.bench.kbuild import (
+from kvmlab.bench.parsers import ParseError, parse_time_seconds
+from kvmlab.bench.suite import SUITES
+from kvmlab.bench.workloads.kbuild import (
     BUILD_TIMEOUT,
     SOURCE_PACKAGE,
     TIME,
@@ -22,8 +24,6 @@ from kvmlab.bench.kbuild import (
     prepare_source,
     source_files,
 )
-from kvmlab.bench.parsers import ParseError, parse_time_seconds
-from kvmlab.bench.suite import SUITES
 from kvmlab.errors import HostError, ProcessFailure
 from kvmlab.guest.kernel import default_cache_dir
 

@@ -26,6 +26,7 @@ CONVENTION = [
     (r".*_us", ("us", False)),
     (r".*_ms", ("ms", False)),
     (r".*_gbit_s", ("Gbit/s", True)),
+    (r".*_mpps", ("Mpps", True)),
     (r"events_per_s", ("events/s", True)),
     (r"ops_per_s", ("ops/s", True)),
     (r".*_bogo_ops_per_(cpu_)?s", ("bogo-ops/s", True)),

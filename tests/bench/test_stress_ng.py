@@ -48,11 +48,13 @@ def test_no_metrics_requested() -> None:
 
 def test_the_fork_workload_reads_the_yaml_stress_ng_writes_to_its_stdout() -> None:
     from kvmlab.bench.executor import Place
+    from kvmlab.bench.registry import LevelWorkload, named
     from kvmlab.bench.suite import SUITES
-    from kvmlab.bench.workloads import WORKLOADS
 
     place = Place("l1/l2", "L2", "kvm", 2, disk=None, parent_addr=None)
-    (step,) = WORKLOADS["fork"](place, SUITES["quick"])
+    fork = named("fork")
+    assert isinstance(fork, LevelWorkload)
+    (step,) = fork.steps(place, SUITES["quick"])
     assert step.argv[:3] == ["stress-ng", "--fork", "2"]  # a stressor per vCPU
     assert step.argv[-2:] == ["--yaml", "/proc/self/fd/1"] and "--timeout" in step.argv
     metrics = step.parse(recorded("stress-ng-fork2-yaml-stdout.yaml"))

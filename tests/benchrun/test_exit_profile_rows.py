@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvmlab.cli.bench_profile import load_argv, samples
+from kvmlab.bench.workloads.exits import load_argv, samples
 from kvmlab.exits.model import Profile, ReasonStat
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import LABS
+from tests.readme import readme_line
 from tests.runtime.conftest import qemu_pids
 
 pytestmark = pytest.mark.functional
@@ -36,7 +37,7 @@ def test_nested_lab_measured_at_every_level(tmp_path: Path) -> None:
         "KVMLAB_RESULTS": str(tmp_path / "results.sqlite"),
     }
     run = subprocess.run(
-        [KVMLAB, "run", str(lab), "--suite", "quick", "--out", str(report)],
+        [KVMLAB, *readme_line("kvmlab run nested", lab=str(lab)), "--out", str(report)],
         capture_output=True,
         text=True,
         env=env,

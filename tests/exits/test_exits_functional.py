@@ -22,6 +22,7 @@ import pytest
 
 from kvmlab.host.accel import choose_accel
 from tests.conftest import LABS, cli, interrupted_after, interrupted_once
+from tests.readme import readme_line
 from tests.runtime.conftest import qemu_pids
 
 pytestmark = pytest.mark.functional
@@ -63,12 +64,12 @@ def storm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Storm]:
     lab.write_text(shipped.replace("when_tcg = { vcpus = 1 }", SHADOW_PAGING, 1))
     run_root = tmp / "run"
     env = Storm({**os.environ, "KVMLAB_RUN_DIR": str(run_root)})
-    up = kvmlab(env, "up", str(lab), timeout=1200)
+    up = kvmlab(env, *readme_line("kvmlab up timer-storm", lab=str(lab)), timeout=1200)
     env.up_stderr = up.stderr
     try:
         assert up.returncode == 0, up.stderr[-3000:]
         yield env
-        down = kvmlab(env, "down", "timer-storm", timeout=600)
+        down = kvmlab(env, *readme_line("kvmlab down timer-storm"), timeout=600)
         assert down.returncode == 0, down.stderr
         assert "stopping the guests inside timer-storm/l1" in down.stderr
         inside = down.stderr.index("inside timer-storm/l1")
@@ -119,7 +120,7 @@ def tracing_state(env: Storm) -> str:
 
 def test_exits_profile_finds_the_storm_and_diagnose_names_it(storm: Storm) -> None:
     before = tracing_state(storm)
-    run = kvmlab(storm, "exits", "timer-storm/l1/idle", "--seconds", "4", "-o", "json")
+    run = kvmlab(storm, *readme_line("kvmlab exits timer-storm/l1/idle"), "-s", "4", "-o", "json")
     assert run.returncode == 0, run.stderr[-3000:]
     profile = json.loads(run.stdout)
     assert profile["provider"] == "tracepoints" and profile["vendor"] == "svm"
@@ -127,7 +128,8 @@ def test_exits_profile_finds_the_storm_and_diagnose_names_it(storm: Storm) -> No
     assert profile["cpu"]["host_percent"] > profile["cpu"]["guest_percent"]
     assert tracing_state(storm) == before, "tracefs is left as it was found"
 
-    diag = kvmlab(storm, "diagnose", "timer-storm/l1/idle", "--seconds", "4", "-o", "json")
+    diagnose = readme_line("kvmlab diagnose timer-storm/l1/idle")
+    diag = kvmlab(storm, *diagnose, "--seconds", "4", "-o", "json")
     assert diag.returncode == 0, diag.stderr[-3000:]
     findings = {f["rule"]: f for f in json.loads(diag.stdout)["findings"]}
     # the cause is found whatever else a loaded host adds (busy-host-idle-guest ranked first

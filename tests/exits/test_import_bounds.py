@@ -68,7 +68,7 @@ def test_many_reasons_make_a_short_table_that_says_what_it_folded(tmp_path: Path
 
 def test_import_time_is_linear_and_memory_bounded(tmp_path: Path) -> None:
     small = many_reasons(tmp_path / "small.txt", 10_000)
-    large = many_reasons(tmp_path / "large.txt", 20_000)
+    large = many_reasons(tmp_path / "large.txt", 40_000)
 
     def cpu(path: Path) -> float:
         best = float("inf")
@@ -78,7 +78,7 @@ def test_import_time_is_linear_and_memory_bounded(tmp_path: Path) -> None:
             best = min(best, time.process_time() - start)
         return best
 
-    assert cpu(large) < 3 * cpu(small)
+    assert cpu(large) < 8 * cpu(small)  # linear: 4x; quadratic: 16x (3x of 2x was flaky)
     size = small.stat().st_size  # 0.5 MB; tracing every allocation is slow
     tracemalloc.start()
     try:

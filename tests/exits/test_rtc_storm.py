@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LABS, cli
+from tests.conftest import cli
+from tests.readme import readme_line
 from tests.runtime.conftest import qemu_pids
 
 pytestmark = pytest.mark.functional
@@ -28,7 +29,7 @@ def _rtc_exits(variant: dict[str, object]) -> int:
 
 def test_the_rtc_storm_is_found_diagnosed_and_its_fix_verified(tmp_path: Path) -> None:
     env = {**os.environ, "KVMLAB_RUN_DIR": str(tmp_path / "run")}
-    argv = ["exits", str(LABS / "rtc-storm.toml"), "--compare", "--guest", "l1/idle"]
+    argv = readme_line("kvmlab exits rtc-storm --compare")  # the README's quick start
     ran = cli(env, *argv, "--settle", "1", "--seconds", "3", "-o", "json", timeout=1800)
     assert ran.returncode == 0, ran.stderr[-4000:]
     assert not qemu_pids(str(tmp_path / "run")) and not (tmp_path / "run" / "rtc-storm").exists()

@@ -5,14 +5,17 @@ Commands it runs run on the host, as the test's user: tests give it harmless one
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
 
-def start_host_agent(sock: Path, state: Path) -> subprocess.Popen[bytes]:
-    """Start ``qemu-ga -m unix-listen`` on ``sock``, its state (pid file) in ``state``."""
+def start_host_agent(sock: Path, state: Path, as_qemu: bool = False) -> subprocess.Popen[bytes]:
+    """Start ``qemu-ga -m unix-listen`` on ``sock``, its state (pid file) in ``state``;
+    ``as_qemu``: named ``qemu-system-x86_64`` (its first word), so kvmlab takes it for the
+    QEMU of the guest whose run directory holds ``sock``."""
     argv = [
-        "qemu-ga",
+        "qemu-system-x86_64" if as_qemu else "qemu-ga",
         "-m",
         "unix-listen",
         "-p",
@@ -22,7 +25,12 @@ def start_host_agent(sock: Path, state: Path) -> subprocess.Popen[bytes]:
         "-f",
         str(state / "qga.pid"),
     ]
-    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        argv,
+        executable=shutil.which("qemu-ga") or "qemu-ga",
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:

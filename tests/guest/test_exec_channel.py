@@ -50,7 +50,7 @@ def guest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     run_dir = lab.create_guest_dir(("vm",))
     state = tmp_path / "qga"
     state.mkdir()
-    proc = start_host_agent(run_dir / AGENT_SOCKET, state)
+    proc = start_host_agent(run_dir / AGENT_SOCKET, state, as_qemu=True)
     try:
         wait_for(run_dir / AGENT_SOCKET, 10)
         GuestRecord(
@@ -61,7 +61,7 @@ def guest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
             accel="tcg",
             accel_reason="the host's qemu-ga stands in",
             vcpus=1,
-            memory=0,
+            memory=1 << 30,
             started=time.time(),
             marker=str(run_dir),
             pid_start=start_time(proc.pid),

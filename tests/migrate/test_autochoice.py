@@ -17,12 +17,12 @@ from kvmlab.migrate.autochoice import (
     stored_gap,
 )
 from kvmlab.migrate.compare import Strategy, auto_settings, round_order, to_json
-from kvmlab.migrate.engine_common import Workload
 from kvmlab.migrate.guestside import Check
 from kvmlab.migrate.modes import Settings
 from kvmlab.migrate.result import Outcome
 from kvmlab.migrate.stored import Conditions, auto_by_hand, history
 from kvmlab.migrate.transports.base import Route
+from kvmlab.migrate.workload import Workload
 from kvmlab.results.model import MIGRATION_DOCUMENT, Run
 from kvmlab.results.store import ResultStore
 from kvmlab.runtime.rundir import GuestRecord

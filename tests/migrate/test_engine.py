@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from kvmlab.errors import RuntimeFailure
-from kvmlab.migrate import engine, guestside
-from kvmlab.migrate.engine_common import Baseline
+from kvmlab.migrate import engine, guestside, job
 from kvmlab.migrate.modes import Settings
 from kvmlab.migrate.probe import Where
 from kvmlab.migrate.result import Outcome
 from kvmlab.migrate.transports.base import JobState, Progress, Route, Transport
+from kvmlab.migrate.workload import Baseline
 from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.rundir import GuestRecord
 
@@ -30,7 +30,7 @@ def reply(status: str, passes: int = 1) -> dict[str, Any]:
     return {"status": status, "ram": {"dirty-sync-count": passes, "remaining": 0}, **times}
 
 
-class Scripted(Transport):
+class Scripted(Transport[Machine]):
     """A transport whose job answers from a script; ``interrupt_at`` raises Ctrl-C in the
     wait after that many samples."""
 
@@ -119,9 +119,6 @@ class Scripted(Transport):
         self.calls.append("hand_over")
         return Fake("destination")  # type: ignore[return-value]
 
-    def hmp(self, machine: Machine, command: str) -> str:
-        return ""
-
     def back_out(self, outcome: Outcome, progress: Progress) -> Machine:
         self.calls.append("back_out")
         return Fake("source")  # type: ignore[return-value]
@@ -187,7 +184,7 @@ def test_ctrl_c_in_postcopy_lets_it_finish_however_long(
 ) -> None:
     """Past the point of no return the job is followed to its end (not for CANCEL_S) and
     the guest handed over: cancelling would split the guest between two QEMUs."""
-    monkeypatch.setattr(engine, "CANCEL_S", 0.0)
+    monkeypatch.setattr(job, "CANCEL_S", 0.0)
     script = [reply("active", 1), reply("active", 2)] + [reply("postcopy-active", 3)] * 20
     script.append(reply("completed", 3))
     t = Scripted(script, Settings(mode="postcopy"), postcopy=True, interrupt_at=4)
@@ -266,7 +263,7 @@ class Stuck(Scripted):
 def test_a_job_a_cancel_does_not_end_is_freed_or_given_up_on(
     no_guest: list[str], monkeypatch: pytest.MonkeyPatch, frees: bool
 ) -> None:
-    monkeypatch.setattr(engine, "CANCEL_S", 0.05)
+    monkeypatch.setattr(job, "CANCEL_S", 0.05)
     t = Stuck(frees)
     said: list[str] = []
     outcome = Outcome("lab/vm", "stuck")

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import KVMLAB, cli, lab_up
+from tests.readme import readme_line
 from tests.runtime.conftest import qemu_pids
 
 pytestmark = pytest.mark.functional
@@ -30,7 +31,9 @@ kvmlab = cli
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     tmp = tmp_path_factory.mktemp("migrate")
-    with lab_up(tmp, "migrate.toml", "migrate", "--variant", "one-vcpu") as env:
+    up = readme_line("kvmlab up migrate")  # the README's quick start: up, migrate, down
+    assert up == ["up", "migrate", "--variant", "one-vcpu"] and readme_line("kvmlab down migrate")
+    with lab_up(tmp, "migrate.toml", "migrate", *up[2:]) as env:
         yield env
 
 
@@ -48,7 +51,8 @@ def leftovers(env: dict[str, str]) -> list[Path]:
 
 def test_migrate_verifies_and_the_address_follows(lab: dict[str, str]) -> None:
     before = guest_pid(lab)
-    run = kvmlab(lab, "migrate", "migrate/vm", "--dirty", "20", "--dirty-mem", "64", "-o", "json")
+    migrate = readme_line("kvmlab migrate migrate/vm")
+    run = kvmlab(lab, *migrate, "--dirty", "20", "--dirty-mem", "64", "-o", "json")
     assert run.returncode == 0, run.stderr[-3000:]
     out = json.loads(run.stdout)
     assert out["verdict"] == "VERIFIED" and out["status"] == "completed"

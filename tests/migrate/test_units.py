@@ -360,7 +360,7 @@ def test_recorded_100_reply_reads_the_same_way() -> None:
 
 
 def test_qemu_72_reports_completed_before_its_times() -> None:
-    """What _final_times works around: QEMU 7.2 says completed with total-time and downtime
+    """What final_times works around: QEMU 7.2 says completed with total-time and downtime
     still 0 while downtime-bytes shows data went across in the stop."""
     s = parse(RECORDED["qemu-7.2-completed-before-times"], 2.6)
     assert s.status == "completed" and s.get("total-time") == 0 and s.get("downtime") == 0
@@ -368,7 +368,7 @@ def test_qemu_72_reports_completed_before_its_times() -> None:
 
 
 def test_final_times_samples_again_until_qemu_has_them() -> None:
-    from kvmlab.migrate.engine import _final_times
+    from kvmlab.migrate.job import final_times
 
     replies = iter(
         [RECORDED["qemu-7.2-completed-before-times"], RECORDED["qemu-7.2-precopy-completed"]]
@@ -383,7 +383,7 @@ def test_final_times_samples_again_until_qemu_has_them() -> None:
     out = Outcome(
         "m/vm", "precopy", samples=[parse(RECORDED["qemu-7.2-completed-before-times"], 2.6)]
     )
-    _final_times(Transport(), out, time.monotonic())  # type: ignore[arg-type]
+    final_times(Transport(), out, time.monotonic())  # type: ignore[arg-type]
     assert out.final is not None and out.final.get("total-time") == 2762
     assert out.raw_last == RECORDED["qemu-7.2-precopy-completed"]
 
@@ -397,7 +397,7 @@ USERNET = (
 
 
 def test_forward_found_by_its_host_port_not_the_guest_port() -> None:
-    from kvmlab.migrate.engine_common import _forwarded
+    from kvmlab.runtime.monitor import forwarded as _forwarded
 
     assert _forwarded(USERNET, "2230")
     assert not _forwarded(USERNET, "22")  # the guest port, or the FD column, is no match

@@ -17,9 +17,10 @@ import pytest
 from kvmlab.fabric.switch import GEN_PORT, SINK_PORT
 from kvmlab.migrate.pathprobe import HopCount, hop_losses
 from kvmlab.migrate.result import Outcome, packet_path_lines
-from kvmlab.net.migration_path import nic_macs, paired_port, vhost_user_macs
+from kvmlab.net.migration_path import paired_port
 from kvmlab.proc.netns import socket_in
 from kvmlab.runtime.qemu.handover import shared_server_sockets
+from kvmlab.runtime.records import argv_nics
 from tests.conftest import ROOT
 
 GOLDEN = ROOT / "tests" / "golden"
@@ -32,12 +33,13 @@ def golden_argv(name: str) -> list[str]:
 
 
 def test_the_switch_nics_are_read_from_the_rendered_command_line() -> None:
-    macs = vhost_user_macs(golden_argv("vhost-migrate-vm.tcg.qemu.sh"))
+    nics = argv_nics(golden_argv("vhost-migrate-vm.tcg.qemu.sh"))
+    macs = {n.where: n.mac for n in nics if n.kind == "vhost-user"}
     assert macs == {
         "/run/kvmlab/vhost-migrate/.switch/vm0.sock": "52:54:00:2f:dd:ab",
         "/run/kvmlab/vhost-migrate/.switch/vm1.sock": "52:54:00:f6:54:ae",
     }
-    assert vhost_user_macs(golden_argv("migrate-vm.tcg.qemu.sh")) == {}  # user NIC only
+    assert argv_nics(golden_argv("migrate-vm.tcg.qemu.sh")) == []  # user NIC only
 
 
 def test_the_generator_s_neighbour_is_the_probed_port() -> None:
@@ -136,7 +138,8 @@ def test_a_lab_network_tap_has_two_names_and_the_probe_finds_it() -> None:
     assert alternate("kvucb2e7877f0") == "kvtcb2e7877f0"
     assert alternate("tap0") is None  # the lab's own tap: not kvmlab's to rename
     argv = golden_argv("vhost-migrate-lan.tcg.qemu.sh")
-    [(kind, tap, mac)] = nic_macs(argv)
+    [nic] = argv_nics(argv)
+    kind, tap, mac = nic.kind, nic.where, nic.mac
     assert kind == "tap" and alternate(tap) is not None and mac.startswith("52:54:00:")
 
 
@@ -294,8 +297,8 @@ def test_a_path_that_failed_on_the_probe_s_side_judges_the_guest_without_it() ->
     """The engine's rule: a packet path that stopped answering because a part of the
     probe's own failed (a peer's relay) probes the guest without that part; the guest's
     answer there decides the check, and a part that cannot be checked fails it."""
-    from kvmlab.migrate.engine import _judged_apart
     from kvmlab.migrate.guestside import Check
+    from kvmlab.migrate.observers import _judged_apart
 
     failed = Check("packet path", False, "no echo in the last 1 s of probing")
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as guest:

@@ -7,16 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from kvmlab.bench.parsers.errors import ParseError
-from kvmlab.cli.bench_extras import split_only
+from kvmlab.bench.parsers import ParseError, parse_iperf3_udp, parse_ping_replies
+from kvmlab.bench.plan import plan
 from kvmlab.net.multiqueue import sections
 from kvmlab.net.netcompare import (
     UDP_OVERHEAD,
     iperf_argv,
     ping_argv,
-    ping_p99,
     plan_paths,
-    udp_rates,
     without_vhost_net,
 )
 from kvmlab.render.identity import derived_mac, tap_name
@@ -72,11 +70,11 @@ def test_commands_bind_to_the_path(shipped: LoadedLab) -> None:
         "10.77.0.11",
         "-p",
         "5201",
+        "-P",
+        "30",
         "-t",
         "5",
         "--json",
-        "-P",
-        "30",
         "-R",
     ]
     udp = iperf_argv(tap, 5201, 2.5, 1, False, 64 - UDP_OVERHEAD)
@@ -99,25 +97,31 @@ def test_commands_bind_to_the_path(shipped: LoadedLab) -> None:
 
 
 def test_udp_rates_from_a_recorded_run() -> None:
-    sent, received, loss = udp_rates((DATA / "iperf3-udp-64B.json").read_text())
-    assert sent == pytest.approx(146260 / 1.003798 / 1e6)
-    assert received == pytest.approx((146260 - 62020) / 1.003798 / 1e6)
-    assert loss == pytest.approx(42.4, abs=0.01)
+    got = {m.name: m.value for m in parse_iperf3_udp((DATA / "iperf3-udp-64B.json").read_text())}
+    assert got["sent_mpps"] == pytest.approx(146260 / 1.003798 / 1e6)
+    assert got["received_mpps"] == pytest.approx((146260 - 62020) / 1.003798 / 1e6)
+    assert got["lost_pct"] == pytest.approx(42.4, abs=0.01)
 
 
 def test_udp_rates_report_iperf3s_own_error() -> None:
     with pytest.raises(ParseError, match="Connection refused"):
-        udp_rates((DATA / "iperf3-refused.json").read_text())
+        parse_iperf3_udp((DATA / "iperf3-refused.json").read_text())
+
+
+def p99(text: str) -> float:
+    [metric] = parse_ping_replies(text)
+    assert (metric.name, metric.unit) == ("rtt_p99_ms", "ms")
+    return metric.value
 
 
 def test_ping_p99_is_a_nearest_rank_of_every_reply() -> None:
     text = (DATA / "ping-20.txt").read_text()
     times = sorted(float(t.split("time=")[1].split()[0]) for t in text.splitlines() if "time=" in t)
-    assert ping_p99(text) == times[-1]  # 99th of 20 is the largest
+    assert p99(text) == times[-1]  # 99th of 20 is the largest
     many = "\n".join(f"64 bytes from x: icmp_seq={i} ttl=64 time={i}.0 ms" for i in range(1, 201))
-    assert ping_p99(many) == 198.0
+    assert p99(many) == 198.0
     with pytest.raises(ParseError):
-        ping_p99("ping: connect: Network is unreachable")
+        p99("ping: connect: Network is unreachable")
 
 
 def test_snapshot_sections_split_on_markers() -> None:
@@ -133,11 +137,11 @@ def test_snapshot_sections_split_on_markers() -> None:
 def test_netcompare_runs_by_default_only_where_the_lab_declares_networks(
     shipped: LoadedLab,
 ) -> None:
-    _, suite, extras = split_only(shipped, None, {"L0", "L1"})
-    assert extras.netcompare and not suite
+    planned = plan(shipped, None, {"L0", "L1"})
+    assert [w.name for w in planned.lab] == ["netcompare"] and not planned.suite_runs
     basic = load_lab(LABS / "basic.toml")
-    assert not split_only(basic, None, {"L0", "L1"})[2].netcompare  # a user NIC alone
-    assert split_only(basic, "netcompare", {"L1"})[2].netcompare  # ... unless asked
+    assert not plan(basic, None, {"L0", "L1"}).lab  # a user NIC alone
+    assert [w.name for w in plan(basic, "netcompare", {"L1"}).lab] == ["netcompare"]  # asked
 
 
 SWITCHED = """name = "sw"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kvmlab.cli.bench_extras import split_only
+from kvmlab.bench.plan import Plan, plan
 from kvmlab.errors import UsageError
 from kvmlab.net.pvp import Where, loopback_hops, pvp_hops, samples_of
 from kvmlab.net.testpmd_stats import PortRates
@@ -89,20 +89,23 @@ def shipped(name: str) -> LoadedLab:
 
 def test_the_pvp_lab_runs_pvp_only_unless_asked() -> None:
     lab = shipped("vhost-user-testpmd")
-    suite, suite_runs, extras = split_only(lab, None, {"L0", "L1"})
-    assert (suite, suite_runs, extras.pvp, extras.migrations) == (None, False, True, False)
-    suite, suite_runs, extras = split_only(lab, "cpu,pvp", {"L0", "L1"})
-    assert (suite, suite_runs, extras.pvp) == (["cpu"], True, True)
-    _, _, extras = split_only(lab, "cpu", {"L0", "L1"})
-    assert not extras.pvp
+    planned = plan(lab, None, {"L0", "L1"})
+    assert (planned.only, planned.suite_runs, names(planned)) == (None, False, ["pvp"])
+    planned = plan(lab, "cpu,pvp", {"L0", "L1"})
+    assert (planned.only, planned.suite_runs, names(planned)) == (["cpu"], True, ["pvp"])
+    assert names(plan(lab, "cpu", {"L0", "L1"})) == []
 
 
 def test_pvp_asked_of_a_lab_without_a_switch_is_refused() -> None:
     plain = LoadedLab(parse_lab(b"name = 't'\n[guests.vm]\n", "t.toml"), Path("t.toml"), "0")
     with pytest.raises(UsageError, match=r"declares no \[switch\]"):
-        split_only(plain, "pvp", {"L0", "L1"})
-    _, _, extras = split_only(plain, None, {"L0", "L1"})
-    assert not extras.pvp
+        plan(plain, "pvp", {"L0", "L1"})
+    assert names(plan(plain, None, {"L0", "L1"})) == []
+
+
+def names(planned: Plan) -> list[str]:
+    """The lab's own workloads a plan runs."""
+    return [w.name for w in planned.lab]
 
 
 class FakeClock:

@@ -11,10 +11,11 @@ import pytest
 
 from kvmlab.errors import StateError
 from kvmlab.runtime import backends
+from kvmlab.runtime.libvirt.conn import LibvirtFailure
 from kvmlab.runtime.libvirt.machine import LibvirtMachine
 from kvmlab.runtime.machine import Machine, MachineState
 from kvmlab.runtime.qemu.machine import QemuMachine
-from kvmlab.runtime.rundir import GuestRecord
+from kvmlab.runtime.rundir import GuestRecord, LabDir
 
 
 def record(**extra: object) -> GuestRecord:
@@ -50,12 +51,41 @@ def test_an_unknown_backend_on_record_is_refused(tmp_path: Path) -> None:
         backends.attach(tmp_path, record(backend="xen"))
 
 
-def test_a_libvirt_guest_lends_no_monitor(tmp_path: Path) -> None:
+def test_a_libvirt_guest_lends_its_monitor_through_libvirt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QMP and HMP through virDomainQemuMonitorCommand (what the migration transport
+    samples with, and what the contract's port forwards go through)."""
+    import libvirt_qemu
+
+    sent: list[tuple[object, str, int]] = []
+
+    def passthrough(dom: object, text: str, flags: int) -> str:
+        sent.append((dom, text, flags))
+        if flags:
+            return "Hub 0 (#net0):\n  Protocol[State]    FD  Source Address  Port   Dest\n"
+        if "query-status" in text:
+            return json.dumps({"return": {"status": "running", "running": True}})
+        return json.dumps({"error": {"class": "CommandNotFound", "desc": "no such command"}})
+
+    monkeypatch.setattr(libvirt_qemu, "qemuMonitorCommand", passthrough)
     lv = backends.attach(
         tmp_path, record(backend="libvirt", backend_fields={"uri": "test:///default"})
     )
-    with pytest.raises(StateError, match="libvirt, which owns its QMP monitor"):
-        lv.monitor()
+    dom = object()
+    lv._dom = dom  # type: ignore[attr-defined]
+    monitor = lv.monitor()
+    assert monitor.execute("query-status") == {"status": "running", "running": True}
+    assert sent[-1] == (dom, '{"execute": "query-status"}', 0)
+    monitor.add_forward("kvnet0", "udp:127.0.0.1:5000-:7777")
+    assert sent[-1][1:] == (
+        "hostfwd_add kvnet0 udp:127.0.0.1:5000-:7777",
+        libvirt_qemu.VIR_DOMAIN_QEMU_MONITOR_COMMAND_HMP,
+    )
+    assert not monitor.forwarding("5000")
+    with pytest.raises(LibvirtFailure, match="QMP query-nothing: no such command"):
+        monitor.execute("query-nothing")
+    assert lv.capabilities.monitor and not lv.capabilities.exit_counters
 
 
 def test_the_contract_cannot_be_instantiated_half_done() -> None:
@@ -101,9 +131,15 @@ def test_a_record_whose_backend_fields_are_not_a_table_is_refused(tmp_path: Path
         GuestRecord.read(tmp_path)
 
 
-def test_a_record_naming_an_unknown_backend_is_unreadable_not_a_crash(tmp_path: Path) -> None:
+def test_a_record_naming_an_unknown_backend_is_unreadable_not_a_crash(run_root: Path) -> None:
     """ps and down treat it like any unreadable record (its QEMU found by its run
-    directory), instead of failing on the registry's refusal."""
-    (tmp_path / "guest.json").write_text(json.dumps({**asdict(record()), "backend": "xen\x1b"}))
+    directory), instead of failing on the registry's refusal; the registry says so to
+    whoever acts on the record."""
+    with LabDir.of("lab").locked():
+        run_dir = LabDir.of("lab").create_guest_dir(["vm"])
+    (run_dir / "guest.json").write_text(json.dumps({**asdict(record()), "backend": "xen\x1b"}))
+    [entry] = LabDir.of("lab").entries()
+    assert entry.record is None and entry.state() == "unreadable"
+    assert entry.problem is not None and "names no backend kvmlab has (xen\\x1b)" in entry.problem
     with pytest.raises(StateError, match="names no backend kvmlab has"):
-        GuestRecord.read(tmp_path)
+        backends.running(GuestRecord.read(run_dir), run_dir)

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
 from kvmlab.cli.main import main
+from kvmlab.render.devices.control import PROBE_PORT
+from kvmlab.runtime.records import GuestNic
 from kvmlab.runtime.rundir import GuestRecord
 from tests.fakeguest import running_guest
 
@@ -58,3 +61,38 @@ def test_a_record_as_kvmlab_writes_it_is_read_back(tmp_path: Path) -> None:
     record.boot = {"total": 3.5}
     record.save(tmp_path)
     assert GuestRecord.read(tmp_path) == record
+
+
+def test_a_nested_guests_record_names_its_hypervisor_by_its_address_in_the_lab(
+    tmp_path: Path,
+) -> None:
+    """``via`` is ``l1`` (the guest hypervisor's path in its lab), as start_children writes
+    it: read back, not refused as a malformed address."""
+    record = GuestRecord("lab", ["l1", "l2"], 42, ["qemu"], "tcg", "why", 1, 1 << 28, 1.0)
+    record.via = "l1"
+    record.nics = [GuestNic("tap", "kvt0123", "52:54:00:00:00:01")]
+    record.migratable = True
+    record.save(tmp_path)
+    assert GuestRecord.read(tmp_path) == record
+
+
+def test_a_record_from_before_migratable_and_nics_reads_them_from_its_command_line(
+    tmp_path: Path,
+) -> None:
+    """A lab an earlier kvmlab brought up: its guests' facts read once from the argv it
+    recorded (the probe port, the NICs as it rendered them)."""
+    argv = [
+        "qemu-system-x86_64",
+        "-netdev",
+        "tap,id=net0,ifname=kvt0123,script=no,downscript=no",
+        "-device",
+        "virtio-net-pci,netdev=net0,mac=52:54:00:00:00:01",
+        "-device",
+        f"virtserialport,bus=vser0.0,chardev=probe,name={PROBE_PORT}",
+    ]
+    old = asdict(GuestRecord("lab", ["vm"], 42, argv, "tcg", "why", 1, 1 << 28, 1.0))
+    del old["migratable"], old["nics"]
+    (tmp_path / "guest.json").write_text(json.dumps(old))
+    read = GuestRecord.read(tmp_path)
+    assert read.migratable
+    assert read.nics == [GuestNic("tap", "kvt0123", "52:54:00:00:00:01")]

@@ -107,7 +107,7 @@ def test_a_dead_daemon_s_record_never_turns_a_stop_on_other_programs(
     left = named_like_qemu(spawned, "nsenter", f"--mount=/proc/{daemon}/ns/mnt", "--")
     killed(daemon)
     victim = named_like_qemu(
-        spawned, "unshare", "--mount", "--propagation", "private", "--", title="qemu-system-x"
+        spawned, "unshare", "--mount", "--propagation", "unchanged", "--", title="qemu-system-x"
     )
     on_host = named_like_qemu(spawned, title="qemu-system-x86_64-host")
     victim_ns = str(Path(f"/proc/{victim}/ns/mnt").readlink())

@@ -2,11 +2,10 @@
 and AMD-V-only KVM parameters in one ``kvm`` or ``host_kvm`` table, and a ``[bench]
 headline`` naming a workload the lab never runs or a metric no workload stores. The metric
 names spec checks against are its own tables (spec imports no higher layer); this module
-holds them to what kvmlab.bench, exits, migrate and net store. Nothing boots."""
+holds them to what kvmlab.bench, exits, migrate and net store (the suite's workloads and
+metrics: tests/bench/test_registry.py). Nothing boots."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
@@ -17,8 +16,6 @@ from kvmlab.spec.bench import (
     MIGRATION_METRICS,
     MIGRATION_PREFIX,
     PVP_HOPS,
-    SUITE_METRICS,
-    WORKLOADS,
 )
 
 HEAD = 'name = "x"\n[guests.vm]\n'
@@ -131,31 +128,6 @@ def test_the_shipped_lab_with_headlines_passes() -> None:
 
 
 # -- the tables spec checks against are what kvmlab stores -------------------------------------
-
-
-def test_suite_metrics_are_what_the_workloads_store() -> None:
-    from kvmlab.bench.executor import Place
-    from kvmlab.bench.kbuild import kbuild_steps
-    from kvmlab.bench.parsers.metric import Metric
-    from kvmlab.bench.runner import BOOT_STAGES
-    from kvmlab.bench.suite import SUITES
-    from kvmlab.bench.workloads import WORKLOADS as MAKERS
-
-    place = Place("vm", "L1", "kvm", 2, "/dev/vdb", "10.0.2.2")
-    settings = SUITES["full"]
-    stored: dict[str, tuple[str, ...]] = {}
-    for name, make in MAKERS.items():
-        steps = (
-            kbuild_steps(place, settings, Path("/src/lua"))
-            if name == "kbuild"
-            else make(place, settings)
-        )
-        stored[name] = tuple(
-            step.label(Metric(kept, 0.0, "", True)) for step in steps for kept in step.keep
-        )
-    stored["boot"] = tuple(f"{stage}_s" for stage in BOOT_STAGES)
-    assert stored == SUITE_METRICS
-    assert set(SUITE_METRICS) == set(WORKLOADS)
 
 
 def test_exit_kinds_are_the_exits_kinds() -> None:

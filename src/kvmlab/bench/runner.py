@@ -14,14 +14,14 @@ from dataclasses import dataclass, field, replace
 
 from kvmlab.bench.executor import Background, Completed, Executor, Place
 from kvmlab.bench.parsers.errors import ParseError
-from kvmlab.bench.suite import Settings
-from kvmlab.bench.workloads import WORKLOADS, Step
+from kvmlab.bench.registry import BootStages, LevelWorkload, Settings, Step, named
 from kvmlab.errors import KvmlabError
 from kvmlab.results.model import SKIPPED, Failure, Sample
 from kvmlab.results.store import ResultStore
 
 Progress = Callable[[str], None]
-BOOT_STAGES = ("qemu", "kernel", "init", "agent", "guest", "total")
+NOTHING = "nothing to run here"
+"""Why a workload that needs nothing missing here has no command to run."""
 
 
 def _quiet(_: str) -> None:
@@ -114,40 +114,45 @@ class LevelRunner:
         if say:
             took = f", {stages['total']:.1f} s to its agent" if "total" in stages else ""
             self.progress(f"{self.name(place)} booted ({place.accel}{took})")
-        if "boot" not in self.settings.workloads:
-            return []
-        samples = [
-            Sample(
-                self.variant,
-                place.guest,
-                place.level,
-                place.accel,
-                "boot",
-                f"{stage}_s",
-                stages[stage],
-                "s",
-                False,
-                0,
-                "kvmlab up (boot to guest agent ready)",
-            )
-            for stage in BOOT_STAGES
-            if stage in stages
-        ]
-        self.store.add(self.run_id, samples)
+        samples = []
+        for name in self.settings.workloads:
+            w = named(name)
+            if not isinstance(w, BootStages):
+                continue
+            samples += [
+                Sample(
+                    self.variant,
+                    place.guest,
+                    place.level,
+                    place.accel,
+                    w.name,
+                    f"{stage}_s",
+                    stages[stage],
+                    "s",
+                    False,
+                    0,
+                    w.command,
+                )
+                for stage in w.stages
+                if stage in stages
+            ]
+        if samples:
+            self.store.add(self.run_id, samples)
         return samples
 
     def workloads(self, executor: Executor, parent: Executor) -> list[Sample]:
-        """Every command workload of the suite at ``executor``'s place."""
+        """Every level workload of the suite at ``executor``'s place."""
         samples: list[Sample] = []
         place = executor.place
         for name in self.settings.workloads:
-            make = WORKLOADS.get(name)
-            if make is None:
+            w = named(name)
+            if not isinstance(w, LevelWorkload):
                 continue
             self.at(place.level, place.guest, name)
-            steps = make(place, self.settings) if place.tools else []
+            unmet = w.unmet(place)
+            steps = w.steps(place, self.settings) if unmet is None else []
             if not steps:
-                self.skip(place, name, skip_reason(place, name))
+                self.skip(place, name, unmet or NOTHING)
                 continue
             start = time.monotonic()
             done: list[Sample] = []
@@ -232,16 +237,6 @@ def _headline(samples: list[Sample]) -> str:
     value = statistics.median(s.value for s in samples if s.metric == first.metric)
     shown = f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
     return f"; {first.metric} {shown} {first.unit}"
-
-
-def skip_reason(place: Place, workload: str) -> str:
-    """Why ``workload`` cannot run at ``place``."""
-    if not place.tools:
-        return "it is migratable: it boots the self-contained image, which has no benchmark tools"
-    return {
-        "disk": "no scratch disk: give the guest a disk (it boots the default image)",
-        "network": "no user-networking NIC to reach the level below",
-    }.get(workload, "nothing to run here")
 
 
 class WorkloadsSkipped(KvmlabError):

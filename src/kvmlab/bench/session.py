@@ -1,4 +1,5 @@
-"""``kvmlab bench``: the suite at L0 and in the lab's guests, stored as one run."""
+"""``kvmlab bench``: the suite at L0 and in the lab's guests, then the lab's own workloads,
+stored as one run; every workload run through its registration (:mod:`kvmlab.bench.registry`)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,25 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from kvmlab import __version__
 from kvmlab.bench.executor import GuestExecutor, HostExecutor, Place
-from kvmlab.bench.runner import LevelRunner, Progress, WorkloadsSkipped
-from kvmlab.bench.suite import Settings
-from kvmlab.errors import HostError, UsageError
+from kvmlab.bench.registry import (
+    GuestsUp,
+    GuestsWorkload,
+    LabRun,
+    LabWorkload,
+    LevelWorkload,
+    Provided,
+    Settings,
+    guests_workloads,
+    named,
+)
+from kvmlab.bench.runner import NOTHING, LevelRunner, Progress, WorkloadsSkipped
+from kvmlab.errors import HostError, KvmlabError, UsageError
 from kvmlab.guest.image import GuestImage
 from kvmlab.results.model import KVM_UNDER_FACT, LEVELS, NOT_RUN_FACT, Run
 from kvmlab.results.store import ResultStore
@@ -28,9 +39,6 @@ from kvmlab.runtime.guest_network import SLIRP_HOST, user_net
 from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.rundir import GuestRecord, LabDir
 from kvmlab.spec import Guest, LoadedLab
-
-Observer = Callable[[LevelRunner, Machine, list[GuestRecord]], None]
-"""Called with a guest hypervisor and its guests (records here) while they are up."""
 
 SCRATCH_PARENT = Path("/var/tmp")
 """Where L0's fio file lives: on disk (O_DIRECT), not a tmpfs."""
@@ -62,26 +70,20 @@ def _guest_executor(loaded: LoadedLab, machine: Machine) -> GuestExecutor:
 def unmeasurable(loaded: LoadedLab, settings: Settings, levels: set[str]) -> list[str]:
     """Each workload of the suite that a guest at a level asked for could not run, with
     why (known from the spec, so refused before anything starts): every variant measured."""
-    from kvmlab.bench.runner import skip_reason
-    from kvmlab.bench.workloads import WORKLOADS
-
+    level = [w for w in map(named, settings.workloads) if isinstance(w, LevelWorkload)]
     out: list[str] = []
     for name, variant in loaded.variants(settings.variants).items():
         for path, guest in variant.lab.walk():
             if f"L{len(path)}" not in levels:
                 continue
             place = guest_place(variant.lab.name, path, guest, "tcg")
-            lost = [
-                w
-                for w in settings.workloads
-                if w in WORKLOADS and (not place.tools or not WORKLOADS[w](place, settings))
-            ]
+            lost = [w for w in level if w.unmet(place) or not w.steps(place, settings)]
             if lost:
                 where = f"{variant.lab.name}/{'/'.join(path)}"
                 shown = where if name == "default" else f"variant {name}: {where}"
                 out.append(
-                    f"{shown} (L{len(path)}) cannot run {', '.join(lost)}: "
-                    f"{skip_reason(place, lost[0])}"
+                    f"{shown} (L{len(path)}) cannot run {', '.join(w.name for w in lost)}: "
+                    f"{lost[0].unmet(place) or NOTHING}"
                 )
     return out
 
@@ -171,8 +173,9 @@ def run_bench(
     *,
     status: Progress | None = None,
     on_start: Callable[[int], None] | None = None,
-    after: Callable[[LevelRunner, LoadedLab], None] | None = None,
-    observe: Observer | None = None,
+    lab_workloads: Sequence[LabWorkload] = (),
+    provided: Provided | None = None,
+    faults: list[KvmlabError] | None = None,
 ) -> int:
     """Measure the suite at the requested levels, for every variant; the stored run's id.
 
@@ -181,11 +184,13 @@ def run_bench(
     wall seconds of each boot and workload; ``on_start`` the run's id once it is stored.
 
     L0 is measured once and filed under every variant (the host does not change
-    between them). ``after`` runs once per variant after its suite, with the lab down (a
-    lab's ``[[migrations]]``, which bring the lab up themselves); ``observe`` once per
-    guest hypervisor after its guests' workloads, with them still up (their exit
-    profiles); a suite without
-    workloads boots nothing for it. Samples are stored as they are measured; the run is marked
+    between them). ``lab_workloads`` (:func:`kvmlab.bench.plan.plan`) run once per variant
+    after its suite, with the lab down (they bring it up themselves); the
+    :class:`GuestsWorkload` s the lab asks for once per guest hypervisor after its guests'
+    workloads, with them still up (their exit profiles); a suite without workloads boots
+    nothing for it. ``provided`` holds what workloads need from domains ``bench`` may not
+    import; ``faults`` receives the errors the command ends with after its report (what a
+    lab workload found wrong). Samples are stored as they are measured; the run is marked
     complete only if everything finished. A failure or Ctrl-C is stored with the level,
     guest and stage it cut short (teardown already done), then raised as it was.
     Nothing is measured or stored when the lab is up already or lacks a level asked for.
@@ -209,6 +214,9 @@ def run_bench(
     run_id = store.start(run)
     if on_start is not None:
         on_start(run_id)
+    provided = provided if provided is not None else Provided()
+    profiles = [w for w in guests_workloads() if w.wanted(loaded.lab)]
+    found: dict[str, list[str]] = {w.name: [] for w in lab_workloads}
     runner = LevelRunner(
         store,
         run_id,
@@ -229,9 +237,14 @@ def run_bench(
                 store.add(run_id, [replace(s, variant=name) for s in host_samples])
             runner.variant = name
             if levels & {"L1", "L2"} and settings.workloads:
-                _guests(variant, levels, runner, launch, host_exec, observe)
-            if after is not None:
-                after(runner, variant)
+                up = _Up(loaded, profiles, provided)
+                _guests(variant, levels, runner, launch, host_exec, up)
+            for w in lab_workloads:
+                found[w.name] += _lab_workload(w, variant, levels, runner, launch, provided)
+        if faults is not None:
+            faults += [
+                w.fault(run_id, found[w.name]) for w in lab_workloads if w.fault and found[w.name]
+            ]
         if runner.skipped:
             raise WorkloadsSkipped(runner.skipped)
         complete = True
@@ -246,13 +259,69 @@ def run_bench(
     return run_id
 
 
+def _lab_workload(
+    w: LabWorkload,
+    variant: LoadedLab,
+    levels: set[str],
+    runner: LevelRunner,
+    launch: labrun.Launch,
+    provided: Provided,
+) -> list[str]:
+    """One of the lab's own workloads on a variant, its time noted; what it found wrong."""
+    start = time.monotonic()
+    settings = runner.settings
+    found = w.run(
+        LabRun(
+            variant,
+            runner.variant,
+            set(levels),
+            settings.repetitions,
+            launch,
+            runner.status,
+            runner.at,
+            runner.store,
+            runner.run_id,
+            provided,
+        )
+    )
+    shown = "" if runner.variant == "default" else f"{runner.variant} "
+    runner.timings[f"{shown}{w.name}"] = time.monotonic() - start
+    return found
+
+
+@dataclass(frozen=True)
+class _Up:
+    """What runs on a guest hypervisor's guests while they are up: the lab as written (which
+    chose it), its :class:`GuestsWorkload` s, and what they were handed."""
+
+    lab: LoadedLab
+    workloads: list[GuestsWorkload]
+    provided: Provided
+
+    def run(self, runner: LevelRunner, hypervisor: Machine, guests: list[GuestRecord]) -> None:
+        for w in self.workloads:
+            w.run(
+                GuestsUp(
+                    self.lab,
+                    runner.variant,
+                    hypervisor,
+                    guests,
+                    self.provided,
+                    lambda rows: runner.store.add(runner.run_id, rows),
+                    runner.at,
+                    runner.progress,
+                    runner.shown,
+                )
+            )
+
+
 def _guests(
     loaded: LoadedLab,
     levels: set[str],
     runner: LevelRunner,
     launch: labrun.Launch,
     host_exec: HostExecutor,
-    observe: Observer | None = None,
+    up: _Up,
 ) -> None:
     """Boot L1, measure it, then start the L2s inside and measure them; tear down.
 
@@ -268,7 +337,7 @@ def _guests(
         try:
             runner.timings[f"boot {loaded.lab.name} L1"] = time.monotonic() - start
             for machine in machines:
-                _measure(loaded, levels, runner, image, host_exec, progress, machine, observe)
+                _measure(loaded, levels, runner, image, host_exec, progress, machine, up)
         except BaseException as exc:
             runner.fail(exc)
             raise
@@ -299,7 +368,7 @@ def _measure(
     host_exec: HostExecutor,
     progress: Progress,
     machine: Machine,
-    observe: Observer | None = None,
+    up: _Up,
 ) -> None:
     """One guest hypervisor (or plain guest) at L1, then the guests it holds at L2."""
     executor = _guest_executor(loaded, machine)
@@ -328,5 +397,4 @@ def _measure(
         runner.boot(inner, inner.machine.boot, say=False)  # start_nested said it
         _record_kvm(runner, tuple(child.address), child.under_kvm)
         runner.workloads(inner, executor)
-    if observe is not None:
-        observe(runner, machine, children)
+    up.run(runner, machine, children)

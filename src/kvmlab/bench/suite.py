@@ -1,32 +1,14 @@
-"""Suites: how long and how often each workload runs, before the lab's own overrides."""
+"""Suites: how long and how often each workload runs, before the lab's own overrides; which
+workloads a suite runs is each workload's registration (:mod:`kvmlab.bench.registry`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
+from kvmlab.bench.registry import Settings, lab_workloads, suite_workloads
 from kvmlab.errors import UsageError
-from kvmlab.spec.bench import LAB_WORKLOADS, WORKLOADS, BenchSpec
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Everything a workload needs to know about the suite it runs in."""
-
-    suite: str
-    workloads: tuple[str, ...]
-    repetitions: int
-    warmup: int
-    duration: float
-    """Seconds per timed repetition (sysbench --time, fio --runtime, iperf3 -t)."""
-    fio_size: str
-    fio_iodepth: int
-    iperf3_streams: int
-    ping_count: int
-    variants: tuple[str, ...] = ()
-    """The lab's variants to measure (``--variant``; ``default`` is the lab as written);
-    empty: the lab as written, then every variant."""
-
+from kvmlab.spec.bench import BenchSpec
 
 SUITES = {
     # quick: a few minutes per level on a 2-core host with TCG guests. No warm-up run: under
@@ -35,7 +17,7 @@ SUITES = {
     # cold first run.
     "quick": Settings(
         "quick",
-        ("cpu", "memory", "disk", "network", "boot"),
+        suite_workloads("quick"),
         repetitions=3,
         warmup=0,
         duration=3.0,
@@ -48,7 +30,7 @@ SUITES = {
     # streams, longer runs, the build.
     "full": Settings(
         "full",
-        WORKLOADS,
+        suite_workloads("full"),
         repetitions=5,
         warmup=1,
         duration=10.0,
@@ -62,21 +44,23 @@ SUITES = {
 
 def settings_for(suite: str, lab: BenchSpec, only: list[str] | None = None) -> Settings:
     """The suite's settings with the lab's ``[bench]`` values and ``--only`` applied (the
-    lab's own workloads, ``pvp`` and ``migrations``, are accepted and left to the caller)."""
+    lab's own workloads, ``pvp``, ``netcompare`` and ``migrations``, are accepted and left
+    to :mod:`kvmlab.bench.plan`)."""
     if suite not in SUITES:
         raise UsageError(f"unknown suite {suite!r}; choose {' or '.join(SUITES)}")
     base = SUITES[suite]
     workloads = base.workloads
+    every = suite_workloads()
     if lab.workloads:
-        workloads = tuple(w for w in WORKLOADS if w in lab.workloads)
+        workloads = tuple(w for w in every if w in lab.workloads)
     if only:
-        known = (*WORKLOADS, *LAB_WORKLOADS)
+        known = (*every, *(w.name for w in lab_workloads()))
         unknown = [w for w in only if w not in known]
         if unknown:
             raise UsageError(
                 f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(known)}"
             )
-        workloads = tuple(w for w in WORKLOADS if w in only)
+        workloads = tuple(w for w in every if w in only)
     overrides = {
         "repetitions": lab.repetitions,
         "warmup": lab.warmup,

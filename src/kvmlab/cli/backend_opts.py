@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
 
@@ -43,50 +45,26 @@ RootOpt = Annotated[bool | None, typer.Option("--qemu-as-root/--no-qemu-as-root"
 
 
 def choose_backend(loaded: LoadedLab, given: BackendOptions) -> Backend:
-    """The backend the options and the lab ask for: kvmlab's QEMU, or a libvirtd."""
+    """The backend the options and the lab ask for, made by its registered kind (each
+    refuses the options that are not its own)."""
     from kvmlab.runtime import backends
 
-    option, connect, persistent, as_root = (
-        given.backend,
-        given.connect,
-        given.persistent,
-        given.as_root,
-    )
-    if option is not None and option not in backends.BACKEND_NAMES:
-        raise UsageError(f"--backend {option!r}: choose {' or '.join(backends.BACKEND_NAMES)}")
-    if connect is not None:
+    names = backends.names()
+    if given.backend is not None and given.backend not in names:
+        raise UsageError(f"--backend {given.backend!r}: choose {' or '.join(names)}")
+    if given.connect is not None:
         from kvmlab.spec.backend import uri_option
 
-        uri_option(connect, "--connect")
-    chosen = option or loaded.lab.backend
-    if chosen == "qemu" and connect is not None and option is None:
-        raise UsageError(
-            f"--connect: {loaded.path} runs on the qemu backend; add --backend libvirt "
-            '(or backend = "libvirt" in the lab)'
-        )
-    if chosen == "qemu":
-        if connect is not None or persistent is not None or as_root is not None:
-            raise UsageError("--connect, --persistent and --qemu-as-root need --backend libvirt")
-        named = [n for n, g in loaded.lab.guests.items() if g.libvirt_uri]
-        if named:
-            raise UsageError(
-                f"{loaded.path}: guests.{named[0]}.libvirt_uri names a libvirt "
-                "daemon, but the lab runs on the qemu backend (add --backend "
-                'libvirt, or backend = "libvirt" in the lab)'
-            )
-        return backends.QEMU
-    spec = loaded.lab.libvirt
-    return backends.libvirt(
-        connect or spec.uri,
-        spec.persistent if persistent is None else persistent,
-        spec.qemu_as_root if as_root is None else as_root,
-    )
+        uri_option(given.connect, "--connect")
+    return backends.make(given.backend or loaded.lab.backend, loaded, given)
 
 
-def check_command(loaded: LoadedLab, command: str) -> None:
-    """Refuse, before anything starts, a command the lab's backend does not run."""
+@contextmanager
+def lab_backend(loaded: LoadedLab) -> Iterator[Backend]:
+    """The lab's own backend (no options given), closed afterwards: ask its
+    ``capabilities`` before anything starts."""
     backend = choose_backend(loaded, BackendOptions())
     try:
-        backend.check_command(loaded, command)
+        yield backend
     finally:
         backend.close()

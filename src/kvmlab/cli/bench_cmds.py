@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.status import Status
 
+    from kvmlab.bench.registry import Provided
     from kvmlab.cli.backend_opts import BackendOptions
-    from kvmlab.spec import LoadedLab
 
 
 def host_facts(accel: str, reason: str, flavour: str) -> dict[str, Any]:
@@ -124,10 +124,9 @@ def run_bench_cmd(
     """
     from rich.console import Console
 
+    from kvmlab.bench.plan import plan
     from kvmlab.bench.session import lab_levels, parse_levels, run_bench
-    from kvmlab.bench.suite import settings_for
     from kvmlab.cli.backend_opts import BackendOptions, choose_backend
-    from kvmlab.cli.bench_extras import split_only
     from kvmlab.cli.hostinfo import host_accel, print_nested_preflight
     from kvmlab.cli.lab_cmds import image_factory, interruptible
     from kvmlab.cli.outfile import check_out
@@ -139,16 +138,10 @@ def run_bench_cmd(
     wanted = parse_levels(levels, loaded) if levels is not None else lab_levels(loaded)
     wanted = backend.levels(loaded, wanted, levels is not None)
     chosen = loaded.variants(variants)  # an unknown name is refused before anything runs
-    suite_only, suite_runs, extras = split_only(loaded, only, wanted)
-    backend.check_workloads(loaded, migrations=bool(extras.migrations))
+    planned = plan(loaded, only, wanted, backend)
     for variant in chosen.values():  # refused before L0 is measured
         backend.check(variant, start_inner="L2" in wanted)
-    settings = replace(
-        settings_for(suite, loaded.lab.bench, suite_only),
-        variants=tuple(chosen) if variants else (),
-    )
-    if not suite_runs:
-        settings = replace(settings, workloads=())
+    settings = planned.settings(suite, loaded.lab, tuple(chosen) if variants else ())
     if html is not None:
         check_out(html)
     assert_not_up(loaded.lab.name)
@@ -163,9 +156,9 @@ def run_bench_cmd(
             facts[COMPARED_BY_FACT] = list(loaded.lab.bench.headline)
         if "backend" in facts:
             err.print(f"guests run through {backend.name}: {facts['backend']}", markup=False)
-        plan = (", ".join(settings.workloads) or "no workloads") + extras.describe(loaded)
+        what = (", ".join(settings.workloads) or "no workloads") + planned.describe(loaded.lab)
         err.print(
-            f"suite {settings.suite}: {plan}; "
+            f"suite {settings.suite}: {what}; "
             f"{settings.repetitions} repetitions after {settings.warmup} warm-up; "
             f"levels {', '.join(sorted(wanted))}; "
             f"accel=auto is {choice.accel} ({choice.reason})",
@@ -178,6 +171,7 @@ def run_bench_cmd(
         log = StageLog(err)
         timings: dict[str, float] = {}
         stored: list[int] = []
+        faults: list[KvmlabError] = []
         failure: BaseException | None = None
         launch = Launch(host, image_factory(), backend, log.line)
         with log.live():
@@ -192,8 +186,9 @@ def run_bench_cmd(
                     timings,
                     status=log.status,
                     on_start=stored.append,
-                    after=extras.after(launch, log.status, settings.repetitions),
-                    observe=_observer(loaded, wanted),
+                    lab_workloads=planned.lab,
+                    provided=_provided(),
+                    faults=faults,
                 )
             except (Exception, KeyboardInterrupt) as exc:
                 if not stored:  # refused before anything was stored: nothing to report
@@ -208,14 +203,8 @@ def run_bench_cmd(
                 )
         if failure is None:
             _report_run(store, run_id, output, html, err)
-            if extras.corrupted:
-                from kvmlab.migrate.stored import MigrationCorrupted
-
-                raise MigrationCorrupted(
-                    "migrations QEMU completed left the guest failing verification ("
-                    f"{'; '.join(extras.corrupted)}); 'kvmlab report {run_id} -o json' has "
-                    "every check with its evidence"
-                )
+            if faults:
+                raise faults[0]
             return
         try:
             _report_run(store, run_id, output, html, err)
@@ -282,6 +271,7 @@ def _tables(
 ) -> list[tuple[int, Any]]:
     """A level table per run, saying how many of its stored values were left out as not
     finite numbers (counted when :func:`_summaries` read them)."""
+    from kvmlab.bench.registry import table_order
     from kvmlab.report.table import level_table
 
     tables = []
@@ -290,7 +280,7 @@ def _tables(
         if compare:  # runs side by side, as variants named by run id
             reduced = [replace(s, variant=_compare_label(run, s.variant)) for s in reduced]
             failures = [replace(f, variant=_compare_label(run, f.variant)) for f in failures]
-        table = level_table(reduced, failures)
+        table = level_table(reduced, failures, table_order())
         table.left_out = {run.id: store.left_out(run.id)}
         tables.append((run.id, table))
     return tables
@@ -485,14 +475,21 @@ def _render(store: ResultStore, runs: list[Run], output: str, to_file: bool = Fa
     raise UsageError(f"unknown report format {output!r}; choose text, md, html or json")
 
 
-def _observer(loaded: LoadedLab, levels: set[str]) -> Any:
-    """The exit profiler of ``[bench] exit_profile`` (L2 guests under KVM), or None."""
-    seconds = loaded.lab.bench.exit_profile
-    if not seconds or "L2" not in levels:
-        return None
-    from kvmlab.cli.bench_profile import exit_profiler
+def _provided() -> Provided:
+    """What workloads need from the domains ``bench`` may not import: the exit profiler
+    (``exits``), the migration engine with the packet-path probe (``migrate``, ``net``)."""
+    from functools import partial
 
-    return exit_profiler(seconds)
+    from kvmlab.bench.registry import Provided
+    from kvmlab.bench.workloads.exits import PROFILER
+    from kvmlab.bench.workloads.migrations import MIGRATE
+    from kvmlab.exits.collect import profile_guest
+    from kvmlab.migrate.stored import measure
+    from kvmlab.net.migration_path import packet_path
+
+    return Provided(
+        PROFILER.given(profile_guest), MIGRATE.given(partial(measure, path_probe=packet_path))
+    )
 
 
 def _configurations(run: Run, table: Any, compare: bool) -> Any:

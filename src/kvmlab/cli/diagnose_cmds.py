@@ -285,9 +285,11 @@ def run_compare(
     check_seconds(seconds, LIVE_SECONDS)
     check_seconds(settle, (0.0, 3600.0), "--settle")
     loaded = load_lab(lab_path)
-    from kvmlab.cli.backend_opts import check_command
+    from kvmlab.cli.backend_opts import lab_backend
 
-    check_command(loaded, "exits LAB --compare")
+    with lab_backend(loaded) as backend:
+        if not backend.capabilities.exits_compare:
+            raise backend.refusal(loaded, "exits LAB --compare")
     if loaded.lab.find(guest) is None:
         known = ", ".join("/".join(path) for path, _ in loaded.lab.walk())
         raise UsageError(

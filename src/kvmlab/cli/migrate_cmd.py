@@ -55,10 +55,10 @@ class MigrateOptions:
 def run_migrate(options: MigrateOptions, output: str) -> int:
     """Migrate ``options.address``; print the outcome; the exit status says how it ended."""
     from kvmlab.migrate.engine import migrate
-    from kvmlab.migrate.engine_common import Workload
     from kvmlab.migrate.modes import Settings
     from kvmlab.migrate.result import text
     from kvmlab.migrate.transports.base import Route
+    from kvmlab.migrate.workload import Workload
     from kvmlab.net.migration_path import packet_path
 
     opts = options.checked()
@@ -123,9 +123,11 @@ def run_compare(
     if html is not None:
         check_out(html)
     loaded = load_lab(lab_path)
-    from kvmlab.cli.backend_opts import check_command
+    from kvmlab.cli.backend_opts import lab_backend
 
-    check_command(loaded, "migrate LAB")
+    with lab_backend(loaded) as backend:
+        if not backend.capabilities.migrate_lab:
+            raise backend.refusal(loaded, "migrate LAB")
     if variant is not None:
         loaded = loaded.variant_named(variant)
     if not loaded.lab.migrations:

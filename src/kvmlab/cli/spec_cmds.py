@@ -281,6 +281,10 @@ def run_render(
     top, _ = host_accel()
     chosen = _targets(loaded, address)
     caps: LibvirtCaps | None = None
+    if fmt == "libvirt" and connect is not None:  # a daemon that does not answer: nothing printed
+        from kvmlab.cli import render_daemon
+
+        caps = render_daemon.capabilities_at(connect)
     image = latest_cached_image()
     if image is None and any(g.boot == "image" for _, g in chosen):
         image = placeholder_image()

@@ -18,7 +18,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Literal
 
-from kvmlab.errors import HostError, KvmlabError, ProcessFailure, ToolMissing
+from kvmlab.errors import HostError, KvmlabError, ProcessFailure, StateError, ToolMissing
 from kvmlab.exits import perfkvm, qstats, tracepoints
 from kvmlab.exits.cputime import ThreadTimes, add_guest_side, cpu_window
 from kvmlab.exits.model import Profile, from_json
@@ -81,7 +81,7 @@ def profile_guest(
         profile = _perf(address, pid_arg(record, guest), seconds, name, hyper)
     if provider in ("auto", "tracepoints"):
         regions = iomem_regions(before[1])
-        if hyper is None and not regions:
+        if hyper is None and not regions and guest.capabilities.exit_counters:
             with suppress(KvmlabError):  # names only: tracing does not need QMP
                 regions = pci_regions(guest.monitor().execute("query-pci"))
         profile = _traced(
@@ -244,6 +244,8 @@ def _run_here(argv: list[str], timeout: float, what: str) -> subprocess.Complete
 
 
 def _counted(address: str, machine: Machine, seconds: float) -> Profile:
+    if not machine.capabilities.exit_counters:
+        raise StateError(f"{machine.config.name} {machine.capabilities.refused}")
     pid = machine.pid or 0
     start = _thread_times(pid)
     profile = qstats.profile(address, machine.monitor().execute, seconds, time.sleep)

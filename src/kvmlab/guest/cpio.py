@@ -52,9 +52,6 @@ class CpioWriter:
     def add_file(self, name: str, data: bytes, mode: int = 0o644) -> None:
         self._entry(name, stat.S_IFREG | mode, data)
 
-    def add_symlink(self, name: str, target: str) -> None:
-        self._entry(name, stat.S_IFLNK | 0o777, target.encode())
-
     def add_chardev(self, name: str, major: int, minor: int, mode: int = 0o600) -> None:
         self._entry(name, stat.S_IFCHR | mode, b"", rdev=(major, minor))
 

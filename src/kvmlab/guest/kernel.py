@@ -114,11 +114,6 @@ def default_cache_dir() -> Path:
     return cache.default_root()
 
 
-def get_kernel(flavour: KernelFlavour = "generic", cache_dir: Path | None = None) -> Kernel:
-    """The current kernel of ``flavour``: vmlinuz, modules dir and release, fetched if needed."""
-    return fetch_kernel(resolve_kernel_package(flavour), cache_dir)
-
-
 def fetch_kernel(package: KernelPackage, cache_dir: Path | None = None) -> Kernel:
     """Return the unpacked kernel, verified, downloading and unpacking it when needed."""
     kernels = cache.section("kernels", cache_dir)

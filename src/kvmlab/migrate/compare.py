@@ -17,10 +17,10 @@ from kvmlab.guest.image import GuestImage
 from kvmlab.jsondoc import envelope
 from kvmlab.migrate.autochoice import choose, evidence, no_evidence, outcome_gap
 from kvmlab.migrate.engine import migrate
-from kvmlab.migrate.engine_common import Workload
 from kvmlab.migrate.modes import Settings
 from kvmlab.migrate.pathprobe import PathProbeFactory
 from kvmlab.migrate.result import Outcome
+from kvmlab.migrate.workload import Workload
 from kvmlab.runtime import lab as labrun
 from kvmlab.runtime.machine import Machine, MachineConfig
 from kvmlab.runtime.rundir import LabDir

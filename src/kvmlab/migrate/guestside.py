@@ -1,4 +1,6 @@
-"""The guest's side of a migration: the dirtying workload and the checks of its state.
+"""The commands a migration runs inside the guest: ``kvmlab-dirty`` started and stopped,
+the echo of the network probe, and each check of the guest's state (its memory pattern,
+a file, its disks, its kernel log). :mod:`.workload` decides when they run.
 
 Everything runs through the guest agent with busybox tools and ``kvmlab-dirty`` (both in
 the self-contained image). Each check returns a :class:`Check` with its evidence; none

@@ -13,6 +13,18 @@ from kvmlab.migrate.stats import Sample, info_migrate, passes
 
 
 @dataclass
+class BackendJob:
+    """The backend's own account of the migration job, beside QEMU's ``query-migrate``
+    (libvirt: its job statistics, what ``virsh domjobinfo`` prints); empty when the backend
+    keeps none (kvmlab's own QEMU)."""
+
+    completed: dict[str, float] | None = None
+    """The completed job's statistics (``virsh domjobinfo --completed``)."""
+    samples: list[dict[str, float]] = field(default_factory=list)
+    """The job's statistics polled during the migration (``t`` in s since its start)."""
+
+
+@dataclass
 class Outcome:
     """A migration from start to verdict. ``verified`` is the headline: a migration QEMU
     calls completed whose guest fails any check is ``FAILED``, never a success."""
@@ -75,11 +87,8 @@ class Outcome:
     dest_qemu: str = ""
     wall_seconds: float = 0.0
     verify_seconds: float = 0.0
-    libvirt_job: dict[str, float] | None = None
-    """libvirt's statistics of the completed job (``virsh domjobinfo --completed``), when
-    libvirt migrated the guest."""
-    libvirt_samples: list[dict[str, float]] = field(default_factory=list)
-    """libvirt's job statistics polled during the migration (``t`` in s since its start)."""
+    backend_job: BackendJob = field(default_factory=BackendJob)
+    """The backend's own account of the job (what is backend-specific of the outcome)."""
 
     @property
     def final(self) -> Sample | None:
@@ -159,8 +168,8 @@ class Outcome:
             "verify_seconds": self.verify_seconds,
             "samples": [s.to_json() for s in self.samples],
             "query_migrate": self.raw_last,
-            "libvirt_job": self.libvirt_job,
-            "libvirt_samples": self.libvirt_samples,
+            "libvirt_job": self.backend_job.completed,
+            "libvirt_samples": self.backend_job.samples,
         }
 
 
@@ -172,11 +181,11 @@ def text(outcome: Outcome) -> list[str]:
         lines.append(f"  from {outcome.source_qemu} to {outcome.dest_qemu}")
     if outcome.final is not None:
         lines += [f"  {line}" for line in info_migrate(outcome.final)]
-    if outcome.libvirt_job:
+    if outcome.backend_job.completed:
         from kvmlab.migrate.jobinfo import domjobinfo
 
         lines.append("  libvirt's job statistics (virsh domjobinfo --completed):")
-        lines += [f"    {line}" for line in domjobinfo(outcome.libvirt_job)]
+        lines += [f"    {line}" for line in domjobinfo(outcome.backend_job.completed)]
     for p in passes(outcome.samples):
         lines.append(
             f"  pass {p['pass']:.0f}: from {p['start']:.1f} s, "

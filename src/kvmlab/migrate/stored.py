@@ -3,7 +3,8 @@
 Each strategy becomes a workload of the run (``migrate <name>``) at L1, one sample per
 verified repetition of every comparison metric, plus the share of runs verified; the
 whole comparison (every outcome, its time series and checks) is kept as a ``migrations``
-document of the run, which the HTML report plots over time.
+document of the run, which the HTML report plots over time. The ``migrations`` workload
+(:mod:`kvmlab.bench.workloads.migrations`) runs :func:`measure`.
 """
 
 from __future__ import annotations
@@ -31,12 +32,6 @@ from kvmlab.spec import LoadedLab
 from kvmlab.spec.migration import MigrationSpec
 
 VERIFIED = "verified"
-
-
-class MigrationCorrupted(KvmlabError):
-    """A migration QEMU completed left its guest failing verification."""
-
-    exit_code = 5
 
 
 def samples(strategies: list[Strategy], variant: str, lab: str) -> list[Sample]:

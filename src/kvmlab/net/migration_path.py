@@ -25,7 +25,6 @@ import contextlib
 import functools
 import gzip
 import hashlib
-import itertools
 import os
 import re
 import socket
@@ -275,38 +274,6 @@ ip -o link show "$1"
 """
 """In the bridge's namespace: the tap addressed, the guest a static neighbour; its MAC."""
 
-_ARG_PAIRS = re.compile(r"([a-z-]+)=([^,]*)")
-
-
-def nic_macs(argv: list[str]) -> list[tuple[str, str, str]]:
-    """A QEMU command line's vhost-user and tap NICs, in order: (kind, socket path or tap
-    name, MAC), read as kvmlab renders them (chardev -> netdev -> device)."""
-    chardevs: dict[str, str] = {}
-    netdevs: list[tuple[str, str, str]] = []
-    macs: dict[str, str] = {}
-    for flag, value in itertools.pairwise(argv):
-        kind, _, rest = value.partition(",")
-        fields = dict(_ARG_PAIRS.findall(rest))
-        if flag == "-chardev" and kind == "socket" and "path" in fields:
-            chardevs[fields.get("id", "")] = fields["path"]
-        elif flag == "-netdev" and kind == "vhost-user" and "chardev" in fields:
-            netdevs.append((kind, fields.get("id", ""), fields["chardev"]))
-        elif flag == "-netdev" and kind == "tap" and "ifname" in fields:
-            netdevs.append((kind, fields.get("id", ""), fields["ifname"]))
-        elif flag == "-device" and "netdev" in fields and "mac" in fields:
-            macs[fields["netdev"]] = fields["mac"]
-    out = []
-    for kind, netdev, key in netdevs:
-        where = chardevs.get(key) if kind == "vhost-user" else key
-        if where is not None and netdev in macs:
-            out.append((kind, where, macs[netdev]))
-    return out
-
-
-def vhost_user_macs(argv: list[str]) -> dict[str, str]:
-    """A QEMU command line's vhost-user NICs: socket path -> the NIC's MAC."""
-    return {where: mac for kind, where, mac in nic_macs(argv) if kind == "vhost-user"}
-
 
 def paired_port(ports: list[str]) -> str | None:
     """The switch port paired with kvmlab's generator port (neighbours 0-1, 2-3, ...)."""
@@ -363,7 +330,9 @@ def switch_path(machine: Machine, guest_dir: Path, record: GuestRecord) -> Switc
     None when the guest has no switch port, a reason when its path cannot be probed."""
     root = LabDir.of(record.lab).root / SWITCH_DIR
     switch_sockets = {
-        path: mac for path, mac in vhost_user_macs(record.argv).items() if Path(path).parent == root
+        nic.where: nic.mac
+        for nic in record.nics
+        if nic.kind == "vhost-user" and Path(nic.where).parent == root
     }
     if not switch_sockets:
         return None
@@ -428,9 +397,9 @@ def _network_tap(record: GuestRecord) -> tuple[str, str] | None:
     """A guest's first tap on one of the lab's networks: (its name, its NIC's MAC)."""
     return next(
         (
-            (name, mac)
-            for kind, name, mac in nic_macs(record.argv)
-            if kind == "tap" and name.startswith(TAP_PREFIXES)
+            (nic.where, nic.mac)
+            for nic in record.nics
+            if nic.kind == "tap" and nic.where.startswith(TAP_PREFIXES)
         ),
         None,
     )

@@ -1,5 +1,6 @@
-"""The network paths of a lab and what `netcompare` measures on each (pure: plans, argv,
-parsing; :mod:`kvmlab.net.netcompare_run` runs them).
+"""The network paths of a lab and the commands `netcompare` runs on each (pure: plans and
+argv; the workload is :mod:`kvmlab.net.workloads.netcompare`, its run
+:mod:`kvmlab.net.netcompare_run`, its output read by :mod:`kvmlab.bench.parsers`).
 
 Paths: ``user (slirp)`` from the first guest with a user NIC to the host (slirp's
 10.0.2.2 is the host's loopback); per lab network, ``tap`` or ``tap+vhost-net`` between
@@ -10,24 +11,18 @@ ports share a subnet.
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, replace
 from ipaddress import IPv4Interface
 from typing import Literal
 
-from kvmlab.bench.parsers._common import Source
-from kvmlab.bench.parsers.errors import ParseError
+from kvmlab.bench import tools
 from kvmlab.fabric.switch import lab_ports
 from kvmlab.render.identity import derived_mac
-from kvmlab.results.model import NETCOMPARE_DOCUMENT
 from kvmlab.runtime.guest_network import SLIRP_HOST
 from kvmlab.spec import Lab, TapNic, UserNic, VhostUserNic
 from kvmlab.spec.network import addresses
 
 WORKLOAD = "netcompare"
-DOCUMENT = NETCOMPARE_DOCUMENT
-"""Kind of the run document holding each multiqueue NIC's findings and spreads."""
 SEP = ": "
 """Between a path's name and the test in a metric name."""
 SERVER_PORT = 5201
@@ -213,51 +208,14 @@ def iperf_argv(
 ) -> list[str]:
     """The client's iperf3 (in guest ``path.a``): TCP with ``streams``, or UDP at full rate
     with ``udp_payload``-byte datagrams; ``reverse``: the server sends."""
-    argv = ["iperf3", "-c", path.b.reach, "-p", str(port), "-t", f"{seconds:g}", "--json"]
-    if udp_payload is not None:
-        argv += ["-u", "-b", "0", "-l", str(udp_payload)]
-    else:
-        argv += ["-P", str(streams)]
-    return [*argv, "-R"] if reverse else argv
+    return tools.iperf3_client(
+        path.b.reach, port, seconds, streams=streams, udp_payload=udp_payload, reverse=reverse
+    )
 
 
 def ping_argv(path: NetPath, count: int) -> list[str]:
     """Echo requests 10 ms apart, every reply printed (p99 needs each round trip)."""
-    return ["ping", "-c", str(count), "-i", "0.01", "-W", "2", path.b.reach]
-
-
-def udp_rates(text: str) -> tuple[float, float, float]:
-    """iperf3 UDP ``--json``: (sent Mpps, received Mpps, loss %)."""
-    src = Source("iperf3", text)
-    doc = src.json_object(re.compile(r"^iperf3: error - (.+)$", re.MULTILINE))
-    if "error" in doc:
-        raise src.error(str(doc["error"]))
-    total = src.mapping(src.mapping(doc, "end"), "sum")
-    seconds = src.number(total, "seconds")
-    packets, lost = src.number(total, "packets"), src.number(total, "lost_packets")
-    if seconds <= 0 or packets <= 0:
-        raise src.error("no UDP packets were sent")
-    return packets / seconds / 1e6, (packets - lost) / seconds / 1e6, 100.0 * lost / packets
-
-
-_TIME = re.compile(r"\btime[=<]([0-9.]+) ms")
-
-
-def ping_p99(text: str) -> float:
-    """The 99th percentile (nearest rank) of the round trips ping printed, in ms."""
-    times = sorted(float(m.group(1)) for m in _TIME.finditer(text))
-    if not times:
-        raise ParseError("ping", "no round trip in the output", text[-300:])
-    rank = max(0, -(-99 * len(times) // 100) - 1)
-    return times[rank]
-
-
-def is_json(text: str) -> bool:
-    """Whether iperf3 printed a JSON document (it did not fail before starting)."""
-    try:
-        return isinstance(json.loads(text), dict)
-    except ValueError:
-        return False
+    return tools.ping(path.b.reach, count, 0.01, wait_s=2)
 
 
 def without_vhost_net(lab: Lab) -> tuple[Lab, list[str]]:

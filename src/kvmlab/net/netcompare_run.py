@@ -13,8 +13,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
-from kvmlab.bench.parsers.iperf3 import parse_iperf3
-from kvmlab.bench.parsers.ping import parse_ping
+from kvmlab.bench import tools
+from kvmlab.bench.parsers.iperf3 import parse_iperf3, parse_iperf3_udp
+from kvmlab.bench.parsers.metric import Metric
+from kvmlab.bench.parsers.ping import parse_ping, parse_ping_replies
 from kvmlab.errors import KvmlabError, RuntimeFailure, StateError
 from kvmlab.fabric import namespaces
 from kvmlab.fabric.lab_networks import VHOST_NET
@@ -26,9 +28,7 @@ from kvmlab.net.netcompare import (
     NetPath,
     iperf_argv,
     ping_argv,
-    ping_p99,
     plan_paths,
-    udp_rates,
     unpaired,
     without_vhost_net,
 )
@@ -54,7 +54,7 @@ def server(path: NetPath, machines: dict[str, Machine], lab: str) -> Iterator[in
     b = path.b
     if b.kind == "guest":
         vm = machines[b.name]
-        pid = vm.exec_background(["iperf3", "-s", "-B", b.addr, "-p", str(SERVER_PORT)])
+        pid = vm.exec_background(tools.iperf3_server(b.addr, SERVER_PORT))
         try:
             yield SERVER_PORT
         finally:
@@ -62,7 +62,7 @@ def server(path: NetPath, machines: dict[str, Machine], lab: str) -> Iterator[in
                 vm.exec(["kill", str(pid)], timeout=60)
         return
     port = SERVER_PORT if b.kind == "netns" else _free_loopback_port()
-    argv = ["iperf3", "-s", "-B", b.addr, "-p", str(port)]
+    argv = tools.iperf3_server(b.addr, port)
     if b.kind == "netns":
         argv = namespaces.exec_argv(namespaces.ns_name(lab, "net"), argv)
     proc = subprocess.Popen(
@@ -110,8 +110,12 @@ def _tcp(
 ) -> tuple[float, list[str]]:
     """Received Gbit/s of one iperf3 TCP run, and its argv."""
     argv = iperf_argv(path, port, seconds, streams, reverse)
-    got = {m.name: m for m in parse_iperf3(_retrying(vm, argv, seconds, "iperf3"))}
-    return got["received_gbit_s"].value, argv
+    got = _values(parse_iperf3(_retrying(vm, argv, seconds, "iperf3")))
+    return got["received_gbit_s"], argv
+
+
+def _values(metrics: list[Metric]) -> dict[str, float]:
+    return {m.name: m.value for m in metrics}
 
 
 def measure_path(
@@ -166,18 +170,18 @@ def measure_path(
                 way = "<-" if reverse else "->"
                 argv = iperf_argv(path, port, spec.seconds, 1, reverse, payload)
                 progress(f"netcompare: {path.name} udp {spec.udp_frame}B {way} (rep {rep + 1})")
-                _, received, loss = udp_rates(_retrying(vm, argv, spec.seconds, "iperf3 -u"))
-                add(f"udp {spec.udp_frame}B {way}", received, "Mpps", True, rep, argv)
-                add(f"udp {spec.udp_frame}B {way} loss", loss, "%", False, rep, argv)
+                udp = _values(parse_iperf3_udp(_retrying(vm, argv, spec.seconds, "iperf3 -u")))
+                add(f"udp {spec.udp_frame}B {way}", udp["received_mpps"], "Mpps", True, rep, argv)
+                add(f"udp {spec.udp_frame}B {way} loss", udp["lost_pct"], "%", False, rep, argv)
             argv = ping_argv(path, spec.pings)
             progress(f"netcompare: {path.name} ping x{spec.pings} (rep {rep + 1})")
             text = _guest_run(vm, argv, spec.pings * 0.05 + 10, "ping")
-            summary = {m.name: m.value for m in parse_ping(text)}
+            summary = _values(parse_ping(text))
             add("ping loss", summary["packet_loss_pct"], "%", False, rep, argv)
             add("ping avg", summary["rtt_avg_ms"], "ms", False, rep, argv)
             if "rtt_mdev_ms" in summary:
                 add("ping mdev", summary["rtt_mdev_ms"], "ms", False, rep, argv)
-            add("ping p99", ping_p99(text), "ms", False, rep, argv)
+            add("ping p99", _values(parse_ping_replies(text))["rtt_p99_ms"], "ms", False, rep, argv)
         counts = [c for c in spec.queues if c <= path.queues] if watches else []
         for count in counts:
             for w in watches:

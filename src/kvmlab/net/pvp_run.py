@@ -10,6 +10,7 @@ from kvmlab.fabric.switch import GEN_PORT, SINK_PORT, SWITCH_DIR, Switch, lab_po
 from kvmlab.net.guest_dpdk import GuestTestPmd, guest_argv
 from kvmlab.net.pvp import (
     TRAFFIC_DIR,
+    WORKLOAD,
     Where,
     describe,
     loopback,
@@ -73,7 +74,7 @@ def run_pvp(
             f"{','.join(map(str, isolated))} isolated)"
         )
     if "L0" in levels and pvp.loopback:
-        at("L0", "host", "pvp")
+        at("L0", "host", WORKLOAD)
         lab_dir = LabDir.of(lab.name)
         with lab_dir.locked():  # no kvmlab up of this lab meanwhile
             labrun.clean_stale(lab_dir)  # refuses when the lab is up; a killed run's switch goes
@@ -85,7 +86,7 @@ def run_pvp(
     guest = pvp_guest(loaded)
     if "L1" not in levels or guest is None:
         return
-    at("L1", guest, "pvp")
+    at("L1", guest, WORKLOAD)
     with labrun.started(loaded, launch, start_inner=False) as machines:
         machine = next(m for m in machines if m.config.address == (guest,))
         lab_dir = LabDir.of(lab.name)

@@ -33,7 +33,6 @@ def check_size(table: LevelTable, what: str, ref: str) -> None:
         )
 
 
-WORKLOAD_ORDER = ("cpu", "memory", "disk", "network", "boot", "kbuild", "fork", "exits")
 FAILED = "failed"
 INTERRUPTED = "interrupted"
 """Shown instead of the accelerator for a guest cut short before anything was measured."""
@@ -171,9 +170,13 @@ def _level_key(level: str) -> tuple[int, str]:
     return (LEVELS.index(level), "") if level in LEVELS else (9, level)
 
 
-def level_table(summaries: list[Summary], failures: Sequence[Failure] = ()) -> LevelTable:
+def level_table(
+    summaries: list[Summary], failures: Sequence[Failure] = (), order: Sequence[str] = ()
+) -> LevelTable:
     """Arrange run summaries into the level table; ``failures`` add columns for the guests
-    that failed before anything was measured there (accelerator ``failed``).
+    that failed before anything was measured there (accelerator ``failed``). Rows go by
+    workload in ``order`` (``kvmlab.bench.registry.table_order``), the others after them as
+    they were measured.
 
     Linear in the summaries and failures (and sorting the columns): each summary fills
     one cell, its base found by key. Printing the table is rows x columns; a report
@@ -215,7 +218,7 @@ def level_table(summaries: list[Summary], failures: Sequence[Failure] = ()) -> L
         )
     for row in rows.values():  # cells in column order, as the tables print them
         row.cells = dict(sorted(row.cells.items(), key=lambda item: position[item[0]]))
-    order = {w: i for i, w in enumerate(WORKLOAD_ORDER)}
+    rank = {w: i for i, w in enumerate(order)}
     # known workloads in suite order, the others (a lab's migrations) as they were measured
-    sorted_rows = sorted(rows.values(), key=lambda r: order.get(r.workload, 99))
+    sorted_rows = sorted(rows.values(), key=lambda r: rank.get(r.workload, len(rank)))
     return LevelTable(ordered, sorted_rows, list(failures))

@@ -37,9 +37,13 @@ import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from kvmlab.errors import HostError, KvmlabError, RuntimeFailure, ToolMissing
+
+if TYPE_CHECKING:
+    from kvmlab.render.target import Target
+    from kvmlab.spec import Guest, LoadedLab
 
 VIEW_DIR = "hostview"
 """Below the guest's run directory: where the masked copy of ``/`` is mounted."""
@@ -388,3 +392,25 @@ def userns_blocked() -> str | None:
         except OSError:
             continue
     return None
+
+
+def qemu_argv(loaded: LoadedLab, path: tuple[str, ...], guest: Guest, target: Target) -> list[str]:
+    """The command line QEMU runs ``guest`` (at ``path``, under its accelerator) with on
+    this host: rendered for ``target``, and wrapped to export a masked view of the host
+    root when the guest shares it (``kvmlab render`` shows the plain argv)."""
+    from kvmlab.errors import Problem, SpecError
+    from kvmlab.guest.image import STANDALONE
+    from kvmlab.guest.kernel import default_cache_dir
+    from kvmlab.render import render_qemu
+    from kvmlab.spec.rules import guest_key
+
+    argv = render_qemu(guest, target).argv
+    if target.image is None or target.image.share == STANDALONE:
+        return argv
+    view = guest.host_view
+    keep = [default_cache_dir(), target.image.kernel.parent]
+    try:
+        return restricted(argv, target.run_dir, view.hide, view.show, keep)
+    except HostViewError as exc:
+        key = f"{guest_key(path)}.host_view.{exc.key}"
+        raise SpecError([Problem(str(loaded.path), key, exc.message)]) from None

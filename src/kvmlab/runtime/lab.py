@@ -11,7 +11,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +30,12 @@ from kvmlab.guest.image import STANDALONE, GuestImage, build_image
 from kvmlab.host.accel import OUTER_ACCEL_ENV
 from kvmlab.proc.processes import QEMU, terminate
 from kvmlab.proc.signals import deferred_signals
-from kvmlab.render import BootImage, Target, render_qemu
+from kvmlab.render import BootImage, Target
+from kvmlab.render.devices.control import ControlPart
 from kvmlab.render.devices.disk import SEED_IMAGE
+from kvmlab.render.devices.nic import NicPart
 from kvmlab.render.identity import tap_name
+from kvmlab.render.target import Accel
 from kvmlab.runtime import backends, forwarded_ports, nested
 from kvmlab.runtime.guest_disks import mount_script
 from kvmlab.runtime.guest_kvm import check_guest_kvm, check_host_kvm, local_kvm
@@ -41,9 +43,10 @@ from kvmlab.runtime.guest_network import address_script, lab_addresses, setup_sc
 from kvmlab.runtime.hostaccel import HostAccel as HostAccel
 from kvmlab.runtime.hostcpus import check_host_cpus
 from kvmlab.runtime.machine import Backend, Machine, MachineConfig, Progress
+from kvmlab.runtime.records import GuestNic
 from kvmlab.runtime.rundir import GuestEntry, GuestRecord, LabDir, check_socket_paths
 from kvmlab.runtime.waits import LIMITS, check_environment
-from kvmlab.spec import Guest, Lab, LoadedLab, TapNic
+from kvmlab.spec import Guest, Lab, LoadedLab, TapNic, VhostUserNic
 from kvmlab.spec.hostcpus import guest_cpu_uses, switch_cpu_uses, tuning_cpu_uses
 from kvmlab.spec.rules import guest_key
 
@@ -110,19 +113,6 @@ def image_for(guest: Guest, image: GuestImage | None) -> GuestImage | None:
     return image
 
 
-def _target(
-    loaded: LoadedLab,
-    path: tuple[str, ...],
-    guest: Guest,
-    host: HostAccel,
-    run_dir: Path,
-    built: GuestImage | None,
-) -> Target:
-    """How ``guest`` renders on this host with the image it boots (for a backend that
-    renders for itself: libvirt)."""
-    return make_target(loaded, path, guest, host, run_dir, image_for(guest, built))
-
-
 def guest_config(
     loaded: LoadedLab,
     path: tuple[str, ...],
@@ -131,46 +121,47 @@ def guest_config(
     run_dir: Path,
     image: GuestImage | None,
 ) -> MachineConfig:
-    """Render ``guest`` and describe the machine that runs it.
-
-    A guest sharing the host root gets QEMU wrapped to export a masked view of it
-    (:mod:`kvmlab.runtime.hostview`); ``kvmlab render`` shows the plain argv.
-    """
-    from kvmlab.guest.kernel import default_cache_dir
-    from kvmlab.runtime import hostview
-
+    """Describe the machine that runs ``guest``: its spec under the accelerator it runs
+    with, its target on this host (with the image it boots), and what is recorded of it.
+    Nothing is rendered here: the backend renders what it runs (:meth:`Backend.machine`)."""
     if guest.qemu and not Path(guest.qemu).is_file():
         key = f"{guest_key(path)}.qemu"
         raise SpecError([Problem(str(loaded.path), key, f"{guest.qemu} does not exist")])
-    image = image_for(guest, image)
-    target = make_target(loaded, path, guest, host, run_dir, image)
+    target = make_target(loaded, path, guest, host, run_dir, image_for(guest, image))
     accel, reason = target.accel_for(guest)
-    guest = guest.under(accel)
-    pins = {int(k): v for k, v in guest.pinning.vcpus.items()}
-    argv = render_qemu(guest, target).argv
-    if target.image is not None and target.image.share != STANDALONE:
-        view = guest.host_view
-        keep = [default_cache_dir(), target.image.kernel.parent]
-        try:
-            argv = hostview.restricted(argv, run_dir, view.hide, view.show, keep)
-        except hostview.HostViewError as exc:
-            key = f"{guest_key(path)}.host_view.{exc.key}"
-            raise SpecError([Problem(str(loaded.path), key, exc.message)]) from None
+    runs = guest.under(accel)
     return MachineConfig(
         lab=loaded.lab.name,
         address=path,
-        argv=argv,
+        argv=[],
         run_dir=run_dir,
         accel=accel,
         accel_reason=reason,
-        vcpus=guest.vcpus,
-        memory=guest.memory.size,
-        boots_image=guest.boot == "image",
-        pinning=pins,
-        emulator_pinning=guest.pinning.emulator,
-        children=bool(guest.nested and guest.guests),
+        vcpus=runs.vcpus,
+        memory=runs.memory.size,
+        boots_image=runs.boot == "image",
+        pinning={int(k): v for k, v in runs.pinning.vcpus.items()},
+        emulator_pinning=runs.pinning.emulator,
+        children=bool(runs.nested and runs.guests),
         under_kvm=local_kvm() if accel == "kvm" else {},
+        migratable=ControlPart(target).probe,
+        nics=guest_nics(runs, target, accel),
+        guest=runs,
+        target=target,
     )
+
+
+def guest_nics(guest: Guest, target: Target, accel: Accel) -> tuple[GuestNic, ...]:
+    """The guest's vhost-user NICs (by socket) and taps (by name), each with its MAC, as
+    the renderers give them to it."""
+    found = []
+    for index, nic in enumerate(guest.nics):
+        part = NicPart(nic, index, target, accel)
+        if isinstance(nic, VhostUserNic):
+            found.append(GuestNic("vhost-user", str(target.vhost_user(nic)[0]), part.mac))
+        elif isinstance(nic, TapNic) and part.ifname is not None:
+            found.append(GuestNic("tap", part.ifname, part.mac))
+    return tuple(found)
 
 
 def ensure_disks(loaded: LoadedLab, path: tuple[str, ...], guest: Guest) -> None:
@@ -502,14 +493,7 @@ def _boot_all(
 
             lab_dir.create_guest_dir(path)
             write_seed(config.run_dir / SEED_IMAGE, guest.cloud_init, hostname=name)
-        machine = backend.machine(
-            loaded,
-            path,
-            guest,
-            config,
-            partial(_target, loaded, path, guest, host, config.run_dir, built),
-            progress,
-        )
+        machine = backend.machine(loaded, path, guest, config, progress)
         machines.append(machine)
         progress(f"starting {config.name} ({config.accel}: {config.accel_reason})")
         attach = net.attacher(tap_plans(loaded.lab, [name])) if net is not None else None

@@ -5,7 +5,9 @@ cycle is the same for every backend and is written once here:
 
 - :meth:`Machine.launch`: on record first (so a kvmlab killed at any instant leaves a guest
   that ``ps`` and ``down`` find), then started, then up (the monitor answers), then ready
-  (the guest agent answers); any failure on the way stops what was started.
+  (the guest agent answers: :meth:`Machine.wait_ready`, the one boot-wait loop, over the
+  backend's hooks); any failure on the way stops what was started, and is a
+  :class:`LaunchFailure`.
 - :meth:`Machine.exec`, :meth:`Machine.agent`, :meth:`Machine.console_socket`,
   :meth:`Machine.relay_socket`, :meth:`Machine.monitor`: using a running guest.
 - :meth:`Machine.shutdown`: graceful (:meth:`~Machine.polite_stop`), then forced
@@ -14,8 +16,10 @@ cycle is the same for every backend and is written once here:
 
 A backend (``runtime/qemu``: kvmlab's own QEMU process; ``runtime/libvirt``: a libvirt
 domain) implements the hooks marked abstract, and a :class:`Backend` object says, before
-anything starts, what it can run and makes its machines. :mod:`kvmlab.runtime.backends`
-maps a name or a record to them; this module imports no backend.
+anything starts, what it can run (its :class:`Capabilities`) and makes its machines from
+the guest's spec and target (:class:`MachineConfig`). Each backend is one
+:class:`BackendKind` in the registry (:mod:`kvmlab.runtime.backends`), which maps a name or
+a record to it; this module imports no backend.
 """
 
 from __future__ import annotations
@@ -30,21 +34,72 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self
+from typing import TYPE_CHECKING, ClassVar, Protocol, Self
 
-from kvmlab.errors import ProcessFailure, RuntimeFailure, StateError
+from kvmlab.errors import ProcessFailure, RuntimeFailure, StateError, UsageError
 from kvmlab.guest.agent import ExecResult, GuestAgent
 from kvmlab.guest.errors import AgentError
 from kvmlab.proc.confined import create_owned, remove_owned
-from kvmlab.proc.processes import QEMU, alive, start_time
-from kvmlab.runtime.rundir import GuestRecord
-from kvmlab.runtime.waits import LIMITS, level_factor
+from kvmlab.proc.processes import QEMU, alive, cpu_seconds, start_time
+from kvmlab.runtime import boottime
+from kvmlab.runtime.monitor import Monitor as Monitor
+from kvmlab.runtime.records import GuestNic, GuestRecord
+from kvmlab.runtime.waits import LIMITS, Stalled, Watch, cpu_steps, level_factor
 
 if TYPE_CHECKING:
     from kvmlab.render.target import Target
     from kvmlab.spec import Guest, LoadedLab
 
 Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend, or one guest of it, can do. Callers ask these (``if not
+    backend.capabilities.migrate_lab``), never which class runs the guest; a guest kvmlab
+    did not start fits the same contract with fewer of them."""
+
+    monitor: bool = True
+    """A QEMU monitor (:meth:`Machine.monitor`)."""
+    agent: bool = True
+    """A guest agent (:meth:`Machine.exec`)."""
+    console: bool = True
+    """A serial console (:meth:`Machine.console_socket`)."""
+    migration: bool = True
+    """``kvmlab migrate LAB/GUEST`` moves its guests (its :class:`BackendKind` names a
+    migration transport)."""
+    migrate_lab: bool = True
+    """``kvmlab migrate LAB``, which brings the lab up again for every strategy."""
+    exits_compare: bool = True
+    """``kvmlab exits LAB --compare``, which brings the lab up once per variant."""
+    bench_migrations: bool = True
+    """A benchmark's ``[[migrations]]``."""
+    exit_counters: bool = True
+    """Exit profiles may read QEMU's own statistics (``query-stats``, ``query-pci``)
+    through the monitor (libvirt marks a domain whose monitor another client used as
+    tainted, so its guests are profiled by tracing only)."""
+    refused: str = ""
+    """What the backend says of what it cannot do, after the guest's name (the end of a
+    refusal of its machines)."""
+
+
+@dataclass
+class LaunchFailure(ProcessFailure):
+    """The guest did not start, died while booting, or never became ready: what went
+    wrong, the command kvmlab ran (none when a daemon ran it), its exit status, the logs'
+    tails, and the fix. The one failure of every backend's launch."""
+
+    fix: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        if self.argv:
+            out = super().lines()
+        else:
+            out = [self.what]
+            if self.returncode is not None:
+                out.append(f"  exit code: {self.returncode}")
+            out.extend(f"  | {line}" for line in self.log_tail)
+        return [*out, *(f"  fix: {f}" for f in self.fix)]
 
 
 class MachineState(enum.Enum):
@@ -59,25 +114,17 @@ class MachineState(enum.Enum):
     FAILED = "failed"
 
 
-class LaunchFailure(ProcessFailure):
-    """The guest did not start, died while booting, or never became ready."""
-
-
-class Monitor(Protocol):
-    """A QMP-like monitor: run a command, get its ``return`` value."""
-
-    def execute(
-        self, command: str, args: dict[str, Any] | None = None, timeout: float = 30.0
-    ) -> Any: ...
-
-
 @dataclass(frozen=True)
 class MachineConfig:
-    """What a machine runs: the rendered argv and how to reach and describe the guest."""
+    """What a machine runs: the guest's spec and target (what its backend renders), and how
+    to reach and describe the guest."""
 
     lab: str
     address: tuple[str, ...]
     argv: list[str]
+    """QEMU's command line when kvmlab runs QEMU (the backend renders it); the record keeps
+    it. Nothing is decided from it: what later commands need is recorded as itself
+    (:attr:`migratable`, :attr:`nics`)."""
     run_dir: Path
     accel: str
     accel_reason: str
@@ -91,6 +138,15 @@ class MachineConfig:
     under_kvm: dict[str, str] = field(default_factory=dict)
     """The KVM the guest runs under, as its hypervisor's ``/sys/module`` shows it
     (``{"kvm_amd.npt": "0", ...}``); empty under TCG or where it cannot be read."""
+    migratable: bool = False
+    """The guest boots the self-contained image, which ``kvmlab migrate`` moves."""
+    nics: tuple[GuestNic, ...] = ()
+    """Its vhost-user and tap NICs (what the packet-path probe looks for)."""
+    guest: Guest | None = None
+    """The guest's spec, under the accelerator it runs with (None: a guest another command
+    started, known by its record)."""
+    target: Target | None = None
+    """How the guest renders on this host (None, like :attr:`guest`)."""
 
     @property
     def name(self) -> str:
@@ -112,11 +168,21 @@ class MachineConfig:
             boots_image=record.boots_image,
             children=record.children,
             under_kvm=dict(record.under_kvm),
+            migratable=record.migratable,
+            nics=tuple(record.nics),
         )
 
 
 class Machine(abc.ABC):
     """One guest, whatever runs it: its life cycle, its agent, its console and monitor."""
+
+    capabilities: Capabilities = Capabilities()
+    """What this guest offers (a backend's class declares it; a guest kvmlab attached to
+    without having started it may offer less)."""
+    boot_poll_s: ClassVar[float] = 0.1
+    """How often the boot-wait loop asks the agent (and polls the markers)."""
+    agent_route: ClassVar[str] = ""
+    """How the agent is reached, for the boot wait's words (``" through libvirt"``)."""
 
     def __init__(self, config: MachineConfig) -> None:
         self.config = config
@@ -166,9 +232,72 @@ class Machine(abc.ABC):
         run ``on_up`` (e.g. taps moved), apply pinning; the instant QEMU was up (where the
         ``qemu`` boot stage ends)."""
 
-    @abc.abstractmethod
+    def boot_serial(self) -> Path | None:
+        """The guest's serial log as this host reads it while it boots (its output and
+        init's markers are the boot's progress), or None."""
+        return None
+
+    def boot_probes(
+        self, serial: Path | None, markers: boottime.MarkerWatch | None
+    ) -> dict[str, Callable[[], object]]:
+        """What shows the boot progressing (:class:`~kvmlab.runtime.waits.Watch`): the
+        serial output, init's markers, the guest's process's CPU time."""
+        probes: dict[str, Callable[[], object]] = {}
+        if serial is not None and markers is not None:
+            probes["serial output"] = lambda: _size(serial)
+            probes["boot markers"] = lambda: len(markers.seen)
+        if self.pid:
+            pid = self.pid
+            probes["QEMU's CPU time"] = cpu_steps(lambda: cpu_seconds(pid))
+        return probes
+
+    def launch_failure(self, what: str, returncode: int | None = None) -> LaunchFailure:
+        """The failure of this guest's launch, with what the backend knows of it (its
+        command, its logs, the fix)."""
+        return LaunchFailure(f"{self.config.name}: {what}", [], returncode, self.log_tail())
+
+    def stopped_while(self, when: str) -> LaunchFailure:
+        """The guest stopped ``when`` (``while booting``), in the backend's words."""
+        return self.launch_failure(f"the guest stopped {when}")
+
+    def init_failed(self) -> LaunchFailure:
+        """The guest's init said it failed (a boot marker)."""
+        return self.launch_failure("the guest's init failed")
+
     def wait_ready(self, t0: float, t_up: float, ceiling: float | None) -> dict[str, float]:
-        """Wait while the guest boots until its agent answers; the boot stages (s)."""
+        """Wait while the guest boots until its agent answers; the boot stages (s). The one
+        boot-wait loop: it fails (:class:`LaunchFailure`) when the guest stops, its init
+        fails, or its progress (:meth:`boot_probes`) stalls or passes the ceiling."""
+        serial = self.boot_serial()
+        markers = boottime.MarkerWatch(serial, t0) if serial is not None else None
+        watch = Watch(
+            LIMITS["boot"],
+            f"{self.config.name}: its guest agent did not answer{self.agent_route}",
+            self.boot_probes(serial, markers),
+            start=t0,
+        )
+        if ceiling is not None:
+            watch.ceiling = ceiling
+        with self.agent() as agent:
+            while True:
+                if not self.is_alive():
+                    raise self.stopped_while("while booting")
+                if markers is not None:
+                    markers.poll()
+                    if markers.failed:
+                        raise self.init_failed()
+                try:
+                    agent.wait_ready(timeout=self.boot_poll_s, attempt=self.boot_poll_s)
+                    break
+                except AgentError:
+                    try:
+                        watch.poll()
+                    except Stalled as exc:
+                        raise self.launch_failure(str(exc)) from None
+        if markers is not None:
+            markers.poll()
+        seen = markers.seen if markers is not None else {}
+        return boottime.stages(t0, t_up, seen, time.monotonic())
 
     @abc.abstractmethod
     def is_alive(self) -> bool:
@@ -188,7 +317,8 @@ class Machine(abc.ABC):
 
     @abc.abstractmethod
     def monitor(self) -> Monitor:
-        """The guest's monitor (QMP); :class:`StateError` from a backend that lends none."""
+        """The guest's monitor (QMP); :class:`StateError` from a guest whose capabilities
+        have no monitor."""
 
     @abc.abstractmethod
     def polite_stop(self, timeout: float) -> None:
@@ -355,6 +485,8 @@ class Machine(abc.ABC):
             children=cfg.children,
             under_kvm=dict(cfg.under_kvm),
             boot=self.boot,
+            migratable=cfg.migratable,
+            nics=list(cfg.nics),
             pid_start=self._pid_start,
             state="launching" if launching else "running",
             owner=os.getpid() if launching else None,
@@ -417,6 +549,8 @@ class Backend(abc.ABC):
     starts what it can run, then asked for each guest's :class:`Machine`."""
 
     name: ClassVar[str]
+    capabilities: ClassVar[Capabilities] = Capabilities()
+    """What this backend runs (its refusals are typed: callers ask these)."""
     makes_guest_sockets: ClassVar[bool] = True
     """Whether kvmlab makes the guests' unix sockets in its run directory (a libvirtd makes
     its own), so their paths are checked before anything starts."""
@@ -428,10 +562,10 @@ class Backend(abc.ABC):
         path: tuple[str, ...],
         guest: Guest,
         config: MachineConfig,
-        target: Callable[[], Target],
         progress: Progress,
     ) -> Machine:
-        """The machine for one top-level guest (``target``: how it renders here)."""
+        """The machine for one top-level guest (``config`` carries its spec and target;
+        the backend renders what it runs from them)."""
 
     @abc.abstractmethod
     def check(self, loaded: LoadedLab, only: str | None = None, start_inner: bool = True) -> None:
@@ -443,14 +577,23 @@ class Backend(abc.ABC):
         """The levels a benchmark measures on this backend, of ``wanted`` (``asked``: given
         by ``--levels``, so refused rather than left out)."""
 
-    @abc.abstractmethod
     def check_workloads(self, loaded: LoadedLab, migrations: bool) -> None:
-        """Refuse the lab's own workloads this backend does not run (by name)."""
+        """Refuse the lab's own workloads this backend does not run (its migrations, when
+        :attr:`Capabilities.bench_migrations` is off)."""
+        if migrations and not self.capabilities.bench_migrations:
+            raise UsageError(
+                f"{loaded.path}: migrations run only on the qemu backend so far; on "
+                f"{self.name} leave them out with --only (e.g. --only cpu,memory,disk,"
+                "net,boot)"
+            )
 
-    @abc.abstractmethod
-    def check_command(self, loaded: LoadedLab, command: str) -> None:
-        """Refuse a command (``kvmlab migrate --lab``, ...) this backend does not run a
-        lab's guests for."""
+    def refusal(self, loaded: LoadedLab, command: str) -> UsageError:
+        """The error for ``kvmlab COMMAND`` (``migrate LAB``) of a lab on this backend, once
+        the caller saw its capability off."""
+        return UsageError(
+            f"{loaded.path}: backend = \"{self.name}\": 'kvmlab {command}' runs only "
+            f"on the qemu backend so far (kvmlab up/ps/exec/down run on {self.name})"
+        )
 
     @abc.abstractmethod
     def on_this_host(self, guest: Guest) -> bool:
@@ -463,6 +606,50 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Let go of every connection this object opened."""
+
+
+class BackendChoice(Protocol):
+    """A command's backend options as given (None: not given): ``--backend``,
+    ``--connect``, ``--persistent``, ``--qemu-as-root``; each backend takes the ones that
+    are its own and refuses the others."""
+
+    @property
+    def backend(self) -> str | None: ...
+
+    @property
+    def connect(self) -> str | None: ...
+
+    @property
+    def persistent(self) -> bool | None: ...
+
+    @property
+    def as_root(self) -> bool | None: ...
+
+
+@dataclass(frozen=True)
+class BackendKind:
+    """One backend as the registry (:mod:`kvmlab.runtime.backends`) holds it: the one
+    record a backend adds besides its own package."""
+
+    name: str
+    """What records and ``--backend`` call it (a lab file's ``backend`` names the ones
+    :mod:`kvmlab.spec.backend` knows)."""
+    machine: Callable[[], type[Machine]]
+    """The class that runs and attaches to its guests (imported on first use: a backend's
+    library is needed only where one of its guests is)."""
+    make: Callable[[LoadedLab, BackendChoice], Backend]
+    """The backend a command runs a lab's guests on, from the lab and the options given."""
+    transport: str | None = None
+    """Its migration transport, ``module:Class`` (resolved by :mod:`kvmlab.migrate.
+    transports`, a layer above; the class takes this backend's machines); None: its
+    guests do not migrate."""
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def describe_status(status: int) -> str:

@@ -25,6 +25,7 @@ from kvmlab.jsondoc import opened
 from kvmlab.render.devices.control import RELAY_PORT
 from kvmlab.render.runfiles import AGENT_SOCKET
 from kvmlab.runtime.machine import Machine
+from kvmlab.runtime.records import GuestNic
 from kvmlab.runtime.rundir import GuestRecord, LabDir
 from kvmlab.runtime.waits import LIMITS
 from kvmlab.spec import LoadedLab
@@ -171,6 +172,8 @@ def start_children(
             under_kvm=row.get("under_kvm", {}),
             via="/".join(machine.config.address),
             marker=marker,
+            migratable=row.get("migratable", False),
+            nics=[GuestNic(**nic) for nic in row.get("nics", [])],
         )
         record.save(run_dir)
         records.append(record)

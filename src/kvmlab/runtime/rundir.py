@@ -18,17 +18,14 @@ from __future__ import annotations
 
 import fcntl
 import json
-import math
 import os
-import stat
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from kvmlab.errors import StateError, printable
+from kvmlab.errors import StateError
 from kvmlab.paths import run_root
 from kvmlab.proc.confined import (
     MARKER,
@@ -37,7 +34,7 @@ from kvmlab.proc.confined import (
     remove_owned,
     write_private,
 )
-from kvmlab.proc.processes import alive, find_marked
+from kvmlab.proc.processes import find_marked
 from kvmlab.render.runfiles import (
     AGENT_SOCKET,
     CONSOLE_SOCKET,
@@ -45,196 +42,13 @@ from kvmlab.render.runfiles import (
     RELAY_SOCKET,
     UNIX_PATH_MAX,
 )
+from kvmlab.runtime.records import GUEST_FILE as GUEST_FILE
+from kvmlab.runtime.records import GuestNic as GuestNic
+from kvmlab.runtime.records import GuestRecord as GuestRecord
 from kvmlab.spec.names import is_name, lab_name
 from kvmlab.spec.units import quoted
 
-GUEST_FILE = "guest.json"
 LAB_FILE = "lab.json"
-MAX_STATE_BYTES = 1 << 20
-
-
-@dataclass
-class GuestRecord:
-    """What ``kvmlab up`` leaves behind for ``ps``, ``exec``, ``console`` and ``down``."""
-
-    lab: str
-    address: list[str]
-    pid: int
-    """QEMU's pid; 0 while it is being spawned."""
-    argv: list[str]
-    accel: str
-    accel_reason: str
-    vcpus: int
-    memory: int
-    started: float
-    boots_image: bool = True
-    children: bool = False
-    via: str | None = None
-    """For a guest inside a guest hypervisor: that hypervisor's address. Its ``pid`` is the
-    hypervisor's QEMU, its agent socket a relay through it; it is stopped from inside."""
-    marker: str | None = None
-    """What the QEMU process's command line contains (default: this run directory)."""
-    boot: dict[str, float] = field(default_factory=dict)
-    state: str = "running"
-    """``launching`` from before QEMU is spawned until its agent answers, then ``running``."""
-    pid_start: int | None = None
-    """QEMU's start time (``/proc/PID/stat``): with the pid, it names the process for good."""
-    owner: int | None = None
-    """While launching: the pid of the kvmlab command starting it."""
-    owner_start: int | None = None
-    migrations: int = 0
-    """How many live migrations this guest has been through (its QEMU is the last
-    destination, whose run files were moved here; its own directory is ``.migration-N``)."""
-    backend: str = "qemu"
-    """Which backend runs the guest (:mod:`kvmlab.runtime.backends` maps it to its class)."""
-    backend_fields: dict[str, Any] = field(default_factory=dict)
-    """What that backend needs to find the guest again (libvirt: the daemon's URI, the
-    domain's UUID and token, ...), read and written by the backend alone."""
-    under_kvm: dict[str, str] = field(default_factory=dict)
-    """The KVM the guest runs under, as read back where its QEMU runs (its hypervisor's
-    module parameters); empty under TCG or when unknown."""
-
-    @property
-    def name(self) -> str:
-        """``lab/guest`` as users type it."""
-        return "/".join([self.lab, *self.address])
-
-    @property
-    def qemu_binary(self) -> str:
-        """The QEMU in ``argv``: the first ``qemu-system-*`` word (past the host-view wrapper
-        before it), else the first word, as a migration records its source; "" when there is
-        no argv on record (a guest another host's daemon runs)."""
-        found = (a for a in self.argv if Path(a).name.startswith("qemu-system"))
-        return next(found, self.argv[0] if self.argv else "")
-
-    def save(self, run_dir: Path) -> None:
-        """Write atomically (0600) into the guest's run directory."""
-        write_private(run_dir / GUEST_FILE, json.dumps(asdict(self), indent=2))
-
-    @classmethod
-    def read(cls, run_dir: Path) -> GuestRecord:
-        """The record in ``run_dir``; :class:`StateError` saying what is wrong with it."""
-        path = run_dir / GUEST_FILE
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-        except FileNotFoundError:
-            raise StateError(f"{path} is missing") from None
-        except OSError as exc:
-            raise StateError(f"{path} cannot be read: {exc.strerror}") from None
-        with os.fdopen(fd, "rb") as f:  # a FIFO planted here must not hang ps or down
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise StateError(f"{path} is not a regular file")
-            raw = f.read(MAX_STATE_BYTES + 1)
-        try:
-            if len(raw) > MAX_STATE_BYTES:
-                raise ValueError("it is too large")
-            data: dict[str, Any] = json.loads(raw)
-            if not isinstance(data, dict):
-                raise ValueError("it is not a JSON object")
-            _lift_backend_fields(data)
-            known = {f.name for f in fields(cls)}
-            record = cls(**{k: v for k, v in data.items() if k in known})
-            if not is_name(record.lab) or not all(is_name(a) for a in record.address):
-                raise ValueError("it names an invalid lab or guest")
-            _check_fields(record)
-            from kvmlab.runtime.backends import BACKEND_NAMES  # the registry imports this
-
-            if record.backend not in BACKEND_NAMES:
-                raise ValueError(f"it names no backend kvmlab has ({printable(record.backend)})")
-        except (ValueError, TypeError) as exc:
-            raise StateError(f"{path} is not a valid guest record ({exc})") from None
-        return record
-
-    def running(self, run_dir: Path) -> bool:
-        """Whether this guest still runs, as its backend tells (its QEMU, checked against
-        its run directory; a libvirt domain on another host: what libvirt says)."""
-        from kvmlab.runtime import backends  # the registry imports this module
-
-        return backends.machine_class(self.backend).running_on_record(self, run_dir)
-
-    def process_here(self) -> bool:
-        """Whether the guest's process is on this host, to be looked at by its pid (not for
-        a guest inside another, nor for a domain of a libvirtd elsewhere)."""
-        from kvmlab.runtime import backends
-
-        return self.via is None and backends.machine_class(self.backend).process_here(self)
-
-    def owner_alive(self) -> bool:
-        """Whether the kvmlab command that is launching this guest still runs."""
-        return self.owner is not None and alive(self.owner, None, self.owner_start)
-
-
-MAX_PID = 1 << 22
-LATEST = 253402300799.0
-"""9999-12-31: no kvmlab record is stamped later."""
-
-
-def _whole(value: object, low: int, high: int) -> bool:
-    if not isinstance(value, int) or isinstance(value, bool):
-        return False
-    return low <= value <= high
-
-
-def _seconds(value: object, high: float = LATEST) -> bool:
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        return False
-    return math.isfinite(value) and 0 <= value <= high
-
-
-def _check_fields(record: GuestRecord) -> None:
-    """Every field of a record read from disk, of its type and range (ValueError naming
-    the first that is not): a record is a file, and ``ps``, ``down`` and ``exec`` act on
-    it."""
-    checks: list[tuple[str, bool]] = [
-        ("pid", _whole(record.pid, 0, MAX_PID)),
-        ("pid_start", record.pid_start is None or _whole(record.pid_start, 0, 1 << 62)),
-        ("argv", isinstance(record.argv, list) and all(isinstance(a, str) for a in record.argv)),
-        ("accel", record.accel in ("kvm", "tcg")),
-        ("accel_reason", isinstance(record.accel_reason, str)),
-        ("vcpus", _whole(record.vcpus, 1, 1024)),
-        ("memory", _whole(record.memory, 1, 1 << 50)),
-        ("started", _seconds(record.started)),
-        ("boots_image", isinstance(record.boots_image, bool)),
-        ("children", isinstance(record.children, bool)),
-        ("via", record.via is None or (isinstance(record.via, str) and _address(record.via))),
-        ("marker", record.marker is None or isinstance(record.marker, str)),
-        (
-            "boot",
-            isinstance(record.boot, dict)
-            and all(isinstance(k, str) and _seconds(v, 1e7) for k, v in record.boot.items()),
-        ),
-        ("state", record.state in ("launching", "running")),
-        ("owner", record.owner is None or _whole(record.owner, 1, MAX_PID)),
-        ("owner_start", record.owner_start is None or _whole(record.owner_start, 0, 1 << 62)),
-        ("migrations", _whole(record.migrations, 0, 1 << 20)),
-        ("backend", isinstance(record.backend, str)),
-        ("backend_fields", isinstance(record.backend_fields, dict)),
-        (
-            "under_kvm",
-            isinstance(record.under_kvm, dict)
-            and all(isinstance(k, str) and isinstance(v, str) for k, v in record.under_kvm.items()),
-        ),
-    ]
-    for name, ok in checks:
-        if not ok:
-            shown = printable(repr(getattr(record, name)))
-            raise ValueError(f"its {name} is {shown[:40]}, not a value kvmlab writes")
-
-
-def _address(text: str) -> bool:
-    parts = text.split("/")
-    return 2 <= len(parts) <= 5 and all(is_name(p) for p in parts)
-
-
-LEGACY_LIBVIRT_FIELDS = ("uri", "domain", "token", "persistent", "serial_log")
-"""Where records before the backend sub-record kept the libvirt backend's fields."""
-
-
-def _lift_backend_fields(data: dict[str, Any]) -> None:
-    """A record written before ``backend_fields`` existed: its libvirt fields moved there."""
-    legacy = {k: data.pop(k) for k in LEGACY_LIBVIRT_FIELDS if k in data}
-    if legacy and not data.get("backend_fields"):
-        data["backend_fields"] = {k: v for k, v in legacy.items() if v is not None}
 
 
 @dataclass(frozen=True)
@@ -258,21 +72,30 @@ class GuestEntry:
         The recorded pid when it is still that process, and any QEMU whose command line
         names this run directory (spawned but never recorded, or recorded unreadably).
         """
+        from kvmlab.runtime import backends  # only once there is a guest to ask about
+
         rec = self.record
         if rec is not None and rec.via is not None:
             return []
         found = set(find_marked(f"{self.run_dir}/"))
-        if rec is not None and rec.pid > 0 and rec.process_here() and rec.running(self.run_dir):
+        if (
+            rec is not None
+            and rec.pid > 0
+            and backends.process_here(rec)
+            and backends.running(rec, self.run_dir)
+        ):
             found.add(rec.pid)
         return sorted(found)
 
     def state(self) -> str:
         """``running``, ``launching``, ``orphaned`` (its ``up`` died), ``dead``, ``unreadable``."""
+        from kvmlab.runtime import backends
+
         rec = self.record
         if rec is None:
             return "unreadable"
-        if not rec.process_here():
-            if rec.running(self.run_dir):
+        if not backends.process_here(rec):
+            if backends.running(rec, self.run_dir):
                 return "running"
             return "launching" if rec.state == "launching" and rec.owner_alive() else "dead"
         if not self.processes():
@@ -280,6 +103,16 @@ class GuestEntry:
         if rec.state == "launching":
             return "launching" if rec.owner_alive() else "orphaned"
         return "running"
+
+
+def _read_known(run_dir: Path) -> GuestRecord:
+    """The record in ``run_dir``, of a backend kvmlab has (else unreadable, like a record
+    that does not parse: its QEMU is still found by its run directory)."""
+    from kvmlab.runtime import backends
+
+    record = GuestRecord.read(run_dir)
+    backends.kind_of(record, run_dir)
+    return record
 
 
 @dataclass(frozen=True)
@@ -327,7 +160,7 @@ class LabDir:
                 continue
             address = here.relative_to(self.root).parts
             try:
-                found.append(GuestEntry(self.lab, here, address, GuestRecord.read(here)))
+                found.append(GuestEntry(self.lab, here, address, _read_known(here)))
             except StateError as exc:
                 found.append(GuestEntry(self.lab, here, address, None, str(exc)))
         yield from sorted(found, key=lambda e: (len(e.address), e.address))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field, field_validator
 
@@ -14,19 +14,7 @@ from kvmlab.spec.switch import PvpSpec
 WorkloadName = Literal[
     "cpu", "memory", "disk", "network", "boot", "kbuild", "fork", "pvp", "migrations", "netcompare"
 ]
-WORKLOADS: tuple[WorkloadName, ...] = (
-    "cpu",
-    "memory",
-    "disk",
-    "network",
-    "boot",
-    "kbuild",
-    "fork",
-)
-"""The suite's workloads: the same commands at every level."""
-LAB_WORKLOADS: tuple[WorkloadName, ...] = ("pvp", "migrations", "netcompare")
-"""Workloads of what a lab declares: PVP through its `[switch]`, its `[[migrations]]`, the
-network paths between its guests (`[networks]`, addressed switch ports, user NICs)."""
+"""What `[bench] workloads` and `--only` may name."""
 
 SUITE_METRICS: dict[str, tuple[str, ...]] = {
     "cpu": ("1thread_events_per_s", "allcpus_events_per_s"),
@@ -46,8 +34,19 @@ SUITE_METRICS: dict[str, tuple[str, ...]] = {
     "kbuild": ("build_elapsed_s",),
     "fork": ("fork_bogo_ops_per_s",),
 }
-"""The metrics each suite workload stores, by workload (``kvmlab.bench`` makes them;
-tests/spec/test_impossible_combinations.py holds this table to what it makes)."""
+"""The suite's workloads, in its order, with the metrics each stores.
+
+The workloads are registered in ``kvmlab.bench.registry`` (spec imports no higher layer):
+this table, :data:`WorkloadName` and :data:`EXITS` are spec's copy of the names and metrics
+a lab file may mention, which tests/bench/test_registry.py holds equal to the registry."""
+
+WORKLOADS: tuple[str, ...] = tuple(SUITE_METRICS)
+"""The suite's workloads: the same commands at every level."""
+LAB_WORKLOADS: tuple[str, ...] = tuple(w for w in get_args(WorkloadName) if w not in SUITE_METRICS)
+"""Workloads of what a lab declares: PVP through its `[switch]`, its `[[migrations]]`, the
+network paths between its guests (`[networks]`, addressed switch ports, user NICs)."""
+EXITS = "exits"
+"""The workload ``[bench] exit_profile`` stores (it is not named in a selection)."""
 
 EXIT_KINDS: tuple[str, ...] = (
     "io",
@@ -152,7 +151,7 @@ class BenchSpec(SpecModel):
     @field_validator("headline")
     @classmethod
     def _workload_dot_metric(cls, value: list[str]) -> list[str]:
-        known = (*WORKLOADS, *LAB_WORKLOADS, "exits")
+        known = (*WORKLOADS, *LAB_WORKLOADS, EXITS)
         for item in value:
             workload, dot, metric = item.partition(".")
             named = workload in known or re.fullmatch(r"migrate [a-z0-9][a-z0-9-]*", workload)

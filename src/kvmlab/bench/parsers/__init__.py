@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 from kvmlab.bench.parsers.errors import ParseError
 from kvmlab.bench.parsers.fio import parse_fio
-from kvmlab.bench.parsers.iperf3 import parse_iperf3
+from kvmlab.bench.parsers.iperf3 import parse_iperf3, parse_iperf3_udp
 from kvmlab.bench.parsers.metric import Metric
-from kvmlab.bench.parsers.ping import parse_ping
+from kvmlab.bench.parsers.ping import parse_ping, parse_ping_replies
 from kvmlab.bench.parsers.stress_ng import parse_stress_ng
 from kvmlab.bench.parsers.sysbench import parse_sysbench_cpu, parse_sysbench_memory
 from kvmlab.bench.parsers.timing import parse_time_seconds
@@ -22,7 +22,9 @@ from kvmlab.bench.parsers.timing import parse_time_seconds
 PARSERS: dict[str, Callable[[str], list[Metric]]] = {
     "fio": parse_fio,
     "iperf3": parse_iperf3,
+    "iperf3-udp": parse_iperf3_udp,
     "ping": parse_ping,
+    "ping-replies": parse_ping_replies,
     "stress-ng": parse_stress_ng,
     "sysbench-cpu": parse_sysbench_cpu,
     "sysbench-memory": parse_sysbench_memory,
@@ -36,7 +38,9 @@ __all__ = [
     "ParseError",
     "parse_fio",
     "parse_iperf3",
+    "parse_iperf3_udp",
     "parse_ping",
+    "parse_ping_replies",
     "parse_stress_ng",
     "parse_sysbench_cpu",
     "parse_sysbench_memory",

@@ -43,6 +43,26 @@ def parse_iperf3(text: str) -> list[Metric]:
     return metrics
 
 
+def parse_iperf3_udp(text: str) -> list[Metric]:
+    """A UDP run's packet rates from its ``--json`` report: ``sent_mpps`` and
+    ``received_mpps`` (millions of datagrams a second) and ``lost_pct`` (of those sent).
+    iperf3's own error, in its JSON or as its text line, raises ParseError."""
+    src = Source("iperf3", text)
+    doc = src.json_object(_TEXT_ERROR)
+    if "error" in doc:
+        raise src.error(str(doc["error"]))
+    total = src.mapping(src.mapping(doc, "end"), "sum")
+    seconds = src.number(total, "seconds")
+    packets, lost = src.number(total, "packets"), src.number(total, "lost_packets")
+    if seconds <= 0 or packets <= 0:
+        raise src.error("no UDP packets were sent")
+    return [
+        Metric("sent_mpps", packets / seconds / 1e6, "Mpps", True),
+        Metric("received_mpps", (packets - lost) / seconds / 1e6, "Mpps", True),
+        Metric("lost_pct", 100.0 * lost / packets, "%", False),
+    ]
+
+
 def _protocol(doc: Mapping[str, object]) -> str:
     """``TCP`` or ``UDP`` from ``start.test_start.protocol`` (TCP when absent)."""
     start = doc.get("start")

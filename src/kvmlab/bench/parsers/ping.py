@@ -1,4 +1,4 @@
-"""ping summaries from iputils and busybox (``-q`` or not)."""
+"""ping summaries from iputils and busybox (``-q`` or not), and the replies ping printed."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ _RTT = re.compile(
     rf"^(?:rtt|round-trip) ([a-z]+(?:/[a-z]+)+) = ({NUMBER}(?:/{NUMBER})+) ms", re.MULTILINE
 )
 _ERROR = re.compile(r"^ping: (.+)$", re.MULTILINE)
+# "64 bytes from 127.0.0.1: icmp_seq=1 ttl=64 time=0.045 ms"
+_TIME = re.compile(rf"\btime[=<]({NUMBER}) ms")
 
 
 def parse_ping(text: str) -> list[Metric]:
@@ -47,3 +49,13 @@ def parse_ping(text: str) -> list[Metric]:
     ]
     metrics.append(Metric("packet_loss_pct", loss, "%", False))
     return metrics
+
+
+def parse_ping_replies(text: str) -> list[Metric]:
+    """``rtt_p99_ms``: the 99th percentile (nearest rank) of the round trips of the replies
+    ping printed one a line (not ``-q``). Raises ParseError when it printed none."""
+    times = sorted(float(m.group(1)) for m in _TIME.finditer(text))
+    if not times:
+        raise Source("ping", text).error("no round trip in the output")
+    rank = max(0, -(-99 * len(times) // 100) - 1)
+    return [Metric("rtt_p99_ms", times[rank], "ms", False)]

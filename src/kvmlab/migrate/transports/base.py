@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from kvmlab.errors import KvmlabError, UsageError
 from kvmlab.migrate.modes import Settings
@@ -25,6 +25,7 @@ from kvmlab.runtime.rundir import GuestRecord
 from kvmlab.spec.backend import uri_option
 
 Progress = Callable[[str], None]
+M = TypeVar("M", bound=Machine)
 
 
 @dataclass(frozen=True)
@@ -62,15 +63,17 @@ class JobState:
     error: str | None = None
 
 
-class Transport(ABC):
-    """One live migration of one guest, as its backend runs it."""
+class Transport(ABC, Generic[M]):
+    """One live migration of one guest, as its backend runs it: the transport a backend's
+    :class:`~kvmlab.runtime.machine.BackendKind` names, given that backend's machine of
+    the guest (``M``) by the registry (:func:`kvmlab.migrate.transports.transport_for`)."""
 
     sample_s = 0.1
     """How often the engine samples the job (seconds)."""
 
     def __init__(
         self,
-        source: Machine,
+        source: M,
         guest_dir: Path,
         record: GuestRecord,
         settings: Settings,
@@ -83,7 +86,7 @@ class Transport(ABC):
         self.route = route
         self.forwards: list[tuple[str, str]] = []
         """Host port forwards (netdev id, rule) the source holds, to add on the destination
-        once it runs the guest."""
+        (through its monitor) once it runs the guest."""
         self.setup()
 
     @abstractmethod
@@ -209,11 +212,7 @@ class Transport(ABC):
         """The guest's record and address moved to the destination, the source let go:
         both or neither. The guest as it runs now."""
 
-    @abstractmethod
-    def hmp(self, machine: Machine, command: str) -> str:
-        """An HMP command on the QEMU of ``machine`` (what QMP has no command for)."""
-
-    def after_hand_over(self, moved: Machine, outcome: Outcome) -> None:  # noqa: B027 (a hook)
+    def after_hand_over(self, moved: Machine, outcome: Outcome) -> None:
         """Whatever the backend reports or tidies once the guest runs on the destination."""
 
     @abstractmethod
@@ -225,7 +224,7 @@ class Transport(ABC):
     def destination_evidence(self) -> str:
         """What the destination left to explain its failure (its serial log's tail)."""
 
-    def abandon(self) -> None:  # noqa: B027 (a hook: only a QEMU of this host loses one)
+    def abandon(self) -> None:
         """Postcopy failed and the guest is lost: keep the evidence, stop the destination,
         leave the paused source to ``kvmlab down``."""
 
@@ -234,5 +233,9 @@ class Transport(ABC):
         """Something unexpected ended the attempt: stop whatever of the job still runs that
         is not the guest (best effort)."""
 
-    def close(self) -> None:  # noqa: B027 (a hook)
+    def close(self) -> None:
         """Every connection and lock of the job released (always called)."""
+
+
+AnyTransport = Transport[Any]
+"""A transport of any backend, as the engine holds it (it asks only this contract)."""

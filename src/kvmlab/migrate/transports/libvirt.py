@@ -3,8 +3,9 @@
 libvirt's own migration (``virDomainMigrate3``, managed by this client: libvirt talks to
 both daemons, the QEMUs stream to each other), measured twice: libvirt's job statistics
 (what ``virsh domjobinfo`` prints, polled during the job and the completed job's at the
-end) beside QEMU's ``query-migrate`` on the source, read through libvirt's monitor
-passthrough (which libvirt notes as a ``custom-monitor`` taint in the domain's log). The
+end) beside QEMU's ``query-migrate`` on the source, read through the domain's monitor
+(:class:`~kvmlab.runtime.libvirt.monitor.LibvirtMonitor`, libvirt's passthrough, which
+libvirt notes as a ``custom-monitor`` taint in the domain's log). The
 destination gets the guest image through its own storage API first; the guest's record
 follows it (URI, pid).
 """
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import json
 import socket
 import threading
 import time
@@ -23,7 +23,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import libvirt
-import libvirt_qemu
 
 from kvmlab.errors import KvmlabError, StateError, UsageError
 from kvmlab.guest.kernel import default_cache_dir
@@ -46,6 +45,7 @@ from kvmlab.render.devices.control import PROBE_PORT
 from kvmlab.render.xmldom import QEMU_NS  # (importing it registers the XML prefixes)
 from kvmlab.runtime.libvirt.conn import LibvirtFailure, describe, is_local, open_uri
 from kvmlab.runtime.libvirt.machine import LibvirtMachine
+from kvmlab.runtime.libvirt.monitor import LibvirtMonitor
 from kvmlab.runtime.libvirt.publish import VOLUME, hold, publish, release, unpublish_unused
 from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.rundir import GuestRecord
@@ -214,15 +214,14 @@ def dest_xml(
     return ET.tostring(root, encoding="unicode"), held
 
 
-class LibvirtTransport(Transport):
+class LibvirtTransport(Transport[LibvirtMachine]):
     """libvirt's migration job from the guest's daemon to the one at ``route.to_uri``."""
 
     sample_s = 0.2
 
     def setup(self) -> None:
-        assert isinstance(self.source, LibvirtMachine) and self.route.to_uri is not None
         self.lv_source = self.source
-        self.to_uri = self.route.to_uri
+        self.to_uri = self.route.to_uri or ""  # check_route refused a route without one
         self.dconn: Any = None
         self.flags = 0
         self._xml = ""
@@ -241,6 +240,8 @@ class LibvirtTransport(Transport):
         """The source domain on a connection of its own, for sampling and cancelling the
         job: the job's connection waits on the migration call, and behind it (a link cut
         during the disk copy held a query there for 12 minutes)."""
+        self._monitor: LibvirtMonitor | None = None
+        """The source's monitor on that connection (QEMU's ``query-migrate``)."""
         self._copies: dict[str, str] = {}
         """The destination's copies of the disks, by target, while they are kvmlab's to
         delete (until the job completes)."""
@@ -279,6 +280,7 @@ class LibvirtTransport(Transport):
             self._watched = self.mconn.lookupByUUIDString(source.uuid)
         except libvirt.libvirtError as exc:
             raise LibvirtFailure(f"cannot find the domain ({describe(exc)})", source.uri) from None
+        self._monitor = LibvirtMonitor(self._watched, source.uri, address)
         xml = source.domain().XMLDesc(libvirt.VIR_DOMAIN_XML_MIGRATABLE)
         files = image_files(xml, address)
         hold()  # the copies are unused until the job defines the domain there: see publish.LOCK
@@ -380,9 +382,9 @@ class LibvirtTransport(Transport):
         reply: dict[str, Any] | None = None
         with contextlib.suppress(libvirt.libvirtError):
             job = job_stats(dom.jobStats(0)) or None
-        with contextlib.suppress(libvirt.libvirtError, ValueError, KeyError):
-            answer = libvirt_qemu.qemuMonitorCommand(dom, '{"execute": "query-migrate"}', 0)
-            reply = json.loads(answer)["return"]
+        if self._monitor is not None:
+            with contextlib.suppress(KvmlabError):
+                reply = self._monitor.execute("query-migrate")
         return reply, job
 
     def ended(self) -> JobState | None:
@@ -459,26 +461,12 @@ class LibvirtTransport(Transport):
             )
         return moved
 
-    def hmp(self, machine: Machine, command: str) -> str:
-        """An HMP command through libvirt's monitor passthrough."""
-        assert isinstance(machine, LibvirtMachine)
-        try:
-            return str(
-                libvirt_qemu.qemuMonitorCommand(
-                    machine.domain(), command, libvirt_qemu.VIR_DOMAIN_QEMU_MONITOR_COMMAND_HMP
-                )
-            )
-        except libvirt.libvirtError as exc:
-            raise LibvirtFailure(
-                f"HMP {command!r}: {describe(exc)}", machine.uri, machine.config.name
-            ) from None
-
     def after_hand_over(self, moved: Machine, outcome: Outcome) -> None:
         new = self._done.get("dom")
         if new is not None:
             with contextlib.suppress(libvirt.libvirtError):
                 completed = new.jobStats(libvirt.VIR_DOMAIN_JOB_STATS_COMPLETED)
-                outcome.libvirt_job = job_stats(completed)
+                outcome.backend_job.completed = job_stats(completed)
         with contextlib.suppress(libvirt.libvirtError, LibvirtFailure):
             if self.lv_source.connection is not None:
                 unpublish_unused(self.lv_source.connection)  # the source's copies, unused now

@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from kvmlab.errors import KvmlabError, QmpFailure, RuntimeFailure, StateError, UsageError, printable
-from kvmlab.migrate.engine_common import serial_tail
 from kvmlab.migrate.modes import Plan, plan
 from kvmlab.migrate.probe import Where
 from kvmlab.migrate.result import Outcome
 from kvmlab.migrate.stats import FINISHED
 from kvmlab.migrate.transports.base import JobState, Progress, Route, Transport
+from kvmlab.migrate.workload import serial_tail
 from kvmlab.proc.confined import remove_owned
 from kvmlab.proc.processes import find_marked
 from kvmlab.proc.signals import deferred_signals
@@ -68,20 +68,12 @@ def _free_port() -> int:
         return port
 
 
-def hmp(machine: QemuMachine, command: str) -> str:
-    """An HMP command through QMP (for what QMP has no command of its own for)."""
-    reply = machine.qmp().execute("human-monitor-command", {"command-line": command})
-    return str(reply)
-
-
-class QmpTransport(Transport):
+class QmpTransport(Transport[QemuMachine]):
     """The guest moved to a second QEMU of this host, over QMP on both."""
 
     sample_s = 0.1
 
     def setup(self) -> None:
-        assert isinstance(self.source, QemuMachine)  # the registry chose this transport for it
-        self.qemu_source = self.source
         self.dest_dir = handover.migration_dir(self.guest_dir, self.record)
         self.plan: Plan | None = None
         self.dest: QemuMachine | None = None
@@ -104,7 +96,7 @@ class QmpTransport(Transport):
 
     def prepare(self, progress: Progress) -> None:
         address = self.record.name
-        run_state = self.qemu_source.qmp().execute("query-status")
+        run_state = self.source.qmp().execute("query-status")
         if not run_state.get("running"):
             raise StateError(
                 f"{address} is not running but {run_state.get('status')} (a failed "
@@ -136,13 +128,9 @@ class QmpTransport(Transport):
                 "destination QEMU on this host would take that socket's name and wait for "
                 "a peer that stays with the source"
             )
-        offered = {
-            c["capability"] for c in self.qemu_source.qmp().execute("query-migrate-capabilities")
-        }
+        offered = {c["capability"] for c in self.source.qmp().execute("query-migrate-capabilities")}
         self.plan = plan(self.settings, offered)
-        self.dest = QemuMachine(
-            replace(self.qemu_source.config, argv=self._argv, run_dir=self.dest_dir)
-        )
+        self.dest = QemuMachine(replace(self.source.config, argv=self._argv, run_dir=self.dest_dir))
 
     def describe(self) -> str:
         return self._plan().describe()
@@ -198,7 +186,7 @@ class QmpTransport(Transport):
                 + ", ".join(f"{t.dest} on {t.bridge} (the source's {t.source})" for t in self._taps)
             )
             lab_taps.attach(self.record.lab, self._taps)
-        _set(self.qemu_source, the_plan.source_caps, the_plan.source_params)
+        _set(self.source, the_plan.source_caps, the_plan.source_params)
         _set(dest, the_plan.dest_caps, the_plan.dest_params)
         self._uri = (
             f"tcp:127.0.0.1:{_free_port()}"
@@ -209,10 +197,10 @@ class QmpTransport(Transport):
 
     def start(self, progress: Progress) -> None:
         progress(f"sending the guest over {self._uri}")
-        self.qemu_source.qmp().execute("migrate", {"uri": self._uri})
+        self.source.qmp().execute("migrate", {"uri": self._uri})
 
     def sample(self) -> tuple[dict[str, Any] | None, dict[str, float] | None]:
-        reply = self.qemu_source.qmp().execute("query-migrate")
+        reply = self.source.qmp().execute("query-migrate")
         self._last = reply
         return reply, None
 
@@ -223,14 +211,14 @@ class QmpTransport(Transport):
         return JobState(str(status), self._last.get("error-desc"))
 
     def wait(self, seconds: float) -> list[dict[str, Any]]:
-        event = self.qemu_source.qmp().wait_event(["MIGRATION_PASS", "MIGRATION"], seconds)
+        event = self.source.qmp().wait_event(["MIGRATION_PASS", "MIGRATION"], seconds)
         return [event] if event is not None else []
 
     def start_postcopy(self) -> None:
-        self.qemu_source.qmp().execute("migrate-start-postcopy")
+        self.source.qmp().execute("migrate-start-postcopy")
 
     def cancel(self) -> None:
-        self.qemu_source.qmp().execute("migrate_cancel")
+        self.source.qmp().execute("migrate_cancel")
 
     def destination_alive(self) -> bool | None:
         return self._dest().is_alive()
@@ -264,7 +252,7 @@ class QmpTransport(Transport):
         dest = self._dest()
         with deferred_signals():
             if not self._source_stopped:  # (a second call must not stop a stopped machine:
-                self.qemu_source.shutdown(force=True)  # that removes its run directory)
+                self.source.shutdown(force=True)  # that removes its run directory)
                 self._source_stopped = True
             try:
                 adopted = handover.adopt(
@@ -277,13 +265,9 @@ class QmpTransport(Transport):
         dest.disconnect()
         return backends.attach(self.guest_dir, adopted)
 
-    def hmp(self, machine: Machine, command: str) -> str:
-        assert isinstance(machine, QemuMachine)
-        return hmp(machine, command)
-
     def back_out(self, outcome: Outcome, progress: Progress) -> Machine:
         """Leave the source running and remove every trace of the destination."""
-        source, dest = self.qemu_source, self._dest()
+        source, dest = self.source, self._dest()
         if dest.is_alive() or self.dest_dir.exists():
             with contextlib.suppress(QmpFailure, StateError):
                 status = source.qmp().execute("query-migrate").get("status")
@@ -327,7 +311,7 @@ class QmpTransport(Transport):
     def abandon(self) -> None:
         self._dest().shutdown(force=True)
         remove_owned(self.dest_dir)
-        self.qemu_source.detach()  # paused, holding half a guest: 'kvmlab down' removes it
+        self.source.detach()  # paused, holding half a guest: 'kvmlab down' removes it
 
     def discard(self) -> None:
         dest = self.dest

@@ -20,6 +20,7 @@ from kvmlab.render import render_libvirt
 from kvmlab.render.devices.disk import SEED_IMAGE
 from kvmlab.render.libvirt_caps import LibvirtCaps, version_text
 from kvmlab.render.target import Target
+from kvmlab.runtime.hostview import qemu_argv
 from kvmlab.runtime.libvirt.conn import LibvirtFailure, capabilities, is_local, open_uri
 from kvmlab.runtime.libvirt.machine import LibvirtMachine
 from kvmlab.runtime.libvirt.publish import (
@@ -29,7 +30,7 @@ from kvmlab.runtime.libvirt.publish import (
     release,
     unpublish_unused,
 )
-from kvmlab.runtime.machine import Backend, MachineConfig, Progress
+from kvmlab.runtime.machine import Backend, Capabilities, MachineConfig, Progress
 from kvmlab.spec import Guest, LoadedLab, TapNic, VhostUserNic
 from kvmlab.spec.rules import guest_key
 
@@ -167,6 +168,11 @@ class LibvirtBackend(Backend):
     any other a guest names (``libvirt_uri``: one lab over several hosts)."""
 
     name: ClassVar[str] = "libvirt"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        migrate_lab=False,  # comparisons that bring a lab up again and again: qemu only
+        exits_compare=False,
+        bench_migrations=False,  # a libvirt guest moves with kvmlab migrate --to URI
+    )
     makes_guest_sockets: ClassVar[bool] = False
 
     uri: str
@@ -218,19 +224,11 @@ class LibvirtBackend(Backend):
 
     def check_workloads(self, loaded: LoadedLab, migrations: bool) -> None:
         """Migrations run on the qemu backend only (PVP and netcompare run here)."""
-        if migrations:
+        if migrations and not self.capabilities.bench_migrations:
             raise UsageError(
                 f"{loaded.path}: migrations run only on the qemu backend so far; "
                 "on libvirt leave them out with --only (e.g. --only cpu,memory,disk,"
                 "net,boot), or migrate a libvirt guest with kvmlab migrate --to URI"
-            )
-
-    def check_command(self, loaded: LoadedLab, command: str) -> None:
-        """Comparisons that bring a lab up again and again run on the qemu backend only."""
-        if command in ("migrate LAB", "exits LAB --compare"):
-            raise UsageError(
-                f"{loaded.path}: backend = \"libvirt\": 'kvmlab {command}' runs only "
-                "on the qemu backend so far (kvmlab up/ps/exec/down run on libvirt)"
             )
 
     def close(self) -> None:
@@ -286,11 +284,15 @@ class LibvirtBackend(Backend):
         path: tuple[str, ...],
         guest: Guest,
         config: MachineConfig,
-        target: Callable[[], Target],
         progress: Progress,
     ) -> LibvirtMachine:
-        """The machine for one guest: image published, XML rendered for this libvirt."""
-        return self._machine(guest, config, target(), progress)
+        """The machine for one guest: image published, XML rendered for this libvirt. Its
+        record keeps, as ever, the QEMU command line kvmlab would run it with (``argv``,
+        what ``kvmlab up -o json`` and stored runs show; libvirt builds its own)."""
+        target = config.target
+        assert config.guest is not None and target is not None
+        config = replace(config, argv=qemu_argv(loaded, path, config.guest, target))
+        return self._machine(guest, config, target, progress)
 
     def _machine(
         self, guest: Guest, config: MachineConfig, target: Target, progress: Progress

@@ -25,16 +25,23 @@ from kvmlab.errors import StateError
 from kvmlab.guest.agent import GuestAgent
 from kvmlab.guest.agent_libvirt import LibvirtAgent
 from kvmlab.guest.errors import AgentError
-from kvmlab.proc.processes import alive, cpu_seconds, find_marked, start_time, tail
+from kvmlab.proc.processes import alive, find_marked, start_time, tail
 from kvmlab.proc.signals import deferred_signals
 from kvmlab.render.devices.control import RELAY_PORT
 from kvmlab.runtime import boottime
 from kvmlab.runtime.libvirt.conn import LibvirtFailure, describe, is_local, open_uri
 from kvmlab.runtime.libvirt.lookup import domain_active, guest_mark
+from kvmlab.runtime.libvirt.monitor import LibvirtMonitor
 from kvmlab.runtime.libvirt.publish import release, unpublish_unused
-from kvmlab.runtime.machine import Machine, MachineConfig, MachineState, Monitor, Progress
-from kvmlab.runtime.rundir import GuestRecord
-from kvmlab.runtime.waits import LIMITS, Stalled, Watch, cpu_steps
+from kvmlab.runtime.machine import (
+    Capabilities,
+    LaunchFailure,
+    Machine,
+    MachineConfig,
+    MachineState,
+    Progress,
+)
+from kvmlab.runtime.records import GuestRecord
 
 UNDEFINE_ALL = (
     libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE
@@ -95,6 +102,16 @@ def start_fix(message: str, guest: str, uri: str) -> list[str]:
 
 class LibvirtMachine(Machine):
     """One libvirt domain, rendered by kvmlab, at ``uri``."""
+
+    capabilities = Capabilities(
+        exit_counters=False,
+        refused=(
+            "runs under libvirt, which owns its QMP monitor (use 'virsh "
+            "qemu-monitor-command' or the qemu backend)"
+        ),
+    )
+    boot_poll_s = 1.0
+    agent_route = " through libvirt"
 
     def __init__(
         self,
@@ -248,54 +265,29 @@ class LibvirtMachine(Machine):
             return None
         return Path(f"/proc/{self.pid}/root{self.serial_log}")
 
-    def wait_ready(self, t0: float, t_up: float, ceiling: float | None) -> dict[str, float]:
-        serial = self._serial_path()
-        markers = boottime.MarkerWatch(serial, t0) if serial is not None else None
-        pid = self.pid or 0
-        progress: dict[str, Callable[[], object]] = {
-            "domain state": lambda: self._state_code(),
-        }
-        if serial is not None and markers is not None:
-            progress["serial output"] = lambda: _size(serial)
-            progress["boot markers"] = lambda: len(markers.seen)
-        if pid:
-            progress["QEMU's CPU time"] = cpu_steps(lambda: cpu_seconds(pid))
-        watch = Watch(
-            LIMITS["boot"],
-            f"{self.config.name}: its guest agent did not answer through libvirt",
-            progress,
-            start=t0,
+    def boot_serial(self) -> Path | None:
+        return self._serial_path()
+
+    def boot_probes(
+        self, serial: Path | None, markers: boottime.MarkerWatch | None
+    ) -> dict[str, Callable[[], object]]:
+        """The domain's state first, then the contract's (serial log, markers, QEMU's CPU
+        time: each when this host sees it)."""
+        return {"domain state": lambda: self._state_code(), **super().boot_probes(serial, markers)}
+
+    def launch_failure(self, what: str, returncode: int | None = None) -> LaunchFailure:
+        """Named by the guest and its daemon (its logs are the daemon's)."""
+        return LaunchFailure(f"guest {self.config.name} on {self.uri}: {what}", [], None)
+
+    def stopped_while(self, when: str) -> LaunchFailure:
+        return self.launch_failure(
+            f"the domain stopped {when} (see its log in libvirt's log directory)"
         )
-        if ceiling is not None:
-            watch.ceiling = ceiling
-        agent = self.agent()
-        while True:
-            if not self.is_alive():
-                raise LibvirtFailure(
-                    "the domain stopped while booting (see its log in libvirt's log directory)",
-                    self.uri,
-                    self.config.name,
-                )
-            if markers is not None:
-                markers.poll()
-                if markers.failed:
-                    raise LibvirtFailure(
-                        f"the guest's init failed (see its serial log {self.serial_log})",
-                        self.uri,
-                        self.config.name,
-                    )
-            try:
-                agent.wait_ready(timeout=1.0, attempt=1.0)
-                break
-            except AgentError:
-                try:
-                    watch.poll()
-                except Stalled as exc:
-                    raise LibvirtFailure(str(exc), self.uri, self.config.name) from None
-        seen = markers.seen if markers is not None else {}
-        if markers is not None:
-            markers.poll()
-        return boottime.stages(t0, t_up, seen, time.monotonic())
+
+    def init_failed(self) -> LaunchFailure:
+        return self.launch_failure(
+            f"the guest's init failed (see its serial log {self.serial_log})"
+        )
 
     def _state_code(self) -> int:
         try:
@@ -388,11 +380,9 @@ class LibvirtMachine(Machine):
             f"{self.config.name}: libvirt made no socket for channel {name} on this host"
         )
 
-    def monitor(self) -> Monitor:
-        raise StateError(
-            f"{self.config.name} runs under libvirt, which owns its QMP monitor "
-            "(use 'virsh qemu-monitor-command' or the qemu backend)"
-        )
+    def monitor(self) -> LibvirtMonitor:
+        """QMP through libvirt's monitor passthrough (libvirt notes the domain tainted)."""
+        return LibvirtMonitor(self.domain(), self.uri, self.config.name)
 
     def log_tail(self) -> list[str]:
         """The serial log's tail while it can be read through QEMU's root (once QEMU has
@@ -527,10 +517,3 @@ def owner_of(dom: Any) -> str | None:
     mark = guest_mark(dom)
     lab, address = mark.get("lab"), mark.get("address")
     return f"{lab}/{address}" if lab and address else None
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0

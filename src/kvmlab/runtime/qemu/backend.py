@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from kvmlab.runtime.hostview import qemu_argv
 from kvmlab.runtime.machine import Backend, MachineConfig, Progress
 from kvmlab.runtime.qemu.machine import QemuMachine
 
 if TYPE_CHECKING:
-    from kvmlab.render.target import Target
     from kvmlab.spec import Guest, LoadedLab
 
 
@@ -24,22 +24,18 @@ class QemuBackend(Backend):
         path: tuple[str, ...],
         guest: Guest,
         config: MachineConfig,
-        target: Callable[[], Target],
         progress: Progress,
     ) -> QemuMachine:
-        return QemuMachine(config)  # config.argv is the rendered command line
+        """The guest's QEMU, its command line rendered from the spec and target."""
+        assert config.guest is not None and config.target is not None
+        argv = qemu_argv(loaded, path, config.guest, config.target)
+        return QemuMachine(replace(config, argv=argv))
 
     def check(self, loaded: LoadedLab, only: str | None = None, start_inner: bool = True) -> None:
         """Everything the qemu backend runs is checked by the spec and the host checks."""
 
     def levels(self, loaded: LoadedLab, wanted: set[str], asked: bool) -> set[str]:
         return wanted
-
-    def check_workloads(self, loaded: LoadedLab, migrations: bool) -> None:
-        """The qemu backend runs every workload."""
-
-    def check_command(self, loaded: LoadedLab, command: str) -> None:
-        """The qemu backend runs every command."""
 
     def on_this_host(self, guest: Guest) -> bool:
         return True
@@ -49,3 +45,7 @@ class QemuBackend(Backend):
 
     def close(self) -> None:
         """Nothing is held between guests."""
+
+
+QEMU = QemuBackend()
+"""kvmlab's own QEMU (the default backend; it holds nothing, so one serves every run)."""

@@ -15,12 +15,12 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn, Self
+from typing import Self
 
 from kvmlab.errors import QmpFailure
 from kvmlab.guest.agent import GuestAgent
 from kvmlab.guest.errors import AgentError
-from kvmlab.proc.processes import QEMU, alive, cpu_seconds, start_time, tail, terminate, wait_gone
+from kvmlab.proc.processes import QEMU, alive, start_time, tail, terminate, wait_gone
 from kvmlab.proc.signals import deferred_signals, unblock_in_child
 from kvmlab.render.runfiles import (
     AGENT_SOCKET,
@@ -29,7 +29,6 @@ from kvmlab.render.runfiles import (
     RELAY_SOCKET,
     SERIAL_LOG,
 )
-from kvmlab.runtime import boottime
 from kvmlab.runtime.machine import (
     LaunchFailure,
     Machine,
@@ -38,8 +37,8 @@ from kvmlab.runtime.machine import (
     describe_status,
 )
 from kvmlab.runtime.qemu.qmp import QmpSession
-from kvmlab.runtime.rundir import GuestRecord
-from kvmlab.runtime.waits import LIMITS, Stalled, Watch, cpu_steps
+from kvmlab.runtime.records import GuestRecord
+from kvmlab.runtime.waits import LIMITS
 
 QEMU_LOG = "qemu.log"
 
@@ -63,7 +62,8 @@ class QemuMachine(Machine):
         machine.boot = dict(record.boot)
         machine._marker = record.marker or str(run_dir)
         machine._started = record.started
-        machine.state = MachineState.RUNNING if record.running(run_dir) else MachineState.STOPPED
+        running = cls.running_on_record(record, run_dir)
+        machine.state = MachineState.RUNNING if running else MachineState.STOPPED
         return machine
 
     # -- life cycle ---------------------------------------------------------------------
@@ -113,40 +113,26 @@ class QemuMachine(Machine):
         self._apply_pinning()
         return t_up
 
-    def wait_ready(self, t0: float, t_up: float, ceiling: float | None) -> dict[str, float]:
-        """Wait while the guest boots (serial output, markers, QEMU's CPU time advancing)
-        until its agent answers; fail on a stall, a ceiling, init's failure or QEMU's exit."""
-        markers = boottime.MarkerWatch(self.run_dir / SERIAL_LOG, t0)
-        serial = self.run_dir / SERIAL_LOG
-        pid = self.pid or 0
-        watch = Watch(
-            LIMITS["boot"],
-            f"{self.config.name}: its guest agent did not answer",
-            {
-                "serial output": lambda: serial.stat().st_size if serial.exists() else 0,
-                "boot markers": lambda: len(markers.seen),
-                "QEMU's CPU time": cpu_steps(lambda: cpu_seconds(pid)),
-            },
-            start=t0,
+    def boot_serial(self) -> Path:
+        """The serial log QEMU writes in the run directory."""
+        return self.run_dir / SERIAL_LOG
+
+    def stopped_while(self, when: str) -> LaunchFailure:
+        status = self._proc.poll() if self._proc is not None else None
+        return self.launch_failure(f"QEMU exited {when}", status)
+
+    def launch_failure(self, what: str, returncode: int | None = None) -> LaunchFailure:
+        """QEMU's command line, its exit status, its log's and the serial log's tails."""
+        self.state = MachineState.FAILED
+        return LaunchFailure(
+            what=f"{self.config.name}: {what}",
+            argv=qemu_command(self.config.argv),
+            returncode=returncode,
+            log_tail=[
+                *(f"qemu: {line}" for line in tail(self.run_dir / QEMU_LOG, 10)),
+                *(f"serial: {line}" for line in tail(self.run_dir / SERIAL_LOG, 15)),
+            ],
         )
-        if ceiling is not None:
-            watch.ceiling = ceiling
-        with GuestAgent(self.run_dir / AGENT_SOCKET) as agent:
-            while True:
-                self._check_alive("while booting")
-                markers.poll()
-                if markers.failed:
-                    self._fail("the guest's init failed", None)
-                try:
-                    agent.wait_ready(timeout=0.1, attempt=0.1)  # markers polled at 0.1 s
-                    break
-                except AgentError:
-                    try:
-                        watch.poll()
-                    except Stalled as exc:
-                        self._fail(str(exc), None)
-        markers.poll()
-        return boottime.stages(t0, t_up, markers.seen, time.monotonic())
 
     def _connect_qmp(self, deadline: float) -> QmpSession:
         session = QmpSession(self.run_dir / QMP_SOCKET)
@@ -157,8 +143,9 @@ class QemuMachine(Machine):
             )
         except QmpFailure as exc:
             session.close()
-            self._check_alive("before QMP answered")
-            self._fail(f"QMP did not answer: {exc}", None)
+            if not self.is_alive():
+                raise self.stopped_while("before QMP answered") from None
+            raise self.launch_failure(f"QMP did not answer: {exc}") from None
         except BaseException:  # Ctrl-C while connecting: no task left for the GC to find
             session.close()
             raise
@@ -177,22 +164,6 @@ class QemuMachine(Machine):
             for task in Path(f"/proc/{self.pid}/task").iterdir():
                 if int(task.name) not in vcpu_threads.values():
                     os.sched_setaffinity(int(task.name), cfg.emulator_pinning)
-
-    def _check_alive(self, when: str) -> None:
-        if self._proc is not None and self._proc.poll() is not None:
-            self._fail(f"QEMU exited {when}", self._proc.returncode)
-
-    def _fail(self, what: str, returncode: int | None) -> NoReturn:
-        self.state = MachineState.FAILED
-        raise LaunchFailure(
-            what=f"{self.config.name}: {what}",
-            argv=qemu_command(self.config.argv),
-            returncode=returncode,
-            log_tail=[
-                *(f"qemu: {line}" for line in tail(self.run_dir / QEMU_LOG, 10)),
-                *(f"serial: {line}" for line in tail(self.run_dir / SERIAL_LOG, 15)),
-            ],
-        )
 
     def how_it_ended(self) -> str:
         status = self._proc.poll() if self._proc is not None else None

@@ -22,12 +22,13 @@ from qemu.qmp import EventListener, QMPClient, QMPError
 
 from kvmlab.errors import QmpFailure
 from kvmlab.proc.signals import deferred_signals
+from kvmlab.runtime.monitor import Monitor
 
 T = TypeVar("T")
 
 
-class QmpSession:
-    """One QMP connection to a QEMU monitor socket."""
+class QmpSession(Monitor):
+    """One QMP connection to a QEMU monitor socket (the qemu backend's monitor)."""
 
     def __init__(self, socket: Path, name: str = "kvmlab") -> None:
         self.socket = socket

@@ -26,13 +26,15 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
-from kvmlab.bench.executor import Place
 from kvmlab.bench.parsers.timing import parse_time_seconds
-from kvmlab.bench.suite import Settings
-from kvmlab.bench.workloads import Step
+from kvmlab.bench.registry import LevelWorkload, Settings, Step, register
 from kvmlab.errors import HostError, ProcessFailure, ToolMissing
 from kvmlab.guest.kernel import default_cache_dir
+
+if TYPE_CHECKING:
+    from kvmlab.bench.executor import Place
 
 SOURCE_PACKAGE = "lua5.4"
 """The Debian source package whose upstream (``orig``) tarball is built."""
@@ -175,6 +177,16 @@ def kbuild_steps(place: Place, s: Settings, source: Path) -> list[Step]:
             notes=(note,),
         )
     ]
+
+
+def steps(place: Place, s: Settings) -> list[Step]:
+    """The build of the source tree, fetched and verified on first use."""
+    return kbuild_steps(place, s, prepare_source())
+
+
+register(
+    LevelWorkload("kbuild", order=60, steps=steps, metrics=("build_elapsed_s",), suites=("full",))
+)
 
 
 def _print_uris(package: str) -> list[str]:

@@ -1,0 +1,1 @@
+"""The packet-path and network workloads, a module each (see :mod:`kvmlab.bench.registry`)."""

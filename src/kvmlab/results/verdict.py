@@ -1,0 +1,194 @@
+"""A change between two sets of repetitions, with its confidence and a verdict.
+
+Benchmarks here are few (3 to 10 repetitions), skewed and noisy, so a difference of medians
+says little on its own. Each change is reported as the ratio of the medians (B over A, what
+the tables' columns show) with a 95 % interval of the ratio from Welch's t on the
+logarithms of the values (the ratio of geometric means: a ratio is symmetric on a log
+scale, and skewed timings are closer to log-normal than to normal). Welch's t was chosen
+over a bootstrap of the medians because the bootstrap is anti-conservative at the sizes
+kvmlab takes: on pairs of samples drawn from one distribution it called 12 % of them
+changed at 3 repetitions, Welch's t on logs 3-4 % (``tests/results/test_verdict.py`` holds
+this). The verdict:
+
+- **no significant change**: the interval holds 1 (B could be A);
+- **within noise**: the interval excludes 1 but lies inside the noise threshold
+  (``±noise``, 2 % by default): real, perhaps, and too small to call;
+- **better** or **worse**: the interval lies beyond 1 and reaches past the threshold, in
+  the direction ``higher_is_better`` says is good.
+
+With one repetition on either side there is no interval and no verdict but "single run".
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+CONFIDENCE = 0.95
+NOISE = 0.02
+"""The default noise threshold: a change whose whole interval lies within ±2 % is not
+called better or worse."""
+METHOD = (
+    "change: median against median; interval: 95 % Welch interval of the ratio of geometric "
+    "means; better or worse only when the interval excludes no change and reaches past the "
+    "noise threshold"
+)
+
+
+class Verdict(enum.Enum):
+    """What a change is, as reports print it."""
+
+    BETTER = "better"
+    WORSE = "worse"
+    NO_CHANGE = "no significant change"
+    NOISE = "within noise"
+    SINGLE = "single run"
+    """One repetition on a side: no interval can be drawn."""
+
+    @property
+    def called(self) -> bool:
+        """Whether the change is significant and past the noise (better or worse)."""
+        return self in (Verdict.BETTER, Verdict.WORSE)
+
+
+@dataclass(frozen=True)
+class Change:
+    """B against A: the ratio of medians, its interval, the verdict."""
+
+    ratio: float
+    """median(B) / median(A)."""
+    low: float | None
+    high: float | None
+    """The interval of the ratio (None for a single run or a zero base)."""
+    verdict: Verdict
+    noise: float
+
+    @property
+    def pct(self) -> float:
+        """The change in percent (+10.0: B is 10 % above A)."""
+        return 100.0 * (self.ratio - 1.0)
+
+    def interval_pct(self) -> tuple[float, float] | None:
+        """The interval in percent of A, or None."""
+        if self.low is None or self.high is None:
+            return None
+        return 100.0 * (self.low - 1.0), 100.0 * (self.high - 1.0)
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """The continued fraction of the incomplete beta function (Lentz's method)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        for aa in (
+            m * (b - m) * x / ((qam + m2) * (a + m2)),
+            -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2)),
+        ):
+            d = 1.0 + aa * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + aa / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 3e-14:
+            break
+    return h
+
+
+def _ibeta(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b)."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    front = math.exp(
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    if x < (a + 1) / (a + b + 2):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Student's t quantile (``p`` above 0.5), by bisection on its distribution function
+    (degrees of freedom rounded to a hundredth: the quantile moves far less than that)."""
+    return _t_quantile(p, round(df, 2))
+
+
+@functools.lru_cache(maxsize=4096)
+def _t_quantile(p: float, df: float) -> float:
+    low, high = 0.0, 1e4
+    for _ in range(200):
+        mid = (low + high) / 2
+        tail = 0.5 * _ibeta(df / 2, 0.5, df / (df + mid * mid))
+        if 1.0 - tail < p:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2
+
+
+def _welch(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """The 95 % Welch interval of the difference of means of ``b`` and ``a``."""
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    diff = statistics.fmean(b) - statistics.fmean(a)
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return diff, diff
+    df = (va + vb) ** 2 / (va * va / (len(a) - 1) + vb * vb / (len(b) - 1))
+    t = t_quantile(1.0 - (1.0 - CONFIDENCE) / 2, df)
+    return diff - t * se, diff + t * se
+
+
+def compare(
+    a: Sequence[float], b: Sequence[float], higher_is_better: bool, noise: float = NOISE
+) -> Change | None:
+    """The change from ``a`` to ``b``; None when either is empty or A's median is 0 (no
+    ratio). Values that are not all positive (a count that can be 0) get the interval of
+    the difference of means over A's mean instead of the log ratio."""
+    if not a or not b:
+        return None
+    base = statistics.median(a)
+    if base == 0:
+        return None
+    ratio = statistics.median(b) / base
+    if len(a) < 2 or len(b) < 2:
+        return Change(ratio, None, None, Verdict.SINGLE, noise)
+    if min(a) > 0 and min(b) > 0:
+        low, high = _welch([math.log(v) for v in a], [math.log(v) for v in b])
+        low, high = math.exp(low), math.exp(high)
+    else:
+        mean = statistics.fmean(a)
+        if mean == 0:
+            return Change(ratio, None, None, Verdict.NO_CHANGE, noise)
+        d_low, d_high = _welch(a, b)
+        low, high = sorted((1.0 + d_low / mean, 1.0 + d_high / mean))
+    return Change(ratio, low, high, _verdict(low, high, higher_is_better, noise), noise)
+
+
+def _verdict(low: float, high: float, higher_is_better: bool, noise: float) -> Verdict:
+    if low <= 1.0 <= high:
+        return Verdict.NO_CHANGE
+    if 1.0 - noise <= low and high <= 1.0 + noise:
+        return Verdict.NOISE
+    up = low > 1.0
+    return Verdict.BETTER if up == higher_is_better else Verdict.WORSE
+
+
+def outliers(values: Sequence[float], factor: float = 3.0) -> list[int]:
+    """Indexes of repetitions far from the others: more than ``factor`` median absolute
+    deviations from the median (none with fewer than 4 values, or no spread)."""
+    if len(values) < 4:
+        return []
+    centre = statistics.median(values)
+    mad = statistics.median(abs(v - centre) for v in values)
+    if mad == 0:
+        return []
+    return [i for i, v in enumerate(values) if abs(v - centre) / mad > factor]

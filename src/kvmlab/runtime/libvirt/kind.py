@@ -1,0 +1,38 @@
+"""The libvirt backend's record in the registry (:mod:`kvmlab.runtime.backends`); nothing
+here imports libvirt-python until one of its guests is acted on."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kvmlab.runtime.machine import Backend, BackendChoice, BackendKind, Machine
+
+if TYPE_CHECKING:
+    from kvmlab.spec import LoadedLab
+
+
+def _machine() -> type[Machine]:
+    from kvmlab.runtime.libvirt.machine import LibvirtMachine
+
+    return LibvirtMachine
+
+
+def make(loaded: LoadedLab, given: BackendChoice) -> Backend:
+    """The libvirtd of ``--connect`` (else the lab's ``[libvirt] uri``) and any other a
+    guest names; ``--persistent`` and ``--qemu-as-root`` over the lab's own settings."""
+    from kvmlab.runtime.libvirt.backend import LibvirtBackend
+
+    spec = loaded.lab.libvirt
+    return LibvirtBackend(
+        given.connect or spec.uri,
+        spec.persistent if given.persistent is None else given.persistent,
+        spec.qemu_as_root if given.as_root is None else given.as_root,
+    )
+
+
+KIND = BackendKind(
+    name="libvirt",
+    machine=_machine,
+    make=make,
+    transport="kvmlab.migrate.transports.libvirt:LibvirtTransport",
+)
