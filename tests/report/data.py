@@ -31,8 +31,10 @@ def summary(
     n: int = 5,
     spread: float = 0.04,
 ) -> Summary:
-    """A summary whose min/max lie ``spread`` (relative) around the median."""
+    """A summary whose min/max lie ``spread`` (relative) around the median, its ``n``
+    repetitions evenly between them."""
     guest, level, accel = place
+    steps = [2 * i / (n - 1) - 1 for i in range(n)] if n > 1 else [0.0]
     return Summary(
         variant=variant,
         guest=guest,
@@ -48,6 +50,7 @@ def summary(
         maximum=median * (1 + spread),
         stdev=median * spread / 2,
         command=COMMAND,
+        values=tuple(median * (1 + spread * step) for step in steps),
     )
 
 

@@ -122,12 +122,25 @@ def test_level_table_has_values_units_and_coloured_changes() -> None:
         "L2 l1/l2 (kvm)",
     ]
     rows = [[text(td) for td in tr.iter("td")] for tr in table.iter("tr")][1:]
-    assert rows[0] == ["cpu", "events", "events/s ↑", "1210 ±4%", "152 ±4%-87.4%", "96.5 ±4%-36.5%"]
-    assert rows[1] == ["latency", "ms ↓", "0.83 ±4%", "6.60 ±4%+695.2%", "10.4 ±4%+57.6%"]
+    assert rows[0] == [
+        "cpu",
+        "events",
+        "events/s ↑",
+        "1210 ±4%",
+        "152 ±4%-87.4% [-88.0,-86.8] worse",
+        "96.5 ±4%-36.5% [-39.4,-33.5] worse",
+    ]
+    assert rows[1] == [
+        "latency",
+        "ms ↓",
+        "0.83 ±4%",
+        "6.60 ±4%+695.2% [+659,+733] worse",
+        "10.4 ±4%+57.6% [+50,+65] worse",
+    ]
     assert rows[2][:3] == ["disk", "randread", "IOPS ↑"]
     spans = {text(s): s.get("class") for s in table.iter("span") if s.get("class")}
-    assert spans["-87.4%"] == "change loss"  # less throughput
-    assert spans["+695.2%"] == "change loss"  # more latency
+    assert spans["-87.4% [-88.0,-86.8] worse"] == "change loss"  # less throughput
+    assert spans["+695.2% [+659,+733] worse"] == "change loss"  # more latency
 
 
 def test_two_variants_group_columns_and_show_gains() -> None:
@@ -138,7 +151,8 @@ def test_two_variants_group_columns_and_show_gains() -> None:
     ]
     assert variants == [("default", "3"), ("tuned", "3")]
     spans = {text(s): s.get("class") for s in table.iter("span") if s.get("class")}
-    assert spans["+6.3%"] == "change gain"  # tuned L1 randwrite above L0
+    gain = next(k for k in spans if k.startswith("+6.3%"))
+    assert spans[gain] == "change gain" and gain.endswith(" better")  # tuned L1 randwrite
     legend = [text(g) for g in classed(figures(root)["cpu"], "g", "legend")]
     assert legend[3:] == [
         "tuned · L0 host (native)",

@@ -18,13 +18,21 @@ def test_no_ratio_against_a_base_too_small_to_print(base: float) -> None:
 
 
 def test_a_loss_against_a_tiny_base_is_still_marked_worse() -> None:
-    from kvmlab.report.table import Cell
+    """Packet loss from 0.0005 % to 40 %: no percentage of a base that small, but the
+    verdict still says worse (and from 0.0005 % to 0.0001 %, better)."""
+    from kvmlab.report.table import Cell, level_table
     from kvmlab.results.model import Sample
     from kvmlab.results.stats import summarize
 
-    def loss(value: float) -> Cell:
-        sample = Sample("default", "vm", "L1", "tcg", "pvp", "64B loss", value, "%", False, 0, "c")
-        return Cell(summarize([sample])[0], change_pct(value, 0.0005), 0.0005)
+    def loss(values: list[float]) -> Cell:
+        base = [0.0005, 0.0006, 0.0004]
+        samples = [
+            Sample("default", guest, level, "tcg", "pvp", "64B loss", v, "%", False, i, "c")
+            for guest, level, series in (("host", "L0", base), ("vm", "L1", values))
+            for i, v in enumerate(series)
+        ]
+        table = level_table(summarize(samples))
+        return next(c for c in table.rows[0].cells.values() if c.base is not None)
 
-    assert loss(40.0).change_pct is None and loss(40.0).worse is True
-    assert loss(0.0001).worse is False
+    assert loss([40.0, 41.0, 39.0]).change_pct is None and loss([40.0, 41.0, 39.0]).worse is True
+    assert loss([0.0001, 0.00012, 0.00008]).worse is False

@@ -208,13 +208,16 @@ def test_markdown_and_text_show_medians_and_changes() -> None:
     ]
     table = level_table(summarize(samples))
     md = markdown_table(table, "run 1")
-    row = "| cpu | events_per_s | events/s (higher is better) | 100 ±0% | 80.0 ±0% (-20.0%) |"
+    row = (
+        "| cpu | events_per_s | events/s (higher is better) | 100 ±0% | "
+        "80.0 ±0% (-20.0% [-20.0,-20.0] worse) |"
+    )
     assert row in md
     assert "| cpu | latency_ms | events/s (lower is better) | 5.00 | - |" in md
     out = io.StringIO()
     print_table(table, Console(file=out, width=200, color_system=None), "run 1")
     text = out.getvalue()
-    assert "80.0 ±0% -20.0%" in text and "L1 l1 (tcg)" in text
+    assert "80.0 ±0% -20.0% [-20.0,-20.0] worse" in text and "L1 l1 (tcg)" in text
 
 
 SCHEMA_1 = """

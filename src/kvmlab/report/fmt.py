@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from kvmlab.errors import printable
 from kvmlab.report.table import Cell
+from kvmlab.results.verdict import METHOD, NOISE, Verdict
 
 
 def shown(text: str) -> str:
@@ -41,11 +42,39 @@ def median_spread(cell: Cell) -> str:
     return f"{number(s.median)}{spread}"
 
 
+WORDS = {
+    Verdict.BETTER: "better",
+    Verdict.WORSE: "worse",
+    Verdict.NO_CHANGE: "n.s.",
+    Verdict.NOISE: "noise",
+    Verdict.SINGLE: "1 run",
+}
+"""How a verdict is printed beside its change (the legend, :data:`LEGEND`, spells them out)."""
+
+LEGEND = (
+    "change vs the level below (or the other run): median against median, [95% interval], "
+    "and the verdict: better or worse, n.s. = no significant change (the interval holds 0%), "
+    f"noise = within the ±{NOISE:.0%} noise threshold, 1 run = no interval ({METHOD})"
+)
+
+
 def change(cell: Cell) -> str:
-    """``-23.4%`` or empty at the bottom level."""
+    """``-23.4% [-31,-15] worse``, or empty at the bottom level."""
     if cell.change_pct is None:
         return ""
-    return f"{cell.change_pct:+.1f}%"
+    text = f"{cell.change_pct:+.1f}%"
+    if cell.change is None:
+        return text
+    interval = cell.change.interval_pct()
+    if interval is not None:
+        text += f" {interval_text(*interval)}"
+    return f"{text} {WORDS[cell.change.verdict]}"
+
+
+def interval_text(low: float, high: float) -> str:
+    """``[-31,-15]`` (``[-1.2,+0.4]`` for a narrow one)."""
+    digits = 0 if high - low >= 10 else 1
+    return f"[{low:+.{digits}f},{high:+.{digits}f}]"
 
 
 def cell_text(cell: Cell | None, show_change: Callable[[str, Cell], str]) -> str:

@@ -24,7 +24,7 @@ from xml.etree.ElementTree import Element
 from kvmlab import __version__
 from kvmlab.report import svg
 from kvmlab.report.configurations import ConfigurationTable, cell_value, ratio_text
-from kvmlab.report.fmt import change, median_spread, number, shown
+from kvmlab.report.fmt import LEGEND, change, median_spread, number, shown
 from kvmlab.report.table import FAILED, INTERRUPTED, Column, LevelTable, Row
 from kvmlab.results.model import LEVELS, MIGRATION_PREFIX, Run, Summary
 
@@ -37,9 +37,9 @@ HOST_LABELS = {"cpus": "CPUs", "memory_gib": "memory (GiB)", "kvm_flavour": "KVM
 BOOT = "boot"
 STAGE_ORDER = ("qemu", "firmware", "bios", "kernel", "initrd", "init", "agent")
 CHANGE = {
-    True: ("loss", "worse than the level below"),
-    False: ("gain", "better than the level below"),
-    None: ("", "the same as the level below"),
+    True: ("loss", "worse than the level below: significant, past the noise"),
+    False: ("gain", "better than the level below: significant, past the noise"),
+    None: ("", "no change called: not significant, or within the noise"),
 }
 
 CSS = """
@@ -349,8 +349,8 @@ def _level_table(table: LevelTable) -> Markup:
             )
         body.append(h("tr", *cells, class_="group-start" if new else None))
     caption = (
-        "Median over the repetitions ±half the min-max spread; below it the change "
-        "against the level below, red for a loss and green for a gain."
+        "Median over the repetitions ±half the min-max spread; below it the "
+        f"{LEGEND}. Red: worse, green: better; uncoloured: not called."
     )
     table_html = h("table", h("thead", *head), h("tbody", *body), class_="levels")
     notes = [h("p", f"{line}.", class_="note left-out") for line in table.value_notes]

@@ -27,8 +27,9 @@ from dataclasses import asdict
 from typing import Any
 
 from kvmlab.jsondoc import envelope
-from kvmlab.report.table import LevelTable
+from kvmlab.report.table import Cell, LevelTable
 from kvmlab.results.model import Run
+from kvmlab.results.verdict import outliers
 
 SCHEMA = "kvmlab.report/1"
 
@@ -64,6 +65,9 @@ def report_json(
                         "change_pct": None
                         if cell.change_pct is None
                         else _finite(round(cell.change_pct, 3)),
+                        **_verdict(cell),
+                        "values": [_finite(v) for v in s.values],
+                        "outliers": outliers(s.values),
                         "command": s.command,
                     }
                 )
@@ -75,6 +79,17 @@ def report_json(
     payload = {"runs": described, "rows": rows, "migrations": moved}
     doc = envelope("report", payload)
     return json.dumps(_json_safe(doc), indent=2, allow_nan=False)
+
+
+def _verdict(cell: Cell) -> dict[str, Any]:
+    """The change's interval (percent) and verdict, keys present on every row."""
+    change = cell.change
+    interval = change.interval_pct() if change is not None else None
+    return {
+        "change_low_pct": None if interval is None else _finite(round(interval[0], 3)),
+        "change_high_pct": None if interval is None else _finite(round(interval[1], 3)),
+        "verdict": None if change is None else change.verdict.value,
+    }
 
 
 def _json_safe(value: Any) -> Any:

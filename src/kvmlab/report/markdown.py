@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from kvmlab.errors import printable
 from kvmlab.report.configurations import ConfigurationTable, cell_value, ratio_text
-from kvmlab.report.fmt import cell_text
+from kvmlab.report.fmt import LEGEND, cell_text
 from kvmlab.report.table import LevelTable
 
 
@@ -35,8 +35,8 @@ def markdown_table(table: LevelTable, title: str) -> str:
         )
     lines += [
         "",
-        "Median over the repetitions, ±half the min-max spread; in parentheses the change "
-        "against the level below (L1 against L0, L2 against its L1).",
+        "Median over the repetitions, ±half the min-max spread; in parentheses the "
+        f"{_escape(LEGEND)}.",
         "",
         *(f"Note: {_escape(line)}.\n" for line in table.value_notes),
     ]

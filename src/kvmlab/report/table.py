@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from kvmlab.errors import KvmlabError
 from kvmlab.results.model import LEVELS, Failure, Summary
 from kvmlab.results.stats import change_pct
+from kvmlab.results.verdict import Change, Verdict, compare
 
 MAX_CELLS = 250_000
 """The most cells (rows x columns) a text, Markdown or HTML level table shows. A real run
@@ -72,20 +73,17 @@ class Cell:
     base: float | None = None
     """The value below (the change's base), when there is one."""
 
+    change: Change | None = None
+    """The change with its interval and verdict (:mod:`kvmlab.results.verdict`)."""
+
     @property
     def worse(self) -> bool | None:
-        """Whether the change is a loss (lower throughput, longer time); None without one.
-        Also against a base too small for a ratio (0.0005% loss growing to 40%)."""
-        delta = (
-            self.change_pct
-            if self.change_pct is not None
-            else None
-            if self.base is None
-            else self.summary.median - self.base
-        )
-        if delta is None or delta == 0:
+        """Whether the change is significantly a loss (True) or a gain (False), past the
+        noise; None for no change, one within the noise, or none at all: only a change
+        that is called is coloured."""
+        if self.change is None:
             return None
-        return (delta < 0) == self.summary.higher_is_better
+        return {Verdict.WORSE: True, Verdict.BETTER: False}.get(self.change.verdict)
 
 
 @dataclass
@@ -213,8 +211,11 @@ def level_table(
         if col.parent_guest is not None:
             base = index.get((col.variant, col.parent_guest, s.workload, s.metric))
         delta = None if base is None else change_pct(here.median, base.median)
+        verdict = None
+        if base is not None and base.values and here.values:  # a tiny base: a verdict, no %
+            verdict = compare(base.values, here.values, here.higher_is_better)
         rows[(s.workload, s.metric)].cells[col] = Cell(
-            here, delta, None if base is None else base.median
+            here, delta, None if base is None else base.median, verdict
         )
     for row in rows.values():  # cells in column order, as the tables print them
         row.cells = dict(sorted(row.cells.items(), key=lambda item: position[item[0]]))

@@ -6,19 +6,20 @@ from rich.console import Console
 from rich.text import Text
 
 from kvmlab.report.configurations import ConfigurationTable, cell_value, ratio_text
-from kvmlab.report.fmt import change, median_spread, shown
+from kvmlab.report.fmt import LEGEND, change, median_spread, shown
 from kvmlab.report.grid import Cell as GridCell
 from kvmlab.report.grid import Col, print_grid
 from kvmlab.report.table import Cell, LevelTable
 
-CAPTION = "median ±half the min-max spread; change vs the level below"
+CAPTION = f"median ±half the min-max spread; {LEGEND}"
 
 
 def print_table(table: LevelTable, console: Console, title: str) -> None:
     """One row per metric; per column the median ± half-spread and the change vs the level below.
 
-    Changes that are losses (less throughput, more time) are red, gains green. A run cut
-    short ends with a line per failure: where, doing what, and the error.
+    Changes called worse (less throughput, more time, past the noise and significant) are
+    red, called better green, the others uncoloured. A run cut short ends with a line per
+    failure: where, doing what, and the error.
     """
     several = len(table.variants) > 1
     columns = [Col("workload"), Col("metric"), Col("unit")]

@@ -140,6 +140,8 @@ class Summary:
     maximum: float
     stdev: float
     command: str
+    values: tuple[float, ...] = ()
+    """The repetitions, in measurement order (what a change's interval is drawn from)."""
 
     @property
     def spread_pct(self) -> float:

@@ -44,6 +44,7 @@ def summarize(samples: Iterable[Sample]) -> list[Summary]:
                 maximum=max(values),
                 stdev=stdev(values),
                 command=first.command,
+                values=tuple(values),
             )
         )
     return out

@@ -155,22 +155,34 @@ def compare(
     the difference of means over A's mean instead of the log ratio."""
     if not a or not b:
         return None
+    a, b = [float(v) for v in a], [float(v) for v in b]
     base = statistics.median(a)
-    if base == 0:
+    try:
+        ratio = statistics.median(b) / base
+    except (ZeroDivisionError, OverflowError):
         return None
-    ratio = statistics.median(b) / base
+    if not math.isfinite(ratio):
+        return None
     if len(a) < 2 or len(b) < 2:
         return Change(ratio, None, None, Verdict.SINGLE, noise)
+    try:
+        low, high = _interval(a, b)
+    except (OverflowError, ValueError, ZeroDivisionError):  # values past a float's range
+        return Change(ratio, None, None, Verdict.NO_CHANGE, noise)
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return Change(ratio, None, None, Verdict.NO_CHANGE, noise)
+    return Change(ratio, low, high, _verdict(low, high, higher_is_better, noise), noise)
+
+
+def _interval(a: list[float], b: list[float]) -> tuple[float, float]:
+    """The interval of the ratio B/A (see the module docstring)."""
     if min(a) > 0 and min(b) > 0:
         low, high = _welch([math.log(v) for v in a], [math.log(v) for v in b])
-        low, high = math.exp(low), math.exp(high)
-    else:
-        mean = statistics.fmean(a)
-        if mean == 0:
-            return Change(ratio, None, None, Verdict.NO_CHANGE, noise)
-        d_low, d_high = _welch(a, b)
-        low, high = sorted((1.0 + d_low / mean, 1.0 + d_high / mean))
-    return Change(ratio, low, high, _verdict(low, high, higher_is_better, noise), noise)
+        return math.exp(max(min(low, 700.0), -700.0)), math.exp(max(min(high, 700.0), -700.0))
+    mean = statistics.fmean(a)
+    d_low, d_high = _welch(a, b)
+    low, high = sorted((1.0 + d_low / mean, 1.0 + d_high / mean))
+    return low, high
 
 
 def _verdict(low: float, high: float, higher_is_better: bool, noise: float) -> Verdict:
