@@ -60,6 +60,7 @@ from kvmlab import __version__ as kvmlab_version
 from kvmlab.errors import KvmlabError
 from kvmlab.guest.image import FLAVOUR_FOR_SHARE, GuestImage, build_default_image
 from kvmlab.guest.kernel import Kernel, default_cache_dir, fetch_kernel, resolve_kernel_package
+from kvmlab.progress import QUIET
 from kvmlab.runtime import backends
 from kvmlab.runtime.lab import HostAccel, Launch, guest_config, started
 from kvmlab.runtime.machine import MachineConfig
@@ -218,7 +219,7 @@ def kvmlab_setup(work: Path) -> Kvmlab:
     guest = loaded.lab.guests[GUEST]
     run_dir = LabDir.of(LAB).guest_dir((GUEST,))  # rendered only; started() creates it
     planned = guest_config(loaded, (GUEST,), guest, HOST, run_dir, image)
-    config = backends.QEMU.machine(loaded, (GUEST,), guest, planned, lambda _: None).config
+    config = backends.QEMU.machine(loaded, (GUEST,), guest, planned, QUIET).config
     if config.accel != "tcg":
         raise BenchError(f"kvmlab chose accelerator {config.accel}, not tcg")
     return Kvmlab(loaded, image, config)

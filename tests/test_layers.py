@@ -18,7 +18,7 @@ from tests.conftest import ROOT
 PACKAGE = ROOT / "src" / "kvmlab"
 
 # Utility modules every package may use (and the package's version).
-BASE = {"errors", "paths", "bounded", "lazy", "jsondoc", "__version__"}
+BASE = {"errors", "paths", "bounded", "lazy", "jsondoc", "progress", "__version__"}
 
 # What each package may import besides itself and BASE. Lower layers first:
 # spec → render → proc → fabric → guest/runtime → bench/exits/migrate/net/report → cli;

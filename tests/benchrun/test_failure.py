@@ -97,7 +97,7 @@ def stand_in(
 
     @contextmanager
     def started(loaded: Any, launch: Any, **kw: Any) -> Iterator[list[StandIn]]:
-        launch.progress("starting deep/l1 (tcg: test host)")
+        launch.progress.step("starting deep/l1 (tcg: test host)")
         config = MachineConfig(
             "deep",
             ("l1",),

@@ -105,7 +105,6 @@ def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         reps: Any,
         progress: Any,
         strategies: list[Strategy],
-        detail: Any,
         path_probe: Any = None,
     ) -> list[Strategy]:
         seen["migrations"] += 1
@@ -113,7 +112,7 @@ def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         strategies[:] = [Strategy(m, accel="tcg") for m in loaded.lab.migrations]
         strategies[0].outcomes = [outcome(True, 30), outcome(True, 50)]
         strategies[1].outcomes = [outcome(True, 5), outcome(not seen["corrupt"], 7)]
-        progress("mv/vm post run 2: done")
+        progress.step("mv/vm post run 2: done")
         return strategies
 
     monkeypatch.setattr(session.labrun, "started", started)

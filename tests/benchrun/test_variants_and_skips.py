@@ -16,6 +16,7 @@ from kvmlab.bench.runner import LevelRunner
 from kvmlab.bench.session import unmeasurable
 from kvmlab.bench.suite import SUITES
 from kvmlab.errors import SpecError, UsageError
+from kvmlab.progress import QUIET
 from kvmlab.results.model import Run
 from kvmlab.results.store import ResultStore
 from kvmlab.spec import load_lab
@@ -104,9 +105,7 @@ def test_bench_refuses_before_anything_starts(tmp_path: Path) -> None:
 def test_a_skip_found_while_running_leaves_the_run_incomplete(tmp_path: Path) -> None:
     with ResultStore(tmp_path / "r.sqlite") as store:
         run_id = store.start(Run(0, "vartest", "lab.toml", "x", "quick", "0", 0.0))
-        runner = LevelRunner(
-            store, run_id, "default", SUITES["quick"], lambda _: None, {}, lambda _: None, "vartest"
-        )
+        runner = LevelRunner(store, run_id, "default", SUITES["quick"], QUIET, {}, "vartest")
         place = Place("vm", "L1", "tcg", 1, "/dev/vdb", "10.0.2.2", tools=False)
         samples = runner.workloads(_NoRun(place), _NoRun(place))  # type: ignore[arg-type]
         assert samples == []

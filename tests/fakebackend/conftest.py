@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from kvmlab.progress import Relay
 from kvmlab.runtime import backends
 from kvmlab.runtime import lab as labrun
 from kvmlab.runtime.hostaccel import HostAccel
@@ -58,7 +59,7 @@ class StubLabs:
             HostAccel("tcg", "stub host"),
             no_image,  # type: ignore[arg-type]
             backend or StubBackend(),
-            self.progress.append,
+            Relay(self.progress.append),
         )
 
 

@@ -18,6 +18,7 @@ from kvmlab.migrate.probe import Where
 from kvmlab.migrate.result import Outcome
 from kvmlab.migrate.transports.base import JobState, Progress, Route, Transport
 from kvmlab.migrate.workload import Baseline
+from kvmlab.progress import QUIET, Relay
 from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.rundir import GuestRecord
 
@@ -158,7 +159,7 @@ def no_guest(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 def attempt(transport: Scripted) -> Outcome:
     outcome = Outcome("lab/vm", "scripted")
     ref = Baseline(guestside.Dirtier(pid=1, mem_mib=8, rate_mibs=0.0), "digest", 0)
-    engine._attempt(transport, outcome, ref, lambda _: None)
+    engine._attempt(transport, outcome, ref, QUIET)
     return outcome
 
 
@@ -224,7 +225,7 @@ def test_auto_without_evidence_says_so_before_its_in_flight_rule(no_guest: list[
     t = Scripted(script, Settings(mode="auto"), postcopy=True)
     outcome = Outcome("lab/vm", "scripted", choice="no verified migration of this guest here")
     ref = Baseline(guestside.Dirtier(pid=1, mem_mib=8, rate_mibs=0.0), "digest", 0)
-    engine._attempt(t, outcome, ref, lambda _: None)
+    engine._attempt(t, outcome, ref, QUIET)
     assert t.calls == ["open", "start", "postcopy", "hand_over"]
     assert outcome.choice is not None
     assert outcome.choice.startswith("no verified migration of this guest here; by QEMU's figures:")
@@ -238,7 +239,7 @@ def test_a_chosen_strategy_keeps_its_reason_when_the_timeout_switches(
     t = Scripted(script, Settings(max_seconds=0.0, on_timeout="postcopy"), postcopy=True)
     outcome = Outcome("lab/vm", "auto: scripted", choice="xbzrle by the guest's gap")
     ref = Baseline(guestside.Dirtier(pid=1, mem_mib=8, rate_mibs=0.0), "digest", 0)
-    engine._attempt(t, outcome, ref, lambda _: None)
+    engine._attempt(t, outcome, ref, QUIET)
     assert outcome.choice is not None
     assert outcome.choice.startswith("xbzrle by the guest's gap; then not converged in 0 s")
 
@@ -268,7 +269,7 @@ def test_a_job_a_cancel_does_not_end_is_freed_or_given_up_on(
     said: list[str] = []
     outcome = Outcome("lab/vm", "stuck")
     ref = Baseline(guestside.Dirtier(pid=1, mem_mib=8, rate_mibs=0.0), "digest", 0)
-    engine._attempt(t, outcome, ref, said.append)
+    engine._attempt(t, outcome, ref, Relay(said.append))
     assert t.calls.count("cancel") == 1 and t.calls.count("unstick") == 1, t.calls
     assert any("has not ended" in line for line in said), said
     if frees:

@@ -87,7 +87,7 @@ def test_migrate_verifies_and_the_address_follows(lab: dict[str, str]) -> None:
     again = kvmlab(lab, "migrate", "migrate/vm", "--dirty", "0", "--dirty-mem", "16")
     assert again.returncode == 0, again.stderr[-3000:]
     assert "verdict: VERIFIED" in again.stdout and "Migration status: completed" in again.stdout
-    assert "network downtime (UDP probes at 1 kHz, udp 127.0.0.1:" in again.stdout
+    assert "network downtime (UDP probes at 1 kHz, udp 127.0.0.1:" in again.stdout, again.stdout
     assert [p.name for p in leftovers(lab)] == [".migration-2"]  # the live one only
 
 

@@ -12,6 +12,7 @@ from kvmlab.bench.plan import Plan, plan
 from kvmlab.errors import UsageError
 from kvmlab.net.pvp import Where, loopback_hops, pvp_hops, samples_of
 from kvmlab.net.testpmd_stats import PortRates
+from kvmlab.progress import QUIET
 from kvmlab.render.dpdk import Port, switch_argv, traffic_argv
 from kvmlab.spec import LoadedLab, load_lab, parse_lab
 from kvmlab.spec.switch import SwitchSpec
@@ -215,7 +216,7 @@ def loopback_trials(
         seconds,
         reps,
         LOOPBACK_AT,
-        lambda _: None,
+        QUIET,
         tuning,
     )
 

@@ -19,6 +19,7 @@ import pytest
 from kvmlab.errors import StateError, UsageError
 from kvmlab.proc.confined import MARKER, checked_run_root, remove_owned, write_private
 from kvmlab.proc.processes import alive, find_marked, start_time
+from kvmlab.progress import QUIET
 from kvmlab.runtime import lab as labrun
 from kvmlab.runtime.rundir import GuestRecord, LabDir
 from kvmlab.spec.names import lab_name, parse_address
@@ -222,7 +223,7 @@ def test_down_finds_unrecorded_qemu(
     assert entry.processes() == [fake_qemu.pid]
     with pytest.raises(StateError, match="already up"):
         labrun.assert_not_up("lab")
-    stopped = labrun.down("lab", progress=lambda _: None)
+    stopped = labrun.down("lab", progress=QUIET)
     assert stopped == ["lab/vm"]
     assert fake_qemu.wait(10) is not None
     assert not lab.root.exists() and root.is_dir()
@@ -275,7 +276,7 @@ def test_a_program_that_names_the_run_directory_is_no_qemu(root: Path, recorded:
             rec.save(guest)
         time.sleep(0.1)
         assert find_marked(f"{guest}/") == []
-        labrun.down("lab", progress=lambda _: None)
+        labrun.down("lab", progress=QUIET)
         assert reader.poll() is None, "a program that only names the run directory was killed"
     finally:
         reader.kill()

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast
 
 from kvmlab.bench.parsers.metric import Metric
+from kvmlab.progress import Progress
 
 if TYPE_CHECKING:
     from kvmlab.bench.executor import Place
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
     from kvmlab.spec import Lab, LoadedLab
 
 T = TypeVar("T")
-Progress = Callable[[str], None]
 At = Callable[[str, str, str], None]
 """``at(level, guest, stage)``: where the run is now (a failure is filed there)."""
 
@@ -183,8 +183,7 @@ class LabRun:
     repetitions: int
     """The suite's repetitions (a lab's own table may set its own)."""
     launch: Launch
-    """How guests start (their backend) and where progress lines go."""
-    status: Progress
+    """How guests start (their backend), and where progress goes."""
     at: At
     store: ResultStore
     run_id: int

@@ -9,23 +9,18 @@ from __future__ import annotations
 import shlex
 import statistics
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from kvmlab.bench.executor import Background, Completed, Executor, Place
 from kvmlab.bench.parsers.errors import ParseError
 from kvmlab.bench.registry import BootStages, LevelWorkload, Settings, Step, named
 from kvmlab.errors import KvmlabError
+from kvmlab.progress import Progress
 from kvmlab.results.model import SKIPPED, Failure, Sample
 from kvmlab.results.store import ResultStore
 
-Progress = Callable[[str], None]
 NOTHING = "nothing to run here"
 """Why a workload that needs nothing missing here has no command to run."""
-
-
-def _quiet(_: str) -> None:
-    """A status that shows nothing."""
 
 
 @dataclass
@@ -41,8 +36,8 @@ class Stage:
 class LevelRunner:
     """Runs workloads at one place and stores every repetition at once.
 
-    ``progress`` gets one line per finished stage (a guest booted, a workload done with its
-    wall time); ``status`` the passing detail (each repetition), for a live status line.
+    ``progress`` hears of each finished stage (a guest booted, a workload done with its
+    wall time) and, as detail, of each repetition.
     """
 
     store: ResultStore
@@ -52,7 +47,6 @@ class LevelRunner:
     progress: Progress
     timings: dict[str, float] = field(default_factory=dict)
     """Wall seconds per ``"<level> <guest> <workload>"``: where a run's time went."""
-    status: Progress = _quiet
     lab: str = ""
     """The lab's name, to name guests in progress lines as users type them."""
     stage: Stage = field(default_factory=Stage)
@@ -87,7 +81,7 @@ class LevelRunner:
         at = self.stage
         failure = Failure(self.variant, at.level, at.guest, at.what, message, code, detail)
         self.store.add_failure(self.run_id, failure)
-        self.progress(replace(failure, guest=self.shown(failure.guest)).headline)
+        self.progress.step(replace(failure, guest=self.shown(failure.guest)).headline)
         return failure
 
     def skip(self, place: Place, workload: str, reason: str) -> None:
@@ -103,7 +97,7 @@ class LevelRunner:
         )
         self.store.add_failure(self.run_id, failure)
         self.skipped.append(replace(failure, guest=self.shown(failure.guest)).headline)
-        self.progress(self.skipped[-1])
+        self.progress.step(self.skipped[-1])
 
     def boot(self, executor: Executor, stages: dict[str, float], say: bool = True) -> list[Sample]:
         """The guest's measured boot stages as samples of the ``boot`` workload.
@@ -113,7 +107,7 @@ class LevelRunner:
         place = executor.place
         if say:
             took = f", {stages['total']:.1f} s to its agent" if "total" in stages else ""
-            self.progress(f"{self.name(place)} booted ({place.accel}{took})")
+            self.progress.step(f"{self.name(place)} booted ({place.accel}{took})")
         samples = []
         for name in self.settings.workloads:
             w = named(name)
@@ -161,7 +155,7 @@ class LevelRunner:
             spent = time.monotonic() - start
             key = f"{place.level} {place.guest} {name}"
             self.timings[key] = self.timings.get(key, 0.0) + spent
-            self.progress(f"{self.name(place)} {name} done ({spent:.1f} s{_headline(done)})")
+            self.progress.step(f"{self.name(place)} {name} done ({spent:.1f} s{_headline(done)})")
             samples.extend(done)
         return samples
 
@@ -172,7 +166,7 @@ class LevelRunner:
         out: list[Sample] = []
         for rep in range(-s.warmup, s.repetitions):
             what = "warm-up" if rep < 0 else f"{rep + 1}/{s.repetitions}"
-            self.status(f"{self.name(place)}: {workload} {step.name} ({what})")
+            self.progress.detail(f"{self.name(place)}: {workload} {step.name} ({what})")
             result = self._run(executor, parent, step)
             try:
                 metrics = step.parse(result.stdout)

@@ -25,9 +25,10 @@ from kvmlab.bench.registry import (
     guests_workloads,
     named,
 )
-from kvmlab.bench.runner import NOTHING, LevelRunner, Progress, WorkloadsSkipped
+from kvmlab.bench.runner import NOTHING, LevelRunner, WorkloadsSkipped
 from kvmlab.errors import HostError, KvmlabError, UsageError
 from kvmlab.guest.image import GuestImage
+from kvmlab.progress import Progress
 from kvmlab.results.model import KVM_UNDER_FACT, LEVELS, NOT_RUN_FACT, Run
 from kvmlab.results.store import ResultStore
 from kvmlab.runtime import backends
@@ -152,7 +153,7 @@ def _runnable(
                 raise HostError(f"{loaded.path}: variant {name} cannot run here: host_kvm {why}")
             not_run[name] = f"host_kvm {why}"
             if name in chosen:
-                progress(f"variant {name} not run: host_kvm {why}")
+                progress.step(f"variant {name} not run: host_kvm {why}")
         elif name not in chosen:
             not_run[name] = "not asked for (--variant)"
     runnable = {n: v for n, v in chosen.items() if n not in not_run}
@@ -171,7 +172,6 @@ def run_bench(
     host_facts: dict[str, Any],
     timings: dict[str, float] | None = None,
     *,
-    status: Progress | None = None,
     on_start: Callable[[int], None] | None = None,
     lab_workloads: Sequence[LabWorkload] = (),
     provided: Provided | None = None,
@@ -179,8 +179,8 @@ def run_bench(
 ) -> int:
     """Measure the suite at the requested levels, for every variant; the stored run's id.
 
-    ``launch.progress`` gets a line per stage (a guest booting, booted, a workload done) and
-    ``status`` the passing detail (each repetition); ``timings`` (when given) receives the
+    ``launch.progress`` hears of each stage (a guest booting, booted, a workload done) and,
+    as detail, of each repetition; ``timings`` (when given) receives the
     wall seconds of each boot and workload; ``on_start`` the run's id once it is stored.
 
     L0 is measured once and filed under every variant (the host does not change
@@ -224,7 +224,6 @@ def run_bench(
         settings,
         progress,
         timings if timings is not None else {},
-        status if status is not None else lambda _: None,
         loaded.lab.name,
     )
     complete = False
@@ -277,7 +276,6 @@ def _lab_workload(
             set(levels),
             settings.repetitions,
             launch,
-            runner.status,
             runner.at,
             runner.store,
             runner.run_id,
@@ -343,9 +341,9 @@ def _guests(
             raise
         finally:
             runner.at("L1", tops, "teardown")
-            progress(f"stopping {runner.shown(tops)}")
+            progress.step(f"stopping {runner.shown(tops)}")
             start = time.monotonic()
-    progress(f"stopped {runner.shown(tops)} ({time.monotonic() - start:.1f} s)")
+    progress.step(f"stopped {runner.shown(tops)} ({time.monotonic() - start:.1f} s)")
 
 
 def _record_kvm(runner: LevelRunner, address: Sequence[str], under: dict[str, str]) -> None:

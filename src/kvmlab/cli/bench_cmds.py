@@ -32,7 +32,6 @@ from kvmlab.results.store import ResultStore
 
 if TYPE_CHECKING:
     from rich.console import Console
-    from rich.status import Status
 
     from kvmlab.bench.registry import Provided
     from kvmlab.cli.backend_opts import BackendOptions
@@ -67,42 +66,6 @@ def host_facts(accel: str, reason: str, flavour: str) -> dict[str, Any]:
     }
 
 
-class StageLog:
-    """Progress on stderr a person can follow anywhere: a line per stage with the time since
-    the start (``[  42 s] L1 nested/l1 booted (tcg, 7.3 s to its agent)``), and on a
-    terminal a live status line too, showing each repetition."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self.start = time.monotonic()
-        self._status: Status | None = None
-
-    def line(self, text: str) -> None:
-        """A stage: kept in the scrollback (or the log)."""
-        if self._status is not None:
-            self._status.update(text)
-        elapsed = time.monotonic() - self.start
-        self.console.print(f"[{elapsed:4.0f} s] {text}", markup=False, highlight=False)
-
-    def status(self, text: str) -> None:
-        """Passing detail: the live status only (nothing without a terminal)."""
-        if self._status is not None:
-            self._status.update(text)
-
-    @contextmanager
-    def live(self) -> Iterator[None]:
-        """The live status while the block runs, on a terminal."""
-        if not self.console.is_terminal:
-            yield
-            return
-        with self.console.status("starting") as status:
-            self._status = status
-            try:
-                yield
-            finally:
-                self._status = None
-
-
 def run_bench_cmd(
     lab_path: Path,
     suite: str,
@@ -130,6 +93,7 @@ def run_bench_cmd(
     from kvmlab.cli.hostinfo import host_accel, print_nested_preflight
     from kvmlab.cli.lab_cmds import image_factory, interruptible
     from kvmlab.cli.outfile import check_out
+    from kvmlab.cli.progress import StageLog
     from kvmlab.runtime.lab import Launch, assert_not_up
     from kvmlab.spec import load_lab
 
@@ -173,7 +137,7 @@ def run_bench_cmd(
         stored: list[int] = []
         faults: list[KvmlabError] = []
         failure: BaseException | None = None
-        launch = Launch(host, image_factory(), backend, log.line)
+        launch = Launch(host, image_factory(), backend, log)
         with log.live():
             try:
                 run_id = run_bench(
@@ -184,7 +148,6 @@ def run_bench_cmd(
                     launch,
                     facts,
                     timings,
-                    status=log.status,
                     on_start=stored.append,
                     lab_workloads=planned.lab,
                     provided=_provided(),

@@ -278,6 +278,7 @@ def run_compare(
     from kvmlab.errors import RuntimeFailure
     from kvmlab.exits.collect import profile_guest
     from kvmlab.exits.compare import show_compare
+    from kvmlab.progress import Relay
     from kvmlab.runtime import lab as labrun
     from kvmlab.runtime.rundir import LabDir
     from kvmlab.spec import load_lab
@@ -319,16 +320,15 @@ def run_compare(
     err = Console(stderr=True, soft_wrap=True)
     profiles: dict[str, Profile] = {}
     for name, variant in variants.items():
-
-        def progress(text: str, name: str = name) -> None:
-            err.print(f"  {name}: {text}", highlight=False, markup=False)
+        shown = Relay(lambda text: err.print(f"  {text}", highlight=False, markup=False))
+        progress = shown.prefixed(f"{name}: ")
 
         # Up and down as the commands do (guests detached, reached through their records),
         # so the profile is taken exactly as `kvmlab exits` takes it.
         with interruptible(f"comparing variant {name} of {loaded.lab.name}"):
             labrun.up(variant, labrun.Launch(host, image_factory(), progress=progress))
             try:
-                progress(f"up; settling for {settle:g} s, then {seconds:g} s")
+                progress.step(f"up; settling for {settle:g} s, then {seconds:g} s")
                 time.sleep(settle)
                 lab_dir = LabDir.of(loaded.lab.name)
                 entry = next(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -56,6 +55,7 @@ def run_up(
 
     from kvmlab.cli.backend_opts import BackendOptions, choose_backend
     from kvmlab.cli.hostinfo import host_accel, print_nested_preflight
+    from kvmlab.cli.progress import indented
     from kvmlab.report.grid import Col, print_grid
     from kvmlab.runtime import lab as labrun
     from kvmlab.spec import load_lab
@@ -71,12 +71,8 @@ def run_up(
     console.print(f"accelerator for accel=auto: {choice.accel} ({choice.reason})")
     if within is None:
         print_nested_preflight(loaded.lab, choice, console)
-    with interruptible(f"starting lab {loaded.lab.name}"), console.status("starting") as status:
-
-        def progress(text: str) -> None:
-            status.update(text)
-            console.print(f"  {text}")
-
+    progress = indented(console)
+    with interruptible(f"starting lab {loaded.lab.name}"), progress.live():
         launch = labrun.Launch(host, image_factory(), backend, progress)
         machines = labrun.up(loaded, launch, only=guest, within=within)
     if as_json:
@@ -154,9 +150,10 @@ def lab_named(text: str) -> str:
 
 def run_down(lab: str, force: bool) -> None:
     """Stop a lab's guests and remove its run state."""
+    from kvmlab.cli.progress import lines
     from kvmlab.runtime import lab as labrun
 
     lab = lab_named(lab)
     with interruptible(f"stopping lab {lab}"):
-        stopped = labrun.down(lab, force=force, progress=lambda t: print(f"  {t}", file=sys.stderr))
+        stopped = labrun.down(lab, force=force, progress=lines("  "))
     print(f"lab {lab} is down ({len(stopped)} guest(s) stopped)")

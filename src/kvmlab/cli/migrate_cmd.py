@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from kvmlab.cli.lab_cmds import interruptible
+from kvmlab.cli.progress import lines
 from kvmlab.errors import UsageError, printable
 
 EXIT_NOT_COMPLETED = 3
@@ -73,10 +73,7 @@ def run_migrate(options: MigrateOptions, output: str) -> int:
     )
     workload = Workload(opts.dirty_mib, opts.dirty_rate_mibs)
     address = opts.address
-
-    def progress(line: str) -> None:
-        print(f"kvmlab: {line}", file=sys.stderr, flush=True)
-
+    progress = lines("kvmlab: ", details=True)
     with interruptible(f"migrating {address}"):
         route = Route(to_uri=opts.to, dest_qemu=opts.dest_qemu, channel=opts.transport)
         reason = None
@@ -133,10 +130,7 @@ def run_compare(
     if not loaded.lab.migrations:
         raise UsageError(f"{lab_path} declares no [[migrations]]")
     host, _ = host_accel()
-
-    def progress(line: str) -> None:
-        print(f"kvmlab: {line}", file=sys.stderr, flush=True)
-
+    progress = lines("kvmlab: ", details=True)
     with interruptible(f"comparing the migrations of {loaded.lab.name}"):
         from kvmlab.net.migration_path import packet_path
 
@@ -146,7 +140,7 @@ def run_compare(
     doc = to_json(strategies)
     if html is not None:
         write_out(html, migration_html(doc, loaded.lab.name))
-        progress(f"wrote {printable(str(html))}")
+        progress.step(f"wrote {printable(str(html))}")
     if output == "json":
         print(json.dumps(doc, indent=2))
     else:

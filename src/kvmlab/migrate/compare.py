@@ -21,13 +21,12 @@ from kvmlab.migrate.modes import Settings
 from kvmlab.migrate.pathprobe import PathProbeFactory
 from kvmlab.migrate.result import Outcome
 from kvmlab.migrate.workload import Workload
+from kvmlab.progress import QUIET, Progress
 from kvmlab.runtime import lab as labrun
 from kvmlab.runtime.machine import Machine, MachineConfig
 from kvmlab.runtime.rundir import LabDir
 from kvmlab.spec import LoadedLab
 from kvmlab.spec.migration import MigrationSpec
-
-Progress = Callable[[str], None]
 
 METRICS: tuple[tuple[str, str, Callable[[Outcome], float | None]], ...] = (
     ("total time", "ms", lambda o: o.final.times.get("total-time") if o.final else None),
@@ -116,9 +115,8 @@ def run_migrations(
     host: labrun.HostAccel,
     image: Callable[[], GuestImage],
     reps: int | None = None,
-    progress: Progress = lambda _: None,
+    progress: Progress = QUIET,
     strategies: list[Strategy] | None = None,
-    detail: Progress | None = None,
     path_probe: PathProbeFactory | None = None,
 ) -> list[Strategy]:
     """Bring the lab up, run every declared migration ``reps`` times (default: each its own
@@ -126,10 +124,10 @@ def run_migrations(
 
     Outcomes are appended to ``strategies`` (when given) as they come, so a caller keeps
     what was measured when the comparison is cut short. ``progress`` hears of each run and
-    its verdict; ``detail`` (default: ``progress``) of each step of the lab and migrations.
+    its verdict as a stage, of each step of the lab and migrations as detail.
     ``path_probe``: how a guest's packet path is probed (:mod:`.pathprobe`).
     """
-    detail = detail or progress
+    detail = progress.as_detail()
     if strategies is None:
         strategies = []
     strategies[:] = [Strategy(m) for m in loaded.lab.migrations]
@@ -146,7 +144,7 @@ def run_migrations(
                 spec = strategy.spec
                 address = f"{lab}/{spec.guest}"
                 if not fresh or not _running(lab, spec.guest):
-                    progress(
+                    progress.step(
                         f"{address} did not come through the last migration intact: "
                         "bringing the lab up again"
                     )
@@ -155,7 +153,7 @@ def run_migrations(
                 if (machine := machines.get(spec.guest)) is not None:
                     strategy.accel = machine.accel
                     strategy.shape = (machine.vcpus, machine.memory)
-                detail(f"{spec.name}: run {len(strategy.outcomes) + 1}")
+                progress.detail(f"{spec.name}: run {len(strategy.outcomes) + 1}")
                 settings, reason = auto_settings(strategy, strategies)
                 try:
                     outcome = migrate(
@@ -174,7 +172,7 @@ def run_migrations(
                 if outcome.interrupted:
                     raise KeyboardInterrupt  # the user's Ctrl-C ends the comparison
                 fresh = intact(outcome)
-                progress(
+                progress.step(
                     f"{address} {spec.name} run {len(strategy.outcomes)}: "
                     f"{outcome.verdict}{_figures(outcome)}"
                 )

@@ -35,18 +35,17 @@ from kvmlab.migrate.workload import (
     verify_after,
 )
 from kvmlab.proc.signals import deferred_signals
+from kvmlab.progress import QUIET, Progress
 from kvmlab.runtime import backends
 from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.rundir import GuestRecord
-
-Progress = Callable[[str], None]
 
 
 def migrate(
     address: str,
     settings: Settings,
     workload: Workload = DEFAULT_WORKLOAD,
-    progress: Progress = lambda _: None,
+    progress: Progress = QUIET,
     route: Route = ON_THIS_HOST,
     auto_reason: str | None = None,
     path_probe: PathProbeFactory | None = None,
@@ -65,7 +64,7 @@ def migrate(
     guest that is not running or not migratable, a destination that does not start).
     """
     if auto_reason is not None:  # first: a refusal of what auto chose says it was auto's
-        progress(f"auto: {auto_reason}")
+        progress.step(f"auto: {auto_reason}")
     check_settings(settings)
     route.check()
     lab_dir, _, _ = running_source(address)  # checked before the lock, which creates the lab dir
@@ -154,7 +153,7 @@ def _attempt(
             observer.begin()
         if watching:
             time.sleep(1.0)  # the observers' own noise, before the migration
-        progress(f"migrating {outcome.address} ({outcome.plan})")
+        progress.step(f"migrating {outcome.address} ({outcome.plan})")
         t0 = time.monotonic()
         transport.start(progress)
         started = True
@@ -170,7 +169,7 @@ def _attempt(
         t_run = transport.destination_running()
         # the address first (the source's port forwards move only once it has let go of
         # them: a user of the guest's forwarded ports waits for that, not for a measure)
-        progress("switched over: letting the source go, handing the address over")
+        progress.step("switched over: letting the source go, handing the address over")
         moved = transport.hand_over()
         _after_hand_over(transport, moved, outcome)
         window = Window(t_base, t0, t_run, time.monotonic(), transport.level_factor())
@@ -284,11 +283,11 @@ def _interrupted(
     with deferred_signals():
         if started and moved is None and outcome.status not in FINISHED and not outcome.lost:
             if outcome.postcopy_started is not None and alive is not False:
-                progress("postcopy cannot be cancelled: letting it finish first")
+                progress.step("postcopy cannot be cancelled: letting it finish first")
             elif outcome.postcopy_started is None:
                 state = outcome.status
                 said = "before QEMU reported it" if state == "none" else f"QEMU's state: {state}"
-                progress(f"cancelling the migration ({said})")
+                progress.step(f"cancelling the migration ({said})")
                 with contextlib.suppress(KvmlabError):
                     transport.cancel()
             with contextlib.suppress(KvmlabError):
@@ -298,7 +297,7 @@ def _interrupted(
             and outcome.status == "completed"
             and transport.destination_alive() is not False
         ):
-            progress("the migration had completed: handing the guest over to the destination")
+            progress.step("the migration had completed: handing the guest over to the destination")
             with contextlib.suppress(KvmlabError):
                 moved = transport.hand_over()
                 _after_hand_over(transport, moved, outcome)

@@ -132,6 +132,22 @@ def start_echo(machine: Machine, port: int) -> int:
     return machine.exec_background(["/bin/kvmlab-echo", str(port)])
 
 
+def wait_echo_bound(machine: Machine, port: int, pid: int) -> str | None:
+    """Wait until the echo (``pid``) holds UDP ``port`` in the guest; None once it does, or
+    why it never will (it exited). A guest busy dirtying its memory may take a while to
+    schedule it; each poll is the agent answering, so the wait shows progress."""
+    hexport = f":{port:04X} "
+    deadline = time.monotonic() + AGENT_PATIENCE * machine.level_factor()
+    while time.monotonic() < deadline:
+        code, out = _sh(machine, f"kill -0 {pid} && grep -c '{hexport}' /proc/net/udp")
+        if code != 0 and "No such process" in out:
+            return f"the echo in the guest (pid {pid}) exited before it took port {port}"
+        if code == 0 and out.strip().splitlines()[-1:] != ["0"]:
+            return None
+        time.sleep(0.2)
+    return f"the echo in the guest did not take port {port} in {AGENT_PATIENCE:g} s"
+
+
 def stop_echo(machine: Machine, pid: int) -> None:
     """Stop the echo (it exits on SIGTERM)."""
     _sh(machine, f"kill {pid} 2>/dev/null; true")

@@ -4,14 +4,13 @@ in-flight rule, ``--max-time``), and its final times read, through the transport
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 from kvmlab.migrate.modes import AUTO_PASSES, Settings
 from kvmlab.migrate.result import Outcome
 from kvmlab.migrate.stats import Sample, parse
 from kvmlab.migrate.transports.base import AnyTransport, Refused
+from kvmlab.progress import Progress
 
-Progress = Callable[[str], None]
 FINAL_TIMES_S = 3.0
 """How long a completed job's final times are waited for (see :func:`final_times`)."""
 CANCEL_S = 60.0
@@ -56,7 +55,7 @@ def follow(
             return
         if sync != last_pass and sample is not None:
             last_pass = sync
-            progress(
+            progress.step(
                 f"pass {sync:.0f} at {t:.1f} s: {sample.ram.get('remaining', 0) / 1048576:.0f}"
                 f" MiB remaining, {sample.ram.get('mbps', 0):.0f} Mbit/s"
             )
@@ -68,7 +67,7 @@ def follow(
             if waited > CANCEL_S and not unstuck:
                 unstuck = True
                 done = transport.unstick()
-                progress(
+                progress.step(
                     f"the job has not ended {waited:.0f} s after the cancel"
                     + (f": {done}" if done else "")
                 )
@@ -97,7 +96,7 @@ def follow(
             if done is None:
                 return
             unstuck = True
-            progress(f"the job has not ended {CANCEL_S:.0f} s after the cancel: {done}")
+            progress.step(f"the job has not ended {CANCEL_S:.0f} s after the cancel: {done}")
             deadline = time.monotonic() + CANCEL_S
         for event in transport.wait(transport.sample_s):
             outcome.events.append(
@@ -124,7 +123,7 @@ def _steer(
                 pass  # too early for the backend: asked again at the next sample
             else:
                 outcome.postcopy_started = t
-                progress(f"switching to postcopy at {t:.1f} s (after pass {sync - 1:.0f})")
+                progress.step(f"switching to postcopy at {t:.1f} s (after pass {sync - 1:.0f})")
         elif settings.mode == "auto" and sync > AUTO_PASSES:
             transport.start_postcopy()
             outcome.postcopy_started = t
@@ -134,7 +133,7 @@ def _steer(
                 f"precopy did not reach the {transport.downtime_target_ms()} ms target in "
                 f"{AUTO_PASSES} passes (expected downtime {expected:.0f} ms): postcopy",
             )
-            progress(f"auto: {outcome.choice} at {t:.1f} s")
+            progress.step(f"auto: {outcome.choice} at {t:.1f} s")
     if t <= settings.max_seconds or outcome.postcopy_started is not None:
         return
     if settings.on_timeout == "postcopy" and transport.can_postcopy:
@@ -149,11 +148,11 @@ def _steer(
                 "postcopy (--on-timeout postcopy)"
             )
             outcome.choice = f"{outcome.choice}; then {timed_out}" if outcome.choice else timed_out
-            progress(f"not converged in {settings.max_seconds:g} s: switching to postcopy")
+            progress.step(f"not converged in {settings.max_seconds:g} s: switching to postcopy")
             return
     else:
         outcome.cancelled = f"not converged in {settings.max_seconds:g} s"
-    progress(f"{outcome.cancelled}: cancelling (the source keeps running)")
+    progress.step(f"{outcome.cancelled}: cancelling (the source keeps running)")
     transport.cancel()
 
 

@@ -12,7 +12,6 @@ import contextlib
 import dataclasses
 import subprocess
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -24,9 +23,8 @@ from kvmlab.migrate.probe import STEADY_CEILING_S, HeartbeatWatch, measure_downt
 from kvmlab.migrate.result import Outcome
 from kvmlab.migrate.transports.base import AnyTransport
 from kvmlab.proc.signals import deferred_signals
+from kvmlab.progress import QUIET, Progress
 from kvmlab.runtime.machine import Machine
-
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -78,7 +76,7 @@ class Heartbeats(Observer):
     def __init__(self, transport: AnyTransport) -> None:
         self.files = transport.heartbeat_files()
         self.watch = HeartbeatWatch(self.files) if self.files else None
-        self.progress: Progress = lambda _: None
+        self.progress: Progress = QUIET
 
     def prepare(self, outcome: Outcome, progress: Progress) -> bool:
         self.progress = progress
@@ -90,7 +88,7 @@ class Heartbeats(Observer):
 
     def measure(self, outcome: Outcome, window: Window, moved: Machine) -> None:
         assert self.watch is not None
-        self.progress("measuring the guest's downtime until its heartbeats are steady")
+        self.progress.step("measuring the guest's downtime until its heartbeats are steady")
         ceiling = STEADY_CEILING_S * window.factor
         gap, base = measure_downtime(self.watch, window.t_base, window.t0, window.t_run, ceiling)
         outcome.guest_downtime_ms = gap.seconds * 1000 if gap else None
@@ -183,7 +181,8 @@ class _NetProbe:
 
 
 ECHO_WAIT_S = 10.0
-"""How long the first echo may take once the probe starts (times the guest's slowness)."""
+"""How long the first echo may take once the echo holds its port in the guest (times the
+guest's slowness)."""
 
 
 def _start_network_probe(
@@ -209,21 +208,25 @@ def _start_network_probe(
     echo = guestside.start_echo(transport.source, GUEST_PORT)
     probe = NetworkProbe("127.0.0.1", port).start()
     net = _NetProbe(probe, netdev, rule, rule, echo, False)
-    deadline = time.monotonic() + ECHO_WAIT_S * max(1.0, transport.level_factor())
-    while not net.probe.arrivals and time.monotonic() < deadline:
+    why = guestside.wait_echo_bound(transport.source, GUEST_PORT, echo)
+    wait = ECHO_WAIT_S * max(1.0, transport.level_factor())
+    deadline = time.monotonic() + wait
+    while why is None and not net.probe.arrivals and time.monotonic() < deadline:
         time.sleep(0.05)
-    why = None
     early = False
-    if not net.probe.arrivals:
-        why = f"no echo came back through {rule} in {ECHO_WAIT_S:g} s"
-    elif transport.forward_from_start(netdev, own_rule):
+    if why is None and not net.probe.arrivals:
+        why = (
+            f"no echo came back through {rule} in {wait:.0f} s, "
+            "though the echo in the guest holds its port"
+        )
+    elif why is None and transport.forward_from_start(netdev, own_rule):
         early = True
         net = dataclasses.replace(net, dest_rule=own_rule, early=True)
         try:
             probe.add_target(there, dest_port)
         except OSError as exc:
             why = f"no route to {there} for the probe: {exc}"
-    elif remote:
+    elif why is None and remote:
         why = "the destination's user network takes no forward at its start"
     if why is not None:
         _stop_network_probe(transport, net, transport.source)
@@ -236,7 +239,7 @@ def _start_network_probe(
     outcome.network_path = (
         f"udp 127.0.0.1:{port}{both} -> guest port {GUEST_PORT}, its user network"
     )
-    progress(f"network probe: UDP at 1 kHz to 127.0.0.1:{port}{both}, echoed in the guest")
+    progress.step(f"network probe: UDP at 1 kHz to 127.0.0.1:{port}{both}, echoed in the guest")
     return net
 
 
@@ -271,7 +274,7 @@ def _start_path_probe(
         return None
     if isinstance(made, str):
         outcome.packet_path = f"not probed: {made}"
-        progress(f"packet path: not probed ({made})")
+        progress.step(f"packet path: not probed ({made})")
         return None
     prober: NetworkProbe | None = None
     wait = ECHO_WAIT_S * max(1.0, transport.level_factor())
@@ -291,10 +294,10 @@ def _start_path_probe(
         if not isinstance(exc, (KvmlabError, OSError, subprocess.SubprocessError)):
             raise
         outcome.packet_path = f"{made.description}: not probed: {exc}"
-        progress(f"packet path: not probed ({exc})")
+        progress.step(f"packet path: not probed ({exc})")
         return None
     outcome.packet_path = made.description
-    progress(f"packet path: UDP at 1 kHz, {made.description}")
+    progress.step(f"packet path: UDP at 1 kHz, {made.description}")
     return _PathRun(made, prober)
 
 

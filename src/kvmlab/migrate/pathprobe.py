@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from kvmlab.progress import Progress
 from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.rundir import GuestRecord
-
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)

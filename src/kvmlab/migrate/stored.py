@@ -25,6 +25,7 @@ from kvmlab.migrate.engine_common import Workload, running_source
 from kvmlab.migrate.modes import Settings
 from kvmlab.migrate.pathprobe import PathProbeFactory
 from kvmlab.migrate.transports.base import Route
+from kvmlab.progress import Progress
 from kvmlab.results.model import MIGRATION_DOCUMENT, MIGRATION_PREFIX, Sample
 from kvmlab.results.store import ResultStore, default_results_path
 from kvmlab.runtime import lab as labrun
@@ -96,15 +97,14 @@ def measure(
     loaded: LoadedLab,
     host: labrun.HostAccel,
     image: Callable[[], GuestImage],
-    progress: Callable[[str], None],
-    detail: Callable[[str], None] | None = None,
+    progress: Progress,
     path_probe: PathProbeFactory | None = None,
 ) -> list[str]:
     """Run the variant's migrations and store them with the run (what was measured, also when
     cut short); what came out corrupted (:func:`corrupted`)."""
     strategies: list[Strategy] = []
     try:
-        run_migrations(loaded, host, image, None, progress, strategies, detail, path_probe)
+        run_migrations(loaded, host, image, None, progress, strategies, path_probe)
     finally:  # what was measured is kept when a failure or Ctrl-C cuts the comparison short
         if any(s.outcomes for s in strategies):
             store.add(run_id, samples(strategies, variant, loaded.lab.name))

@@ -15,11 +15,10 @@ from kvmlab.errors import KvmlabError, RuntimeFailure, StateError, UsageError
 from kvmlab.migrate import guestside
 from kvmlab.migrate.result import Outcome
 from kvmlab.proc.signals import deferred_signals
+from kvmlab.progress import Progress
 from kvmlab.runtime import backends
 from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.rundir import GuestRecord, LabDir
-
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -98,7 +97,7 @@ def start_workload(
     targets and sizes in bytes, in the domain's order) read, the memory verified once and the
     warm-up waited out (the rate reached noted in ``outcome``): what the checks after the
     migration compare against. On any failure the dirtier is stopped again."""
-    progress(
+    progress.step(
         f"starting kvmlab-dirty in {address}: {workload.mem_mib} MiB at "
         f"{workload.rate_mibs:g} MiB/s"
     )
@@ -109,7 +108,7 @@ def start_workload(
         klines = guestside.kernel_lines(source)
         read: tuple[guestside.DiskDigest, ...] = ()
         if disks:
-            progress(f"reading the {len(disks)} disk(s) to copy in {address}")
+            progress.step(f"reading the {len(disks)} disk(s) to copy in {address}")
             devices = guestside.guest_disks(source, list(disks))
             read = tuple(guestside.read_disks(source, devices))
             outcome.checks_before.append(guestside.disks_read(read))

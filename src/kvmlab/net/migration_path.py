@@ -44,6 +44,7 @@ from kvmlab.net.testpmd_stats import Snapshot
 from kvmlab.net.traffic import HostTestPmd, SwitchCounted
 from kvmlab.proc.confined import create_owned, remove_owned
 from kvmlab.proc.netns import socket_at, socket_in
+from kvmlab.progress import Progress
 from kvmlab.render.dpdk import bridge_argv
 from kvmlab.runtime import backends
 from kvmlab.runtime.machine import Machine
@@ -283,7 +284,6 @@ def paired_port(ports: list[str]) -> str | None:
     return ports[partner] if partner < len(ports) else None
 
 
-Progress = Callable[[str], None]
 Target = tuple[str, int, Callable[[], socket.socket]]
 """Where the probes go: address, UDP port, how to make a socket that reaches it."""
 
@@ -502,7 +502,7 @@ class PeerPath:
             relay_at = self._start_relay(progress, address)
         except KvmlabError as exc:
             self._without_peer = f"{self.peer_name}'s relay did not start: {exc}"
-            progress(f"packet path: probes from the host instead ({self._without_peer})")
+            progress.step(f"packet path: probes from the host instead ({self._without_peer})")
             self.description = (
                 f"{self.direct.description} (not from the peer guest: {self._without_peer})"
             )
@@ -519,13 +519,15 @@ class PeerPath:
         image has none); the peer's address on the network."""
         peer = self.peer
         _, relay_at = _guest_sh(peer, GUEST_ADDRESS, self.peer_mac).split()
-        progress(f"packet path: probes relayed by the peer guest {self.peer_name} ({relay_at})")
+        progress.step(
+            f"packet path: probes relayed by the peer guest {self.peer_name} ({relay_at})"
+        )
         self._relaying = True  # from here on, close() stops it
         _guest_sh(peer, STOP_RELAY, str(RELAY_PORT), RELAY_DIR, "0")  # a killed run's
         program = _guest_sh(peer, PREPARE_RELAY, RELAY_DIR, RELAY_BIN, _relay_version())
         if program.startswith("copy "):
             program = program.removeprefix("copy ")
-            progress(f"packet path: copying kvmlab's relay into the peer ({program})")
+            progress.step(f"packet path: copying kvmlab's relay into the peer ({program})")
             _install(peer, program)
         wait = str(round(RELAY_START_S * max(1.0, peer.level_factor())))
         argv = [program, str(RELAY_PORT), address, str(ECHO_PORT), RELAY_COUNTS]
@@ -623,7 +625,7 @@ class SwitchPath:
     def start(self, progress: Progress) -> tuple[str, int, Callable[[], socket.socket]]:
         """Bridge, tap, the guest's NIC addressed and its echo started, every hop counted;
         where the prober sends, and how it makes a socket in the bridge's namespace."""
-        progress(
+        progress.step(
             f"packet path: bridging the switch's {GEN_PORT} to a tap, probing port {self.port}"
         )
         self._start_bridge()

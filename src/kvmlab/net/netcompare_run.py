@@ -33,12 +33,12 @@ from kvmlab.net.netcompare import (
     without_vhost_net,
 )
 from kvmlab.proc.processes import die_with_parent, terminate
+from kvmlab.progress import Progress
 from kvmlab.results.model import Sample
 from kvmlab.runtime import lab as labrun
 from kvmlab.runtime.machine import Machine
 from kvmlab.spec import LoadedLab
 
-Progress = Callable[[str], None]
 At = Callable[[str, str, str], None]
 
 
@@ -158,7 +158,7 @@ def measure_path(
             for streams in spec.streams:
                 for reverse in (False, True):
                     way = "<-" if reverse else "->"
-                    progress(f"netcompare: {path.name} tcp P{streams} {way} (rep {rep + 1})")
+                    progress.step(f"netcompare: {path.name} tcp P{streams} {way} (rep {rep + 1})")
                     watched = watches and streams == most and rep == 0
                     if watched:
                         watches[0].before()
@@ -169,12 +169,14 @@ def measure_path(
             for reverse in (False, True):
                 way = "<-" if reverse else "->"
                 argv = iperf_argv(path, port, spec.seconds, 1, reverse, payload)
-                progress(f"netcompare: {path.name} udp {spec.udp_frame}B {way} (rep {rep + 1})")
+                progress.step(
+                    f"netcompare: {path.name} udp {spec.udp_frame}B {way} (rep {rep + 1})"
+                )
                 udp = _values(parse_iperf3_udp(_retrying(vm, argv, spec.seconds, "iperf3 -u")))
                 add(f"udp {spec.udp_frame}B {way}", udp["received_mpps"], "Mpps", True, rep, argv)
                 add(f"udp {spec.udp_frame}B {way} loss", udp["lost_pct"], "%", False, rep, argv)
             argv = ping_argv(path, spec.pings)
-            progress(f"netcompare: {path.name} ping x{spec.pings} (rep {rep + 1})")
+            progress.step(f"netcompare: {path.name} ping x{spec.pings} (rep {rep + 1})")
             text = _guest_run(vm, argv, spec.pings * 0.05 + 10, "ping")
             summary = _values(parse_ping(text))
             add("ping loss", summary["packet_loss_pct"], "%", False, rep, argv)
@@ -190,7 +192,7 @@ def measure_path(
                 for reverse in (False, True):
                     way = "<-" if reverse else "->"
                     test = f"{count}q tcp P{most} {way}"
-                    progress(f"netcompare: {path.name} {test} (rep {rep + 1})")
+                    progress.step(f"netcompare: {path.name} {test} (rep {rep + 1})")
                     if rep == 0:
                         watches[0].before()
                     rate, argv = _tcp(vm, path, port, spec.seconds, most, reverse)
@@ -205,7 +207,7 @@ def measure_path(
             documents[path.name] = watches[0].document()
         out.extend(watches[0].samples(variant, WORKLOAD, path.metric(""), vm.config.accel))
         for line in watches[0].report(f"{path.name}: "):
-            progress(f"netcompare: {line}")
+            progress.step(f"netcompare: {line}")
     return out
 
 
@@ -234,7 +236,7 @@ def run_netcompare(
     if not VHOST_NET.exists():
         lab, dropped = without_vhost_net(loaded.lab)
         if dropped:
-            progress(
+            progress.step(
                 f"netcompare: tap+vhost-net not measured: this host has no {VHOST_NET} "
                 f"(modprobe vhost_net; in a guest hypervisor it loads), so "
                 f"{', '.join(dropped)} left out"
@@ -250,7 +252,7 @@ def run_netcompare(
         )
     loose = unpaired(lab)
     for why in loose:
-        progress(f"netcompare: not measured: {why}")
+        progress.step(f"netcompare: not measured: {why}")
     if not paths:
         raise StateError(
             f"{loaded.path}: no network path to compare (give guests a user NIC, "
@@ -259,7 +261,7 @@ def run_netcompare(
     reps = lab.bench.netcompare.repetitions or reps
     guests = ", ".join(dict.fromkeys(p.a.name for p in paths))
     at("L1", guests, WORKLOAD)
-    progress(f"netcompare: {len(paths)} path(s): {', '.join(p.name for p in paths)}")
+    progress.step(f"netcompare: {len(paths)} path(s): {', '.join(p.name for p in paths)}")
     doc: dict[str, Any] = {
         "paths": [p.name for p in paths],
         "multiqueue": {},

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
@@ -33,13 +33,13 @@ from kvmlab.net.traffic import (
     traffic,
 )
 from kvmlab.proc.confined import create_owned, remove_owned
+from kvmlab.progress import Progress
 from kvmlab.results.model import Sample
 from kvmlab.spec.switch import PvpSpec, SwitchSpec
 
 WORKLOAD = "pvp"
 LOOPBACK_DIR = SWITCH_DIRS[1]
 TRAFFIC_DIR = ".traffic"
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -236,7 +236,7 @@ def measure(
             where = f"{at.level} {at.guest}"
             for on, values in received.items():
                 label = "" if tuning is None else (" tuned" if on else " untuned")
-                progress(
+                progress.step(
                     f"{where} pvp {frame}B{label}: {statistics.median(values):.3f} Mpps "
                     f"received (median of {reps} trials of {seconds:g} s)"
                 )
@@ -245,7 +245,7 @@ def measure(
             try:
                 tuning.set(False)
             except KvmlabError as exc:  # what was measured is kept; the host says how to undo
-                progress(f"WARNING: {exc}; 'kvmlab tune rollback' retries")
+                progress.step(f"WARNING: {exc}; 'kvmlab tune rollback' retries")
     return out
 
 
@@ -282,7 +282,7 @@ def loopback(
     """The ceiling: generator -> a switch of the lab's kind with only kvmlab's two ports ->
     sink, in ``root`` (the lab's run directory, locked by the caller)."""
     ports = [GEN_PORT, SINK_PORT]
-    progress(f"pvp loopback: starting a {spec.kind} switch with ports {', '.join(ports)}")
+    progress.step(f"pvp loopback: starting a {spec.kind} switch with ports {', '.join(ports)}")
     with Switch(lab, spec, root / LOOPBACK_DIR, ports, name="loopback") as sw:
         sw.start()
         work = create_owned(root / TRAFFIC_DIR, f"pvp traffic of lab {lab}")

@@ -69,7 +69,7 @@ def run_pvp(
         isolated = lab.tuning.isolated or spec.cores
         accept = lab.tuning.unmovable_irqs == "accept"
         tuning = Toggle(cpu_partitioning(isolated), accept_unmovable=accept, report=progress)
-        progress(
+        progress.step(
             f"pvp: windows alternate untuned and tuned ({lab.tuning.profile}, CPUs "
             f"{','.join(map(str, isolated))} isolated)"
         )
@@ -95,7 +95,7 @@ def run_pvp(
         ports = (nics[0][1].port or "", nics[1][1].port or "")
         macs = [n.mac or derived_mac(lab.name, (guest,), i) for i, n in nics]
         vm = GuestTestPmd(machine)
-        progress(
+        progress.step(
             f"{lab.name}/{guest}: binding {', '.join(macs)} to uio_pci_generic, "
             "starting testpmd (macswap)"
         )

@@ -23,6 +23,7 @@ from pathlib import Path
 from kvmlab.errors import HostError, KvmlabError, printable
 from kvmlab.net.tunepath import STATE_ENV
 from kvmlab.net.tunestate import SavedChange, SavedState, State, TuningStateError
+from kvmlab.progress import QUIET, Progress
 from kvmlab.spec.hostcpus import host_cpu_text
 from kvmlab.spec.units import format_cpuset, parse_cpuset
 
@@ -474,7 +475,7 @@ class Toggle:
         settings: Sequence[Setting],
         state: State | None = None,
         accept_unmovable: bool = False,
-        report: Callable[[str], None] | None = None,
+        report: Progress = QUIET,
     ) -> None:
         self.settings = list(settings)
         self.state = state or State()
@@ -506,10 +507,10 @@ class Toggle:
                 owner=(os.getpid(), start_time(os.getpid())),
                 accept_unmovable=self.accept_unmovable,
             )
-            if self.report is not None and not self.reported and not got.failed:
+            if not self.reported and not got.failed:
                 self.reported = True
                 for _name, why in got.unmovable:
-                    self.report(f"tuned windows: {why}")
+                    self.report.step(f"tuned windows: {why}")
         else:
             if self.state.read() is None:
                 self.on = False

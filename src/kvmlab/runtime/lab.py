@@ -30,6 +30,7 @@ from kvmlab.guest.image import STANDALONE, GuestImage, build_image
 from kvmlab.host.accel import OUTER_ACCEL_ENV
 from kvmlab.proc.processes import QEMU, terminate
 from kvmlab.proc.signals import deferred_signals
+from kvmlab.progress import QUIET, Progress
 from kvmlab.render import BootImage, Target
 from kvmlab.render.devices.control import ControlPart
 from kvmlab.render.devices.disk import SEED_IMAGE
@@ -42,17 +43,13 @@ from kvmlab.runtime.guest_kvm import check_guest_kvm, check_host_kvm, local_kvm
 from kvmlab.runtime.guest_network import address_script, lab_addresses, setup_script, user_net
 from kvmlab.runtime.hostaccel import HostAccel as HostAccel
 from kvmlab.runtime.hostcpus import check_host_cpus
-from kvmlab.runtime.machine import Backend, Machine, MachineConfig, Progress
+from kvmlab.runtime.machine import Backend, Machine, MachineConfig
 from kvmlab.runtime.records import GuestNic
 from kvmlab.runtime.rundir import GuestEntry, GuestRecord, LabDir, check_socket_paths
 from kvmlab.runtime.waits import LIMITS, check_environment
 from kvmlab.spec import Guest, Lab, LoadedLab, TapNic, VhostUserNic
 from kvmlab.spec.hostcpus import guest_cpu_uses, switch_cpu_uses, tuning_cpu_uses
 from kvmlab.spec.rules import guest_key
-
-
-def _quiet(_: str) -> None:
-    """Progress nobody reads."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +60,7 @@ class Launch:
     host: HostAccel
     image: Callable[[], GuestImage]
     backend: Backend = backends.QEMU
-    progress: Progress = _quiet
+    progress: Progress = QUIET
 
 
 def boot_image(image: GuestImage, guest: Guest, hostname: str) -> BootImage:
@@ -368,7 +365,7 @@ def started(
                 stale = clean_stale(lab_dir)  # refuses while the lab runs: nothing to undo
                 mine = True
             for name in stale:
-                progress(f"cleaned up {name}: its QEMU had died")
+                progress.step(f"cleaned up {name}: its QEMU had died")
             here = [
                 (n, g)
                 for n, g in chosen  # guests of a daemon elsewhere bind there
@@ -389,7 +386,7 @@ def started(
             if loaded.lab.networks and not within:
                 nets.append(LabNet(loaded.lab, lab_dir.root / NET_DIR))
                 plans = tap_plans(loaded.lab, [n for n, _ in chosen])
-                progress(
+                progress.step(
                     f"creating the lab's networks ({', '.join(loaded.lab.networks)}) in "
                     f"network namespace {nets[0].ns}"
                 )
@@ -422,7 +419,7 @@ def _start_switch(
     assert spec is not None
     sw = Switch(loaded.lab.name, spec, lab_dir.root / SWITCH_DIR, lab_ports(loaded.lab))
     out.append(sw)
-    progress(f"starting the {spec.kind} switch (ports {', '.join(sw.ports)})")
+    progress.step(f"starting the {spec.kind} switch (ports {', '.join(sw.ports)})")
     sw.start(outlive=True)
 
 
@@ -495,7 +492,7 @@ def _boot_all(
             write_seed(config.run_dir / SEED_IMAGE, guest.cloud_init, hostname=name)
         machine = backend.machine(loaded, path, guest, config, progress)
         machines.append(machine)
-        progress(f"starting {config.name} ({config.accel}: {config.accel_reason})")
+        progress.step(f"starting {config.name} ({config.accel}: {config.accel_reason})")
         attach = net.attacher(tap_plans(loaded.lab, [name])) if net is not None else None
         machine.launch(on_up=attach)  # the taps leave the host's namespace at once
         prepare_guest(machine, loaded.lab, path, guest)
@@ -507,7 +504,7 @@ def start_nested(
     machine: Machine,
     outer: LoadedLab,
     image: GuestImage | None,
-    progress: Progress = lambda _: None,
+    progress: Progress = QUIET,
     within: tuple[str, ...] = (),
 ) -> list[GuestRecord]:
     """Start a running guest hypervisor's guests inside it (``kvmlab up`` there), once its
@@ -518,12 +515,12 @@ def start_nested(
     if kvm is not None and kvm.asked():
         params = check_guest_kvm(machine, kvm)
         shown = ", ".join(f"{k}={v}" for k, v in params.items())
-        progress(f"{machine.config.name}'s KVM: {shown} (read back from its /sys/module)")
-    progress(f"starting the guests of {machine.config.name} inside it (kvmlab up there)")
+        progress.step(f"{machine.config.name}'s KVM: {shown} (read back from its /sys/module)")
+    progress.step(f"starting the guests of {machine.config.name} inside it (kvmlab up there)")
     children = nested.start_children(machine, outer, address, image)
     for child in children:
         took = child.boot.get("total", 0)
-        progress(
+        progress.step(
             f"{child.name} is up inside {machine.config.name} ({child.accel}, "
             f"{took:.1f} s to its agent): {child.accel_reason}"
         )
@@ -540,7 +537,7 @@ def up(
     return machines
 
 
-def down(lab: str, force: bool = False, progress: Progress = lambda _: None) -> list[str]:
+def down(lab: str, force: bool = False, progress: Progress = QUIET) -> list[str]:
     """Stop every guest of a lab (children first) and remove its run directory.
 
     Half-started, orphaned and unreadable guests are found by their run directory and
@@ -563,9 +560,9 @@ def down(lab: str, force: bool = False, progress: Progress = lambda _: None) -> 
         ]
         for name in SWITCH_DIRS if not survivors else ():
             if stop_recorded(lab_dir.root / name):
-                progress(f"stopped the switch ({name})")
+                progress.step(f"stopped the switch ({name})")
         if not survivors and stop_recorded_net(lab_dir.root / NET_DIR, lab_dir.lab):
-            progress("deleted the lab's networks")
+            progress.step("deleted the lab's networks")
         if survivors:
             raise RuntimeFailure(
                 f"could not stop {', '.join(survivors)}; the run state in {lab_dir.root} is kept"
@@ -589,7 +586,7 @@ def _stop_entry(entry: GuestEntry, lab: str, force: bool, progress: Progress) ->
             return stopped  # its QEMU is the daemon's: kvmlab never signals it
     for pid in entry.processes():  # never recorded, or recorded unreadably
         why = entry.problem or "its record has no pid"
-        progress(f"stopping QEMU pid {pid} of {entry.name} ({why})")
+        progress.step(f"stopping QEMU pid {pid} of {entry.name} ({why})")
         terminate(pid, f"{entry.run_dir}/", grace=3.0, program=QEMU)
         stopped = True
     return stopped

@@ -41,6 +41,7 @@ from kvmlab.guest.agent import ExecResult, GuestAgent
 from kvmlab.guest.errors import AgentError
 from kvmlab.proc.confined import create_owned, remove_owned
 from kvmlab.proc.processes import QEMU, alive, cpu_seconds, start_time
+from kvmlab.progress import Progress
 from kvmlab.runtime import boottime
 from kvmlab.runtime.monitor import Monitor as Monitor
 from kvmlab.runtime.records import GuestNic, GuestRecord
@@ -49,8 +50,6 @@ from kvmlab.runtime.waits import LIMITS, Stalled, Watch, cpu_steps, level_factor
 if TYPE_CHECKING:
     from kvmlab.render.target import Target
     from kvmlab.spec import Guest, LoadedLab
-
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -507,7 +506,7 @@ class Machine(abc.ABC):
         if not self.is_alive():
             return False
         self._stop_inside(record, force, progress, stop_children)
-        progress(f"stopping {record.name}")
+        progress.step(f"stopping {record.name}")
         self.shutdown(force=force or record.state != "running")
         return True
 
@@ -519,7 +518,7 @@ class Machine(abc.ABC):
         stop_children: Callable[[Machine, str], None],
     ) -> None:
         if record.children and record.state == "running" and not force:
-            progress(f"stopping the guests inside {record.name}")
+            progress.step(f"stopping the guests inside {record.name}")
             stop_children(self, record.lab)
 
     def _require(self, state: MachineState, action: str) -> None:

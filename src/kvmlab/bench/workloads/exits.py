@@ -132,7 +132,7 @@ def run(up: GuestsUp) -> None:
         where = f"L2 {up.shown(guest)}"
         if up.variant != "default":
             where = f"{up.variant}: {where}"
-        up.progress(
+        up.progress.step(
             f"{where} exits under fork load: "
             f"{rows[0].value:.0f}/s ({top}; {profile.provider}, {profile.seconds:g} s)"
         )

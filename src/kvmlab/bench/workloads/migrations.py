@@ -18,6 +18,7 @@ from kvmlab.errors import KvmlabError
 
 if TYPE_CHECKING:
     from kvmlab.guest.image import GuestImage
+    from kvmlab.progress import Progress
     from kvmlab.results.store import ResultStore
     from kvmlab.runtime.lab import HostAccel
     from kvmlab.runtime.machine import Backend
@@ -27,8 +28,8 @@ NAME = "migrations"
 
 
 class Measure(Protocol):
-    """``measure(store, run_id, variant, lab, host, image, progress, detail)``: the
-    variant's migrations run and stored with the run; what came out corrupted."""
+    """``measure(store, run_id, variant, lab, host, image, progress)``: the variant's
+    migrations run and stored with the run; what came out corrupted."""
 
     def __call__(
         self,
@@ -38,8 +39,7 @@ class Measure(Protocol):
         loaded: LoadedLab,
         host: HostAccel,
         image: Callable[[], GuestImage],
-        progress: Callable[[str], None],
-        detail: Callable[[str], None],
+        progress: Progress,
         /,
     ) -> list[str]: ...
 
@@ -66,7 +66,6 @@ def run(lab: LabRun) -> list[str]:
         launch.host,
         launch.image,
         launch.progress,
-        lab.status,
     )
     shown = "" if lab.variant == "default" else f"{lab.variant}: "
     return [f"{shown}{f}" for f in found]

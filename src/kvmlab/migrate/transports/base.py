@@ -11,7 +11,6 @@ two daemons (:mod:`.libvirt`).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -20,11 +19,11 @@ from kvmlab.errors import KvmlabError, UsageError
 from kvmlab.migrate.modes import Settings
 from kvmlab.migrate.probe import Where
 from kvmlab.migrate.result import Outcome
+from kvmlab.progress import Progress
 from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.rundir import GuestRecord
 from kvmlab.spec.backend import uri_option
 
-Progress = Callable[[str], None]
 M = TypeVar("M", bound=Machine)
 
 

@@ -31,7 +31,7 @@ from kvmlab.migrate.modes import Settings
 from kvmlab.migrate.netprobe import GUEST_PORT
 from kvmlab.migrate.probe import Where
 from kvmlab.migrate.result import Outcome
-from kvmlab.migrate.transports.base import JobState, Progress, Refused, Route, Transport
+from kvmlab.migrate.transports.base import JobState, Refused, Route, Transport
 from kvmlab.migrate.transports.libvirt_disks import (
     CopiedDisk,
     copied_disks,
@@ -41,6 +41,7 @@ from kvmlab.migrate.transports.libvirt_disks import (
 )
 from kvmlab.proc.processes import find_marked
 from kvmlab.proc.sockets import close_connection, tcp_connections
+from kvmlab.progress import QUIET, Progress
 from kvmlab.render.devices.control import PROBE_PORT
 from kvmlab.render.xmldom import QEMU_NS  # (importing it registers the XML prefixes)
 from kvmlab.runtime.libvirt.conn import LibvirtFailure, describe, is_local, open_uri
@@ -235,7 +236,7 @@ class LibvirtTransport(Transport[LibvirtMachine]):
         self._netdev: str | None = None
         self._disks: list[CopiedDisk] = []
         self.mconn: Any = None
-        self._progress: Progress = lambda _: None
+        self._progress: Progress = QUIET
         self._watched: Any = None
         """The source domain on a connection of its own, for sampling and cancelling the
         job: the job's connection waits on the migration call, and behind it (a link cut
@@ -287,7 +288,7 @@ class LibvirtTransport(Transport[LibvirtMachine]):
         self._held = True
         where: dict[Path, Path] = {}
         if files:
-            progress(f"publishing the guest image to {self.to_uri}")
+            progress.step(f"publishing the guest image to {self.to_uri}")
             where = publish(self.dconn, self.to_uri, list(files.values()))
         self.same_host = is_local(self.to_uri) and is_local(source.uri)
         self._beats = probe_files(source, self.to_uri, xml)
@@ -296,7 +297,7 @@ class LibvirtTransport(Transport[LibvirtMachine]):
         self._xml, self.forwards = dest_xml(xml, paths, self.same_host)
         if self._disks:
             sizes = ", ".join(f"{d.dev} {d.size / 1048576:g} MiB" for d in self._disks)
-            progress(f"making the copies of its disks on {self.to_uri}: {sizes}")
+            progress.step(f"making the copies of its disks on {self.to_uri}: {sizes}")
             self._copies = make_copies(self.dconn, self.to_uri, source.token, self._disks)
             self._xml = retarget(self._xml, self._copies)
 
@@ -515,7 +516,7 @@ class LibvirtTransport(Transport[LibvirtMachine]):
                     with contextlib.suppress(libvirt.libvirtError):
                         conn.close()
         left = ", ".join(self._copies.values()) or "none"
-        self._progress(
+        self._progress.step(
             f"cannot reach {self.to_uri} to delete what this migration put there (disk "
             f"copies: {left}; the guest image, unless a domain uses it): a later migration "
             f"there deletes it, or: virsh -c {self.to_uri} vol-list kvmlab"

@@ -22,11 +22,12 @@ from kvmlab.migrate.modes import Plan, plan
 from kvmlab.migrate.probe import Where
 from kvmlab.migrate.result import Outcome
 from kvmlab.migrate.stats import FINISHED
-from kvmlab.migrate.transports.base import JobState, Progress, Route, Transport
+from kvmlab.migrate.transports.base import JobState, Route, Transport
 from kvmlab.migrate.workload import serial_tail
 from kvmlab.proc.confined import remove_owned
 from kvmlab.proc.processes import find_marked
 from kvmlab.proc.signals import deferred_signals
+from kvmlab.progress import Progress
 from kvmlab.render.runfiles import (
     AGENT_SOCKET,
     CONSOLE_SOCKET,
@@ -166,12 +167,12 @@ class QmpTransport(Transport[QemuMachine]):
     def open(self, progress: Progress) -> None:
         dest, the_plan = self._dest(), self._plan()
         if self._ports:
-            progress(
+            progress.step(
                 "the destination's own OVS ports (no flows until the switch-over): "
                 + ", ".join(f"{m.port}{ovs_ports.NEXT} on {m.dest}" for m in self._ports)
             )
             ovs_ports.add_next(self.record.lab, self._ports)
-        progress(f"starting the destination QEMU ({self.dest_dir.name}, -incoming defer)")
+        progress.step(f"starting the destination QEMU ({self.dest_dir.name}, -incoming defer)")
         try:
             dest.launch_incoming()
         except KvmlabError as exc:
@@ -181,7 +182,7 @@ class QmpTransport(Transport[QemuMachine]):
                 + "".join(f"; {x.strip()}" for x in lines[1:4])
             ) from exc
         if self._taps:
-            progress(
+            progress.step(
                 "the destination's taps onto the lab's bridges: "
                 + ", ".join(f"{t.dest} on {t.bridge} (the source's {t.source})" for t in self._taps)
             )
@@ -196,7 +197,7 @@ class QmpTransport(Transport[QemuMachine]):
         dest.qmp().execute("migrate-incoming", {"uri": self._uri})
 
     def start(self, progress: Progress) -> None:
-        progress(f"sending the guest over {self._uri}")
+        progress.step(f"sending the guest over {self._uri}")
         self.source.qmp().execute("migrate", {"uri": self._uri})
 
     def sample(self) -> tuple[dict[str, Any] | None, dict[str, float] | None]:
@@ -272,7 +273,7 @@ class QmpTransport(Transport[QemuMachine]):
             with contextlib.suppress(QmpFailure, StateError):
                 status = source.qmp().execute("query-migrate").get("status")
                 if status not in (*FINISHED, "none", None):
-                    progress(f"cancelling the migration ({status})")
+                    progress.step(f"cancelling the migration ({status})")
                     source.qmp().execute("migrate_cancel")
                     deadline = time.monotonic() + CANCEL_WAIT_S
                     while time.monotonic() < deadline:
@@ -288,7 +289,7 @@ class QmpTransport(Transport[QemuMachine]):
                     and not run.get("running")
                     and run.get("status") in ("paused", "postmigrate")
                 ):
-                    progress(f"resuming the source ({run.get('status')})")
+                    progress.step(f"resuming the source ({run.get('status')})")
                     source.qmp().execute("cont")
                     outcome.source_resumed = True
             dest.shutdown(force=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from kvmlab.errors import Problem, SpecError, UsageError
+from kvmlab.progress import Progress
 from kvmlab.render import render_libvirt
 from kvmlab.render.devices.disk import SEED_IMAGE
 from kvmlab.render.libvirt_caps import LibvirtCaps, version_text
@@ -30,7 +31,7 @@ from kvmlab.runtime.libvirt.publish import (
     release,
     unpublish_unused,
 )
-from kvmlab.runtime.machine import Backend, Capabilities, MachineConfig, Progress
+from kvmlab.runtime.machine import Backend, Capabilities, MachineConfig
 from kvmlab.spec import Guest, LoadedLab, TapNic, VhostUserNic
 from kvmlab.spec.rules import guest_key
 
@@ -304,7 +305,7 @@ class LibvirtBackend(Backend):
         token = secrets.token_hex(12)
         as_root = self.root_reason(guest, config.children and self._start_inner)
         if as_root is not None:
-            progress(f"{config.name}: libvirt runs its QEMU as root: {as_root}")
+            progress.step(f"{config.name}: libvirt runs its QEMU as root: {as_root}")
         target = replace(target, libvirt=caps, libvirt_token=token, libvirt_as_root=as_root)
         if caps.qemu_user is not None and local and as_root is None:
             for i, disk in enumerate(guest.disks):
@@ -324,7 +325,7 @@ class LibvirtBackend(Backend):
         try:
             if target.image is not None:
                 files = [target.image.kernel, target.image.initrd]
-                progress(f"publishing the guest image to libvirt ({uri})")
+                progress.step(f"publishing the guest image to libvirt ({uri})")
                 where = publish(self._conns[uri], uri, files)
                 target = replace(
                     target,

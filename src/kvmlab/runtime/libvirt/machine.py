@@ -27,6 +27,7 @@ from kvmlab.guest.agent_libvirt import LibvirtAgent
 from kvmlab.guest.errors import AgentError
 from kvmlab.proc.processes import alive, find_marked, start_time, tail
 from kvmlab.proc.signals import deferred_signals
+from kvmlab.progress import Progress
 from kvmlab.render.devices.control import RELAY_PORT
 from kvmlab.runtime import boottime
 from kvmlab.runtime.libvirt.conn import LibvirtFailure, describe, is_local, open_uri
@@ -39,7 +40,6 @@ from kvmlab.runtime.machine import (
     Machine,
     MachineConfig,
     MachineState,
-    Progress,
 )
 from kvmlab.runtime.records import GuestRecord
 
@@ -466,7 +466,7 @@ class LibvirtMachine(Machine):
         running = self.is_alive()
         if running:
             self._stop_inside(record, force, progress, stop_children)
-        progress(
+        progress.step(
             f"stopping {record.name} (libvirt {self.uri})"
             if running
             else f"forgetting {record.name} (its domain no longer runs)"

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from kvmlab.progress import Progress
 from kvmlab.runtime.hostview import qemu_argv
-from kvmlab.runtime.machine import Backend, MachineConfig, Progress
+from kvmlab.runtime.machine import Backend, MachineConfig
 from kvmlab.runtime.qemu.machine import QemuMachine
 
 if TYPE_CHECKING:
