@@ -169,16 +169,10 @@ def target_for(
     guest = loaded.lab.find("/".join(path))
     if image is FAKE_IMAGE and guest is not None and guest.migratable:
         image = FAKE_STANDALONE
-    switch = loaded.lab.switch
-    if switch is not None and len(path) == 1:
-        extra = {
-            "switch_dir": Path("/run/kvmlab", loaded.lab.name, ".switch"),
-            "switch_kind": switch.kind,
-        }
-    else:
-        extra = {}
+    switch = loaded.lab.switch if len(path) == 1 else None
     return Target(
-        **extra,  # type: ignore[arg-type]
+        switch_dir=None if switch is None else Path("/run/kvmlab", loaded.lab.name, ".switch"),
+        switch_kind=None if switch is None else switch.kind,
         image=image,
         lab=loaded.lab.name,
         address=path,

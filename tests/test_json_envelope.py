@@ -51,6 +51,7 @@ COMMANDS = [
     (["check", "--explain", "memory"], "keys", (0,)),
     (["render", "basic"], "render", (0,)),
     (["ps"], "ps", (0,)),
+    (["ps", "--all"], "ps", (0,)),
     (["results", "ls"], "runs", (0,)),
     (["report"], "report", (0,)),
     (["results", "export"], "samples", (0,)),

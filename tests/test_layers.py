@@ -56,6 +56,7 @@ BACKEND_SIDES = {
     "kvmlab.migrate.transports.libvirt_disks": "kvmlab.runtime.libvirt",  # its disk copies
     "kvmlab.cli.libvirtd_cmd": "kvmlab.runtime.libvirt",  # kvmlab libvirtd: private daemons
     "kvmlab.cli.render_daemon": "kvmlab.runtime.libvirt",  # render --format libvirt --connect
+    "kvmlab.cli.import_cmd": "kvmlab.runtime.libvirt",  # import domain:NAME -c URI
 }
 
 

@@ -161,8 +161,7 @@ def test_a_full_disk_writing_a_file_is_not_the_output(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Path.write_text on a full disk raises ENOSPC with no file name: the file is still
-    named (the reviewer's ``libvirtd start`` on a full disk said "cannot write the
-    output")."""
+    named (``libvirtd start`` on a full disk said only "cannot write the output")."""
 
     def fail(*_args: object) -> None:
         print("some output first")

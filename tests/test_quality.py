@@ -1,5 +1,6 @@
 """The linters are part of the tests: ruff (lint and format) on the tree, mypy --strict on
-the package and on the benchmarks (scripts the README names, which nothing else imports)."""
+the package, the benchmarks (scripts the README names, which nothing else imports) and the
+tests."""
 
 from __future__ import annotations
 
@@ -37,14 +38,20 @@ def test_ruff_format_clean() -> None:
 
 
 def test_mypy_strict_clean() -> None:
-    """Bare ``mypy``: the files pyproject names, the package and the benchmarks."""
+    """Bare ``mypy``: the files pyproject names, the package, the benchmarks and the tests."""
     proc = subprocess.run(
         [str(BIN / "mypy")], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    checked = int(re.search(r"in (\d+) source files", proc.stdout).group(1))  # type: ignore[union-attr]
-    expected = [*(ROOT / "src").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py")]
-    assert checked == len(expected), "mypy checks the package and the benchmarks"
+    summary = re.search(r"in (\d+) source files", proc.stdout)
+    assert summary is not None, proc.stdout
+    checked = int(summary.group(1))
+    expected = [
+        *(ROOT / "src").rglob("*.py"),
+        *(ROOT / "benchmarks").glob("*.py"),
+        *(ROOT / "tests").rglob("*.py"),
+    ]
+    assert checked == len(expected), "mypy checks the package, the benchmarks and the tests"
 
 
 def test_no_hand_packed_lines() -> None:

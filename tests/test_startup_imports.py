@@ -1,4 +1,4 @@
-"""Every kvmlab command starts with what it needs, not more (issue 32): inside a guest
+"""Every kvmlab command starts with what it needs, not more: inside a guest
 hypervisor under TCG Python is ~10x slower, and each module a command imports for nothing
 costs every command run there. A command's run is watched from the modules it imported."""
 

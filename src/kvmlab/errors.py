@@ -146,6 +146,13 @@ class StateError(KvmlabError):
     exit_code = 2
 
 
+class Regression(KvmlabError):
+    """A compared run is significantly worse than its base past the gate CI set
+    (``kvmlab report BASE --compare NEW --fail-on-regression PCT``)."""
+
+    exit_code = 6
+
+
 class Interrupted(KvmlabError):
     """Ctrl-C (SIGINT) or SIGTERM arrived; everything started was cleaned up."""
 

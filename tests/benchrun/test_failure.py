@@ -22,8 +22,9 @@ from kvmlab.cli.main import main
 from kvmlab.errors import RuntimeFailure
 from kvmlab.guest.agent import ExecResult
 from kvmlab.results.store import ResultStore
+from kvmlab.runtime import lab as labrun
 from kvmlab.runtime import nested
-from kvmlab.runtime.qemu.machine import MachineConfig
+from kvmlab.runtime.machine import MachineConfig
 from tests.bench.recorded import recorded
 
 LAB = """
@@ -124,8 +125,8 @@ def stand_in(
         failed = ExecResult(3, b"", INNER_ERROR)
         raise nested.inner_failure(failed, argv, "deep/l1: starting its guests failed")
 
-    monkeypatch.setattr(session.labrun, "started", started)
-    monkeypatch.setattr(session.labrun, "start_nested", start_nested)
+    monkeypatch.setattr(labrun, "started", started)
+    monkeypatch.setattr(labrun, "start_nested", start_nested)
 
 
 def kvmlab(
@@ -142,7 +143,8 @@ def kvmlab(
 def test_l2_failing_keeps_l0_and_l1_in_table_and_report(
     lab: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    html, events = tmp_path / "report.html", []
+    html = tmp_path / "report.html"
+    events: list[str] = []
     stand_in(monkeypatch, events, html)
     status, out, err = kvmlab(monkeypatch, capsys, "run", str(lab), "--out", str(html))
 
@@ -235,7 +237,8 @@ def test_a_failing_teardown_is_named_too_and_loses_nothing(
 def test_ctrl_c_keeps_what_was_measured_and_exits_130(
     lab: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    html, events = tmp_path / "report.html", []
+    html = tmp_path / "report.html"
+    events: list[str] = []
     stand_in(monkeypatch, events, html, interrupt_at="--threads=1")
     status, out, err = kvmlab(monkeypatch, capsys, "run", str(lab), "--out", str(html))
     assert status == 130

@@ -21,7 +21,8 @@ from kvmlab.migrate.guestside import Check
 from kvmlab.migrate.result import Outcome
 from kvmlab.migrate.stats import parse
 from kvmlab.results.store import ResultStore
-from kvmlab.runtime.qemu.machine import MachineConfig
+from kvmlab.runtime import lab as labrun
+from kvmlab.runtime.machine import MachineConfig
 from tests.benchrun.test_failure import RecordedHost, StandIn, kvmlab
 
 LAB = """
@@ -115,7 +116,7 @@ def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         progress.step("mv/vm post run 2: done")
         return strategies
 
-    monkeypatch.setattr(session.labrun, "started", started)
+    monkeypatch.setattr(labrun, "started", started)
     monkeypatch.setattr(stored, "run_migrations", run_migrations)
     path = tmp_path / "mv.toml"
     path.write_text(LAB)

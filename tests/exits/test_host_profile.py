@@ -29,7 +29,7 @@ import pytest
 from kvmlab.errors import HostError, ProcessFailure, RuntimeFailure, ToolMissing, UsageError
 from kvmlab.exits.hostprof import CLASSES, UNATTRIBUTED, HostProfile, build, classify
 from kvmlab.exits.perfreport import Row, parse
-from kvmlab.exits.sampling import _failure, clean_argv, record_command, run_argv, script
+from kvmlab.exits.sampling import clean_argv, record_command, run_argv, run_failure, script
 from tests.fakeguest import running_guest
 
 DATA = Path(__file__).parent / "data"
@@ -264,10 +264,10 @@ def test_the_sampler_says_when_perf_is_missing_or_not_for_this_kernel(tmp_path: 
     assert wrong.returncode == 4, wrong.stderr
     assert "perf does not run for kernel" in wrong.stderr
     assert "perf not found for kernel 6.8.0-31" in wrong.stderr
-    error = _failure(4, wrong.stderr, None, "lab/vm", run_argv("kvmlab_x", 1, 199, pid))
+    error = run_failure(4, wrong.stderr, None, "lab/vm", run_argv("kvmlab_x", 1, 199, pid))
     assert isinstance(error, HostError)
     assert "linux-perf (Debian), linux-tools-$(uname -r) (Ubuntu)" in error.fix[0]
-    gone = _failure(4, missing.stderr, None, "lab/vm", [])
+    gone = run_failure(4, missing.stderr, None, "lab/vm", [])
     assert isinstance(gone, ToolMissing) and gone.install == "apt-get install linux-perf"
 
 
@@ -294,19 +294,19 @@ def test_the_sampler_says_when_perf_is_not_permitted() -> None:
         target.wait()
     assert done.returncode == 6, done.stderr
     assert f"kernel.perf_event_paranoid is {paranoid} and this is not root" in done.stderr
-    error = _failure(6, done.stderr, None, "lab/vm", [])
+    error = run_failure(6, done.stderr, None, "lab/vm", [])
     assert isinstance(error, HostError)
     assert error.fix[0] == "run kvmlab as root"
     assert "sysctl -w kernel.perf_event_paranoid=1" in error.fix[1]
 
 
 def test_other_failures_name_the_step_and_the_lines() -> None:
-    record = _failure(5, "perf: some failure\nmore\n", None, "lab/vm", ["sh", "-c", "S", "x"])
+    record = run_failure(5, "perf: some failure\nmore\n", None, "lab/vm", ["sh", "-c", "S", "x"])
     assert isinstance(record, ProcessFailure) and record.what == "perf record failed: more"
     assert record.argv == ["sh", "-c", "<hostprof.sh>", "x"], "not the whole script"
-    report = _failure(7, "kvmlab-hostprof: bad\n", None, "lab/vm", [])
+    report = run_failure(7, "kvmlab-hostprof: bad\n", None, "lab/vm", [])
     assert isinstance(report, ProcessFailure) and report.what == "perf report failed: bad"
-    assert isinstance(_failure(3, "no process 9\n", None, "lab/vm", []), RuntimeFailure)
+    assert isinstance(run_failure(3, "no process 9\n", None, "lab/vm", []), RuntimeFailure)
 
 
 def test_commands_refuse_names_and_pids_the_script_would_refuse() -> None:

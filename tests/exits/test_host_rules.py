@@ -12,11 +12,6 @@ import pytest
 from kvmlab.errors import SpecError
 from kvmlab.exits.host_rules import (
     RULES_FILE,
-    CpuCond,
-    Rule,
-    RuleSet,
-    SamplesCond,
-    Select,
     evaluate,
     example_profile,
     holds,
@@ -26,6 +21,7 @@ from kvmlab.exits.host_rules import (
     seconds_of,
 )
 from kvmlab.exits.hostprof import HostProfile, build
+from kvmlab.exits.rulespec import CpuCond, Rule, RuleSet, SamplesCond, Select
 
 RULES = load_rules()
 BY_ID = {r.id: r for r in RULES.rule}
@@ -91,6 +87,7 @@ def test_each_rule_stops_just_past_each_threshold(rule_id: str) -> None:
     profile = example_profile(rule.example)
     tried = 0
     for i, cond in enumerate(rule.when):
+        assert isinstance(cond, SamplesCond | CpuCond)  # rulespec's: a host rule's are these
         got = measure(cond, profile, RULES.group)
         assert not isinstance(got, str)
         assert holds(cond, got)

@@ -1,4 +1,4 @@
-"""``kvmlab exits --import`` of reports no perf printed (issue 28 item 6): a file of
+"""``kvmlab exits --import`` of reports no perf printed: a file of
 hundreds of thousands of reasons is read in linear time and bounded memory and shown as a
 short table; escape sequences in names never reach the terminal; impossible rows are
 skipped and said so; perf's refusals are told in kvmlab's words. Nothing boots."""

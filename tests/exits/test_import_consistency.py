@@ -1,4 +1,4 @@
-"""``exits --import`` refuses a report whose rows contradict themselves (issue 39, item 5):
+"""``exits --import`` refuses a report whose rows contradict themselves:
 a minimum above its maximum or an average outside them (beyond perf's 0.01 us rounding),
 and a reason (port, address) listed twice in one table, which perf kvm stat never prints
 and which showed as two rows. One line each, naming the file, the line, the row and the

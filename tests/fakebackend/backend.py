@@ -6,7 +6,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from kvmlab.runtime.machine import Backend, Capabilities, MachineConfig, Progress
+from kvmlab.progress import Progress
+from kvmlab.runtime.machine import Backend, Capabilities, MachineConfig
 from tests.fakebackend.machine import StubMachine
 
 if TYPE_CHECKING:

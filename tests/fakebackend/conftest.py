@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from kvmlab.guest.image import GuestImage
 from kvmlab.progress import Relay
 from kvmlab.runtime import backends
 from kvmlab.runtime import lab as labrun
@@ -52,12 +53,12 @@ class StubLabs:
     def launch(self, backend: StubBackend | None = None) -> labrun.Launch:
         """How the tests start stub guests (no image: they boot a kernel, never run)."""
 
-        def no_image() -> object:
+        def no_image() -> GuestImage:
             raise AssertionError("a stub lab asked for the default image")
 
         return labrun.Launch(
             HostAccel("tcg", "stub host"),
-            no_image,  # type: ignore[arg-type]
+            no_image,
             backend or StubBackend(),
             Relay(self.progress.append),
         )

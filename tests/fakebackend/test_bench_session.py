@@ -5,11 +5,12 @@ with recorded output: sysbench's, kept in tests/bench/data)."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from kvmlab.bench.registry import Settings
+from kvmlab.bench.registry import AUTO_MIN, Settings
 from kvmlab.bench.session import run_bench
 from kvmlab.results.store import ResultStore
 from kvmlab.runtime.rundir import LabDir
@@ -70,3 +71,33 @@ def test_a_suite_at_l0_and_l1_stores_each_level_s_samples(
     assert [m.config.name for m in backend.made] == ["bench/vm1", "bench/vm2"]
     assert not any(m.is_alive() for m in backend.made)
     assert not LabDir.of("bench").exists()  # torn down after measuring
+
+
+def _noisy_sysbench(tools: Path) -> None:
+    """``sysbench`` whose events per second alternate between 1000 and 3000: an interval
+    that never narrows."""
+    script = (
+        "#!/bin/sh\n"
+        f'n=$(cat "{tools}/n" 2>/dev/null || echo 0); echo $((n + 1)) > "{tools}/n"\n'
+        f"if [ $((n % 2)) = 0 ]; then v=1000.00; else v=3000.00; fi\n"
+        f'sed "s/3041.04/$v/" "{RECORDED}"\n'
+    )
+    (tools / "sysbench").write_text(script)
+
+
+@pytest.mark.parametrize("noisy", [False, True])
+def test_reps_auto_stops_once_precise_and_never_past_its_maximum(
+    stub_labs: StubLabs, recorded_tools: Path, tmp_path: Path, noisy: bool
+) -> None:
+    """A tool that answers the same every time is precise after the minimum of three; one
+    that swings by 3x never is, and gets the maximum (here 6)."""
+    if noisy:
+        _noisy_sysbench(recorded_tools)
+    loaded = stub_labs.lab("auto", {"vm1": {}})
+    store = ResultStore(tmp_path / "results.sqlite")
+    settings = replace(SUITE, workloads=("cpu",), repetitions=6, auto_width=0.05)
+    run_id = run_bench(
+        loaded, settings, {"L0"}, store, stub_labs.launch(StubBackend()), {"backend": "stub"}
+    )
+    reps = {s.repetition for s in store.samples(run_id) if s.metric == "1thread_events_per_s"}
+    assert reps == set(range(6 if noisy else AUTO_MIN))

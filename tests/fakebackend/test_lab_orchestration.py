@@ -42,8 +42,9 @@ def test_two_guests_come_up_detached_and_down_stops_them(stub_labs: StubLabs) ->
     entry = entries[1]
     assert entry.record is not None
     guest = backends.attach(entry.run_dir, entry.record)
+    assert isinstance(guest, StubMachine), "attached as the backend on record"
     done = guest.exec(["sh", "-c", "echo hi; pwd"], timeout=10)
-    assert done.stdout.decode().splitlines() == ["hi", str(guest.root)]  # type: ignore[attr-defined]
+    assert done.stdout.decode().splitlines() == ["hi", str(guest.root)]
     assert labrun.down("pair") == ["pair/vm1", "pair/vm2"]
     assert not LabDir.of("pair").exists()
     assert not any(m.is_alive() for m in machines)

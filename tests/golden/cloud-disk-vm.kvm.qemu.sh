@@ -8,7 +8,7 @@
     -no-user-config \
     -display none \
     -msg timestamp=on \
-    -smp 2 \
+    -smp 2,sockets=1,cores=2,threads=1 \
     -m 2048M \
     -rtc base=utc \
     -blockdev driver=file,node-name=disk0-file,filename=/labs/images/debian-cloud.qcow2,aio=threads,cache.direct=on,cache.no-flush=off \

@@ -14,7 +14,7 @@
     -initrd /cache/images/KEY2/initrd.img \
     -append 'console=ttyS0 quiet panic=-1 kvmlab.share=none kvmlab.tag=hostfs' \
     -no-reboot \
-    -smp 2 \
+    -smp 2,sockets=1,cores=2,threads=1 \
     -m 512M \
     -rtc base=utc \
     -netdev user,id=net0,hostfwd=tcp:127.0.0.1:2230-:22 \

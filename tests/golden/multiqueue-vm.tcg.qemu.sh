@@ -17,7 +17,7 @@
     -no-reboot \
     -fsdev local,id=hostfs,path=/,security_model=passthrough,readonly=on,multidevs=remap \
     -device virtio-9p-pci,fsdev=hostfs,mount_tag=hostfs \
-    -smp 4 \
+    -smp 4,sockets=1,cores=4,threads=1 \
     -m 2048M \
     -object memory-backend-memfd,id=ram0,size=2G,share=on \
     -rtc base=utc \

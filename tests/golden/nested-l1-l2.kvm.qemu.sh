@@ -15,7 +15,7 @@
     -no-reboot \
     -fsdev local,id=hostfs,path=/,security_model=passthrough,readonly=on,multidevs=remap \
     -device virtio-9p-pci,fsdev=hostfs,mount_tag=hostfs \
-    -smp 2 \
+    -smp 2,sockets=1,cores=2,threads=1 \
     -m 1024M \
     -rtc base=utc \
     -blockdev driver=file,node-name=disk0-file,filename=/var/lib/kvmlab/images/nested-l2.qcow2,aio=threads,cache.direct=on,cache.no-flush=off \

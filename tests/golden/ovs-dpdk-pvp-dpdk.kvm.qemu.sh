@@ -15,7 +15,7 @@
     -no-reboot \
     -fsdev local,id=hostfs,path=/,security_model=passthrough,readonly=on,multidevs=remap \
     -device virtio-9p-pci,fsdev=hostfs,mount_tag=hostfs \
-    -smp 2 \
+    -smp 2,sockets=1,cores=2,threads=1 \
     -m 1024M \
     -object memory-backend-memfd,id=ram0,size=1G,share=on \
     -rtc base=utc \

@@ -15,7 +15,7 @@
     -no-reboot \
     -fsdev local,id=hostfs,path=/,security_model=passthrough,readonly=on,multidevs=remap \
     -device virtio-9p-pci,fsdev=hostfs,mount_tag=hostfs \
-    -smp 1 \
+    -smp 1,sockets=1,cores=1,threads=1 \
     -m 512M \
     -rtc base=utc \
     -chardev socket,id=qmp,path=/run/kvmlab/rtc-storm/l1/idle/qmp.sock,server=on,wait=off \

@@ -13,7 +13,7 @@
     -initrd /cache/images/KEY2/initrd.img \
     -append 'console=ttyS0 quiet panic=-1 kvmlab.share=none kvmlab.tag=hostfs' \
     -no-reboot \
-    -smp 1 \
+    -smp 1,sockets=1,cores=1,threads=1 \
     -m 256M \
     -rtc base=utc \
     -netdev tap,id=net0,ifname=kvtdc68d7db70,script=no,downscript=no,vhost=off \

@@ -15,7 +15,7 @@
     -no-reboot \
     -fsdev local,id=hostfs,path=/,security_model=passthrough,readonly=on,multidevs=remap \
     -device virtio-9p-pci,fsdev=hostfs,mount_tag=hostfs \
-    -smp 1 \
+    -smp 1,sockets=1,cores=1,threads=1 \
     -m 256M \
     -rtc base=utc \
     -netdev tap,id=net0,ifname=kvt937065f670,script=no,downscript=no,vhost=off \

@@ -15,7 +15,7 @@
     -initrd /cache/images/KEY2/initrd.img \
     -append 'console=ttyS0 quiet panic=-1 kvmlab.share=none kvmlab.tag=hostfs' \
     -no-reboot \
-    -smp 1 \
+    -smp 1,sockets=1,cores=1,threads=1 \
     -m 512M \
     -object memory-backend-memfd,id=ram0,size=512M,share=on \
     -rtc base=utc \

@@ -19,7 +19,7 @@
     -no-reboot \
     -fsdev local,id=hostfs,path=/,security_model=passthrough,readonly=on,multidevs=remap \
     -device virtio-9p-pci,fsdev=hostfs,mount_tag=hostfs \
-    -smp 3 \
+    -smp 3,sockets=1,cores=3,threads=1 \
     -m 3072M \
     -object memory-backend-memfd,id=ram-node0,size=3G,hugetlb=on,hugetlbsize=1G,share=on,prealloc=on \
     -numa node,nodeid=0,cpus=0-2,memdev=ram-node0 \

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kvmlab.guest.agent import kill_argv
 
@@ -60,7 +61,7 @@ class FakeAgent:
     silent: bool = False  # read everything, answer nothing (agent not running yet)
     delay: dict[str, float] = field(default_factory=dict)  # command -> seconds before answering
     close_on: str | None = None  # command on which the channel drops
-    requests: list[dict[str, object]] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
     on_request: Callable[[dict[str, object]], None] | None = None  # called before answering
     read_delay: float = 0.0  # seconds after each read of up to 1 MiB (a slow guest channel)
 

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, Any
 
 import pytest
 
@@ -26,7 +27,7 @@ from kvmlab.cli.console import CONNECTED
 from kvmlab.guest.agent import MAX_INPUT, MAX_OUTPUT
 from kvmlab.proc.confined import checked_run_root, create_owned
 from kvmlab.proc.processes import start_time
-from kvmlab.render.devices.control import AGENT_SOCKET, CONSOLE_SOCKET
+from kvmlab.render.runfiles import AGENT_SOCKET, CONSOLE_SOCKET
 from kvmlab.runtime.rundir import GuestRecord, LabDir
 from tests.runtime.conftest import KVMLAB, wait_for
 
@@ -72,7 +73,7 @@ def guest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 def kvmlab(
-    *args: str, stdin: object = subprocess.DEVNULL, timeout: float = 60
+    *args: str, stdin: int | IO[Any] | None = subprocess.DEVNULL, timeout: float = 60
 ) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([KVMLAB, *args], stdin=stdin, capture_output=True, timeout=timeout)
 

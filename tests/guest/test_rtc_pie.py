@@ -3,6 +3,8 @@ tests/exits/test_rtc_storm.py)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from kvmlab.guest.rtc_pie import main, rate_select
@@ -52,8 +54,8 @@ def test_ticks_on_then_both_registers_put_back(monkeypatch: pytest.MonkeyPatch) 
     from kvmlab.guest import rtc_pie
 
     cmos = FakeCmos()
-    monkeypatch.setattr(rtc_pie.os, "pwrite", cmos.pwrite)
-    monkeypatch.setattr(rtc_pie.os, "pread", cmos.pread)
+    monkeypatch.setattr(os, "pwrite", cmos.pwrite)
+    monkeypatch.setattr(os, "pread", cmos.pread)
     seen: list[dict[int, int]] = []
 
     def stop() -> bool:
@@ -71,8 +73,8 @@ def test_a_write_the_tick_handler_redirected_is_written_again(
     from kvmlab.guest import rtc_pie
 
     cmos = FakeCmos()
-    monkeypatch.setattr(rtc_pie.os, "pwrite", cmos.pwrite)
-    monkeypatch.setattr(rtc_pie.os, "pread", cmos.pread)
+    monkeypatch.setattr(os, "pwrite", cmos.pwrite)
+    monkeypatch.setattr(os, "pread", cmos.pread)
     cmos.interleave = 1  # the first write's data lands in B, not A
     rtc_pie.Cmos(0).write(0x0A, 0x27, mask=0x7F)
     assert cmos.regs[0x0A] == 0x27, "read back, found wrong, written again"
@@ -84,7 +86,7 @@ def test_a_register_that_never_takes_is_an_error(monkeypatch: pytest.MonkeyPatch
     from kvmlab.guest import rtc_pie
 
     cmos = FakeCmos()
-    monkeypatch.setattr(rtc_pie.os, "pwrite", cmos.pwrite)
-    monkeypatch.setattr(rtc_pie.os, "pread", lambda fd, size, offset: b"\x00")
+    monkeypatch.setattr(os, "pwrite", cmos.pwrite)
+    monkeypatch.setattr(os, "pread", lambda fd, size, offset: b"\x00")
     with pytest.raises(OSError, match="RTC register 0x0b would not take 0x42"):
         rtc_pie.Cmos(0).write(0x0B, 0x42)

@@ -69,8 +69,9 @@ def test_a_cpuinfo_that_is_no_file_is_unreadable_with_the_reason(kind: str, pvm:
 
 
 def test_the_real_cli_does_not_hang_on_a_fifo_nor_read_dev_zero(pvm: Path, tmp_path: Path) -> None:
-    """The reviewer's two trees, through the real CLI: one line of JSON each, promptly,
-    and the memory the run may take is capped so an unbounded read fails the test."""
+    """A FIFO and /dev/zero in place of a host file, through the real CLI: one line of JSON
+    each, promptly, and the memory the run may take is capped so an unbounded read fails
+    the test."""
     replace_with(pvm, "proc/cpuinfo", "fifo")
     zero_tree = tmp_path / "zero"
     subprocess.run(["cp", "-a", str(PVM), str(zero_tree)], check=True)

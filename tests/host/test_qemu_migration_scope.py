@@ -1,4 +1,4 @@
-"""The doctor's migration finding is scoped to what kvmlab measured (issue 27, item 7):
+"""The doctor's migration finding is scoped to what kvmlab measured:
 QEMU 7.2 and 10.0 under TCG, with the command and date the figures come from; any other
 version is "not measured", not assumed broken because it is below 8.0."""
 

@@ -26,7 +26,7 @@ from kvmlab.migrate.workload import Workload
 from kvmlab.results.model import MIGRATION_DOCUMENT, Run
 from kvmlab.results.store import ResultStore
 from kvmlab.runtime.rundir import GuestRecord
-from kvmlab.spec.migration import MigrationSpec
+from kvmlab.spec.migration import MigrationMode, MigrationSpec
 
 QEMU = "/usr/bin/qemu-system-x86_64"
 QEMU10 = "/opt/kvmlab-qemu10/qemu-system-x86_64"
@@ -47,8 +47,10 @@ def run(gap_ms: float, *, network_ms: float | None = None, ok: bool = True) -> O
     )
 
 
-def strategy(name: str, mode: str, *gaps: float, rate: float = 60, failed: int = 0) -> Strategy:
-    spec = MigrationSpec(name=name, guest="vm", mode=mode, dirty_rate_mibs=rate)  # type: ignore[arg-type]
+def strategy(
+    name: str, mode: MigrationMode, *gaps: float, rate: float = 60, failed: int = 0
+) -> Strategy:
+    spec = MigrationSpec(name=name, guest="vm", mode=mode, dirty_rate_mibs=rate)
     runs = [run(g) for g in gaps] + [run(1, ok=False) for _ in range(failed)]
     return Strategy(spec, runs, accel="tcg", shape=(1, GIB // 2))
 
@@ -100,10 +102,13 @@ def test_auto_and_strategies_without_a_verified_gap_are_no_evidence() -> None:
 
 
 def test_auto_runs_after_the_fixed_strategies_of_every_round() -> None:
-    a, auto, b, c = (
-        strategy(n, m)
-        for n, m in (("a", "precopy"), ("auto", "auto"), ("b", "multifd"), ("c", "xbzrle"))
+    modes: tuple[tuple[str, MigrationMode], ...] = (
+        ("a", "precopy"),
+        ("auto", "auto"),
+        ("b", "multifd"),
+        ("c", "xbzrle"),
     )
+    a, auto, b, c = (strategy(n, m) for n, m in modes)
     names = [[s.spec.name for s in round_order([a, auto, b, c], rep)] for rep in range(4)]
     assert names == [
         ["a", "b", "c", "auto"],
@@ -175,7 +180,7 @@ def test_auto_by_hand_reads_the_newest_matching_stored_comparison(tmp_path: Path
             {"bandwidth_mibs": 100.0},
             {"memory": GIB},
         ):
-            want = Conditions(**{**WANT.__dict__, **mismatch})  # type: ignore[arg-type]
+            want = Conditions(**{**WANT.__dict__, **mismatch})
             assert history(store, "migrate", want) is None, mismatch
 
 

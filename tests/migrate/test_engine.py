@@ -16,9 +16,9 @@ from kvmlab.migrate import engine, guestside, job
 from kvmlab.migrate.modes import Settings
 from kvmlab.migrate.probe import Where
 from kvmlab.migrate.result import Outcome
-from kvmlab.migrate.transports.base import JobState, Progress, Route, Transport
+from kvmlab.migrate.transports.base import JobState, Route, Transport
 from kvmlab.migrate.workload import Baseline
-from kvmlab.progress import QUIET, Relay
+from kvmlab.progress import QUIET, Progress, Relay
 from kvmlab.runtime.machine import Machine
 from kvmlab.runtime.rundir import GuestRecord
 

@@ -4,6 +4,7 @@ back by exactly what was added, with the kernel's refusal turned into the exact 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,10 +77,10 @@ def test_the_kernel_refusing_gives_the_exact_fix_and_changes_nothing(
     pool = FakePool(tmp_path / "hp", nr=10, free=10)
     real = Path.write_text
 
-    def short(self: Path, data: str, *a: object, **k: object) -> int:
+    def short(self: Path, data: str, *a: Any, **k: Any) -> int:
         if self.name == "nr_hugepages" and int(data) > 100:
             data = "100\n"  # fragmented memory: the kernel grants fewer
-        return real(self, data, *a, **k)  # type: ignore[arg-type]
+        return real(self, data, *a, **k)
 
     monkeypatch.setattr(Path, "write_text", short)
     with pytest.raises(HostError) as info:

@@ -126,8 +126,10 @@ class FakeGenerator:
     """testpmd's prompt: ``start``/``stop`` add up how long it has sent."""
 
     def __init__(self, clock: FakeClock) -> None:
-        self.clock, self.typed = clock, []  # type: list[str]
-        self.sent, self.since = 0.0, None  # type: float, float | None
+        self.clock = clock
+        self.typed: list[str] = []
+        self.sent = 0.0
+        self.since: float | None = None
 
     def command(self, line: str, timeout: float = 30.0) -> str:
         self.typed.append(line)

@@ -24,5 +24,5 @@ def test_a_missing_switch_program_is_named_and_nothing_is_created(
     monkeypatch.setattr(module, lambda _: None)
     root = tmp_path / "run" / "lab" / ".switch"
     with pytest.raises(RuntimeFailure, match=says):
-        Switch("lab", SwitchSpec(kind=kind), root, ["a", "b"]).start()  # type: ignore[arg-type]
+        Switch("lab", SwitchSpec(kind=kind), root, ["a", "b"]).start()
     assert not (tmp_path / "run").exists()

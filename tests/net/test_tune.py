@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,10 +76,10 @@ def refusing(monkeypatch: pytest.MonkeyPatch, part: str) -> None:
     """Writes to paths containing ``part`` fail with EIO, as the kernel refuses them."""
     real = Path.write_text
 
-    def write_text(self: Path, data: str, *args: object, **kw: object) -> int:
+    def write_text(self: Path, data: str, *args: Any, **kw: Any) -> int:
         if part in str(self):
             raise OSError(5, "Input/output error")
-        return real(self, data, *args, **kw)  # type: ignore[arg-type]
+        return real(self, data, *args, **kw)
 
     monkeypatch.setattr(Path, "write_text", write_text)
 

@@ -5,7 +5,7 @@ what it lists, if kvmlab wrote it, then remove it". A file that is not kvmlab's 
 all (not a regular file of this user's, not JSON, not an object of the record's shape) is
 named as not kvmlab's tuning state, left as it is, and the fix is to point
 KVMLAB_TUNING_STATE at kvmlab's own file. Only a record of kvmlab's shape whose values
-kvmlab will not trust keeps the restore-by-hand advice (tests/net/test_tuning_state_hostile.py).
+kvmlab will not trust keeps the restore-by-hand advice (tests/net/test_bad_tuning_state_file.py).
 """
 
 from __future__ import annotations
@@ -40,8 +40,9 @@ def kvmlab(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_etc_passwd_is_named_not_kvmlabs_and_never_suggested_for_removal(tmp_path: Path) -> None:
-    """The reviewer's command itself: /etc/passwd is read (not JSON as root, another
-    user's file otherwise), named as not kvmlab's, and left exactly as it was."""
+    """``KVMLAB_TUNING_STATE=/etc/passwd kvmlab ps`` itself: /etc/passwd is read (not JSON
+    as root, another user's file otherwise), named as not kvmlab's, and left exactly as it
+    was."""
     env = {"KVMLAB_RUN_DIR": str(tmp_path / "run"), "KVMLAB_RESULTS": str(tmp_path / "r.db")}
     passwd = Path("/etc/passwd")
     before = passwd.read_bytes()

@@ -9,19 +9,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from kvmlab.render import render_libvirt, render_qemu
+from kvmlab.render import Accel, render_libvirt, render_qemu
 from kvmlab.spec import LoadedLab, load_lab
 from tests.conftest import LAB_FILES, target_for
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
-ACCELS = ("tcg", "kvm")
+ACCELS: tuple[Accel, ...] = ("tcg", "kvm")
 
 
-def renderings(loaded: LoadedLab, accel: str, fmt: str) -> Iterator[tuple[str, str]]:
+def renderings(loaded: LoadedLab, accel: Accel, fmt: str) -> Iterator[tuple[str, str]]:
     """Each guest of ``loaded`` rendered under ``accel`` as ``fmt`` (qemu or libvirt):
     (golden file name, text)."""
     for path, guest in loaded.lab.walk():
-        target = target_for(loaded, path, accel)  # type: ignore[arg-type]
+        target = target_for(loaded, path, accel)
         stem = "-".join((loaded.lab.name, *path))
         if fmt == "qemu":
             yield f"{stem}.{accel}.qemu.sh", render_qemu(guest, target).shell()

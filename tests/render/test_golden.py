@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from kvmlab.render import Accel
 from kvmlab.spec import LoadedLab
 from tests.render.golden import ACCELS, GOLDEN, renderings
 
@@ -22,13 +23,13 @@ def _compare(name: str, text: str) -> None:
 
 
 @pytest.mark.parametrize("accel", ACCELS)
-def test_qemu_argv_matches_golden(shipped_lab: LoadedLab, accel: str) -> None:
+def test_qemu_argv_matches_golden(shipped_lab: LoadedLab, accel: Accel) -> None:
     for name, text in renderings(shipped_lab, accel, "qemu"):
         _compare(name, text)
 
 
 @pytest.mark.parametrize("accel", ACCELS)
-def test_libvirt_xml_matches_golden(shipped_lab: LoadedLab, accel: str) -> None:
+def test_libvirt_xml_matches_golden(shipped_lab: LoadedLab, accel: Accel) -> None:
     for name, text in renderings(shipped_lab, accel, "libvirt"):
         _compare(name, text)
 

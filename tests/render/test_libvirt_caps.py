@@ -78,13 +78,14 @@ def test_nothing_must_exist_before_start() -> None:
 
 def test_backend_options() -> None:
     from kvmlab.cli.backend_opts import BackendOptions, choose_backend
+    from kvmlab.runtime.libvirt.backend import LibvirtBackend
 
     loaded = load_lab(LABS / "basic.toml")
     assert choose_backend(loaded, BackendOptions(None, None, None)).name == "qemu"
     chosen = choose_backend(
         loaded, BackendOptions("libvirt", "qemu+tcp://127.0.0.1:16510/system", None)
     )
-    assert chosen.name == "libvirt" and chosen.uri.startswith("qemu+tcp://")  # type: ignore[attr-defined]
+    assert isinstance(chosen, LibvirtBackend) and chosen.uri.startswith("qemu+tcp://")
     assert chosen.on_this_host(loaded.lab.guests["vm1"])  # loopback: a daemon on this host
     with pytest.raises(UsageError, match="need --backend libvirt"):
         choose_backend(loaded, BackendOptions("qemu", None, True))

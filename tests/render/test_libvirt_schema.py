@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kvmlab.render import render_libvirt
+from kvmlab.render import Accel, render_libvirt
 from kvmlab.spec import LoadedLab
 from tests.conftest import target_for
 
@@ -16,11 +16,11 @@ pytestmark = pytest.mark.functional
 
 
 @pytest.mark.parametrize("accel", ["tcg", "kvm"])
-def test_xml_passes_virt_xml_validate(shipped_lab: LoadedLab, accel: str, tmp_path: Path) -> None:
+def test_xml_passes_virt_xml_validate(shipped_lab: LoadedLab, accel: Accel, tmp_path: Path) -> None:
     assert shutil.which("virt-xml-validate"), "virt-xml-validate missing: make deps installs it"
     for path, guest in shipped_lab.lab.walk():
         xml = tmp_path / f"{'-'.join(path)}.xml"
-        xml.write_text(render_libvirt(guest, target_for(shipped_lab, path, accel)))  # type: ignore[arg-type]
+        xml.write_text(render_libvirt(guest, target_for(shipped_lab, path, accel)))
         proc = subprocess.run(
             ["virt-xml-validate", str(xml), "domain"], capture_output=True, text=True, timeout=60
         )

@@ -159,8 +159,8 @@ def test_qemu_builds_the_spec(lab_file: Path, path: tuple[str, ...], tmp_path: P
     run_dir.mkdir(mode=0o700)
     if guest.cloud_init is not None:
         (run_dir / SEED_IMAGE).write_bytes(bytes(1024 * 1024))
-    image = build_image("none") if guest.migratable else build_default_image()
-    boot = BootImage(image.kernel, image.initrd, image.append, image.share, image.share_tag)
+    built = build_image("none") if guest.migratable else build_default_image()
+    boot = BootImage(built.kernel, built.initrd, built.append, built.share, built.share_tag)
     target = target_for(loaded, path, "tcg", run_dir=run_dir, lab_dir=tmp_path, image=boot)
     argv = [*render_qemu(guest, target).argv, "-S"]
     if any(isinstance(n, TapNic) for n in guest.nics):

@@ -1,4 +1,4 @@
-"""Values at the ends of what a float holds (issue 39, own pass): a metric whose repetitions
+"""Values at the ends of what a float holds: a metric whose repetitions
 span -1e308..1e308 (its range and spread overflow), one of subnormal values, a stdev whose
 squares would overflow. Every report is made; the charts' axes and coordinates stay finite
 and the page stays well-formed. The installed command runs as a user would."""

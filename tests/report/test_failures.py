@@ -118,5 +118,7 @@ def test_html_boot_stages_as_runs_store_them() -> None:
     stored = [replace(s, metric=f"{s.metric}_s") for s in data.boot()]
     page = report_html([data.run()], [(7, level_table(stored))], title="run 7")
     [figure] = ET.fromstring(page).iter("figure")
-    caption = "".join(figure.find("figcaption").itertext())  # type: ignore[union-attr]
+    found = figure.find("figcaption")
+    assert found is not None
+    caption = "".join(found.itertext())
     assert "stacked in order (qemu, kernel, init, agent)" in caption

@@ -33,13 +33,15 @@ def parse(page: str) -> ET.Element:
     return ET.fromstring(page)
 
 
-def text(el: ET.Element) -> str:
+def text(el: ET.Element | None) -> str:
+    """The text of an element that must be there."""
+    assert el is not None
     return "".join(el.itertext())
 
 
 def figures(root: ET.Element) -> dict[str, ET.Element]:
     """Figures by their heading."""
-    return {text(f.find("h3")): f for f in root.iter("figure")}  # type: ignore[arg-type]
+    return {text(f.find("h3")): f for f in root.iter("figure")}
 
 
 def classed(el: ET.Element, tag: str, cls: str) -> list[ET.Element]:
@@ -62,7 +64,7 @@ def test_title_is_escaped() -> None:
     assert "<title>nested &lt;lab&gt; &amp; &quot;fio&quot;</title>" in page
     assert data.TITLE not in page
     root = parse(page)
-    assert text(root.find("head/title")) == data.TITLE  # type: ignore[arg-type]
+    assert text(root.find("head/title")) == data.TITLE
     assert text(next(root.iter("h1"))) == data.TITLE
 
 
@@ -101,7 +103,7 @@ def test_header_names_run_and_host_facts() -> None:
     ]
     assert facts["accelerator reason"] == 'kvm_pvm is loaded: guests run under TCG <& "x">'
     assert facts["CPUs"] == "2" and facts["extra"] == "nested: yes"
-    assert "complete" in text(card.find("div/h3"))  # type: ignore[arg-type]
+    assert "complete" in text(card.find("div/h3"))
 
 
 def test_incomplete_run_is_marked() -> None:
@@ -178,18 +180,18 @@ def test_one_chart_per_workload_with_error_bars(variants: int) -> None:
         bars = classed(figure, "g", "errorbar")
         assert len(bars) == 2 * 3 * variants
         assert all(len(list(b.iter(SVG + "line"))) == 3 for b in bars)  # whisker and two caps
-        caption = text(figure.find("figcaption"))  # type: ignore[arg-type]
+        caption = text(figure.find("figcaption"))
         assert "L0 host (native)" in caption and "L2 l1/l2 (kvm)" in caption
         assert "min to max" in caption
     axes = [text(t) for t in classed(found["disk"], "text", "axis-label")]
     assert axes == ["IOPS", "MB/s"]
-    assert "randread in IOPS" in text(found["disk"].find("figcaption"))  # type: ignore[arg-type]
+    assert "randread in IOPS" in text(found["disk"].find("figcaption"))
 
 
 def test_boot_stages_are_stacked_per_guest() -> None:
     figure = figures(parse(render(variants=2)))["boot stages per guest"]
     stacks = classed(figure, "g", "stack")
-    assert [text(s.find(SVG + "text")) for s in stacks] == [  # type: ignore[arg-type]
+    assert [text(s.find(SVG + "text")) for s in stacks] == [
         "default · L1 l1 (tcg)",
         "default · L2 l1/l2 (kvm)",
         "tuned · L1 l1 (tcg)",
@@ -199,7 +201,7 @@ def test_boot_stages_are_stacked_per_guest() -> None:
     assert len(classed(figure, "line", "total")) == 4
     assert len(classed(figure, "g", "errorbar")) == 4
     assert [text(t) for t in classed(figure, "text", "axis-label")] == ["s (lower is better)"]
-    assert "qemu, kernel, init, agent" in text(figure.find("figcaption"))  # type: ignore[arg-type]
+    assert "qemu, kernel, init, agent" in text(figure.find("figcaption"))
 
 
 def test_boot_rows_of_the_table_become_the_stacked_chart() -> None:

@@ -1,5 +1,5 @@
 """Names from the results database never reach a terminal as control sequences, nor a
-Markdown table as its syntax, nor a spreadsheet as a formula (issue 39, item 4): every
+Markdown table as its syntax, nor a spreadsheet as a formula: every
 output of ``report``, ``results ls`` and ``results export`` with a lab,
 guest, workload, metric and unit made of escapes, HTML, ``|`` and formula starts. The
 installed command runs as a user would; nothing boots."""

@@ -1,4 +1,4 @@
-"""Reports stay linear in what a run holds (issue 39, item 3): ``report -o html`` of a run of
+"""Reports stay linear in what a run holds: ``report -o html`` of a run of
 200,000 samples took over a minute, ``results show`` 26 s, from work quadratic in the rows,
 the columns, the variants or the failures of the level table. Each shape is rendered at two
 sizes eight times apart: linear work takes about eight times as long, quadratic sixty-four;

@@ -1,5 +1,5 @@
 """What a careless or hostile ``KVMLAB_RESULTS`` can name, each refused or read in one line,
-never a hang or a traceback (issue 39, own pass): a pipe, a name too long, a file where a
+never a hang or a traceback: a pipe, a name too long, a file where a
 directory should be, a database another process holds locked, one on a read-only
 filesystem (read as it is; a writing command refused), a ``-wal``/``-shm``/``-journal``
 beside it that is a link (named for what it is), a relative ``XDG_DATA_HOME`` (ignored, as

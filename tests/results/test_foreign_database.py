@@ -1,6 +1,6 @@
 """A results database that is not kvmlab's is refused in one line and left byte for byte as
-it was; a reading command never creates, migrates, converts or chmods anything (issue 39,
-item 1). The installed command runs as a user would; nothing boots."""
+it was; a reading command never creates, migrates, converts or chmods anything. The
+installed command runs as a user would; nothing boots."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A results database changed outside kvmlab (by hand, by another tool, by a damaged disk):
 every row is checked like user input, a bad one is named in one line (file, run, row,
-field, how to fix it) and left out, and the others are still shown (issue 39, item 2).
+field, how to fix it) and left out, and the others are still shown.
 The installed command runs as a user would; nothing boots."""
 
 from __future__ import annotations

@@ -7,7 +7,14 @@ import random
 
 import pytest
 
-from kvmlab.results.verdict import Verdict, compare, outliers, t_quantile
+from kvmlab.results.verdict import NOISE, Change, Verdict, compare, outliers, t_quantile
+
+
+def known(a: list[float], b: list[float], higher_is_better: bool, noise: float = NOISE) -> Change:
+    """The change from ``a`` to ``b``, both non-empty (never None)."""
+    change = compare(a, b, higher_is_better, noise=noise)
+    assert change is not None
+    return change
 
 
 def draws(seed: int, n: int, centre: float, spread: float) -> list[float]:
@@ -34,7 +41,7 @@ def test_a_lognormal_a_a_is_no_significant_change_nearly_always() -> None:
     for _ in range(400):
         a = [100 * rng.lognormvariate(0, 0.2) for _ in range(3)]
         b = [100 * rng.lognormvariate(0, 0.2) for _ in range(3)]
-        called += compare(a, b, True).verdict.called  # type: ignore[union-attr]
+        called += known(a, b, True).verdict.called
     assert called <= 24, called
 
 
@@ -55,8 +62,8 @@ def test_a_clear_shift_is_called_in_its_direction(higher_is_better: bool) -> Non
 
 
 def test_three_repetitions_call_a_halving_but_not_an_overlap() -> None:
-    assert compare([10, 11, 12], [20, 21, 22], True).verdict is Verdict.BETTER  # type: ignore[union-attr]
-    assert compare([10, 11, 12], [11, 12, 13], True).verdict is Verdict.NO_CHANGE  # type: ignore[union-attr]
+    assert known([10, 11, 12], [20, 21, 22], True).verdict is Verdict.BETTER
+    assert known([10, 11, 12], [11, 12, 13], True).verdict is Verdict.NO_CHANGE
     slowed = [compare(draws(s, 3, 100, 5), draws(s + 9, 3, 50, 2.5), True) for s in range(50)]
     assert all(c is not None and c.verdict is Verdict.WORSE for c in slowed)
 
@@ -75,7 +82,7 @@ def test_a_tight_change_inside_the_noise_is_within_noise() -> None:
     b = [101.0, 101.1, 101.0, 101.2, 101.1]  # +1 %, tight: real, and under 2 %
     change = compare(a, b, True)
     assert change is not None and change.verdict is Verdict.NOISE
-    assert compare(a, b, True, noise=0.005).verdict is Verdict.BETTER  # type: ignore[union-attr]
+    assert known(a, b, True, noise=0.005).verdict is Verdict.BETTER
 
 
 def test_counts_that_can_be_zero_get_an_interval_too() -> None:
@@ -99,3 +106,15 @@ def test_a_repetition_far_from_the_others_is_marked() -> None:
     assert outliers([10.0, 10.2, 9.9, 10.1, 30.0]) == [4]
     assert outliers([10.0, 10.2, 30.0]) == []  # too few to tell
     assert outliers([5.0, 5.0, 5.0, 5.0]) == []
+
+
+def test_precision_narrows_with_agreeing_repetitions() -> None:
+    from kvmlab.results.verdict import precision
+
+    assert precision([100.0]) is None
+    assert precision([100.0, 100.0, 100.0]) == 0.0
+    tight = precision([99.0, 100.0, 101.0])
+    wide = precision([50.0, 100.0, 200.0])
+    assert tight is not None and wide is not None
+    assert 0.01 < tight < 0.05 < 1.0 < wide  # t(2) = 4.30: three values say little
+    assert precision([0.0, 1.0, 2.0]) is not None  # a count that can be 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,8 +19,8 @@ from kvmlab.runtime.qemu.machine import QemuMachine
 from kvmlab.runtime.rundir import GuestRecord, LabDir
 
 
-def record(**extra: object) -> GuestRecord:
-    base: dict[str, object] = {
+def record(**extra: Any) -> GuestRecord:
+    base: dict[str, Any] = {
         "lab": "lab",
         "address": ["vm"],
         "pid": 0,
@@ -30,7 +31,7 @@ def record(**extra: object) -> GuestRecord:
         "memory": 512,
         "started": 1.0,
     }
-    return GuestRecord(**{**base, **extra})  # type: ignore[arg-type]
+    return GuestRecord(**{**base, **extra})
 
 
 def test_each_backend_attaches_as_its_own_class(tmp_path: Path) -> None:
@@ -73,7 +74,8 @@ def test_a_libvirt_guest_lends_its_monitor_through_libvirt(
         tmp_path, record(backend="libvirt", backend_fields={"uri": "test:///default"})
     )
     dom = object()
-    lv._dom = dom  # type: ignore[attr-defined]
+    assert isinstance(lv, LibvirtMachine)
+    lv._dom = dom
     monitor = lv.monitor()
     assert monitor.execute("query-status") == {"status": "running", "running": True}
     assert sent[-1] == (dom, '{"execute": "query-status"}', 0)

@@ -9,7 +9,7 @@ import pytest
 
 from kvmlab.runtime.libvirt.conn import LibvirtFailure
 from kvmlab.runtime.libvirt.machine import LibvirtMachine, owner_of
-from kvmlab.runtime.qemu.machine import MachineConfig
+from kvmlab.runtime.machine import MachineConfig
 
 
 class Dom:

@@ -14,7 +14,7 @@ from kvmlab.runtime.libvirt.backend import LibvirtBackend
 from kvmlab.runtime.libvirt.conn import LibvirtFailure
 from kvmlab.runtime.libvirt.lookup import guest_mark
 from kvmlab.runtime.libvirt.machine import LibvirtMachine
-from kvmlab.runtime.qemu.machine import MachineConfig
+from kvmlab.runtime.machine import MachineConfig
 from kvmlab.spec import LoadedLab, load_lab
 
 HERE, FAR = "qemu:///system", "qemu+tcp://far.example/system"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import signal
 
 from kvmlab.guest.agent import ExecResult
+from kvmlab.runtime.machine import describe_status
 from kvmlab.runtime.nested import inner_failure
-from kvmlab.runtime.qemu.machine import describe_status
 
 # What an inner `kvmlab up` printed when it failed (asyncio noise included, as recorded once).
 STDERR = b"""accelerator for accel=auto: kvm (/dev/kvm is usable and kvm_amd is hardware KVM)

@@ -10,7 +10,7 @@ import pytest
 
 from kvmlab.errors import HostError
 from kvmlab.runtime.forwarded_ports import check_free, holders
-from kvmlab.spec import load_lab
+from kvmlab.spec import Guest, load_lab
 
 
 def lab_forwarding(tmp_path: Path, port: int) -> Path:
@@ -28,7 +28,9 @@ def test_a_busy_port_is_refused_naming_its_holder(tmp_path: Path) -> None:
         busy.listen()
         port = busy.getsockname()[1]
         loaded = load_lab(lab_forwarding(tmp_path, port))
-        guests = [((n,), g) for n, g in loaded.lab.guests.items()]
+        guests: list[tuple[tuple[str, ...], Guest]] = [
+            ((n,), g) for n, g in loaded.lab.guests.items()
+        ]
         with pytest.raises(HostError) as caught:
             check_free(str(loaded.path), guests)
         line = caught.value.lines()[0]

@@ -1,4 +1,4 @@
-"""``kvmlab libvirtd`` given names that are not on record (issue 28, item 6): refused in one
+"""``kvmlab libvirtd`` given names that are not on record: refused in one
 line, nothing started. No daemon runs here: a record is written by hand."""
 
 from __future__ import annotations

@@ -104,7 +104,16 @@ def test_a_dead_daemon_s_record_never_turns_a_stop_on_other_programs(
     started = cli(env, "libvirtd", "start", "h2", timeout=120)
     assert started.returncode == 0, started.stderr
     daemon = int(str(record(run, "h2")["pid"]))
-    left = named_like_qemu(spawned, "nsenter", f"--mount=/proc/{daemon}/ns/mnt", "--")
+    # as the daemon's own QEMUs are: its mounts and its root (entering a mount namespace
+    # alone moves a process to the namespace's root, out of a chroot the daemon runs in)
+    left = named_like_qemu(
+        spawned,
+        "nsenter",
+        f"--mount=/proc/{daemon}/ns/mnt",
+        f"--root=/proc/{daemon}/root",
+        "--wd=/",
+        "--",
+    )
     killed(daemon)
     victim = named_like_qemu(
         spawned, "unshare", "--mount", "--propagation", "unchanged", "--", title="qemu-system-x"

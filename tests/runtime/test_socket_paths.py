@@ -1,4 +1,4 @@
-"""A run directory too long for a guest's unix sockets (issue 28, item 6): QMP, guest agent,
+"""A run directory too long for a guest's unix sockets: QMP, guest agent,
 console and relay sockets past the 107-byte limit are refused before anything starts,
 naming KVMLAB_RUN_DIR, the length and the fix. Nothing boots: starting is stubbed out."""
 
@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from kvmlab.cli.main import app
 from kvmlab.errors import StateError
-from kvmlab.render.target import UNIX_PATH_MAX
+from kvmlab.render.runfiles import UNIX_PATH_MAX
 from kvmlab.runtime import lab as labrun
 from kvmlab.runtime.rundir import LabDir, check_socket_paths
 

@@ -1,4 +1,4 @@
-"""What ``check`` refuses because it cannot work on any host (issue 39, item 2): VT-x-only
+"""What ``check`` refuses because it cannot work on any host: VT-x-only
 and AMD-V-only KVM parameters in one ``kvm`` or ``host_kvm`` table, and a ``[bench]
 headline`` naming a workload the lab never runs or a metric no workload stores. The metric
 names spec checks against are its own tables (spec imports no higher layer); this module

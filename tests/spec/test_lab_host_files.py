@@ -1,4 +1,4 @@
-"""Host files a lab names are of the kind they name (issue 39, item 2): a kernel, initrd,
+"""Host files a lab names are of the kind they name: a kernel, initrd,
 disk image or QEMU binary that exists is a regular file, a vhost-user socket that exists is
 a socket; ``/dev/zero`` as a kernel, a directory, a FIFO or a block device as a disk, a
 symbolic link to nowhere or a loop of them are refused when the lab loads, one line each,

@@ -1,5 +1,5 @@
 """Every key of every lab-file table, given each kind of value a careless or hostile author
-writes (issue 39, own pass): -1, 0, huge integers (beyond 64 bits, beyond the 4300 digits
+writes: -1, 0, huge integers (beyond 64 bits, beyond the 4300 digits
 Python prints), floats, nan and inf, booleans, text with escapes, newlines and bidi
 controls, 300-character names, arrays, tables, dates and times. The lab is refused with
 lines in kvmlab's words (no pydantic phrasing, no Python limit message, one line each,

@@ -8,6 +8,7 @@ import pytest
 
 from kvmlab.cli.backend_opts import BackendOptions, choose_backend
 from kvmlab.errors import SpecError, UsageError
+from kvmlab.runtime.libvirt.backend import LibvirtBackend
 from kvmlab.spec import load_lab
 
 TWO = """
@@ -26,7 +27,7 @@ def lab(tmp_path: Path, text: str) -> Path:
 def test_each_guest_runs_on_its_daemon(tmp_path: Path) -> None:
     loaded = load_lab(lab(tmp_path, TWO.replace("URI", "qemu+tcp://127.0.0.1:16590/system")))
     backend = choose_backend(loaded, BackendOptions("libvirt", "qemu:///system", None))
-    assert backend is not None
+    assert isinstance(backend, LibvirtBackend)
     guests = loaded.lab.guests
     assert backend.uri_of(guests["a"]) == "qemu:///system"
     assert backend.uri_of(guests["b"]) == "qemu+tcp://127.0.0.1:16590/system"
@@ -61,6 +62,6 @@ def test_qemu_as_root_is_the_libvirt_backends_and_off_by_default(tmp_path: Path)
     with pytest.raises(UsageError, match="--qemu-as-root need --backend libvirt"):
         choose_backend(loaded, BackendOptions(None, None, None, True))
     backend = choose_backend(loaded, BackendOptions("libvirt", None, None))
-    assert backend is not None and not backend.allow_root
+    assert isinstance(backend, LibvirtBackend) and not backend.allow_root
     asked = choose_backend(loaded, BackendOptions("libvirt", None, None, True))
-    assert asked is not None and asked.allow_root
+    assert isinstance(asked, LibvirtBackend) and asked.allow_root

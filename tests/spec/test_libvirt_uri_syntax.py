@@ -1,6 +1,6 @@
 """libvirt URIs: one validator (:func:`kvmlab.spec.backend.check_uri`) for a lab's
 ``[libvirt] uri``, a guest's ``libvirt_uri`` and ``--connect``, whose refusals are one line
-each (issue 39, item 1): a bracketed host is an IPv6 address, a port is 1-65535 after a
+each: a bracketed host is an IPv6 address, a port is 1-65535 after a
 host, nothing follows the URI (not even a newline), nothing in it is a space or a control
 character. ``render -c`` refuses before it prints anything. Nothing boots."""
 

@@ -1,4 +1,4 @@
-"""Lab files take values of the type each key wants (issue 39, items 3 and 4): a boolean is
+"""Lab files take values of the type each key wants: a boolean is
 ``true`` or ``false``, a whole number a TOML integer, a table a table. ``vcpus = true`` is
 not 1, ``nested_paging = 0`` is not false, ``subnet = true`` is not 0.0.0.1/32; a date
 where a table goes is said to be a date. Each refusal is one line naming the key, what was

@@ -1,4 +1,4 @@
-"""A lab file's TOML errors in kvmlab's words (issue 39, items 1 and 4): a key set twice is
+"""A lab file's TOML errors in kvmlab's words: a key set twice is
 named with its table and the line (tomllib says only "Cannot overwrite a value"), a table
 declared twice too, and an integer too long for Python to read (a ValueError tomllib lets
 through, not a TOMLDecodeError) is one line naming its line, column and key, not a
@@ -12,7 +12,7 @@ import pytest
 
 from kvmlab.errors import SpecError
 from kvmlab.spec import parse_lab
-from tests.spec.test_hostile_lab_messages import refused
+from tests.spec.labcheck import refused
 
 HEAD = 'name = "x"\n[guests.vm]\n'
 ONCE = "a TOML file sets each key once: remove or merge one of the two"

@@ -29,7 +29,8 @@ def test_inner_up_names_the_variant(tmp_path: Path) -> None:
     loaded = load_lab(lab)
     fixed = loaded.variant_named("fixed")
     assert fixed.variant == "fixed"
-    assert fixed.lab.find("l1/idle").clock.timers.kvmclock.present is True  # type: ignore[union-attr]
+    idle = fixed.lab.find("l1/idle")
+    assert idle is not None and idle.clock.timers.kvmclock.present is True
     assert inner_up_argv(fixed, "l1")[-2:] == ["--variant", "fixed"]
     with pytest.raises(UsageError, match="no variant 'nope' \\(it has: default, base, fixed;"):
         loaded.variant_named("nope")

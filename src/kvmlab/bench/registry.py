@@ -48,6 +48,10 @@ At = Callable[[str, str, str], None]
 """``at(level, guest, stage)``: where the run is now (a failure is filed there)."""
 
 
+AUTO_MIN = 3
+"""``--reps auto`` takes at least this many repetitions: fewer give no usable interval."""
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything a workload needs to know about the suite it runs in."""
@@ -65,6 +69,10 @@ class Settings:
     variants: tuple[str, ...] = ()
     """The lab's variants to measure (``--variant``; ``default`` is the lab as written);
     empty: the lab as written, then every variant."""
+    auto_width: float | None = None
+    """``--reps auto``: repeat each step until every metric's 95 % interval is within
+    ±this (relative: 0.05 is ±5 %), at least :data:`AUTO_MIN` times and at most
+    ``repetitions`` times; None: exactly ``repetitions``."""
 
 
 @dataclass(frozen=True)

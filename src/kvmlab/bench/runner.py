@@ -13,11 +13,12 @@ from dataclasses import dataclass, field, replace
 
 from kvmlab.bench.executor import Background, Completed, Executor, Place
 from kvmlab.bench.parsers.errors import ParseError
-from kvmlab.bench.registry import BootStages, LevelWorkload, Settings, Step, named
+from kvmlab.bench.registry import AUTO_MIN, BootStages, LevelWorkload, Settings, Step, named
 from kvmlab.errors import KvmlabError
 from kvmlab.progress import Progress
 from kvmlab.results.model import SKIPPED, Failure, Sample
 from kvmlab.results.store import ResultStore
+from kvmlab.results.verdict import precision
 
 NOTHING = "nothing to run here"
 """Why a workload that needs nothing missing here has no command to run."""
@@ -164,8 +165,15 @@ class LevelRunner:
     ) -> list[Sample]:
         place, s = executor.place, self.settings
         out: list[Sample] = []
+        most = f"at most {s.repetitions}" if s.auto_width is not None else str(s.repetitions)
         for rep in range(-s.warmup, s.repetitions):
-            what = "warm-up" if rep < 0 else f"{rep + 1}/{s.repetitions}"
+            if rep >= AUTO_MIN and s.auto_width is not None and precise(out, s.auto_width):
+                self.progress.detail(
+                    f"{self.name(place)}: {workload} {step.name} within ±{s.auto_width:.0%} "
+                    f"after {rep} repetitions"
+                )
+                break
+            what = "warm-up" if rep < 0 else f"{rep + 1}/{most}"
             self.progress.detail(f"{self.name(place)}: {workload} {step.name} ({what})")
             result = self._run(executor, parent, step)
             try:
@@ -210,6 +218,18 @@ class LevelRunner:
             if "unable to connect" not in result.stdout + result.stderr:
                 return result
         return result
+
+
+def precise(samples: list[Sample], width: float) -> bool:
+    """Whether every metric of ``samples`` places its centre within ±``width`` (95 %)."""
+    values: dict[str, list[float]] = {}
+    for sample in samples:
+        values.setdefault(sample.metric, []).append(sample.value)
+    for series in values.values():
+        half = precision(series)
+        if half is None or half > width:
+            return False
+    return True
 
 
 def describe(exc: BaseException) -> tuple[str, str, int | None]:

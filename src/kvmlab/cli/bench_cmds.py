@@ -33,8 +33,13 @@ from kvmlab.results.store import ResultStore
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from kvmlab.bench.registry import Provided
+    from kvmlab.bench.bench_job import BenchJob, Recorded
+    from kvmlab.bench.registry import Provided, Settings
     from kvmlab.cli.backend_opts import BackendOptions
+    from kvmlab.cli.progress import StageLog
+    from kvmlab.host.accel import AccelChoice
+    from kvmlab.runtime.lab import Launch
+    from kvmlab.runtime.machine import Backend
 
 
 def host_facts(accel: str, reason: str, flavour: str) -> dict[str, Any]:
@@ -75,6 +80,7 @@ def run_bench_cmd(
     output: str = "text",
     backend_opts: BackendOptions | None = None,
     variants: Sequence[str] = (),
+    reps: str | None = None,
 ) -> None:
     """Boot what the levels need, run the suite, store it, print the level table (or JSON).
 
@@ -87,93 +93,125 @@ def run_bench_cmd(
     """
     from rich.console import Console
 
-    from kvmlab.bench.plan import plan
-    from kvmlab.bench.session import lab_levels, parse_levels, run_bench
-    from kvmlab.cli.backend_opts import BackendOptions, choose_backend
-    from kvmlab.cli.hostinfo import host_accel, print_nested_preflight
+    from kvmlab.cli.hostinfo import host_accel
     from kvmlab.cli.lab_cmds import image_factory, interruptible
-    from kvmlab.cli.outfile import check_out
     from kvmlab.cli.progress import StageLog
-    from kvmlab.runtime.lab import Launch, assert_not_up
+    from kvmlab.runtime.lab import Launch
+
+    job, backend = _checked_job(lab_path, levels, only, suite, html, backend_opts, variants, reps)
+    err = Console(stderr=True, soft_wrap=True, highlight=False)
+    with ResultStore.writing() as store, interruptible(f"benchmarking {job.loaded.lab.name}"):
+        if html is not None:
+            check_not_results(store, html, "--out")
+        host, choice = host_accel()
+        facts = _announce(job, backend, store, choice, err)
+        log = StageLog(err)
+        launch = Launch(host, image_factory(), backend, log)
+        recorded = _measure(job, store, launch, log, facts)
+        _report_recorded(store, recorded, output, html, err)
+
+
+def _reps_text(settings: Settings) -> str:
+    """``3 repetitions``, or ``3-10 repetitions (until each metric is within ±5%)``."""
+    if settings.auto_width is None:
+        return f"{settings.repetitions} repetitions"
+    return (
+        f"3-{settings.repetitions} repetitions (until each metric's 95% interval is within "
+        f"±{settings.auto_width:.0%})"
+    )
+
+
+def _checked_job(
+    lab_path: Path,
+    levels: str | None,
+    only: str | None,
+    suite: str,
+    html: Path | None,
+    backend_opts: BackendOptions | None,
+    variants: Sequence[str],
+    reps: str | None = None,
+) -> tuple[BenchJob, Backend]:
+    """The job and the backend it runs on, once all a user gave is checked (``--out``
+    among it) and the lab is not up already."""
+    from kvmlab.bench.bench_job import plan_bench
+    from kvmlab.cli.backend_opts import BackendOptions, choose_backend
+    from kvmlab.cli.outfile import check_out
+    from kvmlab.runtime.lab import assert_not_up
     from kvmlab.spec import load_lab
 
     loaded = load_lab(lab_path)
     backend = choose_backend(loaded, backend_opts or BackendOptions())
-    wanted = parse_levels(levels, loaded) if levels is not None else lab_levels(loaded)
-    wanted = backend.levels(loaded, wanted, levels is not None)
-    chosen = loaded.variants(variants)  # an unknown name is refused before anything runs
-    planned = plan(loaded, only, wanted, backend)
-    for variant in chosen.values():  # refused before L0 is measured
-        backend.check(variant, start_inner="L2" in wanted)
-    settings = planned.settings(suite, loaded.lab, tuple(chosen) if variants else ())
+    job = plan_bench(loaded, backend, levels, only, suite, variants, reps)
     if html is not None:
         check_out(html)
     assert_not_up(loaded.lab.name)
-    err = Console(stderr=True, soft_wrap=True, highlight=False)
-    with ResultStore.writing() as store, interruptible(f"benchmarking {loaded.lab.name}"):
-        if html is not None:
-            check_not_results(store, html, "--out")
-        host, choice = host_accel()
-        facts = host_facts(choice.accel, choice.reason, choice.flavour)
-        facts.update(backend.facts(loaded))
-        if loaded.lab.bench.headline:
-            facts[COMPARED_BY_FACT] = list(loaded.lab.bench.headline)
-        if "backend" in facts:
-            err.print(f"guests run through {backend.name}: {facts['backend']}", markup=False)
-        what = (", ".join(settings.workloads) or "no workloads") + planned.describe(loaded.lab)
-        err.print(
-            f"suite {settings.suite}: {what}; "
-            f"{settings.repetitions} repetitions after {settings.warmup} warm-up; "
-            f"levels {', '.join(sorted(wanted))}; "
-            f"accel=auto is {choice.accel} ({choice.reason})",
-            markup=False,
-        )
-        if took := last_took(store, loaded.lab.name, settings.suite, loaded.digest):
-            err.print(took, markup=False)
-        if wanted & {"L1", "L2"}:
-            print_nested_preflight(loaded.lab, choice, err)
-        log = StageLog(err)
-        timings: dict[str, float] = {}
-        stored: list[int] = []
-        faults: list[KvmlabError] = []
-        failure: BaseException | None = None
-        launch = Launch(host, image_factory(), backend, log)
-        with log.live():
-            try:
-                run_id = run_bench(
-                    loaded,
-                    settings,
-                    wanted,
-                    store,
-                    launch,
-                    facts,
-                    timings,
-                    on_start=stored.append,
-                    lab_workloads=planned.lab,
-                    provided=_provided(),
-                    faults=faults,
-                )
-            except (Exception, KeyboardInterrupt) as exc:
-                if not stored:  # refused before anything was stored: nothing to report
-                    raise
-                run_id, failure = stored[0], exc
-            finally:
-                spent = ", ".join(f"{k} {v:.0f} s" for k, v in timings.items())
-                total = time.monotonic() - log.start
-                err.print(
-                    f"time spent ({total:.0f} s in all): {spent or 'nothing measured'}",
-                    markup=False,
-                )
-        if failure is None:
-            _report_run(store, run_id, output, html, err)
-            if faults:
-                raise faults[0]
-            return
+    return job, backend
+
+
+def _announce(
+    job: BenchJob, backend: Backend, store: ResultStore, choice: AccelChoice, err: Console
+) -> dict[str, Any]:
+    """Say on stderr what the run measures, how, and how long the last one took; the
+    host's facts the run records."""
+    from kvmlab.cli.hostinfo import print_nested_preflight
+
+    loaded, settings = job.loaded, job.settings
+    facts = host_facts(choice.accel, choice.reason, choice.flavour)
+    facts.update(backend.facts(loaded))
+    if loaded.lab.bench.headline:
+        facts[COMPARED_BY_FACT] = list(loaded.lab.bench.headline)
+    if "backend" in facts:
+        err.print(f"guests run through {backend.name}: {facts['backend']}", markup=False)
+    what = (", ".join(settings.workloads) or "no workloads") + job.planned.describe(loaded.lab)
+    err.print(
+        f"suite {settings.suite}: {what}; "
+        f"{_reps_text(settings)} after {settings.warmup} warm-up; "
+        f"levels {', '.join(sorted(job.levels))}; "
+        f"accel=auto is {choice.accel} ({choice.reason})",
+        markup=False,
+    )
+    if took := last_took(store, loaded.lab.name, settings.suite, loaded.digest):
+        err.print(took, markup=False)
+    if job.levels & {"L1", "L2"}:
+        print_nested_preflight(loaded.lab, choice, err)
+    return facts
+
+
+def _measure(
+    job: BenchJob, store: ResultStore, launch: Launch, log: StageLog, facts: dict[str, Any]
+) -> Recorded:
+    """The run, with the live status on a terminal; then the time each stage took."""
+    from kvmlab.bench.bench_job import run_recorded
+
+    err = log.console
+    timings: dict[str, float] = {}
+    with log.live():
         try:
-            _report_run(store, run_id, output, html, err)
-        except KvmlabError as exc:  # the failure's own error and status come first
-            err.print(f"the report of run {run_id} was not written: {exc}", markup=False)
-        raise failure
+            return run_recorded(job, store, launch, facts, timings, _provided())
+        finally:
+            spent = ", ".join(f"{k} {v:.0f} s" for k, v in timings.items())
+            total = time.monotonic() - log.start
+            err.print(
+                f"time spent ({total:.0f} s in all): {spent or 'nothing measured'}",
+                markup=False,
+            )
+
+
+def _report_recorded(
+    store: ResultStore, recorded: Recorded, output: str, html: Path | None, err: Console
+) -> None:
+    """The run's report; then the error that cut it short, or a workload's fault."""
+    run_id, failure = recorded.run_id, recorded.failure
+    if failure is None:
+        _report_run(store, run_id, output, html, err)
+        if recorded.faults:
+            raise recorded.faults[0]
+        return
+    try:
+        _report_run(store, run_id, output, html, err)
+    except KvmlabError as exc:  # the failure's own error and status come first
+        err.print(f"the report of run {run_id} was not written: {exc}", markup=False)
+    raise failure
 
 
 def last_took(store: ResultStore, lab: str, suite: str, digest: str) -> str | None:
@@ -302,14 +340,17 @@ def show_report(
     output: str,
     out: Path | None,
     check: bool = True,
+    fail_pct: float | None = None,
 ) -> None:
-    """Print or write a run's report (with another run beside it when comparing).
+    """Print or write a run's report (with another run beside it when comparing: the
+    base, each metric's change against it after the table, ``-o junit`` for CI, and the
+    gate ``fail_pct``, checked once the report is out).
 
     In JSON every row carries its own run id and variant; in tables a compared run's
     columns are labelled with its run id. Rows of the database that cannot be read are
     left out of the report, then (unless ``check`` is False) named, one error line each.
     """
-    from kvmlab.cli.outfile import write_out
+    from kvmlab.cli import report_compare
 
     if out is not None:
         check_not_results(store, out, "--out")
@@ -319,15 +360,62 @@ def show_report(
             f"--compare {printable(compare)} is run {runs[0].id} itself; "
             "compare with another run (see kvmlab results ls)"
         )
-    text = _render(store, runs, output, to_file=out is not None)
-    if text is not None:
-        if out is None:
-            sys.stdout.write(text)
-        else:
-            write_out(out, text)
-            print(f"wrote {printable(str(out))}", file=sys.stderr)
+    result = report_compare.comparison(store, runs[0], runs[1]) if compare else None
+    if result is None:
+        _write(_render(store, runs, output, to_file=out is not None), out)
+    else:
+        _write(_compared(store, runs, output, result, fail_pct, out is not None), out)
     if check:
         store.check()
+    if result is not None:
+        report_compare.gate(result, fail_pct)
+
+
+def _compared(
+    store: ResultStore,
+    runs: list[Run],
+    output: str,
+    result: Any,
+    fail_pct: float | None,
+    to_file: bool,
+) -> str | None:
+    """Both runs' report with the comparison after the table (text) or in it (JSON), or
+    the comparison alone as JUnit XML; text for a terminal prints the table itself."""
+    from kvmlab.cli import report_compare
+
+    if output == "junit":
+        return report_compare.rendered(result, "junit", fail_pct)
+    text = _render(store, runs, output, to_file=to_file or output != "text")
+    if text is None:  # the table went to the terminal
+        return report_compare.rendered(result, "text", fail_pct)
+    if output == "json":
+        return report_compare.with_comparison(text, result, fail_pct)
+    if output == "text":
+        return text + report_compare.rendered(result, "text", fail_pct)
+    return text
+
+
+def _write(text: str | None, out: Path | None) -> None:
+    """The report on stdout, or written to ``out``."""
+    from kvmlab.cli.outfile import write_out
+
+    if text is None:
+        return
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        write_out(out, text)
+        print(f"wrote {printable(str(out))}", file=sys.stderr)
+
+
+def check_gate(compare: str | None, fail_pct: float | None) -> None:
+    """``--fail-on-regression PCT`` needs a base run and a percentage from 0 to 1000."""
+    if fail_pct is None:
+        return
+    if compare is None:
+        raise UsageError("--fail-on-regression compares with a base run: add --compare BASE")
+    if not 0 <= fail_pct <= 1000 or fail_pct != fail_pct:
+        raise UsageError(f"--fail-on-regression {fail_pct:g}: give a percentage from 0 to 1000")
 
 
 def check_not_results(store: ResultStore, out: Path, flag: str) -> None:
@@ -362,16 +450,13 @@ def _render(store: ResultStore, runs: list[Run], output: str, to_file: bool = Fa
     A run of 200,000 samples reports in seconds.
     """
     compare = len(runs) > 1
-    documents = [
-        (r.id, variant, doc)
-        for r in runs
-        for variant, doc in store.documents(r.id, MIGRATION_DOCUMENT)
-    ]
+    documents = _migration_documents(store, runs)
     summaries = _summaries(store, runs)
     if output == "json":
         from kvmlab.report.jsonout import report_json
 
-        return report_json(runs, _tables(store, runs, summaries, False), documents) + "\n"
+        tables = _tables(store, runs, summaries, False)
+        return report_json(runs, tables, documents) + "\n"
     from kvmlab.report.table import check_size
 
     tables = _tables(store, runs, summaries, compare)
@@ -386,56 +471,91 @@ def _render(store: ResultStore, runs: list[Run], output: str, to_file: bool = Fa
         f"suite {head.suite}{state}"
     )
     if output == "text":
-        from rich.console import Console
-
-        from kvmlab.report.text import print_configurations, print_table
-
-        buffer = io.StringIO() if to_file else None
-        console = Console(file=buffer, color_system=None) if buffer else Console()
-        for _, table in tables:
-            rest = _without(table, NETCOMPARE_DOCUMENT)
-            if rest.rows or rest.failures or not table.rows:
-                print_table(rest, console, title)
-            else:
-                console.print(
-                    printable(title), soft_wrap=True, markup=False, highlight=False, emoji=False
-                )
-            if (configs := _configurations(head, rest, compare)) is not None:
-                print_configurations(configs, console)
-        _print_netcompare(store, runs, summaries, console)
-        return buffer.getvalue() if buffer else None
+        return _render_text(store, runs, summaries, tables, title, to_file)
     if output == "md":
-        from kvmlab.report.markdown import markdown_configurations, markdown_table
-
-        parts = []
-        for _, table in tables:
-            parts.append(markdown_table(table, title))
-            if (configs := _configurations(head, table, compare)) is not None:
-                parts.append(markdown_configurations(configs))
-        return "".join(parts)
+        return _render_md(head, tables, title, compare)
     if output == "html":
-        from kvmlab.report.html import configurations_section, report_html
-        from kvmlab.report.migration_html import comparison_section
-
-        extra = [
-            comparison_section(
-                doc,
-                f"Run {run_id}: live migrations"
-                + ("" if variant == "default" else f" ({variant})"),
-                f"migrations-{run_id}-{i}",
-            )
-            for i, (run_id, variant, doc) in enumerate(documents)
-        ]
-        for run_id, table in tables:
-            if (configs := _configurations(head, table, compare)) is not None:
-                extra.insert(
-                    0,
-                    configurations_section(
-                        configs, f"Run {run_id}: by configuration", f"configurations-{run_id}"
-                    ),
-                )
-        return report_html(runs, tables, title=title, extra=extra)
+        return _render_html(runs, tables, documents, title, compare)
     raise UsageError(f"unknown report format {output!r}; choose text, md, html or json")
+
+
+def _migration_documents(store: ResultStore, runs: list[Run]) -> list[tuple[int, str, Any]]:
+    """The migration comparisons the runs stored: run id, variant, document."""
+    return [
+        (r.id, variant, doc)
+        for r in runs
+        for variant, doc in store.documents(r.id, MIGRATION_DOCUMENT)
+    ]
+
+
+def _render_text(
+    store: ResultStore,
+    runs: list[Run],
+    summaries: dict[int, list[Summary]],
+    tables: list[tuple[int, Any]],
+    title: str,
+    to_file: bool,
+) -> str | None:
+    """The text report, printed (None), or as a string when ``to_file``."""
+    from rich.console import Console
+
+    from kvmlab.report.text import print_configurations, print_table
+
+    compare = len(runs) > 1
+    buffer = io.StringIO() if to_file else None
+    console = Console(file=buffer, color_system=None) if buffer else Console()
+    for _, table in tables:
+        rest = _without(table, NETCOMPARE_DOCUMENT)
+        if rest.rows or rest.failures or not table.rows:
+            print_table(rest, console, title)
+        else:
+            console.print(
+                printable(title), soft_wrap=True, markup=False, highlight=False, emoji=False
+            )
+        if (configs := _configurations(runs[0], rest, compare)) is not None:
+            print_configurations(configs, console)
+    _print_netcompare(store, runs, summaries, console)
+    return buffer.getvalue() if buffer else None
+
+
+def _render_md(head: Run, tables: list[tuple[int, Any]], title: str, compare: bool) -> str:
+    from kvmlab.report.markdown import markdown_configurations, markdown_table
+
+    parts = []
+    for _, table in tables:
+        parts.append(markdown_table(table, title))
+        if (configs := _configurations(head, table, compare)) is not None:
+            parts.append(markdown_configurations(configs))
+    return "".join(parts)
+
+
+def _render_html(
+    runs: list[Run],
+    tables: list[tuple[int, Any]],
+    documents: list[tuple[int, str, Any]],
+    title: str,
+    compare: bool,
+) -> str:
+    from kvmlab.report.html import configurations_section, report_html
+    from kvmlab.report.migration_html import comparison_section
+
+    extra = [
+        comparison_section(
+            doc,
+            f"Run {run_id}: live migrations" + ("" if variant == "default" else f" ({variant})"),
+            f"migrations-{run_id}-{i}",
+        )
+        for i, (run_id, variant, doc) in enumerate(documents)
+    ]
+    for run_id, table in tables:
+        if (configs := _configurations(runs[0], table, compare)) is not None:
+            extra.insert(
+                0,
+                configurations_section(
+                    configs, f"Run {run_id}: by configuration", f"configurations-{run_id}"
+                ),
+            )
+    return report_html(runs, tables, title=title, extra=extra)
 
 
 def _provided() -> Provided:
@@ -495,11 +615,9 @@ def _list_runs(store: ResultStore, output: str) -> None:
             },
         )
         return
-    from datetime import datetime
-
     from rich.console import Console
 
-    from kvmlab.report.grid import Col, print_grid
+    from kvmlab.report.grid import print_grid
 
     console = Console()
     if not runs:
@@ -511,17 +629,28 @@ def _list_runs(store: ResultStore, output: str) -> None:
             highlight=False,
         )
         return
-    rows = []
-    for r in runs:
-        started = datetime.fromtimestamp(r.started).strftime("%Y-%m-%d %H:%M")
-        took = f"{r.ended - r.started:.0f} s" if r.ended else "-"
-        state = "complete" if r.complete else f"incomplete: {_cut_short(r)}"
-        usable, odd = counts.get(r.id, (0, 0))
-        samples = str(usable)
-        if odd:  # left out of reports: said here too, so the counts agree
-            samples += f" (+{odd} not finite)"
-        rows.append([str(r.id), r.lab, r.suite, started, took, state, samples])
-    columns = [
+    rows = [_run_row(r, counts.get(r.id, (0, 0))) for r in runs]
+    print_grid(console, _run_columns(), rows, title=f"runs in {store.path}")
+
+
+def _run_row(r: Run, count: tuple[int, int]) -> list[str]:
+    """A stored run as ``results ls`` lists it."""
+    from datetime import datetime
+
+    started = datetime.fromtimestamp(r.started).strftime("%Y-%m-%d %H:%M")
+    took = f"{r.ended - r.started:.0f} s" if r.ended else "-"
+    state = "complete" if r.complete else f"incomplete: {_cut_short(r)}"
+    usable, odd = count
+    samples = str(usable)
+    if odd:  # left out of reports: said here too, so the counts agree
+        samples += f" (+{odd} not finite)"
+    return [str(r.id), r.lab, r.suite, started, took, state, samples]
+
+
+def _run_columns() -> list[Any]:
+    from kvmlab.report.grid import Col
+
+    return [
         Col("id", "right"),
         Col("lab"),
         Col("suite"),
@@ -530,7 +659,6 @@ def _list_runs(store: ResultStore, output: str) -> None:
         Col("state"),
         Col("samples", "right"),
     ]
-    print_grid(console, columns, rows, title=f"runs in {store.path}")
 
 
 def results_export(ref: str, fmt: str, out: Path | None) -> None:

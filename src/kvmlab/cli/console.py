@@ -54,72 +54,104 @@ def attach_socket(
 
 
 def _pump(sock: socket.socket, stdin: int, stdout: int, is_tty: bool, quiet: float) -> None:
-    sel = selectors.DefaultSelector()
-    try:
-        sel.register(stdin, selectors.EVENT_READ)
-        sel.unregister(stdin)
-        polled = True
-    except PermissionError:  # a regular file or /dev/null: always readable
-        polled = False
-    except (OSError, ValueError):  # stdin closed
-        polled, stdin = False, -1
-    stdin_open = stdin >= 0
-    pending = b""  # read from stdin, not yet taken by the console
-    last = time.monotonic()  # when bytes last moved either way
-    sel.register(sock, selectors.EVENT_READ)
-    watching_stdin = False
-    try:
-        while True:
-            want_stdin = stdin_open and len(pending) < _BACKLOG
-            if polled and want_stdin != watching_stdin:
-                if want_stdin:
-                    sel.register(stdin, selectors.EVENT_READ)
-                else:
-                    sel.unregister(stdin)
-                watching_stdin = want_stdin
-            sock_events = selectors.EVENT_READ | (selectors.EVENT_WRITE if pending else 0)
-            sel.modify(sock, sock_events)
-            if want_stdin and not polled:
-                timeout: float | None = 0.0
-            elif stdin_open:
-                timeout = None
+    _Pump(sock, stdin, stdout, is_tty, quiet).run()
+
+
+class _Pump:
+    """Bytes between the console socket and stdin/stdout until the console closes, the
+    reader leaves, Ctrl-] on a terminal, or stdin ended and the guest has been quiet for
+    ``quiet`` seconds."""
+
+    def __init__(
+        self, sock: socket.socket, stdin: int, stdout: int, is_tty: bool, quiet: float
+    ) -> None:
+        self.sel = selectors.DefaultSelector()
+        try:
+            self.sel.register(stdin, selectors.EVENT_READ)
+            self.sel.unregister(stdin)
+            self.polled = True
+        except PermissionError:  # a regular file or /dev/null: always readable
+            self.polled = False
+        except (OSError, ValueError):  # stdin closed
+            self.polled, stdin = False, -1
+        self.sock, self.stdin, self.stdout = sock, stdin, stdout
+        self.is_tty, self.quiet = is_tty, quiet
+        self.stdin_open = stdin >= 0
+        self.pending = b""  # read from stdin, not yet taken by the console
+        self.last = time.monotonic()  # when bytes last moved either way
+        self.watching_stdin = False
+
+    def run(self) -> None:
+        self.sel.register(self.sock, selectors.EVENT_READ)
+        try:
+            while self._turn():
+                pass
+        finally:
+            self.sel.close()
+
+    def _turn(self) -> bool:
+        """One wait and what it found; False when the pump ends."""
+        want_stdin = self.stdin_open and len(self.pending) < _BACKLOG
+        if self.polled and want_stdin != self.watching_stdin:
+            if want_stdin:
+                self.sel.register(self.stdin, selectors.EVENT_READ)
             else:
-                timeout = max(0.0, quiet - (time.monotonic() - last))
-            stdin_ready = not polled
-            for key, mask in sel.select(timeout):
-                if key.fileobj is not sock:
-                    stdin_ready = True
-                    continue
-                if mask & selectors.EVENT_READ:
-                    data = sock.recv(65536)
-                    if not data:
-                        return  # QEMU closed the console
-                    if not _write_all(stdout, data):
-                        return  # nobody reads our output any more
-                    last = time.monotonic()
-                if mask & selectors.EVENT_WRITE and pending:
-                    try:
-                        sent = sock.send(pending)
-                    except OSError:
-                        return  # QEMU closed the console
-                    pending = pending[sent:]
-                    last = time.monotonic()
-            if want_stdin and stdin_ready:
-                data = os.read(stdin, 65536)
-                if not data:
-                    stdin_open = False
-                    last = time.monotonic()
-                    if watching_stdin:
-                        sel.unregister(stdin)
-                        watching_stdin = False
-                elif is_tty and DETACH in data:
-                    return
-                else:
-                    pending += data
-            if not stdin_open and time.monotonic() - last >= quiet:
-                return  # stdin ended and the guest has been quiet
-    finally:
-        sel.close()
+                self.sel.unregister(self.stdin)
+            self.watching_stdin = want_stdin
+        sock_events = selectors.EVENT_READ | (selectors.EVENT_WRITE if self.pending else 0)
+        self.sel.modify(self.sock, sock_events)
+        stdin_ready = not self.polled
+        for key, mask in self.sel.select(self._timeout(want_stdin)):
+            if key.fileobj is not self.sock:
+                stdin_ready = True
+                continue
+            if not self._socket(mask):
+                return False
+        if want_stdin and stdin_ready and not self._read_stdin():
+            return False
+        # stdin ended and the guest has been quiet: done
+        return self.stdin_open or time.monotonic() - self.last < self.quiet
+
+    def _timeout(self, want_stdin: bool) -> float | None:
+        if want_stdin and not self.polled:
+            return 0.0
+        if self.stdin_open:
+            return None
+        return max(0.0, self.quiet - (time.monotonic() - self.last))
+
+    def _socket(self, mask: int) -> bool:
+        """The console's output to stdout, pending input to the console; False when
+        QEMU closed the console or nobody reads our output any more."""
+        if mask & selectors.EVENT_READ:
+            data = self.sock.recv(65536)
+            if not data:
+                return False  # QEMU closed the console
+            if not _write_all(self.stdout, data):
+                return False  # nobody reads our output any more
+            self.last = time.monotonic()
+        if mask & selectors.EVENT_WRITE and self.pending:
+            try:
+                sent = self.sock.send(self.pending)
+            except OSError:
+                return False  # QEMU closed the console
+            self.pending = self.pending[sent:]
+            self.last = time.monotonic()
+        return True
+
+    def _read_stdin(self) -> bool:
+        """Read what stdin has; False on Ctrl-] at a terminal."""
+        data = os.read(self.stdin, 65536)
+        if not data:
+            self.stdin_open = False
+            self.last = time.monotonic()
+            if self.watching_stdin:
+                self.sel.unregister(self.stdin)
+                self.watching_stdin = False
+        elif self.is_tty and DETACH in data:
+            return False
+        else:
+            self.pending += data
+        return True
 
 
 def _write_all(fd: int, data: bytes) -> bool:

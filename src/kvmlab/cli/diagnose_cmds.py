@@ -1,5 +1,5 @@
-"""``kvmlab diagnose`` and ``kvmlab exits --compare``: from an exit profile to a cause, a fix
-written into the lab, and the before/after measurement that shows whether it worked."""
+"""``kvmlab diagnose``: from an exit profile to a cause and a fix written into the lab
+(``kvmlab exits --compare``, in :mod:`kvmlab.cli.exits_cmds`, measures before and after)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,10 +15,12 @@ from kvmlab.cli.exits_cmds import DEFAULT_SECONDS
 from kvmlab.cli.jsonout import emit
 from kvmlab.cli.lab_cmds import find_guest, image_factory, interruptible
 from kvmlab.errors import UsageError, printable
+from kvmlab.exits.foreign import is_foreign
 
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from kvmlab.exits.fixes import FixRender
     from kvmlab.exits.model import Profile
     from kvmlab.exits.rules import Diagnosis, Finding
     from kvmlab.runtime.rundir import GuestRecord
@@ -41,6 +43,67 @@ def lab_of(record: GuestRecord) -> tuple[LoadedLab | None, str]:
     return loaded, ""
 
 
+def diagnose_cmd(
+    address: str | None,
+    seconds: float | None,
+    provider: str,
+    apply: bool,
+    out: Path | None,
+    output: str,
+    imported: Path | None,
+    connect: str | None = None,
+) -> None:
+    """``kvmlab diagnose``: the options checked together, then :func:`run_diagnose`."""
+    from kvmlab.cli.exits_cmds import check_provider, refuse_with
+    from kvmlab.cli.options import output_choice
+
+    output = output_choice(output, "text", "json")
+    provider = check_provider(provider)
+    if address is not None and imported is not None:
+        raise UsageError(
+            "give the guest's address (LAB/GUEST) or --import FILE, not both: an import is "
+            "diagnosed on its own"
+        )
+    if address is None and imported is None:
+        raise UsageError("give the guest's address (LAB/GUEST) or --import FILE")
+    if imported is not None:
+        refuse_with(
+            "--import",
+            {
+                "--apply (it needs a running guest of a lab)": apply,
+                "--out": out is not None,
+                "--provider": provider != "auto",
+            },
+        )
+    if out is not None and not apply:
+        raise UsageError("--out names the lab file --apply writes; give --apply too")
+    _check_foreign(address, connect, apply)
+    run_diagnose(address or "", imported, seconds, provider, output, apply, out, connect)
+
+
+def _check_foreign(address: str | None, connect: str | None, apply: bool) -> None:
+    """What a VM kvmlab did not start refuses: --apply (no lab file), -c without a domain."""
+    if connect is not None and not (address or "").startswith("domain:"):
+        raise UsageError("-c/--connect goes with domain:NAME (a libvirt domain's daemon)")
+    if address is not None and is_foreign(address) and apply:
+        raise UsageError(
+            "--apply writes a lab file; for a VM kvmlab did not start, make the change the "
+            "finding shows (a libvirt domain: virsh edit NAME, then restart it)"
+        )
+
+
+@dataclass(frozen=True)
+class _Subject:
+    """What is diagnosed: the profile, where it came from, and the lab the guest is of."""
+
+    profile: Profile
+    address: str
+    address_path: tuple[str, ...]
+    why: str
+    loaded: LoadedLab | None = None
+    guest: Guest | None = None
+
+
 def run_diagnose(
     address: str,
     imported: Path | None,
@@ -49,6 +112,7 @@ def run_diagnose(
     output: str,
     apply: bool,
     out: Path | None,
+    connect: str | None = None,
 ) -> None:
     """Profile the guest, evaluate the rules, print findings; with ``apply``, write the fix.
 
@@ -56,77 +120,114 @@ def run_diagnose(
     where ``--apply`` would write); when there is nothing to apply, the diagnosis is still
     printed, then the reason.
     """
-    from rich.console import Console
-
-    from kvmlab.cli.exits_cmds import LIVE_SECONDS, check_seconds, import_seconds
-    from kvmlab.exits.collect import profile_guest
     from kvmlab.exits.fixes import guest_context
     from kvmlab.exits.rules import evaluate
 
     if imported is not None:
-        from kvmlab.exits.fixes import PLACEHOLDER
-        from kvmlab.exits.perfkvm import import_file
-
-        if apply:
-            raise UsageError("--apply needs a running guest of a lab (an address), not --import")
-        shown = printable(str(imported))
-        profile = import_file(imported, shown, import_seconds(seconds))
-        loaded, guest, context = None, None, None
-        address = shown
-        address_path: tuple[str, ...] = (PLACEHOLDER,)
-        why = "no lab for an imported profile: lab conditions are assumed"
+        subject = _imported(imported, seconds, apply)
+    elif is_foreign(address):
+        subject = _foreign(address, connect, seconds, provider)
     else:
-        window = check_seconds(DEFAULT_SECONDS if seconds is None else seconds, LIVE_SECONDS)
-        if apply:
-            check_apply_out(out)
-        run_dir, record = find_guest(address)
-        loaded, why = lab_of(record)
-        guest = loaded.lab.find("/".join(record.address)) if loaded else None
-        context = guest_context(guest) if guest is not None else None
-        address_path = tuple(record.address)
-        with interruptible(f"profiling the VM exits of {address}"):
-            profile = profile_guest(run_dir, record, window, provider)  # type: ignore[arg-type]
-    diagnosis = evaluate(profile, context)
-    written, applied, refusal = None, None, None
+        subject = _running(address, seconds, provider, apply, out)
+    context = guest_context(subject.guest) if subject.guest is not None else None
+    diagnosis = evaluate(subject.profile, context)
+    written, applied, refusal = None, None, ""
     if apply:
-        applied = next((f for f in diagnosis.findings if f.fix.lab), None)
-        if loaded is None or guest is None:
-            refusal = f"nothing to apply: {why}"
-        elif applied is None:
-            refusal = (
-                "nothing to apply: no finding has a lab-file fix"
-                if diagnosis.findings
-                else "nothing to apply: no rule fired"
-            )
-        else:
-            written = apply_fix(loaded, address_path, applied, out)
+        from kvmlab.exits.fix_choice import fix_to_apply
+
+        has_lab = subject.loaded is not None and subject.guest is not None
+        applied, refusal = fix_to_apply(diagnosis, has_lab, subject.why)
+        if applied is not None and subject.loaded is not None:
+            written = apply_fix(subject.loaded, subject.address_path, applied, out)
+    _print_diagnosis(subject, diagnosis, output, written, applied)
+    if refusal:
+        sys.stdout.flush()
+        raise UsageError(refusal)
+
+
+def _imported(imported: Path, seconds: float | None, apply: bool) -> _Subject:
+    """An imported perf report: no lab, its conditions assumed."""
+    from kvmlab.cli.exits_cmds import import_seconds
+    from kvmlab.exits.fixes import PLACEHOLDER
+    from kvmlab.exits.perfkvm import import_file
+
+    if apply:
+        raise UsageError("--apply needs a running guest of a lab (an address), not --import")
+    shown = printable(str(imported))
+    profile = import_file(imported, shown, import_seconds(seconds))
+    why = "no lab for an imported profile: lab conditions are assumed"
+    return _Subject(profile, shown, (PLACEHOLDER,), why)
+
+
+def _foreign(text: str, connect: str | None, seconds: float | None, provider: str) -> _Subject:
+    """A VM kvmlab did not start, profiled from outside: no lab, its conditions assumed."""
+    from kvmlab.cli.exits_cmds import LIVE_SECONDS, check_seconds
+    from kvmlab.exits.fixes import PLACEHOLDER
+    from kvmlab.exits.foreign import profile_foreign, resolve
+
+    window = check_seconds(DEFAULT_SECONDS if seconds is None else seconds, LIVE_SECONDS)
+    target = resolve(text, connect)
+    with interruptible(f"profiling {target.label}"):
+        profile = profile_foreign(target, window, provider)  # type: ignore[arg-type]
+    why = (
+        "a VM kvmlab did not start: no lab, its conditions assumed; each fix is shown as "
+        "the lab-file change and its QEMU and libvirt forms, for that VM's own configuration"
+    )
+    return _Subject(profile, target.label, (PLACEHOLDER,), why)
+
+
+def _running(
+    address: str, seconds: float | None, provider: str, apply: bool, out: Path | None
+) -> _Subject:
+    """A running guest's profile, with the lab file it went up from."""
+    from kvmlab.cli.exits_cmds import LIVE_SECONDS, check_seconds
+    from kvmlab.exits.collect import profile_guest
+
+    window = check_seconds(DEFAULT_SECONDS if seconds is None else seconds, LIVE_SECONDS)
+    if apply:
+        check_apply_out(out)
+    run_dir, record = find_guest(address)
+    loaded, why = lab_of(record)
+    guest = loaded.lab.find("/".join(record.address)) if loaded else None
+    with interruptible(f"profiling the VM exits of {address}"):
+        profile = profile_guest(run_dir, record, window, provider)  # type: ignore[arg-type]
+    return _Subject(profile, address, tuple(record.address), why, loaded, guest)
+
+
+def _print_diagnosis(
+    subject: _Subject,
+    diagnosis: Diagnosis,
+    output: str,
+    written: Path | None,
+    applied: Finding | None,
+) -> None:
+    """The diagnosis as JSON or text; then, when a fix was written, how to check it."""
+    from rich.console import Console
+
     if output == "json":
         emit(
             "diagnosis",
             {
-                "address": address,
-                "profile": profile.to_json(),
+                "address": subject.address,
+                "profile": subject.profile.to_json(),
                 "findings": [f.to_json() for f in diagnosis.findings],
                 "unchecked": [str(u) for u in diagnosis.unchecked],
-                "lab_note": why or None,
+                "lab_note": subject.why or None,
                 "written": str(written) if written else None,
             },
         )
-    else:
-        console = Console()
-        show_diagnosis(profile, diagnosis, console, why, address_path)
-        if written is not None and applied is not None:
-            console.print(
-                f"\nwrote {written}: the lab with the fix of {applied.id} as a "
-                "variant; measure both the same way with\n"
-                f"  kvmlab exits {written} --compare --guest {'/'.join(address_path)}",
-                soft_wrap=True,
-                highlight=False,
-                markup=False,
-            )
-    if refusal is not None:
-        sys.stdout.flush()
-        raise UsageError(refusal)
+        return
+    console = Console()
+    show_diagnosis(subject.profile, diagnosis, console, subject.why, subject.address_path)
+    if written is not None and applied is not None:
+        console.print(
+            f"\nwrote {written}: the lab with the fix of {applied.id} as a "
+            "variant; measure both the same way with\n"
+            f"  kvmlab exits {written} --compare --guest {'/'.join(subject.address_path)}",
+            soft_wrap=True,
+            highlight=False,
+            markup=False,
+        )
 
 
 def check_apply_out(out: Path | None) -> None:
@@ -241,6 +342,12 @@ def apply_fix(
             with contextlib.suppress(OSError):
                 dest.unlink()
         raise OutputError(f"cannot write {printable(str(dest))}: {exc.strerror or exc}") from None
+    _print_renders(rendered)
+    return written
+
+
+def _print_renders(rendered: FixRender) -> None:
+    """What the fix changes in the guest's QEMU command line and libvirt XML, on stderr."""
     for arg in rendered.args_removed:
         print(f"QEMU before: {arg}", file=sys.stderr)
     for arg in rendered.args_added:
@@ -251,100 +358,3 @@ def apply_fix(
             f"{change.after or '(removed)'}",
             file=sys.stderr,
         )
-    return written
-
-
-def run_compare(
-    lab_path: Path,
-    guest: str,
-    seconds: float,
-    settle: float,
-    output: str,
-    provider: str = "auto",
-    chosen: Sequence[str] = (),
-) -> None:
-    """Boot each variant of the lab (``chosen``: those) in turn, profile ``guest`` the
-    same way, compare.
-
-    Everything is checked before the first variant boots: the windows, the guest's path,
-    that every variant has the guest.
-    """
-    import time
-
-    from rich.console import Console
-
-    from kvmlab.cli.exits_cmds import LIVE_SECONDS, check_seconds
-    from kvmlab.cli.hostinfo import host_accel
-    from kvmlab.errors import RuntimeFailure
-    from kvmlab.exits.collect import profile_guest
-    from kvmlab.exits.compare import show_compare
-    from kvmlab.progress import Relay
-    from kvmlab.runtime import lab as labrun
-    from kvmlab.runtime.rundir import LabDir
-    from kvmlab.spec import load_lab
-
-    check_seconds(seconds, LIVE_SECONDS)
-    check_seconds(settle, (0.0, 3600.0), "--settle")
-    loaded = load_lab(lab_path)
-    from kvmlab.cli.backend_opts import lab_backend
-
-    with lab_backend(loaded) as backend:
-        if not backend.capabilities.exits_compare:
-            raise backend.refusal(loaded, "exits LAB --compare")
-    if loaded.lab.find(guest) is None:
-        known = ", ".join("/".join(path) for path, _ in loaded.lab.walk())
-        raise UsageError(
-            f"lab {loaded.lab.name} has no guest {printable(repr(guest))} "
-            f"(its guests: {known}; --guest is a path like l1/l2)"
-        )
-    variants = loaded.variants(chosen)
-    if len(variants) < 2:
-        raise UsageError(
-            f"{printable(str(lab_path))}: nothing to compare "
-            + (
-                "(name two or more with --variant)"
-                if chosen
-                else "(kvmlab diagnose --apply writes a variant)"
-            )
-        )
-    from kvmlab.runtime.guest_kvm import check_host_kvm
-
-    guests: dict[str, Guest] = {}
-    for name, variant in variants.items():
-        check_host_kvm(variant)  # every variant this host's KVM cannot run, before any boots
-        found = variant.lab.find(guest)
-        if found is None:
-            raise UsageError(f"variant {name} of lab {loaded.lab.name} has no guest {guest}")
-        guests[name] = found
-    host, _ = host_accel()
-    err = Console(stderr=True, soft_wrap=True)
-    profiles: dict[str, Profile] = {}
-    for name, variant in variants.items():
-        shown = Relay(lambda text: err.print(f"  {text}", highlight=False, markup=False))
-        progress = shown.prefixed(f"{name}: ")
-
-        # Up and down as the commands do (guests detached, reached through their records),
-        # so the profile is taken exactly as `kvmlab exits` takes it.
-        with interruptible(f"comparing variant {name} of {loaded.lab.name}"):
-            labrun.up(variant, labrun.Launch(host, image_factory(), progress=progress))
-            try:
-                progress.step(f"up; settling for {settle:g} s, then {seconds:g} s")
-                time.sleep(settle)
-                lab_dir = LabDir.of(loaded.lab.name)
-                entry = next(
-                    (
-                        e
-                        for e in lab_dir.entries()
-                        if "/".join(e.address) == guest and e.record is not None
-                    ),
-                    None,
-                )
-                if entry is None or entry.record is None:
-                    raise RuntimeFailure(
-                        f"variant {name}: guest {guest} is not running after "
-                        f"'kvmlab up' of lab {loaded.lab.name}"
-                    )
-                profiles[name] = profile_guest(entry.run_dir, entry.record, seconds, provider)  # type: ignore[arg-type]
-            finally:
-                labrun.down(loaded.lab.name, progress=progress)
-    show_compare(profiles, guests, Console(), output)

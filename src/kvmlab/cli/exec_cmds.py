@@ -70,6 +70,18 @@ def read_input(fd: int = 0, limit: int = MAX_INPUT) -> bytes | None:
         os.fstat(fd)
     except OSError:
         return None  # closed
+    hint = _stdin_hint()
+    try:
+        chunks, size = _read_to_end(fd, limit)
+    finally:
+        hint.cancel()
+    if size > limit:
+        raise GuestInputTooLarge(size, limit)
+    return b"".join(chunks) or None
+
+
+def _stdin_hint() -> threading.Timer:
+    """A line on stderr if stdin has not ended after a while, started."""
     hint = threading.Timer(
         STDIN_HINT_AFTER,
         print,
@@ -81,26 +93,26 @@ def read_input(fd: int = 0, limit: int = MAX_INPUT) -> bytes | None:
     )
     hint.daemon = True
     hint.start()
+    return hint
+
+
+def _read_to_end(fd: int, limit: int) -> tuple[list[bytes], int]:
+    """What ``fd`` holds up to its end, or a byte past ``limit``; and how many bytes."""
     chunks: list[bytes] = []
     size = 0
-    try:
-        while size <= limit:
-            try:
-                chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-            except BlockingIOError:  # a non-blocking pipe inherited from the caller
-                select.select([fd], [], [])
-                continue
-            except OSError as exc:
-                raise UsageError(f"cannot read stdin: {exc.strerror}") from None
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    finally:
-        hint.cancel()
-    if size > limit:
-        raise GuestInputTooLarge(size, limit)
-    return b"".join(chunks) or None
+    while size <= limit:
+        try:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+        except BlockingIOError:  # a non-blocking pipe inherited from the caller
+            select.select([fd], [], [])
+            continue
+        except OSError as exc:
+            raise UsageError(f"cannot read stdin: {exc.strerror}") from None
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return chunks, size
 
 
 def _write(stream: BinaryIO, data: bytes) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +16,8 @@ from kvmlab.spec.names import lab_name, parse_address
 
 if TYPE_CHECKING:
     from kvmlab.cli.backend_opts import BackendOptions
+    from kvmlab.runtime.machine import Machine
+    from kvmlab.spec import LoadedLab
 
 
 @contextmanager
@@ -56,15 +58,9 @@ def run_up(
     from kvmlab.cli.backend_opts import BackendOptions, choose_backend
     from kvmlab.cli.hostinfo import host_accel, print_nested_preflight
     from kvmlab.cli.progress import indented
-    from kvmlab.report.grid import Col, print_grid
     from kvmlab.runtime import lab as labrun
-    from kvmlab.spec import load_lab
 
-    loaded = load_lab(lab_path)
-    if variant is not None:
-        loaded = loaded.variant_named(variant)
-    if within is not None and (loaded.lab.find(within) is None or not loaded.lab.guests):
-        raise UsageError(f"lab {loaded.lab.name} has no guest hypervisor {within!r}")
+    loaded = _lab_to_start(lab_path, variant, within)
     backend = choose_backend(loaded, backend_opts or BackendOptions())
     host, choice = host_accel()
     console = Console(stderr=True, soft_wrap=True)
@@ -82,23 +78,31 @@ def run_up(
 
         emit("up", {"lab": loaded.lab.name, "guests": [asdict(m.record()) for m in machines]})
         return
-    stages = ["qemu", "kernel", "init", "agent", "guest", "total"]
-    shown = [s for s in stages if any(s in m.boot for m in machines)]
+    _print_boot_stages(loaded.lab.name, machines)
+
+
+def _lab_to_start(lab_path: Path, variant: str | None, within: str | None) -> LoadedLab:
+    """The lab ``kvmlab up`` starts (``variant``: that configuration), checked."""
+    from kvmlab.spec import load_lab
+
+    loaded = load_lab(lab_path)
+    if variant is not None:
+        loaded = loaded.variant_named(variant)
+    if within is not None and (loaded.lab.find(within) is None or not loaded.lab.guests):
+        raise UsageError(f"lab {loaded.lab.name} has no guest hypervisor {within!r}")
+    return loaded
+
+
+def _print_boot_stages(lab: str, machines: Sequence[Machine]) -> None:
+    from rich.console import Console
+
+    from kvmlab.report.grid import Col, print_grid
+    from kvmlab.runtime.boot_table import boot_table
+
+    shown, rows = boot_table(machines)
     columns = [Col("guest"), Col("accel"), *(Col(s, "right") for s in shown)]
-    rows = [
-        [
-            m.config.name,
-            m.config.accel,
-            *(f"{m.boot[s]:.2f}" if s in m.boot else "-" for s in shown),
-        ]
-        for m in machines
-    ]
-    print_grid(
-        Console(),
-        columns,
-        rows,
-        title=f"lab {loaded.lab.name} is up: boot stages in seconds (measured)",
-    )
+    title = f"lab {lab} is up: boot stages in seconds (measured)"
+    print_grid(Console(), columns, rows, title=title)
 
 
 def find_guest(address: str) -> tuple[Path, GuestRecord]:

@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from kvmlab.cli.options import OutputOpt
+
 libvirtd_app = typer.Typer(
     rich_markup_mode="markdown",
     help="Private libvirt daemons for the libvirt backend (the system libvirtd is never "
@@ -14,35 +16,40 @@ libvirtd_app = typer.Typer(
 )
 
 
+TcpPortOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--tcp-port",
+        min=1024,
+        max=65535,
+        help="Also listen on 127.0.0.1:PORT without authentication (a stand-in "
+        "for a remote host; any local user can then drive it, as root).",
+    ),
+]
+ListenOpt = Annotated[
+    str,
+    typer.Option(
+        "--listen",
+        help="With --tcp-port: the address to listen on instead of 127.0.0.1 "
+        "(anyone who reaches it drives the daemon as root: a lab network only).",
+    ),
+]
+NetnsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--netns",
+        help="With --tcp-port: run in this network namespace (ip netns add NAME), a "
+        "second 'host' reached only over the network; --listen an address of it.",
+    ),
+]
+
+
 @libvirtd_app.command("start")
 def start(
     name: Annotated[str, typer.Argument(help="Name of the daemon (e.g. host2).")],
-    tcp_port: Annotated[
-        int | None,
-        typer.Option(
-            "--tcp-port",
-            min=1024,
-            max=65535,
-            help="Also listen on 127.0.0.1:PORT without authentication (a stand-in "
-            "for a remote host; any local user can then drive it, as root).",
-        ),
-    ] = None,
-    listen: Annotated[
-        str,
-        typer.Option(
-            "--listen",
-            help="With --tcp-port: the address to listen on instead of 127.0.0.1 "
-            "(anyone who reaches it drives the daemon as root: a lab network only).",
-        ),
-    ] = "127.0.0.1",
-    netns: Annotated[
-        str | None,
-        typer.Option(
-            "--netns",
-            help="With --tcp-port: run in this network namespace (ip netns add NAME), a "
-            "second 'host' reached only over the network; --listen an address of it.",
-        ),
-    ] = None,
+    tcp_port: TcpPortOpt = None,
+    listen: ListenOpt = "127.0.0.1",
+    netns: NetnsOpt = None,
 ) -> None:
     """Start a private libvirtd in its own mount namespace; print its URIs."""
     from kvmlab.runtime.libvirt import private
@@ -79,16 +86,28 @@ def stop(name: Annotated[str, typer.Argument(help="Name of the daemon.")]) -> No
 
 
 @libvirtd_app.command("list")
-def list_(
-    output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
-) -> None:
+def list_(output: OutputOpt = "text") -> None:
     """The private daemons on record, with their URIs (a record kvmlab cannot read is
     listed as unreadable, with why)."""
     from kvmlab.cli.options import output_choice
-    from kvmlab.errors import printable
-    from kvmlab.runtime.libvirt import private
 
     output_choice(output, "text", "json")
+    rows = _daemon_rows()
+    if output == "json":
+        from kvmlab.cli.jsonout import emit
+
+        emit("libvirtd", {"daemons": rows})
+        return
+    if not rows:
+        print("no private libvirtd on record (kvmlab libvirtd start NAME starts one)")
+        return
+    _print_daemons(rows)
+
+
+def _daemon_rows() -> list[dict[str, object]]:
+    """Each private daemon on record, or why its record is unreadable."""
+    from kvmlab.runtime.libvirt import private
+
     rows: list[dict[str, object]] = []
     for d in private.running():
         if isinstance(d, private.DaemonRecordError):
@@ -104,14 +123,12 @@ def list_(
                 "netns": d.netns,
             }
         )
-    if output == "json":
-        from kvmlab.cli.jsonout import emit
+    return rows
 
-        emit("libvirtd", {"daemons": rows})
-        return
-    if not rows:
-        print("no private libvirtd on record (kvmlab libvirtd start NAME starts one)")
-        return
+
+def _print_daemons(rows: list[dict[str, object]]) -> None:
+    from kvmlab.errors import printable
+
     table = [("NAME", "STATE", "URI", "TCP URI")]
     for row in rows:
         if row["state"] == "unreadable":

@@ -39,13 +39,7 @@ def main() -> None:
     ``SystemExit(1)``; kvmlab itself never exits (its status 1 is returned), so that is
     what such an exit means here.
     """
-    for name in ("stdout", "stderr"):  # started with it closed (>&-): write nowhere, quietly
-        if getattr(sys, name) is None:
-            setattr(sys, name, Path(os.devnull).open("w"))  # noqa: SIM115
-    if COMPLETE_VAR in os.environ:  # the shell asks for completions (make deps installs them)
-        from typer._completion_classes import completion_init
-
-        completion_init()
+    _prepare()
     try:
         with interrupting(then_ignore=True):  # SIGTERM, SIGHUP like Ctrl-C, at any moment
             status = app_for(sys.argv[1:])(standalone_mode=False)
@@ -56,22 +50,9 @@ def main() -> None:
     except (PipeClosed, BrokenPipeError):
         _quiet_exit(PIPE_CLOSED)
     except OSError as exc:
-        if (failed := _output_failure(exc)) is not None:
-            print(f"kvmlab: cannot write the output: {failed}", file=sys.stderr)
-            _quiet_exit(3)
-        print(f"kvmlab: {os_error_line(exc)}", file=sys.stderr)
-        _exit_flushed(OS_ERROR_EXIT)
+        _os_error(exc)
     except KvmlabError as exc:
-        try:
-            sys.stdout.flush()
-        except BrokenPipeError:
-            _quiet_exit(PIPE_CLOSED)
-        except OSError:  # stdout fails too (>/dev/full): the error still reaches stderr
-            pass
-        for line in exc.lines():
-            for part in line.splitlines() or [""]:  # one line each, no escape sequence
-                print(f"kvmlab: {printable(part)}", file=sys.stderr)
-        _exit_flushed(exc.exit_code)
+        _kvmlab_error(exc)
     except SystemExit as exc:
         if exc.code == 1:
             _quiet_exit(PIPE_CLOSED)
@@ -83,6 +64,40 @@ def main() -> None:
             raise
         _usage_error(exc)
     sys.exit(status if isinstance(status, int) else 0)
+
+
+def _prepare() -> None:
+    """Streams to write to however kvmlab was started, and the shell's completions."""
+    for name in ("stdout", "stderr"):  # started with it closed (>&-): write nowhere, quietly
+        if getattr(sys, name) is None:
+            setattr(sys, name, Path(os.devnull).open("w"))  # noqa: SIM115
+    if COMPLETE_VAR in os.environ:  # the shell asks for completions (make deps installs them)
+        from typer._completion_classes import completion_init
+
+        completion_init()
+
+
+def _os_error(exc: OSError) -> NoReturn:
+    """An OS error no kvmlab code turned into its own: one line, then the exit."""
+    if (failed := _output_failure(exc)) is not None:
+        print(f"kvmlab: cannot write the output: {failed}", file=sys.stderr)
+        _quiet_exit(3)
+    print(f"kvmlab: {os_error_line(exc)}", file=sys.stderr)
+    _exit_flushed(OS_ERROR_EXIT)
+
+
+def _kvmlab_error(exc: KvmlabError) -> NoReturn:
+    """kvmlab's own error: stdout flushed, then one ``kvmlab: `` line each, then the exit."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_exit(PIPE_CLOSED)
+    except OSError:  # stdout fails too (>/dev/full): the error still reaches stderr
+        pass
+    for line in exc.lines():
+        for part in line.splitlines() or [""]:  # one line each, no escape sequence
+            print(f"kvmlab: {printable(part)}", file=sys.stderr)
+    _exit_flushed(exc.exit_code)
 
 
 OUTPUT_ERRORS = {errno.ENOSPC, errno.EIO, errno.EBADF, errno.EFBIG, errno.EDQUOT}

@@ -64,3 +64,7 @@ def output_choice(value: str, *choices: str) -> str:
 
         raise typer.BadParameter(f"choose {listed} (got {quoted(value)})", param_hint="--output")
     return value
+
+
+OutputOpt = Annotated[str, typer.Option("--output", "-o", help="text or json.")]
+"""``-o/--output`` of a command that prints text or JSON."""

@@ -3,80 +3,107 @@
 from __future__ import annotations
 
 import sys
-import time
-from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kvmlab.runtime.rundir import GuestRecord, running_labs
 from kvmlab.spec.units import format_size
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from kvmlab.runtime.thread_cpu import Threads
-
-Usage = dict[int, tuple[float | None, float | None]]
+    from kvmlab.report.grid import Col
 
 
-def run_ps(output: str, threads: bool = False) -> None:
+def run_ps(output: str, threads: bool = False, every: bool = False) -> None:
     """List running labs and guests with host CPU next to guest CPU (``threads``: and each
-    QEMU's threads split into guest, host kernel and QEMU user time)."""
-    entries = [e for lab_dir in running_labs() for e in lab_dir.entries()]
-    rows = [
-        (e.run_dir, e.record) for e in entries if e.record is not None and e.state() == "running"
-    ]
-    if threads:
-        usage, seen = _with_threads(rows, lambda: _sample(rows))
-    else:
-        usage, seen = _sample(rows), {}
-    now = time.time()
-    out: list[dict[str, object]] = []
-    for entry in entries:
-        rec, state = entry.record, entry.state()
-        pids = entry.processes()
-        row: dict[str, object] = {
-            "lab": entry.lab,
-            "guest": "/".join(entry.address),
-            "address": entry.name,
-            "level": f"L{len(entry.address)}",
-            "state": state,
-            "pid": rec.pid if rec is not None and rec.pid else (pids[0] if pids else None),
-            "problem": entry.problem,
-        }
-        if rec is not None:
-            host_cpu, guest_cpu = usage.get(rec.pid, (None, None))
-            row.update(
-                {
-                    "accel": rec.accel,
-                    "vcpus": rec.vcpus,
-                    "memory_bytes": rec.memory,
-                    "uptime_s": round(now - rec.started, 1),
-                    "host_cpu_pct": None if rec.via else host_cpu,
-                    "guest_cpu_pct": guest_cpu,
-                    "via": rec.via,
-                    "boot_s": rec.boot,
-                }
-            )
-        if threads:
-            measured = seen.get(entry.name)
-            row["threads"] = None if measured is None else measured.threads
-            row["threads_where"] = None if measured is None else measured.where
-            row["threads_problem"] = None if measured is None else measured.problem
-        out.append(row)
+    QEMU's threads split into guest, host kernel and QEMU user time; ``every``: and every
+    other QEMU on this host)."""
+    from kvmlab.runtime.running_guests import running_guests
+
+    out = running_guests(threads)
+    others = _others() if every else None
     if output == "json":
         from kvmlab.cli.jsonout import emit
 
-        emit("ps", {"guests": out})
+        emit("ps", {"guests": out} | ({} if others is None else {"others": others}))
         return
-    if not out:
-        print("no running guests")
+    if not out and not others:
+        print("no running guests" if others is None else "no QEMU runs on this host")
         return
     from rich.console import Console
 
+    from kvmlab.report.grid import print_grid
+
+    for row in out:
+        if row["problem"]:
+            print(f"{row['address']}: {row['problem']}", file=sys.stderr)
+    title = "running guests (CPU in % of one host CPU, sampled over 0.5 s)"
+    console = Console()
+    if out:
+        print_grid(console, _columns(), [_cells(row) for row in out], title=title)
+    if threads:
+        _print_threads(console, out)
+    if others:
+        _print_others(console, others)
+
+
+def _others() -> list[dict[str, object]]:
+    """Every QEMU here kvmlab did not start, as ``ps -o json`` gives them."""
+    from kvmlab.runtime.host_vms import host_vms
+
+    return [
+        {
+            "target": vm.target,
+            "origin": vm.origin,
+            "pid": vm.qemu.pid,
+            "user": vm.qemu.user,
+            "name": vm.qemu.name,
+            "accel": vm.qemu.accel,
+            "manager": vm.manager,
+            "host_cpu_pct": vm.host_cpu_pct,
+            "guest_cpu_pct": None,
+        }
+        for vm in host_vms()
+        if vm.origin != "kvmlab"
+    ]
+
+
+def _print_others(console: Console, rows: list[dict[str, object]]) -> None:
+    from kvmlab.errors import printable
     from kvmlab.report.grid import Col, print_grid
 
-    columns = [
+    cols = [
+        Col("target"),
+        Col("origin"),
+        Col("pid", "right"),
+        Col("name"),
+        Col("user"),
+        Col("accel"),
+        Col("host CPU%", "right"),
+        Col("guest CPU%", "right"),
+        Col("manager"),
+    ]
+    cells = [
+        [
+            printable(str(r["target"])),
+            str(r["origin"]),
+            str(r["pid"]),
+            printable(str(r["name"] or "-")),
+            printable(str(r["user"])),
+            str(r["accel"]),
+            "-" if r["host_cpu_pct"] is None else f"{r['host_cpu_pct']:.0f}",
+            "unknown",
+            printable(str(r["manager"] or "-")),
+        ]
+        for r in rows
+    ]
+    title = "other VMs on this host (no guest agent kvmlab can reach: guest CPU unknown)"
+    print_grid(console, cols, cells, title=title)
+
+
+def _columns() -> list[Col]:
+    from kvmlab.report.grid import Col
+
+    return [
         Col("address"),
         Col("level"),
         Col("pid", "right"),
@@ -88,96 +115,22 @@ def run_ps(output: str, threads: bool = False) -> None:
         Col("host CPU%", "right"),
         Col("guest CPU%", "right"),
     ]
-    cells: list[list[str]] = []
-    for row in out:
-        known = "accel" in row
-        cells.append(
-            [
-                str(row["address"]),
-                str(row["level"]),
-                str(row["pid"] or "-"),
-                str(row["state"]),
-                str(row["accel"]) if known else "-",
-                str(row["vcpus"]) if known else "-",
-                format_size(int(str(row["memory_bytes"]))) if known else "-",
-                f"{row['uptime_s']:.0f} s" if known else "-",
-                "-" if row.get("host_cpu_pct") is None else f"{row['host_cpu_pct']:.0f}",
-                "-" if row.get("guest_cpu_pct") is None else f"{row['guest_cpu_pct']:.0f}",
-            ]
-        )
-    for row in out:
-        if row["problem"]:
-            print(f"{row['address']}: {row['problem']}", file=sys.stderr)
-    title = "running guests (CPU in % of one host CPU, sampled over 0.5 s)"
-    console = Console()
-    print_grid(console, columns, cells, title=title)
-    if threads:
-        _print_threads(console, out)
 
 
-def _sample(rows: list[tuple[Path, GuestRecord]]) -> Usage:
-    """Host and guest CPU of the running guests; with none running, what reaches their
-    agents (both backends) is not even imported."""
-    if not rows:
-        return {}
-    from kvmlab.runtime.cpu_compare import sample_usage
-
-    return sample_usage(rows)
-
-
-def _with_threads(
-    rows: list[tuple[Path, GuestRecord]], sample: Callable[[], Usage]
-) -> tuple[Usage, dict[str, Threads]]:
-    """``sample()``'s host and guest CPU, and the QEMU threads of every running guest over
-    the same window: read here for a QEMU of this host, by the kvmlab inside its guest
-    hypervisor for a nested guest (once per hypervisor)."""
-    from kvmlab.runtime.nested import inner_address
-    from kvmlab.runtime.thread_cpu import Threads, read_threads, thread_use
-
-    here = [rec for _, rec in rows if rec.via is None and rec.pid]
-    before = {rec.pid: read_threads(rec.pid) for rec in here}
-    t0 = time.monotonic()
-    usage = sample()
-    seconds = time.monotonic() - t0
-    seen = {
-        rec.name: Threads(
-            "this host",
-            [t.to_json() for t in thread_use(before[rec.pid], read_threads(rec.pid), seconds)],
-        )
-        for rec in here
-    }
-    inside: dict[tuple[str, str], dict[str, list[dict[str, object]]] | str] = {}
-    for _, rec in rows:
-        if rec.via is None:
-            continue
-        key, where = (rec.lab, rec.via), f"inside {rec.lab}/{rec.via}"
-        if key not in inside:
-            inside[key] = _threads_in(rec)
-        found = inside[key]
-        if isinstance(found, str):  # why that kvmlab could not say
-            seen[rec.name] = Threads(where, [], found)
-        elif inner_address(rec) in found:
-            seen[rec.name] = Threads(where, found[inner_address(rec)])
-        else:
-            seen[rec.name] = Threads(where, [], "the kvmlab there does not list it")
-    return usage, seen
-
-
-def _threads_in(rec: GuestRecord) -> dict[str, list[dict[str, object]]] | str:
-    """What the kvmlab inside a nested guest's hypervisor measures, or why it could not."""
-    from kvmlab.errors import KvmlabError
-    from kvmlab.runtime.nested import hypervisor_of
-    from kvmlab.runtime.thread_cpu import threads_inside
-
-    hyper = hypervisor_of(rec)
-    if hyper is None:
-        return "its guest hypervisor's record is gone"
-    try:
-        return threads_inside(hyper)
-    except KvmlabError as exc:
-        return str(exc)
-    finally:
-        hyper.disconnect()
+def _cells(row: dict[str, object]) -> list[str]:
+    known = "accel" in row
+    return [
+        str(row["address"]),
+        str(row["level"]),
+        str(row["pid"] or "-"),
+        str(row["state"]),
+        str(row["accel"]) if known else "-",
+        str(row["vcpus"]) if known else "-",
+        format_size(int(str(row["memory_bytes"]))) if known else "-",
+        f"{row['uptime_s']:.0f} s" if known else "-",
+        "-" if row.get("host_cpu_pct") is None else f"{row['host_cpu_pct']:.0f}",
+        "-" if row.get("guest_cpu_pct") is None else f"{row['guest_cpu_pct']:.0f}",
+    ]
 
 
 def _print_threads(console: Console, rows: list[dict[str, object]]) -> None:
@@ -202,18 +155,7 @@ def _print_threads(console: Console, rows: list[dict[str, object]]) -> None:
         listed = row.get("threads")
         if not isinstance(listed, list) or not listed:
             continue
-        cells = [
-            [
-                str(t["name"]),
-                str(t["tid"]),
-                str(t["role"]),
-                f"{t['guest_pct']:.1f}",
-                f"{t['kernel_pct']:.1f}",
-                f"{t['qemu_user_pct']:.1f}",
-                f"{t['total_pct']:.1f}",
-            ]
-            for t in listed
-        ]
+        cells = [_thread_cells(t) for t in listed]
         own = row.get("guest_cpu_pct")
         guest = "-" if own is None else f"{own:.0f}%"
         title = (
@@ -222,3 +164,15 @@ def _print_threads(console: Console, rows: list[dict[str, object]]) -> None:
         )
         console.print()
         print_grid(console, columns, cells, title=title)
+
+
+def _thread_cells(t: dict[str, object]) -> list[str]:
+    return [
+        str(t["name"]),
+        str(t["tid"]),
+        str(t["role"]),
+        f"{t['guest_pct']:.1f}",
+        f"{t['kernel_pct']:.1f}",
+        f"{t['qemu_user_pct']:.1f}",
+        f"{t['total_pct']:.1f}",
+    ]

@@ -13,6 +13,8 @@ from kvmlab.spec import Guest, LoadedLab, load_lab
 from kvmlab.spec.units import format_size
 
 if TYPE_CHECKING:
+    from kvmlab.guest.image import GuestImage
+    from kvmlab.render import Target
     from kvmlab.render.libvirt_caps import LibvirtCaps
     from kvmlab.spec.reference import KeyDoc
 
@@ -153,44 +155,44 @@ def run_check(labs: list[Path], output: str = "text", variant: str | None = None
     problems: list[Problem] = []
     report: list[dict[str, object]] = []
     for path in labs:
-        try:
-            loaded = load_lab(path)
-            if variant is not None:
-                loaded = loaded.variant_named(variant)
-        except SpecError as exc:
-            problems.extend(exc.problems)
-            report.append(
-                {
-                    "file": str(path),
-                    "ok": False,
-                    "lab": None,
-                    "guests": [],
-                    "problems": [asdict(p) for p in exc.problems],
-                }
-            )
-            continue
-        warnings = _host_warnings(loaded)
-        here = _here(loaded)
-        report.append(
-            {
-                "file": str(path),
-                "ok": True,
-                "lab": loaded.lab.name,
-                "guests": _guests_json(here),
-                "problems": [],
-                "host_warnings": warnings,
-            }
-        )
-        if output == "text":
-            which = f", variant {variant}" if variant else ""
-            print(f"{path}: ok (lab {loaded.lab.name}{which})")
-            print("\n".join(_summary(here)))
-            for warning in warnings:
-                print(printable(f"  warning: {warning}"))
+        entry, found = _check_one(path, output, variant)
+        report.append(entry)
+        problems.extend(found)
     if output == "json":
         emit("check", {"ok": not problems, "labs": report})
     if problems:
         raise SpecError(problems)
+
+
+def _check_one(
+    path: Path, output: str, variant: str | None
+) -> tuple[dict[str, object], list[Problem]]:
+    """One lab file's entry of the report and its problems (text: its summary printed)."""
+    try:
+        loaded = load_lab(path)
+        if variant is not None:
+            loaded = loaded.variant_named(variant)
+    except SpecError as exc:
+        problems = [asdict(p) for p in exc.problems]
+        entry = {"file": str(path), "ok": False, "lab": None, "guests": [], "problems": problems}
+        return entry, list(exc.problems)
+    warnings = _host_warnings(loaded)
+    here = _here(loaded)
+    if output == "text":
+        which = f", variant {variant}" if variant else ""
+        print(f"{path}: ok (lab {loaded.lab.name}{which})")
+        print("\n".join(_summary(here)))
+        for warning in warnings:
+            print(printable(f"  warning: {warning}"))
+    entry = {
+        "file": str(path),
+        "ok": True,
+        "lab": loaded.lab.name,
+        "guests": _guests_json(here),
+        "problems": [],
+        "host_warnings": warnings,
+    }
+    return entry, []
 
 
 def run_explain(output: str, wanted: list[str]) -> None:
@@ -264,12 +266,8 @@ def run_render(
     stderr what the printed domain needs that this host lacks (``publish``: upload the
     image and seeds to the daemon at ``connect`` first)."""
     from kvmlab.cli.hostinfo import host_accel
-    from kvmlab.guest.image import latest_cached_image, placeholder_image
-    from kvmlab.render import render_libvirt, render_qemu
-    from kvmlab.render.xmldom import xml_comment
-    from kvmlab.runtime.hostaccel import HostAccel
-    from kvmlab.runtime.lab import make_target
-    from kvmlab.runtime.rundir import LabDir
+    from kvmlab.render import render_qemu
+    from kvmlab.runtime.render_target import render_target
 
     if connect is not None:  # before anything is printed: a bad URI is all that is said
         from kvmlab.spec.backend import uri_option
@@ -280,11 +278,38 @@ def run_render(
         loaded = loaded.variant_named(variant)
     top, _ = host_accel()
     chosen = _targets(loaded, address)
-    caps: LibvirtCaps | None = None
-    if fmt == "libvirt" and connect is not None:  # a daemon that does not answer: nothing printed
-        from kvmlab.cli import render_daemon
+    caps = _daemon_caps(fmt, connect)
+    image = _image(chosen, fmt)
+    rendered: list[dict[str, object]] = []
+    for n, (path, guest) in enumerate(chosen):
+        target = render_target(loaded, path, guest, top, image)
+        if fmt == "libvirt":
+            target, caps = _for_libvirt(loaded, path, guest, target, caps, connect, publish)
+        if fmt == "json":
+            argv = render_qemu(guest, target).argv
+            rendered.append({"guest": "/".join(path), "level": f"L{len(path)}", "argv": argv})
+            continue
+        _print_rendered(path, guest, target, fmt, n if len(chosen) > 1 else None)
+    if fmt == "json":
+        emit("render", {"lab": loaded.lab.name, "variant": variant, "guests": rendered})
 
-        caps = render_daemon.capabilities_at(connect)
+
+def _daemon_caps(fmt: str, connect: str | None) -> LibvirtCaps | None:
+    """The capabilities of the libvirt at ``connect``, read before anything is printed (a
+    daemon that does not answer: nothing printed)."""
+    if fmt != "libvirt" or connect is None:
+        return None
+    from kvmlab.cli import render_daemon
+
+    return render_daemon.capabilities_at(connect)
+
+
+def _image(chosen: list[tuple[tuple[str, ...], Guest]], fmt: str) -> GuestImage | None:
+    """The newest cached default image; where it will be (said so) if none is built yet and
+    a chosen guest boots it."""
+    from kvmlab.guest.image import latest_cached_image, placeholder_image
+    from kvmlab.render.xmldom import xml_comment
+
     image = latest_cached_image()
     if image is None and any(g.boot == "image" for _, g in chosen):
         image = placeholder_image()
@@ -293,37 +318,42 @@ def run_render(
             print(f"kvmlab: note: {text}", file=sys.stderr)
         else:
             print(f"# {text}" if fmt == "qemu" else xml_comment(text))
-    rendered: list[dict[str, object]] = []
-    for n, (path, guest) in enumerate(chosen):
-        if len(path) == 1:
-            host = top
-        else:
-            why = f"runs inside guest hypervisor {path[-2]}, which exposes KVM"
-            host = HostAccel("kvm", why, "svm" if top.accel == "tcg" else top.virt_flag)
-        run_dir = LabDir.of(loaded.lab.name).guest_dir(path)
-        shown = image
-        if guest.migratable and guest.boot == "image":
-            shown = latest_cached_image(share="none") or placeholder_image(share="none")
-        target = make_target(loaded, path, guest, host, run_dir, shown)
-        if fmt == "libvirt":
-            from kvmlab.cli import render_daemon
+    return image
 
-            caps = caps or render_daemon.capabilities_at(connect)
-            target = replace(target, libvirt=caps)
-            if publish and connect is not None and len(path) == 1:
-                target = render_daemon.published(target, guest, connect, path[-1])
-            render_daemon.say_needs(loaded, guest, target, caps, connect)
-        if fmt == "json":
-            argv = render_qemu(guest, target).argv
-            rendered.append({"guest": "/".join(path), "level": f"L{len(path)}", "argv": argv})
-            continue
-        if len(chosen) > 1:
-            sep = "\n" if n else ""
-            text = f"guest {'/'.join(path)} (L{len(path)})"
-            print(sep + (f"# {text}" if fmt == "qemu" else xml_comment(text)))
-        if fmt == "qemu":
-            print(render_qemu(guest, target).shell(), end="")
-        else:
-            print(render_libvirt(guest, target), end="")
-    if fmt == "json":
-        emit("render", {"lab": loaded.lab.name, "variant": variant, "guests": rendered})
+
+def _for_libvirt(
+    loaded: LoadedLab,
+    path: tuple[str, ...],
+    guest: Guest,
+    target: Target,
+    caps: LibvirtCaps | None,
+    connect: str | None,
+    publish: bool,
+) -> tuple[Target, LibvirtCaps]:
+    """The target for the libvirt at ``connect`` (published there with ``publish``), its
+    needs said on stderr; and that libvirt's capabilities, read once."""
+    from kvmlab.cli import render_daemon
+
+    caps = caps or render_daemon.capabilities_at(connect)
+    target = replace(target, libvirt=caps)
+    if publish and connect is not None and len(path) == 1:
+        target = render_daemon.published(target, guest, connect, path[-1])
+    render_daemon.say_needs(loaded, guest, target, caps, connect)
+    return target, caps
+
+
+def _print_rendered(
+    path: tuple[str, ...], guest: Guest, target: Target, fmt: str, n: int | None
+) -> None:
+    """One guest's command line or XML (``n``: its place among several, under a heading)."""
+    from kvmlab.render import render_libvirt, render_qemu
+    from kvmlab.render.xmldom import xml_comment
+
+    if n is not None:
+        sep = "\n" if n else ""
+        text = f"guest {'/'.join(path)} (L{len(path)})"
+        print(sep + (f"# {text}" if fmt == "qemu" else xml_comment(text)))
+    if fmt == "qemu":
+        print(render_qemu(guest, target).shell(), end="")
+    else:
+        print(render_libvirt(guest, target), end="")

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from kvmlab.cli.options import output_choice
+from kvmlab.cli.options import OutputOpt, output_choice
 from kvmlab.errors import UsageError, printable
 
 tune_app = typer.Typer(
@@ -36,7 +36,7 @@ Isolate = Annotated[
         "[tuning] isolated, else its switch's forwarding cores).",
     ),
 ]
-Output = Annotated[str, typer.Option("--output", "-o", help="text or json.")]
+Output = OutputOpt
 Unmovable = Annotated[
     str | None,
     typer.Option(
@@ -233,24 +233,17 @@ def restore_abandoned(tuning: bool = False) -> None:
     if surely_absent(path):
         return
     from kvmlab.errors import KvmlabError
-    from kvmlab.net.tunestate import State
-    from kvmlab.proc.processes import alive
+    from kvmlab.net.abandoned_tuning import roll_back_abandoned
 
-    state = State(path)
     try:
-        data = state.read()
-        if data is None or data.owner is None:
-            return
-        pid, started = data.owner
-        if alive(pid, started=started):
-            return
-        from kvmlab.net.tune import rollback
-
-        outcome = rollback(state)
+        abandoned = roll_back_abandoned(path)
     except KvmlabError as exc:
         if not tuning:  # kvmlab tune refuses it itself, once
             print(printable(f"kvmlab: {exc}"), file=sys.stderr)
         return
+    if abandoned is None:
+        return
+    pid, outcome = abandoned.pid, abandoned.outcome
     failed = f", {len(outcome.failed)} failed" if outcome.failed else ""
     kept = f", {len(outcome.kept)} left as changed since" if outcome.kept else ""
     print(

@@ -1,223 +1,56 @@
-"""Rules that read a host-side profile of a guest's QEMU (``host_rules.toml``).
+"""Rules that read a host-side profile of a guest's QEMU (``host_rules.toml``), run.
 
-The file names symbol groups and rules; a rule fires when all its ``when`` conditions hold
-on a :class:`~kvmlab.exits.hostprof.HostProfile`: a selection of samples (threads, class,
-group) as CPU or as a share of another selection, or the guest's own CPU use. A condition
-on data the profile lacks (the guest's CPU when its agent did not answer) leaves the rule
-*unchecked*, with what it needs. The file's format is described at its top.
+The file names symbol groups and rules, in :mod:`kvmlab.exits.rulespec`'s models (its
+``samples``, ``cpu = "guest"`` and ``top`` conditions); a rule fires when all its ``when``
+conditions hold on a :class:`~kvmlab.exits.hostprof.HostProfile`: a selection of samples
+(threads, class, group) as CPU or as a share of another selection, or the guest's own CPU
+use. A condition on data the profile lacks (the guest's CPU when its agent did not answer)
+leaves the rule *unchecked*, with what it needs. The file's format is described at its top.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-
-from kvmlab.errors import Problem, SpecError
 from kvmlab.exits.hostprof import CLASSES, HostProfile, Sample, ThreadProfile, thread_role
+from kvmlab.exits.rulespec import (
+    Condition,
+    CpuCond,
+    Example,
+    Group,
+    Rule,
+    RuleSet,
+    SamplesCond,
+    Select,
+    TopCond,
+    parse_rule_set,
+)
 
 RULES_FILE = Path(__file__).with_name("host_rules.toml")
-SCHEMA = 1
 SEVERITIES = ("high", "medium", "low")
-Threads = Literal["all", "vcpu", "kvm_vcpu", "main", "io", "not_vcpu"]
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-
-class Group(_Model):
-    """Symbols a rule counts: leaves by pattern, and kernel functions with their callees."""
-
-    label: str = Field(min_length=1, max_length=40)
-    """The group in words (``its event loops``), as evidence quotes it."""
-    about: str = Field(min_length=1)
-    symbols: list[str] = []
-    under: list[str] = []
-
-    @model_validator(mode="after")
-    def _some(self) -> Group:
-        if not (self.symbols or self.under):
-            raise ValueError("a group needs symbols or under")
-        return self
-
-
-class Select(_Model):
-    """Which samples: of which threads, in which class, in which group."""
-
-    threads: Threads = "all"
-    cls: Literal["guest", "kernel", "qemu_user", "any"] = Field("any", alias="class")
-    group: str | None = None
-
-    def words(self, groups: dict[str, Group]) -> str:
-        """The selection in words (``the KVM vCPU threads in the host kernel``)."""
-        if self.threads == "all":
-            words = {
-                "any": "QEMU",
-                "guest": "QEMU's vCPUs in guest mode",
-                "kernel": "QEMU in the host kernel",
-                "qemu_user": "QEMU's user space",
-            }[self.cls]
-        else:
-            words = {
-                "vcpu": "the vCPU threads",
-                "kvm_vcpu": "the KVM vCPU threads",
-                "main": "QEMU's main thread",
-                "io": "QEMU's I/O threads",
-                "not_vcpu": "QEMU's threads other than vCPUs",
-            }[self.threads] + {
-                "any": "",
-                "guest": " in guest mode",
-                "kernel": " in the host kernel",
-                "qemu_user": " in QEMU's user space",
-            }[self.cls]
-        group = groups.get(self.group or "")
-        return words + (f" {group.label}" if group is not None else "")
-
-
-class SamplesCond(_Model):
-    """The CPU of a selection, or its share of another."""
-
-    samples: Select
-    of: Select | None = None
-    min_cpu: float | None = Field(default=None, ge=0)
-    max_cpu: float | None = Field(default=None, ge=0)
-    min_share: float | None = Field(default=None, ge=0, le=1)
-    max_share: float | None = Field(default=None, ge=0, le=1)
-
-    @property
-    def has_threshold(self) -> bool:
-        """Whether this is a test rather than a number to quote."""
-        return any(
-            v is not None for v in (self.min_cpu, self.max_cpu, self.min_share, self.max_share)
-        )
-
-    @model_validator(mode="after")
-    def _share_needs_of(self) -> SamplesCond:
-        if (self.min_share is not None or self.max_share is not None) and self.of is None:
-            raise ValueError("a share is of something: give of = { ... }")
-        return self
-
-
-class CpuCond(_Model):
-    """The guest's own CPU use, % (100 = one vCPU)."""
-
-    cpu: Literal["guest"]
-    min: float | None = None
-    max: float | None = None
-
-    @property
-    def has_threshold(self) -> bool:
-        """Whether this is a test rather than a number to quote."""
-        return self.min is not None or self.max is not None
-
-
-class TopCond(_Model):
-    """Evidence only: a selection's busiest symbols."""
-
-    top: int = Field(ge=1, le=10)
-    samples: Select = Select()
-
-
-Condition = SamplesCond | CpuCond | TopCond
-
-
-class Fix(_Model):
-    """What to look at next (``{address}``: the guest), and steps on the host."""
-
-    look: list[str] = Field(min_length=1)
-    host: list[str] = []
-
-
-class Example(_Model):
-    """A profile the rule fires on: rows ``[thread, level, symbol, seconds]`` (level ``.``,
-    ``k``, ``g``), ``under`` rows ``[thread, kernel function, seconds]``."""
-
-    seconds: float = Field(default=1.0, gt=0)
-    guest_cpu: float | None = None
-    rows: list[tuple[str, Literal[".", "k", "g", "u"], str, Annotated[float, Field(ge=0)]]]
-    under: list[tuple[str, str, Annotated[float, Field(ge=0)]]] = []
-
-
-class Rule(_Model):
-    """One cause, what shows it, and what to look at."""
-
-    id: str = Field(pattern=r"^[a-z][a-z0-9-]{1,47}$")
-    title: str = Field(min_length=1, max_length=100)
-    severity: Literal["high", "medium", "low"]
-    cause: str = Field(min_length=1, max_length=1200)
-    source: list[str] = Field(min_length=1)
-    when: list[SamplesCond | CpuCond] = Field(min_length=1)
-    evidence: list[Condition] = []
-    fix: Fix
-    example: Example | None = None
-
-    @model_validator(mode="after")
-    def _shapes(self) -> Rule:
-        for i, cond in enumerate(self.when):
-            if not cond.has_threshold:
-                raise ValueError(f"when[{i}]: a condition needs a threshold")
-        if not any(isinstance(c, SamplesCond) for c in self.when):
-            raise ValueError("when: needs a condition on the samples")
-        for i, quoted in enumerate(self.evidence):
-            if not isinstance(quoted, TopCond) and quoted.has_threshold:
-                raise ValueError(f"evidence[{i}]: names numbers to quote; no thresholds")
-        return self
-
-
-class RuleSet(_Model):
-    """The file: its groups and rules."""
-
-    schema_: Literal[1] = Field(alias="schema")
-    group: dict[str, Group]
-    rule: list[Rule] = Field(min_length=1)
-
-    @model_validator(mode="after")
-    def _names(self) -> RuleSet:
-        ids = [r.id for r in self.rule]
-        for rid in ids:
-            if ids.count(rid) > 1:
-                raise ValueError(f"two rules have the id {rid!r}")
-        for rule in self.rule:
-            for cond in [*rule.when, *rule.evidence]:
-                selections = [cond.samples] if not isinstance(cond, CpuCond) else []
-                if isinstance(cond, SamplesCond) and cond.of is not None:
-                    selections.append(cond.of)
-                for sel in selections:
-                    if sel.group is not None and sel.group not in self.group:
-                        raise ValueError(f"{rule.id}: no [group.{sel.group}]")
-        return self
 
 
 def parse_rules(text: str, shown: str) -> RuleSet:
-    """The rules of a file's text; a bad file is a SpecError naming where."""
-    try:
-        raw = tomllib.loads(text)
-        return RuleSet.model_validate(raw)
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError([Problem(shown, "", f"TOML syntax: {exc}")]) from None
-    except ValidationError as exc:
-        problems = [
-            Problem(
-                shown,
-                ".".join(str(p) for p in err["loc"]),
-                err["msg"].removeprefix("Value error, "),
-            )
-            for err in exc.errors()
-        ]
-        raise SpecError(problems) from None
+    """The rules of a host-profile rules file's text; a bad file is a SpecError naming where."""
+    return parse_rule_set(text, shown, host=True)
 
 
 @cache
 def load_rules(path: Path = RULES_FILE) -> RuleSet:
     """The shipped rules (or ``path``'s)."""
     return parse_rules(path.read_text(encoding="utf-8"), str(path))
+
+
+def _measured(cond: Condition) -> SamplesCond | CpuCond:
+    """``cond`` as a host-profile condition that measures (the rules file is checked:
+    :func:`parse_rules` lets no other kind through)."""
+    assert isinstance(cond, SamplesCond | CpuCond), cond
+    return cond
 
 
 # Measuring ----------------------------------------------------------------------------------
@@ -296,10 +129,9 @@ class Measured:
         return self.share if self.share is not None else min(1.0, self.cpu / 100)
 
 
-def measure(
-    cond: SamplesCond | CpuCond, profile: HostProfile, groups: dict[str, Group]
-) -> Measured | str:
+def measure(cond: Condition, profile: HostProfile, groups: dict[str, Group]) -> Measured | str:
     """What ``cond`` measures in ``profile``, or what it needs that the profile lacks."""
+    cond = _measured(cond)
     if isinstance(cond, CpuCond):
         if profile.guest_cpu is None:
             return "the guest's own CPU use (its agent: /proc/stat before and after)"
@@ -327,8 +159,9 @@ def _within(value: float | None, low: float | None, high: float | None) -> bool:
     return (low is None or value >= low) and (high is None or value <= high)
 
 
-def holds(cond: SamplesCond | CpuCond, got: Measured) -> bool:
+def holds(cond: Condition, got: Measured) -> bool:
     """Whether every threshold of ``cond`` holds for what it measured."""
+    cond = _measured(cond)
     if isinstance(cond, CpuCond):
         return _within(got.cpu, cond.min, cond.max)
     return _within(got.cpu, cond.min_cpu, cond.max_cpu) and _within(
@@ -336,8 +169,9 @@ def holds(cond: SamplesCond | CpuCond, got: Measured) -> bool:
     )
 
 
-def limits(cond: SamplesCond | CpuCond) -> str:
+def limits(cond: Condition) -> str:
     """The thresholds in words, to quote beside the value."""
+    cond = _measured(cond)
     if isinstance(cond, CpuCond):
         pairs = [(">=", cond.min, "%"), ("<=", cond.max, "%")]
     else:
@@ -352,7 +186,7 @@ def limits(cond: SamplesCond | CpuCond) -> str:
 
 
 def _top(cond: TopCond, profile: HostProfile, groups: dict[str, Group]) -> list[str]:
-    rows = selected(profile, cond.samples, groups, leaves=True)[: cond.top]
+    rows = selected(profile, cond.samples or Select(), groups, leaves=True)[: cond.top]
     total = profile.sampled_seconds
     return [
         f"{r.symbol} in {r.dso} ({r.thread}): {r.seconds / total:.1%} of QEMU's samples"
@@ -484,6 +318,6 @@ def example_profile(example: Example, rate: int = 199) -> HostProfile:
     profile.rows.sort(key=lambda r: (-r.seconds, r.thread, r.symbol))
     profile.threads = sorted(threads.values(), key=lambda t: -t.seconds)
     profile.samples = sum(r.samples for r in profile.rows)
-    profile.guest_cpu = example.guest_cpu
+    profile.guest_cpu = example.cpu.get("guest")
     assert set(CLASSES) >= {r.cls for r in profile.rows}
     return profile

@@ -32,6 +32,7 @@ from kvmlab.exits.rulespec import (
     MsrCond,
     PortCond,
     Rule,
+    SamplesCond,
     Selector,
     TopCond,
     load_rules,
@@ -266,6 +267,7 @@ def _eval(cond: Condition, profile: Profile, context: Mapping[str, object] | Non
         return _Eval(False)
     if isinstance(cond, TopCond):
         return _Eval(True, _top(cond, profile))
+    assert not isinstance(cond, SamplesCond), "a host profile's (parse_rules refuses it here)"
     m = measure(cond, profile, context)
     if not isinstance(m, Measurement):
         return _Eval(None, needs=m)

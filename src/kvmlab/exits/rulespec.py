@@ -1,9 +1,12 @@
-"""The rules file's tables as pydantic models: rules, their conditions, fixes and examples.
+"""The rules files' tables as pydantic models: rules, their conditions, fixes and examples.
 
 A condition is a table with exactly one key that says what it reads (``kind``, ``ports``,
 ``msrs``, ``gpa``, ``counter``, ``cpu``, ``lab``; ``any``/``all`` group others; ``top`` is
-for evidence only) and thresholds beside it. :func:`load_rules` reads a rules file into
-them; :mod:`kvmlab.exits.rules` runs them (and re-exports the loading).
+for evidence only) and thresholds beside it. :func:`load_rules` reads an exit-profile rules
+file into them, :mod:`kvmlab.exits.rules` runs them (and re-exports the loading). A
+host-profile rules file (``host_rules.toml``, run by :mod:`kvmlab.exits.host_rules`) has the
+same rules over its own conditions (``samples``, ``cpu = "guest"``, ``top`` of samples) and
+the symbol groups they count (:func:`parse_rule_set` with ``host``).
 """
 
 from __future__ import annotations
@@ -72,8 +75,12 @@ COUNTERS = (
 )
 """KVM's per-vCPU statistics as QMP ``query-stats`` names them (``Profile.counters`` keys)."""
 
-TAGS = ("kind", "ports", "msrs", "gpa", "counter", "cpu", "top", "lab", "any", "all")
-"""The key that says what a condition is about; each condition has exactly one."""
+TAGS = ("kind", "ports", "msrs", "gpa", "counter", "cpu", "top", "lab", "any", "all", "samples")
+"""The key that says what a condition is about; each condition has exactly one (``top``
+may name the ``samples`` it ranks)."""
+
+HOST_TAGS = ("samples", "cpu", "top")
+"""The conditions of a host-profile rules file; the others are an exit-profile file's."""
 
 
 class RuleModel(BaseModel):
@@ -183,11 +190,91 @@ class CpuCond(RuleModel):
         return self.min is not None or self.max is not None
 
 
+Threads = Literal["all", "vcpu", "kvm_vcpu", "main", "io", "not_vcpu"]
+
+
+class Group(RuleModel):
+    """Symbols a host-profile rule counts: leaves by pattern, and kernel functions with
+    their callees."""
+
+    label: str = Field(min_length=1, max_length=40)
+    """The group in words (``its event loops``), as evidence quotes it."""
+    about: str = Field(min_length=1)
+    symbols: list[str] = []
+    under: list[str] = []
+
+    @model_validator(mode="after")
+    def _some(self) -> Group:
+        if not (self.symbols or self.under):
+            raise ValueError("a group needs symbols or under")
+        return self
+
+
+class Select(RuleModel):
+    """Which samples of a host-side profile: of which threads, in which class, in which
+    group."""
+
+    threads: Threads = "all"
+    cls: Literal["guest", "kernel", "qemu_user", "any"] = Field("any", alias="class")
+    group: str | None = None
+
+    def words(self, groups: dict[str, Group]) -> str:
+        """The selection in words (``the KVM vCPU threads in the host kernel``)."""
+        if self.threads == "all":
+            words = {
+                "any": "QEMU",
+                "guest": "QEMU's vCPUs in guest mode",
+                "kernel": "QEMU in the host kernel",
+                "qemu_user": "QEMU's user space",
+            }[self.cls]
+        else:
+            words = {
+                "vcpu": "the vCPU threads",
+                "kvm_vcpu": "the KVM vCPU threads",
+                "main": "QEMU's main thread",
+                "io": "QEMU's I/O threads",
+                "not_vcpu": "QEMU's threads other than vCPUs",
+            }[self.threads] + {
+                "any": "",
+                "guest": " in guest mode",
+                "kernel": " in the host kernel",
+                "qemu_user": " in QEMU's user space",
+            }[self.cls]
+        group = groups.get(self.group or "")
+        return words + (f" {group.label}" if group is not None else "")
+
+
+class SamplesCond(RuleModel):
+    """Host profiles: the CPU of a selection of samples, or its share of another."""
+
+    samples: Select
+    of: Select | None = None
+    min_cpu: float | None = Field(default=None, ge=0)
+    max_cpu: float | None = Field(default=None, ge=0)
+    min_share: float | None = Field(default=None, ge=0, le=1)
+    max_share: float | None = Field(default=None, ge=0, le=1)
+
+    @property
+    def has_threshold(self) -> bool:
+        """Whether this is a test rather than a number to quote."""
+        return any(
+            v is not None for v in (self.min_cpu, self.max_cpu, self.min_share, self.max_share)
+        )
+
+    @model_validator(mode="after")
+    def _share_needs_of(self) -> SamplesCond:
+        if (self.min_share is not None or self.max_share is not None) and self.of is None:
+            raise ValueError("a share is of something: give of = { ... }")
+        return self
+
+
 class TopCond(RuleModel):
-    """Evidence only: the ``top`` most frequent reasons, ports, MSRs or addresses."""
+    """Evidence only: the ``top`` most frequent reasons, ports, MSRs or addresses; in a
+    host profile, the busiest symbols of ``samples``."""
 
     top: int = Field(ge=1, le=10)
     of: Literal["reasons", "ports", "msrs", "mmio"] = "reasons"
+    samples: Select | None = None
 
 
 Scalar = StrictBool | StrictInt | StrictFloat | StrictStr
@@ -248,12 +335,15 @@ _TAG_OF: dict[type[BaseModel], str] = {
     LabCond: "lab",
     AnyCond: "any",
     AllCond: "all",
+    SamplesCond: "samples",
 }
 
 
 def _tag(value: Any) -> str | None:
     if isinstance(value, dict):
         found = [t for t in TAGS if t in value]
+        if found == ["top", "samples"]:
+            return "top"  # the samples it ranks
         return found[0] if len(found) == 1 else None
     return _TAG_OF.get(type(value))
 
@@ -270,6 +360,7 @@ Condition = Annotated[
         Annotated[LabCond, Tag("lab")],
         Annotated[AnyCond, Tag("any")],
         Annotated[AllCond, Tag("all")],
+        Annotated[SamplesCond, Tag("samples")],
     ],
     Discriminator(
         _tag,
@@ -335,6 +426,8 @@ class Fix(RuleModel):
     """Host-side steps: commands and settings (``halt_poll_ns``, IRQ affinity, isolcpus)."""
     guest: list[str] = []
     """Steps inside the guest (its clocksource, its drivers)."""
+    look: list[str] = []
+    """Host-profile rules: what to look at next (``{address}``: the guest)."""
 
     @model_validator(mode="after")
     def _valid_change(self) -> Fix:
@@ -372,9 +465,15 @@ class Example(RuleModel):
     ] = []
     counters: dict[str, Annotated[int, Field(ge=0)]] = {}
     cpu: dict[Literal["host", "guest"], Annotated[float, Field(ge=0)]] = {}
-    """Percent, 100 = one CPU; ``host`` is needed when ``guest`` is given."""
+    """Percent, 100 = one CPU; ``host`` is needed when ``guest`` is given (a host profile's
+    comes from its ``rows``)."""
     lab: dict[str, Any] = {}
     """The context: dotted guest keys (``vcpus`` defaults to the count above)."""
+    rows: list[tuple[str, Literal[".", "k", "g", "u"], str, Annotated[float, Field(ge=0)]]] = []
+    """Host profiles: ``[thread, level, symbol, seconds]`` rows (level ``.``, ``k``,
+    ``g``)."""
+    under: list[tuple[str, str, Annotated[float, Field(ge=0)]]] = []
+    """Host profiles: ``[thread, kernel function, seconds]`` rows of call-chain time."""
 
     @model_validator(mode="after")
     def _known_names(self) -> Example:
@@ -385,7 +484,7 @@ class Example(RuleModel):
             _known_counter(name)
         for key in self.lab:
             check_guest_key(key)
-        if self.cpu and "host" not in self.cpu:
+        if self.cpu and "host" not in self.cpu and not self.rows:
             raise ValueError("cpu: give host (and guest) percent")
         return self
 
@@ -439,11 +538,11 @@ class Rule(RuleModel):
                 raise ValueError(f"when[{i}]{problem}")
         for name, conds in (("evidence", self.evidence), ("verify", self.verify)):
             allowed: tuple[str, ...] = ("kind", "ports", "msrs", "gpa", "counter", "cpu")
-            allowed += ("top",) if name == "evidence" else ()
+            allowed += ("top", "samples") if name == "evidence" else ()
             for i, cond in enumerate(conds):
                 if _TAG_OF[type(cond)] not in allowed:
                     raise ValueError(f"{name}[{i}]: only {', '.join(allowed)} here")
-                if isinstance(cond, Rates | CpuCond) and cond.has_threshold:
+                if isinstance(cond, Rates | CpuCond | SamplesCond) and cond.has_threshold:
                     raise ValueError(f"{name}[{i}]: names numbers to quote; no thresholds")
         return self
 
@@ -462,14 +561,21 @@ def _members(cond: Condition) -> list[Condition]:
 
 
 def _measures(cond: Condition) -> bool:
-    return isinstance(cond, Rates | CpuCond) or any(_measures(c) for c in _members(cond))
+    return isinstance(cond, Rates | CpuCond | SamplesCond) or any(
+        _measures(c) for c in _members(cond)
+    )
 
 
 def _when_problem(cond: Condition) -> str | None:
     if isinstance(cond, TopCond):
         return ": top is for evidence, not a condition"
     if isinstance(cond, Rates | CpuCond) and not cond.has_threshold:
-        return ": a condition on the profile needs min_rate, min_share, min or max"
+        return ": a condition on the profile needs a threshold: min_rate, min_share, min or max"
+    if isinstance(cond, SamplesCond) and not cond.has_threshold:
+        return (
+            ": a condition on the samples needs a threshold: "
+            "min_cpu, max_cpu, min_share or max_share"
+        )
     for i, member in enumerate(_members(cond)):
         problem = _when_problem(member)
         if problem:
@@ -489,18 +595,36 @@ def load_rules(path: Path | str | None = None) -> list[Rule]:
 
 
 def parse_rules(text: str, shown: str) -> list[Rule]:
-    """Rules from the text of a rules file; ``shown`` names the file in problems."""
+    """Rules from the text of an exit-profile rules file; ``shown`` names the file in
+    problems."""
+    return parse_rule_set(text, shown).rule
+
+
+class RuleSet(RuleModel):
+    """A rules file: its rules and (a host-profile file's) the symbol groups they count."""
+
+    rule: list[Rule]
+    group: dict[str, Group] = {}
+
+
+def parse_rule_set(text: str, shown: str, host: bool = False) -> RuleSet:
+    """The rules of a rules file's text, an exit-profile file's or (``host``) a host-profile
+    file's with its ``[group.NAME]`` tables; a bad file is a SpecError naming the rule and
+    the field."""
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError([Problem(shown, "", f"TOML syntax: {exc}")]) from None
+    tops = ("schema", "group", "rule") if host else ("schema", "rule")
+    has = "schema, [group.NAME] and [[rule]]" if host else "schema and [[rule]]"
     problems = [
-        Problem(shown, key, "unknown key; a rules file has schema and [[rule]]")
+        Problem(shown, key, f"unknown key; a {'host ' if host else ''}rules file has {has}")
         for key in raw
-        if key not in ("schema", "rule")
+        if key not in tops
     ]
     if raw.get("schema") != SCHEMA:
         problems.append(Problem(shown, "schema", f"must be {SCHEMA} (got {raw.get('schema')!r})"))
+    groups = _groups(raw.get("group"), shown, problems) if host else {}
     tables = raw.get("rule")
     if not isinstance(tables, list) or not tables:
         problems.append(Problem(shown, "rule", "no rules: add [[rule]] tables"))
@@ -518,12 +642,100 @@ def parse_rules(text: str, shown: str) -> list[Rule]:
                 message = message.removeprefix("Value error, ")
                 problems.append(Problem(shown, f"{label}.{where}" if where else label, message))
             continue
+        for where, message in _dialect(rule, groups) if host else _exit_dialect(rule):
+            problems.append(Problem(shown, f"{label}.{where}", message))
         if any(r.id == rule.id for r in rules):
-            problems.append(Problem(shown, f"{label}.id", "another rule has this id"))
+            problems.append(
+                Problem(
+                    shown, f"{label}.id", "another rule has this id (two rules cannot share one)"
+                )
+            )
         rules.append(rule)
     if problems:
         raise SpecError(problems)
-    return rules
+    return RuleSet(rule=rules, group=groups)
+
+
+def _groups(raw: object, shown: str, problems: list[Problem]) -> dict[str, Group]:
+    """A host-profile file's ``[group.NAME]`` tables; their problems added to ``problems``."""
+    if not isinstance(raw, dict):
+        problems.append(Problem(shown, "group", "no symbol groups: add [group.NAME] tables"))
+        return {}
+    groups: dict[str, Group] = {}
+    for name, table in raw.items():
+        try:
+            groups[name] = Group.model_validate(table)
+        except ValidationError as exc:
+            for err in exc.errors():
+                where = ".".join(map(str, err["loc"]))
+                message = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+                message = message.removeprefix("Value error, ")
+                problems.append(Problem(shown, f"group.{name}.{where}".rstrip("."), message))
+    return groups
+
+
+def _conditions(rule: Rule) -> list[tuple[str, Condition]]:
+    """Every condition of ``rule`` with where it is (``when[0]``), groups' members too."""
+    found: list[tuple[str, Condition]] = []
+
+    def walk(where: str, cond: Condition) -> None:
+        found.append((where, cond))
+        for j, member in enumerate(_members(cond)):
+            walk(f"{where}.{_TAG_OF[type(cond)]}[{j}]", member)
+
+    for name in ("when", "evidence", "verify"):
+        for i, cond in enumerate(getattr(rule, name)):
+            walk(f"{name}[{i}]", cond)
+    return found
+
+
+def _exit_dialect(rule: Rule) -> list[tuple[str, str]]:
+    """What of a host-profile rule an exit-profile rule has: (where, problem) pairs."""
+    out = [
+        (where, "samples are a host profile's; an exit-profile rule cannot read them")
+        for where, cond in _conditions(rule)
+        if isinstance(cond, SamplesCond) or (isinstance(cond, TopCond) and cond.samples)
+    ]
+    if rule.fix.look:
+        out.append(("fix.look", "look is a host-profile rule's; give host or guest steps"))
+    if rule.example is not None and (rule.example.rows or rule.example.under):
+        out.append(("example.rows", "rows are a host profile's; give kinds, pio, msr, ..."))
+    return out
+
+
+def _dialect(rule: Rule, groups: dict[str, Group]) -> list[tuple[str, str]]:
+    """What a host-profile rule has that such a rule cannot: (where, problem) pairs."""
+    out: list[tuple[str, str]] = []
+    for where, cond in _conditions(rule):
+        tag = _TAG_OF[type(cond)]
+        if tag not in HOST_TAGS:
+            out.append((where, f"a host-profile rule reads {', '.join(HOST_TAGS)}, not {tag}"))
+        elif isinstance(cond, CpuCond) and (cond.cpu != "guest" or cond.per_vcpu):
+            out.append((f"{where}.cpu", 'a host profile knows the guest\'s own CPU: cpu = "guest"'))
+        elif isinstance(cond, TopCond) and "of" in cond.model_fields_set:
+            out.append((f"{where}.of", "a host profile ranks samples: top = N, samples = {...}"))
+        for sel in _selections(cond):
+            if sel.group is not None and sel.group not in groups:
+                out.append((where, f"no [group.{sel.group}]"))
+    if not any(isinstance(c, SamplesCond) for c in rule.when):
+        out.append(("when", "needs a condition on the samples"))
+    if not rule.fix.look:
+        out.append(("fix.look", "what to look at next: at least one step"))
+    if rule.fix.lab or rule.fix.add or rule.fix.guest:
+        out.append(("fix", "a host-profile rule's fix has look and host steps"))
+    ex = rule.example
+    if ex is not None and not ex.rows:
+        out.append(("example.rows", "the profile's [thread, level, symbol, seconds] rows"))
+    if ex is not None and (ex.kinds or ex.pio or ex.msr or ex.mmio or ex.counters or ex.lab):
+        out.append(("example", "an exit profile's counts; a host profile has rows and under"))
+    return out
+
+
+def _selections(cond: Condition) -> list[Select]:
+    """The sample selections ``cond`` names."""
+    if isinstance(cond, SamplesCond):
+        return [cond.samples] + ([cond.of] if cond.of is not None else [])
+    return [cond.samples] if isinstance(cond, TopCond) and cond.samples is not None else []
 
 
 def _format_loc(loc: Sequence[int | str]) -> str:

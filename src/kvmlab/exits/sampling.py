@@ -82,13 +82,13 @@ def host_profile_guest(
     try:
         code, out, err = run_where(argv, hyper, seconds + PERF_SLACK, "perf record")
     except BaseException:
-        _clean(name, pid, hyper)
+        clean_up(name, pid, hyper)
         raise
     after = guest_read(guest)[0] if before else ""
     wall = time.monotonic() - t0
     if code != 0:
-        _clean(name, pid, hyper)
-        raise _failure(code, err.decode(errors="replace"), hyper, address, argv)
+        clean_up(name, pid, hyper)
+        raise run_failure(code, err.decode(errors="replace"), hyper, address, argv)
     where = "this host" if hyper is None else f"inside {record.lab}/{record.via}"
     profile = build(
         out.decode(errors="replace"),
@@ -117,7 +117,7 @@ def host_profile_guest(
     return profile
 
 
-def _clean(name: str, pid: str, hyper: Machine | None) -> None:
+def clean_up(name: str, pid: str, hyper: Machine | None) -> None:
     """Stop the recorder and remove its directory (the script does this itself unless it
     was killed: a guest command interrupted by kvmlab is killed with SIGKILL, and so is
     a local one by ``subprocess.run``)."""
@@ -129,7 +129,7 @@ def _clean(name: str, pid: str, hyper: Machine | None) -> None:
             hyper.exec(argv, timeout=120)
 
 
-def _failure(
+def run_failure(
     code: int | None, err: str, hyper: Machine | None, address: str, argv: list[str]
 ) -> KvmlabError:
     """The error for a failed run, with the exact fix where there is one."""

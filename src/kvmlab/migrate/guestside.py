@@ -1,11 +1,8 @@
-"""The commands a migration runs inside the guest: ``kvmlab-dirty`` started and stopped,
-the echo of the network probe, and each check of the guest's state (its memory pattern,
-a file, its disks, its kernel log). :mod:`.workload` decides when they run.
-
-Everything runs through the guest agent with busybox tools and ``kvmlab-dirty`` (both in
-the self-contained image). Each check returns a :class:`Check` with its evidence; none
-raises for a guest that fails it, so a broken destination is reported, not hidden.
-"""
+"""The guest's side of a migration, as commands through its agent (busybox and
+``kvmlab-dirty`` of the self-contained image): the dirtier and the probe's echo started and
+stopped, and each check of its state (memory pattern, a file, disks, kernel log), a
+:class:`Check` with its evidence that never raises for a failing guest; :mod:`.workload`
+decides when they run."""
 
 from __future__ import annotations
 

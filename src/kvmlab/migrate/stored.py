@@ -1,11 +1,7 @@
-"""A lab's ``[[migrations]]`` as part of a benchmark run (``kvmlab run``/``bench``).
-
-Each strategy becomes a workload of the run (``migrate <name>``) at L1, one sample per
-verified repetition of every comparison metric, plus the share of runs verified; the
-whole comparison (every outcome, its time series and checks) is kept as a ``migrations``
-document of the run, which the HTML report plots over time. The ``migrations`` workload
-(:mod:`kvmlab.bench.workloads.migrations`) runs :func:`measure`.
-"""
+"""Migrations in the results database: a lab's ``[[migrations]]`` measured and stored with a
+benchmark run (``kvmlab run``/``bench``, the ``migrations`` workload), and the newest stored
+comparison read back as ``kvmlab migrate --mode auto``'s evidence (:mod:`.autochoice`
+chooses)."""
 
 from __future__ import annotations
 

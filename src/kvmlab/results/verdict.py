@@ -194,6 +194,27 @@ def _verdict(low: float, high: float, higher_is_better: bool, noise: float) -> V
     return Verdict.BETTER if up == higher_is_better else Verdict.WORSE
 
 
+def precision(values: Sequence[float]) -> float | None:
+    """How precisely ``values`` place their centre: the half-width of the 95 % interval of
+    their geometric mean, relative (0.05: within ±5 %); of the arithmetic mean over the
+    mean when a value is not positive. None with fewer than 2 values or a zero mean."""
+    if len(values) < 2:
+        return None
+    xs = [float(v) for v in values]
+    t = t_quantile(1.0 - (1.0 - CONFIDENCE) / 2, len(xs) - 1)
+    try:
+        if min(xs) > 0:
+            logs = [math.log(v) for v in xs]
+            half = t * statistics.stdev(logs) / math.sqrt(len(xs))
+            return math.expm1(min(half, 700.0))
+        mean = statistics.fmean(xs)
+        if mean == 0:
+            return None
+        return abs(t * statistics.stdev(xs) / math.sqrt(len(xs)) / mean)
+    except (OverflowError, ValueError):
+        return None
+
+
 def outliers(values: Sequence[float], factor: float = 3.0) -> list[int]:
     """Indexes of repetitions far from the others: more than ``factor`` median absolute
     deviations from the median (none with fewer than 4 values, or no spread)."""

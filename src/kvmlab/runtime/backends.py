@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from kvmlab.errors import StateError, printable
 from kvmlab.runtime.libvirt.kind import KIND as LIBVIRT
-from kvmlab.runtime.machine import Backend, BackendKind, Machine
+from kvmlab.runtime.machine import Backend, BackendKind, Machine, ManagedVm
 from kvmlab.runtime.qemu.backend import QEMU as QEMU
 from kvmlab.runtime.qemu.kind import KIND as QEMU_KIND
 from kvmlab.runtime.records import GuestRecord, invalid
@@ -92,3 +92,13 @@ def process_here(record: GuestRecord) -> bool:
 def make(name: str, loaded: LoadedLab, given: BackendChoice) -> Backend:
     """The backend ``name`` for a lab and a command's options."""
     return kind(name).make(loaded, given)
+
+
+def managed_vms() -> list[ManagedVm]:
+    """The VMs other managers run on this host, as every backend that knows of some
+    proves them (a libvirt daemon's domains)."""
+    out: list[ManagedVm] = []
+    for kind_ in _KINDS.values():
+        if kind_.managed is not None:
+            out.extend(kind_.managed())
+    return out

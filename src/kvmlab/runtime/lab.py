@@ -1,55 +1,80 @@
-"""Bringing a lab's top-level guests up and down, with nothing left behind on failure."""
+"""Bringing a lab's top-level guests up and down, with nothing left behind on failure: the
+public entry points (``Launch``, ``started``, ``up``, ``down``) over the guest config
+(:mod:`.guest_config`), its set-up (:mod:`.guest_setup`, :mod:`.background`) and the lab's
+switch and networks (:mod:`.lab_fabric`)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shlex
-import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Any
 
-from kvmlab.errors import Problem, ProcessFailure, RuntimeFailure, SpecError, StateError
-from kvmlab.fabric.lab_networks import NET_DIR, LabNet, TapPlan, check_vhost_net
-from kvmlab.fabric.lab_networks import stop_recorded as stop_recorded_net
-from kvmlab.fabric.switch import (
-    SWITCH_DIR,
-    SWITCH_DIRS,
-    Switch,
-    lab_ports,
-    recorded_alive,
-    stop_recorded,
-)
-from kvmlab.guest.errors import GuestExecTimeout
-from kvmlab.guest.image import STANDALONE, GuestImage, build_image
+from kvmlab.errors import RuntimeFailure, StateError
+from kvmlab.fabric.lab_networks import LabNet, check_vhost_net
+from kvmlab.fabric.switch import Switch
+from kvmlab.guest.image import GuestImage
 from kvmlab.host.accel import OUTER_ACCEL_ENV
 from kvmlab.proc.processes import QEMU, terminate
 from kvmlab.proc.signals import deferred_signals
 from kvmlab.progress import QUIET, Progress
-from kvmlab.render import BootImage, Target
-from kvmlab.render.devices.control import ControlPart
 from kvmlab.render.devices.disk import SEED_IMAGE
-from kvmlab.render.devices.nic import NicPart
-from kvmlab.render.identity import tap_name
-from kvmlab.render.target import Accel
 from kvmlab.runtime import backends, forwarded_ports, nested
-from kvmlab.runtime.guest_disks import mount_script
-from kvmlab.runtime.guest_kvm import check_guest_kvm, check_host_kvm, local_kvm
-from kvmlab.runtime.guest_network import address_script, lab_addresses, setup_script, user_net
-from kvmlab.runtime.hostaccel import HostAccel as HostAccel
+from kvmlab.runtime.background import (
+    BACKGROUND_GRACE_S,
+    FIRST_LINE_WAIT,
+    announces_ready,
+    background_argv,
+    start_background,
+)
+from kvmlab.runtime.guest_config import boot_image, guest_config, guest_nics, image_for, make_target
+from kvmlab.runtime.guest_kvm import check_guest_kvm, check_host_kvm
+from kvmlab.runtime.guest_setup import ensure_disks, prepare_guest
+from kvmlab.runtime.hostaccel import HostAccel
 from kvmlab.runtime.hostcpus import check_host_cpus
-from kvmlab.runtime.machine import Backend, Machine, MachineConfig
-from kvmlab.runtime.records import GuestNic
+from kvmlab.runtime.lab_fabric import (
+    live_switches,
+    start_networks,
+    stop_all,
+    stop_recorded_networks,
+    stop_recorded_switches,
+    switch_sockets,
+    tap_plans,
+)
+from kvmlab.runtime.lab_fabric import start_switch as _start_switch  # tests stub it here
+from kvmlab.runtime.machine import Backend, Machine
 from kvmlab.runtime.rundir import GuestEntry, GuestRecord, LabDir, check_socket_paths
-from kvmlab.runtime.waits import LIMITS, check_environment
-from kvmlab.spec import Guest, Lab, LoadedLab, TapNic, VhostUserNic
+from kvmlab.runtime.waits import check_environment
+from kvmlab.spec import Guest, LoadedLab
 from kvmlab.spec.hostcpus import guest_cpu_uses, switch_cpu_uses, tuning_cpu_uses
-from kvmlab.spec.rules import guest_key
+
+__all__ = [
+    "BACKGROUND_GRACE_S",
+    "FIRST_LINE_WAIT",
+    "Booting",
+    "HostAccel",
+    "Launch",
+    "announces_ready",
+    "assert_not_up",
+    "background_argv",
+    "boot_image",
+    "clean_stale",
+    "down",
+    "ensure_disks",
+    "guest_config",
+    "guest_nics",
+    "image_for",
+    "make_target",
+    "prepare_guest",
+    "start_background",
+    "start_nested",
+    "started",
+    "tap_plans",
+    "up",
+]
+"""The public names, here since before the lab's jobs had modules of their own."""
 
 
 @dataclass(frozen=True)
@@ -63,228 +88,6 @@ class Launch:
     progress: Progress = QUIET
 
 
-def boot_image(image: GuestImage, guest: Guest, hostname: str) -> BootImage:
-    """The render-side description of the default image for one guest."""
-    return BootImage(
-        kernel=image.kernel,
-        initrd=image.initrd,
-        append=image.cmdline(hostname=hostname, kvm=guest.nested),
-        share=image.share,
-        share_tag=image.share_tag,
-    )
-
-
-def make_target(
-    loaded: LoadedLab,
-    path: tuple[str, ...],
-    guest: Guest,
-    host: HostAccel,
-    run_dir: Path,
-    image: GuestImage | None,
-) -> Target:
-    """Everything the renderers need for one guest of a lab on this host."""
-    extra: dict[str, Any] = {"qemu_binary": guest.qemu} if guest.qemu else {}
-    switch = loaded.lab.switch
-    if switch is not None and len(path) == 1:
-        extra.update(
-            switch_dir=LabDir.of(loaded.lab.name).root / SWITCH_DIR, switch_kind=switch.kind
-        )
-    return Target(
-        lab=loaded.lab.name,
-        address=path,
-        lab_dir=loaded.directory,
-        run_dir=run_dir,
-        auto_accel=host.accel,
-        auto_reason=host.reason,
-        virt_flag=host.virt_flag,
-        image=boot_image(image, guest, path[-1]) if image and guest.boot == "image" else None,
-        **extra,
-    )
-
-
-def image_for(guest: Guest, image: GuestImage | None) -> GuestImage | None:
-    """The image ``guest`` boots: the self-contained one when it must stay migratable
-    (a mounted host share blocks live migration)."""
-    if image is not None and guest.migratable and image.share != STANDALONE:
-        return build_image(STANDALONE)
-    return image
-
-
-def guest_config(
-    loaded: LoadedLab,
-    path: tuple[str, ...],
-    guest: Guest,
-    host: HostAccel,
-    run_dir: Path,
-    image: GuestImage | None,
-) -> MachineConfig:
-    """Describe the machine that runs ``guest``: its spec under the accelerator it runs
-    with, its target on this host (with the image it boots), and what is recorded of it.
-    Nothing is rendered here: the backend renders what it runs (:meth:`Backend.machine`)."""
-    if guest.qemu and not Path(guest.qemu).is_file():
-        key = f"{guest_key(path)}.qemu"
-        raise SpecError([Problem(str(loaded.path), key, f"{guest.qemu} does not exist")])
-    target = make_target(loaded, path, guest, host, run_dir, image_for(guest, image))
-    accel, reason = target.accel_for(guest)
-    runs = guest.under(accel)
-    return MachineConfig(
-        lab=loaded.lab.name,
-        address=path,
-        argv=[],
-        run_dir=run_dir,
-        accel=accel,
-        accel_reason=reason,
-        vcpus=runs.vcpus,
-        memory=runs.memory.size,
-        boots_image=runs.boot == "image",
-        pinning={int(k): v for k, v in runs.pinning.vcpus.items()},
-        emulator_pinning=runs.pinning.emulator,
-        children=bool(runs.nested and runs.guests),
-        under_kvm=local_kvm() if accel == "kvm" else {},
-        migratable=ControlPart(target).probe,
-        nics=guest_nics(runs, target, accel),
-        guest=runs,
-        target=target,
-    )
-
-
-def guest_nics(guest: Guest, target: Target, accel: Accel) -> tuple[GuestNic, ...]:
-    """The guest's vhost-user NICs (by socket) and taps (by name), each with its MAC, as
-    the renderers give them to it."""
-    found = []
-    for index, nic in enumerate(guest.nics):
-        part = NicPart(nic, index, target, accel)
-        if isinstance(nic, VhostUserNic):
-            found.append(GuestNic("vhost-user", str(target.vhost_user(nic)[0]), part.mac))
-        elif isinstance(nic, TapNic) and part.ifname is not None:
-            found.append(GuestNic("tap", part.ifname, part.mac))
-    return tuple(found)
-
-
-def ensure_disks(loaded: LoadedLab, path: tuple[str, ...], guest: Guest) -> None:
-    """Create missing disk images that have a size; a missing one without a size is an error."""
-    for i, disk in enumerate(guest.disks):
-        file = Path(disk.path) if Path(disk.path).is_absolute() else loaded.directory / disk.path
-        if file.exists():
-            continue
-        if disk.size is None:
-            key = f"{guest_key(path)}.disks[{i}].path"
-            raise SpecError([Problem(str(loaded.path), key, f"{file} does not exist; set size")])
-        file.parent.mkdir(parents=True, exist_ok=True)
-        argv = ["qemu-img", "create", "-q", "-f", disk.format, str(file), str(disk.size)]
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-        if proc.returncode != 0:
-            raise ProcessFailure(
-                f"cannot create {file}", argv, proc.returncode, proc.stderr.splitlines()[-5:]
-            )
-
-
-def prepare_guest(machine: Machine, lab: Lab, path: tuple[str, ...], guest: Guest) -> None:
-    """After boot, what the default image does not do itself: mounts, user networking, the
-    addresses (and channels) of NICs on the lab's networks."""
-    mounts = mount_script(guest) if guest.boot == "image" else None
-    if mounts is not None:
-        _setup(machine, mounts, "mounting its disks")
-    if guest.cloud_init is not None:
-        # The agent starts before cloud-init's later stages: wait until it has finished.
-        done = machine.exec(["cloud-init", "status", "--wait"], timeout=600)
-        if done.returncode not in (0, 2):  # 2: finished with recoverable errors
-            raise RuntimeFailure(
-                f"{machine.config.name}: cloud-init failed: "
-                f"{(done.stdout + done.stderr).decode(errors='replace').strip()[-500:]}"
-            )
-    net = user_net(lab.name, path, guest) if guest.boot == "image" else None
-    if net is not None:
-        _setup(machine, setup_script(net), "network set-up")
-    if len(path) == 1 and (own := lab_addresses(lab, path, guest)):
-        _setup(machine, address_script(own), "addresses on the lab's networks")
-    if guest.background:
-        start_background(machine, guest.background)
-
-
-BACKGROUND_GRACE_S = 1.0
-"""How long a background command must keep running after its start to count as started
-(an early exit, a missing program or device, is caught; a later one only by its log)."""
-
-
-def background_argv(command: str) -> list[str]:
-    """``command``'s words; kvmlab's own guest programs (``kvmlab-rtc``) by their path
-    beside kvmlab, which a guest sharing the host root sees at the same place."""
-    words = shlex.split(command)
-    if "/" not in words[0] and words[0].startswith("kvmlab-"):
-        beside = Path(sys.executable).with_name(words[0])
-        if beside.is_file():
-            words[0] = str(beside)
-    return words
-
-
-def announces_ready(command: str) -> bool:
-    """Whether ``command`` is one of kvmlab's own guest programs (found beside kvmlab, not
-    a program of the user's of a like name), which print their first line only once they
-    run as asked (``kvmlab-rtc``: the ticks are on) or have failed."""
-    return background_argv(command)[0] != shlex.split(command)[0]
-
-
-def start_background(machine: Machine, commands: Sequence[str]) -> list[int]:
-    """Start a lab's background ``commands`` in the guest, each one's output to
-    ``/run/kvmlab-background-N.log`` there; their guest pids. kvmlab's own programs are
-    waited for until they say they run (a profile taken after ``up`` must see their
-    steady state, and a Python program starting over a nested 9p share on a loaded host
-    takes seconds); then every one must still run after :data:`BACKGROUND_GRACE_S`
-    (scaled by the guest's slowness, once for them all). One that has exited is a
-    RuntimeFailure with what it printed."""
-    started = []
-    for i, command in enumerate(commands):
-        log = f"/run/kvmlab-background-{i}.log"
-        argv = ["sh", "-c", 'exec "$@" >"$0" 2>&1', log, *background_argv(command)]
-        started.append((command, log, machine.exec_background(argv)))
-    for command, log, pid in started:
-        if announces_ready(command):
-            _await_first_line(machine, command, log, pid)
-    # then the grace, for them all: a program that printed an error is exiting by then
-    time.sleep(BACKGROUND_GRACE_S * max(1.0, machine.level_factor()))
-    for command, log, pid in started:
-        alive = machine.exec(["sh", "-c", 'kill -0 "$1" 2>/dev/null', "-", str(pid)], timeout=60)
-        if alive.returncode != 0:
-            said = machine.exec(["tail", "-n", "5", log], timeout=60).stdout
-            text = said.decode(errors="replace").strip()
-            raise RuntimeFailure(
-                f"{machine.config.name}: background command {command!r} exited at once"
-                + (f": {text}" if text else "")
-            )
-    return [pid for _, _, pid in started]
-
-
-FIRST_LINE_WAIT = 'while [ ! -s "$0" ] && kill -0 "$1" 2>/dev/null; do sleep 0.1; done'
-"""Guest-side shell (``$0`` the log, ``$1`` the pid): returns once the log has a byte or
-the process is gone."""
-
-
-def _await_first_line(machine: Machine, command: str, log: str, pid: int) -> None:
-    """Wait in the guest until background ``command`` (guest ``pid``) has written to
-    ``log`` or exited, bounded by the ``setup`` limit at the guest's speed."""
-    limit = LIMITS["setup"]
-    timeout = limit.value("ceiling", machine.level_factor())
-    try:
-        machine.exec(["sh", "-c", FIRST_LINE_WAIT, log, str(pid)], timeout=timeout)
-    except GuestExecTimeout as exc:
-        what = f"{machine.config.name}: background command {command!r} saying it runs"
-        raise limit.exceeded(what, timeout, str(exc)) from None
-
-
-def _setup(machine: Machine, argv: list[str], what: str) -> None:
-    """Run a set-up command in the guest, bounded by the ``setup`` limit at its speed."""
-    limit = LIMITS["setup"]
-    timeout = limit.value("ceiling", machine.level_factor())
-    try:
-        result = machine.exec(argv, timeout=timeout)
-    except GuestExecTimeout as exc:
-        raise limit.exceeded(f"{machine.config.name}: {what}", timeout, str(exc)) from None
-    if result.returncode != 0:
-        why = result.stderr.decode(errors="replace").strip()
-        raise RuntimeFailure(f"{machine.config.name}: {what} failed: {why}")
-
-
 def assert_not_up(lab: str) -> None:
     """Refuse (:class:`StateError`) when any guest of lab ``lab`` has a live QEMU.
 
@@ -293,9 +96,7 @@ def assert_not_up(lab: str) -> None:
     """
     lab_dir = LabDir.of(lab)
     live = [f"{e.name} {e.state()}" for e in lab_dir.live()]
-    for name in SWITCH_DIRS if lab_dir.exists() else ():
-        if (pid := recorded_alive(lab_dir.root / name)) is not None:
-            live.append(f"its switch ({name}), pid {pid}")
+    live += live_switches(lab_dir)
     if live:
         raise StateError(
             f"lab {lab_dir.lab} is already up ({', '.join(live)}); "
@@ -307,10 +108,8 @@ def clean_stale(lab_dir: LabDir) -> list[str]:
     """Remove the run state of guests whose QEMU died; refuse when any still runs."""
     assert_not_up(lab_dir.lab)
     stale = [e.name for e in lab_dir.entries()]
-    for name in SWITCH_DIRS:  # a killed kvmlab's switch: its huge pages go back too
-        if lab_dir.exists() and stop_recorded(lab_dir.root / name):
-            stale.append(f"the switch in {name}")
-    if lab_dir.exists() and stop_recorded_net(lab_dir.root / NET_DIR, lab_dir.lab):
+    stale += [f"the switch in {name}" for name in stop_recorded_switches(lab_dir)]
+    if stop_recorded_networks(lab_dir):
         stale.append("its networks' namespace")
     lab_dir.clear()
     return stale
@@ -348,11 +147,7 @@ def started(
         raise StateError(f"lab {loaded.lab.name} has no top-level guest {only!r} ({known})")
     # every unix socket path fits, before anything starts (libvirt makes its own)
     ours = [((n,), list(g.guests)) for n, g in chosen if backend.makes_guest_sockets]
-    sw_ports = [] if within or loaded.lab.switch is None else lab_ports(loaded.lab)
-    sw_dir = lab_dir.root / SWITCH_DIR
-    check_socket_paths(
-        lab_dir, ours, [(f"switch port {p}", sw_dir / f"{p}.sock") for p in sw_ports]
-    )
+    check_socket_paths(lab_dir, ours, [] if within else switch_sockets(loaded.lab, lab_dir))
     backend.check(loaded, only, start_inner)  # before anything is created
     machines: list[Machine] = []
     switch: list[Switch] = []
@@ -384,13 +179,7 @@ def started(
             if loaded.lab.switch is not None and not within:
                 _start_switch(loaded, lab_dir, switch, progress)
             if loaded.lab.networks and not within:
-                nets.append(LabNet(loaded.lab, lab_dir.root / NET_DIR))
-                plans = tap_plans(loaded.lab, [n for n, _ in chosen])
-                progress.step(
-                    f"creating the lab's networks ({', '.join(loaded.lab.networks)}) in "
-                    f"network namespace {nets[0].ns}"
-                )
-                nets[0].start(plans)
+                start_networks(loaded, lab_dir, [n for n, _ in chosen], nets, progress)
             booting = Booting(loaded, outer, lab_dir, path, start_inner, nets[0] if nets else None)
             _boot_all(booting, launch, chosen, machines)
             yield machines
@@ -399,28 +188,6 @@ def started(
                 failing = sys.exc_info()[0] is not None
                 with deferred_signals():  # a second Ctrl-C does not cut the clean-up short
                     _stop_owned(machines, lab_dir, failing, [*switch, *nets])
-
-
-def tap_plans(lab: Lab, guests: Sequence[str]) -> list[TapPlan]:
-    """The taps of these top-level guests' NICs on the lab's networks."""
-    return [
-        TapPlan(name, tap_name(lab.name, (name,), i), nic.network)
-        for name in guests
-        for i, nic in enumerate(lab.guests[name].nics)
-        if isinstance(nic, TapNic) and nic.network is not None
-    ]
-
-
-def _start_switch(
-    loaded: LoadedLab, lab_dir: LabDir, out: list[Switch], progress: Progress
-) -> None:
-    """Start the lab's switch (on record in ``out`` from the moment it spawns)."""
-    spec = loaded.lab.switch
-    assert spec is not None
-    sw = Switch(loaded.lab.name, spec, lab_dir.root / SWITCH_DIR, lab_ports(loaded.lab))
-    out.append(sw)
-    progress.step(f"starting the {spec.kind} switch (ports {', '.join(sw.ports)})")
-    sw.start(outlive=True)
 
 
 def _stop_owned(
@@ -442,14 +209,7 @@ def _stop_owned(
             f"could not stop {', '.join(survivors)}; its state is kept: 'kvmlab down {lab_dir.lab}'"
         )
     if len(owned) == len(machines):
-        failed: list[BaseException] = []
-        for part in switch:  # each is stopped even when another would not stop
-            try:
-                part.stop()
-            except Exception as exc:  # raised below, after the others are stopped
-                failed.append(exc)
-        if failed:
-            raise failed[0]
+        stop_all(switch)
         lab_dir.clear()
         lab_dir.remove()
 
@@ -558,10 +318,9 @@ def down(lab: str, force: bool = False, progress: Progress = QUIET) -> list[str]
         survivors = [
             f"{e.name} (pid {', '.join(map(str, e.processes()))})" for e in entries if e.processes()
         ]
-        for name in SWITCH_DIRS if not survivors else ():
-            if stop_recorded(lab_dir.root / name):
-                progress.step(f"stopped the switch ({name})")
-        if not survivors and stop_recorded_net(lab_dir.root / NET_DIR, lab_dir.lab):
+        for name in stop_recorded_switches(lab_dir) if not survivors else ():
+            progress.step(f"stopped the switch ({name})")
+        if not survivors and stop_recorded_networks(lab_dir):
             progress.step("deleted the lab's networks")
         if survivors:
             raise RuntimeFailure(

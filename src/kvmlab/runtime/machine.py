@@ -626,6 +626,17 @@ class BackendChoice(Protocol):
 
 
 @dataclass(frozen=True)
+class ManagedVm:
+    """A VM another manager runs on this host (a libvirt domain): its QEMU process (pid
+    and start time), its name there and the manager's address (a libvirt URI)."""
+
+    pid: int
+    start: int
+    name: str
+    manager: str
+
+
+@dataclass(frozen=True)
 class BackendKind:
     """One backend as the registry (:mod:`kvmlab.runtime.backends`) holds it: the one
     record a backend adds besides its own package."""
@@ -642,6 +653,9 @@ class BackendKind:
     """Its migration transport, ``module:Class`` (resolved by :mod:`kvmlab.migrate.
     transports`, a layer above; the class takes this backend's machines); None: its
     guests do not migrate."""
+    managed: Callable[[], list[ManagedVm]] | None = None
+    """The VMs this backend's managers run on this host, each proven theirs (for
+    ``kvmlab ps --all``; kvmlab's own guests are known from their records); None: none."""
 
 
 def _size(path: Path) -> int:

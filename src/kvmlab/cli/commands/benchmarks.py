@@ -15,7 +15,7 @@ from kvmlab.cli.backend_opts import (
     PersistentOpt,
     RootOpt,
 )
-from kvmlab.cli.options import LabArg, VariantsOpt, lab_file, output_choice
+from kvmlab.cli.options import LabArg, OutputOpt, VariantsOpt, lab_file, output_choice
 from kvmlab.errors import UsageError
 
 TableOutputOpt = Annotated[
@@ -27,6 +27,15 @@ LevelsOpt = Annotated[
 ]
 OnlyOpt = Annotated[
     str | None, typer.Option("--only", help="Workloads, e.g. cpu,disk (default: the suite's).")
+]
+RepsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--reps",
+        metavar="N|auto",
+        help="Repetitions of each workload (default: the suite's); auto: until each metric's "
+        "95% interval is within ±5%, 3 to 10 of them.",
+    ),
 ]
 HtmlOutOpt = Annotated[
     Path | None, typer.Option("--out", help="Also write the HTML report to this file.")
@@ -46,6 +55,7 @@ def bench(
     persistent: PersistentOpt = None,
     qemu_as_root: RootOpt = None,
     variant: VariantsOpt = None,
+    reps: RepsOpt = None,
 ) -> None:
     """Run the benchmark suite at L0 and in the lab's guests; store and print the level table.
 
@@ -64,6 +74,7 @@ def bench(
         output=output_choice(output, "text", "json"),
         backend_opts=BackendOptions(backend, connect, persistent, qemu_as_root),
         variants=variant or (),
+        reps=reps,
     )
 
 
@@ -83,6 +94,7 @@ def run_lab(
     persistent: PersistentOpt = None,
     qemu_as_root: RootOpt = None,
     variant: VariantsOpt = None,
+    reps: RepsOpt = None,
 ) -> None:
     """The whole job: boot the lab (L1 and L2), benchmark L0/L1/L2, store the run, print
     the level table, write the HTML report, tear down.
@@ -103,6 +115,7 @@ def run_lab(
         output_choice(output, "text", "json"),
         BackendOptions(backend, connect, persistent, qemu_as_root),
         variant or (),
+        reps,
     )
 
 
@@ -116,7 +129,7 @@ app.add_typer(results_app, name="results", rich_help_panel=PANEL_MEASURE)
 
 @results_app.command("ls")
 def results_ls(
-    output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
+    output: OutputOpt = "text",
 ) -> None:
     """List stored runs (newest first), complete or not."""
     from kvmlab.cli.bench_cmds import results_ls as ls
@@ -148,27 +161,55 @@ def results_export(
     export(run, output_choice(fmt or output, "csv", "json"), out)
 
 
+RunArg = Annotated[
+    str, typer.Argument(metavar="RUN", help="A run id or 'last' (kvmlab results ls).")
+]
+BaseRunOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--compare",
+        metavar="BASE",
+        help="A base run: beside it, and each metric's change against it with its "
+        "interval and verdict.",
+    ),
+]
+ReportOutputOpt = Annotated[
+    str,
+    typer.Option("--output", "-o", help="text, md, html or json; with --compare also junit."),
+]
+GateOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--fail-on-regression",
+        metavar="PCT",
+        help="With --compare: exit 6 when a metric is significantly worse than in BASE "
+        "by more than PCT percent (a CI gate).",
+    ),
+]
+
+
 @app.command(rich_help_panel=PANEL_MEASURE)
 def report(
-    run: Annotated[
-        str, typer.Argument(metavar="RUN", help="A run id or 'last' (kvmlab results ls).")
-    ] = "last",
+    run: RunArg = "last",
     last: Annotated[bool, typer.Option("--last", hidden=True)] = False,
-    compare: Annotated[str | None, typer.Option("--compare", help="Another run beside it.")] = None,
-    output: Annotated[str, typer.Option("--output", "-o", help="text, md, html or json.")] = "text",
+    compare: BaseRunOpt = None,
+    output: ReportOutputOpt = "text",
     out: Annotated[Path | None, typer.Option("--out", help="File (default: stdout).")] = None,
+    fail_on_regression: GateOpt = None,
 ) -> None:
     """A run's level table: L0/L1/L2 and each level's change against the one below.
 
-    Examples: kvmlab report; kvmlab report 12 --compare 9; kvmlab report -o html --out r.html."""
-    from kvmlab.cli.bench_cmds import show_report
+    Examples: kvmlab report; kvmlab report 12 --compare 9; kvmlab report -o html --out r.html;
+    kvmlab report last --compare 9 --fail-on-regression 5 -o junit --out kvmlab.xml."""
+    from kvmlab.cli.bench_cmds import check_gate, show_report
     from kvmlab.cli.outfile import check_out
     from kvmlab.results.store import ResultStore
 
     if last:
         raise UsageError("RUN is the newest run by default: kvmlab report (or kvmlab report last)")
-    output = output_choice(output, "text", "md", "html", "json")
+    output = output_choice(output, "text", "md", "html", "json", *(["junit"] if compare else []))
+    check_gate(compare, fail_on_regression)
     if out is not None:
         check_out(out)
     with ResultStore.reading() as store:
-        show_report(store, run, compare, output, out)
+        show_report(store, run, compare, output, out, fail_pct=fail_on_regression)

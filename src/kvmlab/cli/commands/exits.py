@@ -8,8 +8,7 @@ from typing import Annotated
 import typer
 
 from kvmlab.cli.app import PANEL_EXITS, app
-from kvmlab.cli.options import lab_file, output_choice
-from kvmlab.errors import UsageError
+from kvmlab.cli.options import OutputOpt
 
 WindowOpt = Annotated[
     float | None,
@@ -25,61 +24,104 @@ ProviderOpt = Annotated[
 ]
 
 
+ExitsTargetArg = Annotated[
+    str | None,
+    typer.Argument(
+        metavar="LAB/GUEST",
+        help="A running guest at any level (nested/l1/l2), or a VM kvmlab did not start: "
+        "pid:N or domain:NAME (kvmlab ps --all lists them); with --compare: a LAB.",
+    ),
+]
+ConnectOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--connect", "-c", help="With domain:NAME: its libvirt daemon (default qemu:///system)."
+    ),
+]
+LiveOpt = Annotated[bool, typer.Option("--live", help="Refresh each window until Ctrl-C.")]
+HostSideOnlyOpt = Annotated[bool, typer.Option("--host-side-only", hidden=True)]
+CompareOpt = Annotated[
+    bool,
+    typer.Option(
+        "--compare",
+        help="Boot the LAB as written and each variant, profile --guest in each, "
+        "compare (the check of a fix).",
+    ),
+]
+CompareGuestOpt = Annotated[
+    str | None,
+    typer.Option("--guest", help="With --compare: the guest's path in the lab (l1/idle)."),
+]
+SettleOpt = Annotated[
+    float | None,
+    typer.Option("--settle", help="With --compare: seconds idle before profiling (10)."),
+]
+CompareVariantsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--variant",
+        help="With --compare: compare these (repeatable; default: the lab as written "
+        "and every variant).",
+    ),
+]
+ExitsImportOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--import",
+        help="perf kvm stat report text or perf.data; --seconds: "
+        "its window (perf kvm stat live: 1).",
+    ),
+]
+HostProfileOpt = Annotated[
+    bool,
+    typer.Option(
+        "--host-profile",
+        help="Sample where the guest's QEMU spends its host CPU instead (perf, where "
+        "that QEMU runs): guest mode, host kernel and QEMU user space by thread and "
+        "symbol, with findings.",
+    ),
+]
+GuestArg = Annotated[
+    str | None,
+    typer.Argument(
+        metavar="LAB/GUEST",
+        help="A running guest at any level, or a VM kvmlab did not start: pid:N or domain:NAME.",
+    ),
+]
+ApplyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--apply",
+        help="Write the lab with the fix of the first finding that has a lab-file fix.",
+    ),
+]
+ApplyOutOpt = Annotated[
+    Path | None, typer.Option("--out", help="With --apply: the new lab file (must not exist).")
+]
+DiagnoseImportOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--import",
+        help="Diagnose a perf kvm stat report or perf.data instead; --seconds: its window.",
+    ),
+]
+
+
 @app.command(rich_help_panel=PANEL_EXITS)
 def exits(
-    address: Annotated[
-        str | None,
-        typer.Argument(
-            metavar="LAB/GUEST",
-            help="A running guest at any level (nested/l1/l2); with --compare: a LAB.",
-        ),
-    ] = None,
+    address: ExitsTargetArg = None,
     seconds: WindowOpt = None,
     provider: ProviderOpt = "auto",
-    live: Annotated[bool, typer.Option("--live", help="Refresh each window until Ctrl-C.")] = False,
-    output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
-    host_side_only: Annotated[bool, typer.Option("--host-side-only", hidden=True)] = False,
-    compare: Annotated[
-        bool,
-        typer.Option(
-            "--compare",
-            help="Boot the LAB as written and each variant, profile --guest in each, "
-            "compare (the check of a fix).",
-        ),
-    ] = False,
-    guest: Annotated[
-        str | None,
-        typer.Option("--guest", help="With --compare: the guest's path in the lab (l1/idle)."),
-    ] = None,
-    settle: Annotated[
-        float | None,
-        typer.Option("--settle", help="With --compare: seconds idle before profiling (10)."),
-    ] = None,
-    variant: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--variant",
-            help="With --compare: compare these (repeatable; default: the lab as written "
-            "and every variant).",
-        ),
-    ] = None,
-    import_: Annotated[
-        Path | None,
-        typer.Option(
-            "--import",
-            help="perf kvm stat report text or perf.data; --seconds: "
-            "its window (perf kvm stat live: 1).",
-        ),
-    ] = None,
-    host_profile: Annotated[
-        bool,
-        typer.Option(
-            "--host-profile",
-            help="Sample where the guest's QEMU spends its host CPU instead (perf, where "
-            "that QEMU runs): guest mode, host kernel and QEMU user space by thread and "
-            "symbol, with findings.",
-        ),
-    ] = False,
+    live: LiveOpt = False,
+    output: OutputOpt = "text",
+    host_side_only: HostSideOnlyOpt = False,
+    compare: CompareOpt = False,
+    guest: CompareGuestOpt = None,
+    settle: SettleOpt = None,
+    variant: CompareVariantsOpt = None,
+    import_: ExitsImportOpt = None,
+    host_profile: HostProfileOpt = False,
+    connect: ConnectOpt = None,
 ) -> None:
     """VM-exit profile of a running guest: exits by reason with handling times, per vCPU,
     port I/O, MSR and MMIO exits named, and host CPU against guest CPU for the window.
@@ -89,102 +131,30 @@ def exits(
     --host-profile, a sampled profile of its QEMU process instead (perf record -e
     cpu-clock where that QEMU runs; any accelerator).
 
+    A VM kvmlab did not start (pid:N, domain:NAME) is profiled from outside, read-only:
+    nothing is signalled, paused or changed.
+
     Examples: kvmlab exits timer-storm/l1/idle; kvmlab exits timer-storm/l1/idle
     --host-profile; kvmlab exits rtc-storm --compare --guest l1/idle;
+    kvmlab exits pid:4242; kvmlab exits domain:win10 -c qemu:///system;
     kvmlab exits --import perf-kvm-stat.txt --seconds 10.
     """
-    from kvmlab.cli.exits_cmds import DEFAULT_SECONDS, check_provider, refuse_with
+    given = dict(locals())  # the options as typed, by name
+    from kvmlab.cli.exits_cmds import ExitsCommand
 
-    output = output_choice(output, "text", "json")
-    provider = check_provider(provider)
-    # what neither --host-profile nor --import takes (each also refuses the other's flag)
-    others = {
-        "--compare": compare,
-        "--live": live,
-        "--provider": provider != "auto",
-        "--guest": guest is not None,
-        "--settle": settle is not None,
-        "--variant": bool(variant),
-        "--host-side-only": host_side_only,
-    }
-    if host_profile:
-        from kvmlab.cli.exits_cmds import run_host_profile
-
-        refuse_with("--host-profile", {**others, "--import": import_ is not None})
-        if address is None:
-            raise UsageError("--host-profile needs the guest's address (LAB/GUEST)")
-        run_host_profile(address, DEFAULT_SECONDS if seconds is None else seconds, output)
-        return
-    if import_ is not None:
-        from kvmlab.cli.exits_cmds import run_import
-
-        refuse_with("--import", others)
-        run_import(import_, address, seconds, output)
-        return
-    if compare:
-        from kvmlab.cli.diagnose_cmds import run_compare
-
-        refuse_with("--compare", {"--live": live, "--host-side-only": host_side_only})
-        if address is None or guest is None:
-            raise UsageError(
-                "--compare boots a lab: kvmlab exits LAB --compare --guest PATH (the guest "
-                "to profile in each variant, e.g. kvmlab exits rtc-storm --compare --guest "
-                "l1/idle)"
-            )
-        run_compare(
-            lab_file(address),
-            guest,
-            DEFAULT_SECONDS if seconds is None else seconds,
-            10.0 if settle is None else settle,
-            output,
-            provider,
-            variant or [],
-        )
-        return
-    if guest is not None or settle is not None or variant:
-        raise UsageError("--guest, --settle and --variant go with LAB --compare")
-    if address is None:
-        raise UsageError(
-            "give a running guest's address (LAB/GUEST), --import FILE, or LAB --compare"
-        )
-    from kvmlab.cli.exits_cmds import run_exits
-
-    run_exits(
-        address,
-        DEFAULT_SECONDS if seconds is None else seconds,
-        provider,
-        live,
-        output,
-        not host_side_only,
-    )
+    ExitsCommand(**given).run()
 
 
 @app.command(rich_help_panel=PANEL_EXITS)
 def diagnose(
-    address: Annotated[
-        str | None,
-        typer.Argument(metavar="LAB/GUEST", help="A running guest at any level."),
-    ] = None,
+    address: GuestArg = None,
     seconds: WindowOpt = None,
     provider: ProviderOpt = "auto",
-    apply: Annotated[
-        bool,
-        typer.Option(
-            "--apply",
-            help="Write the lab with the fix of the first finding that has a lab-file fix.",
-        ),
-    ] = False,
-    out: Annotated[
-        Path | None, typer.Option("--out", help="With --apply: the new lab file (must not exist).")
-    ] = None,
-    output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
-    import_: Annotated[
-        Path | None,
-        typer.Option(
-            "--import",
-            help="Diagnose a perf kvm stat report or perf.data instead; --seconds: its window.",
-        ),
-    ] = None,
+    apply: ApplyOpt = False,
+    out: ApplyOutOpt = None,
+    output: OutputOpt = "text",
+    import_: DiagnoseImportOpt = None,
+    connect: ConnectOpt = None,
 ) -> None:
     """Turn a guest's exit profile into findings: the cause, the numbers that matched, the fix
     as a lab-file change (with its QEMU and libvirt forms) or host steps, and what to verify.
@@ -192,27 +162,6 @@ def diagnose(
     Examples: kvmlab diagnose timer-storm/l1/idle; kvmlab diagnose timer-storm/l1/idle
     --apply --out fixed.toml; kvmlab diagnose --import perf-kvm-stat.txt --seconds 10.
     """
-    from kvmlab.cli.diagnose_cmds import run_diagnose
-    from kvmlab.cli.exits_cmds import check_provider, refuse_with
+    from kvmlab.cli.diagnose_cmds import diagnose_cmd
 
-    output = output_choice(output, "text", "json")
-    provider = check_provider(provider)
-    if address is not None and import_ is not None:
-        raise UsageError(
-            "give the guest's address (LAB/GUEST) or --import FILE, not both: an import is "
-            "diagnosed on its own"
-        )
-    if address is None and import_ is None:
-        raise UsageError("give the guest's address (LAB/GUEST) or --import FILE")
-    if import_ is not None:
-        refuse_with(
-            "--import",
-            {
-                "--apply (it needs a running guest of a lab)": apply,
-                "--out": out is not None,
-                "--provider": provider != "auto",
-            },
-        )
-    if out is not None and not apply:
-        raise UsageError("--out names the lab file --apply writes; give --apply too")
-    run_diagnose(address or "", import_, seconds, provider, output, apply, out)
+    diagnose_cmd(address, seconds, provider, apply, out, output, import_, connect)

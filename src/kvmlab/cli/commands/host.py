@@ -8,12 +8,12 @@ from typing import Annotated
 import typer
 
 from kvmlab.cli.app import PANEL_HOST, app
-from kvmlab.cli.options import output_choice
+from kvmlab.cli.options import OutputOpt, output_choice
 
 
 @app.command(rich_help_panel=PANEL_HOST)
 def doctor(
-    output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
+    output: OutputOpt = "text",
     root: Annotated[
         Path, typer.Option("--root", help="Read the host through this directory (tests).")
     ] = Path("/"),

@@ -14,7 +14,7 @@ from kvmlab.cli.backend_opts import (
     PersistentOpt,
     RootOpt,
 )
-from kvmlab.cli.options import AddressArg, LabArg, VariantOpt, lab_file, output_choice
+from kvmlab.cli.options import AddressArg, LabArg, OutputOpt, VariantOpt, lab_file, output_choice
 
 
 @app.command(rich_help_panel=PANEL_LABS)
@@ -56,7 +56,7 @@ def up(
 
 @app.command(rich_help_panel=PANEL_LABS)
 def ps(
-    output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
+    output: OutputOpt = "text",
     threads: Annotated[
         bool,
         typer.Option(
@@ -65,11 +65,23 @@ def ps(
             "nested guest, measured inside its guest hypervisor).",
         ),
     ] = False,
+    every: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            "-a",
+            help="Also every other QEMU on this host: libvirt's domains (the system daemon's "
+            "and kvmlab's private ones) and any QEMU started by hand, with the name "
+            "kvmlab exits and diagnose take them by (domain:NAME, pid:N).",
+        ),
+    ] = False,
 ) -> None:
-    """List running guests: pid, accelerator, uptime, host CPU% next to guest CPU%."""
+    """List running guests: pid, accelerator, uptime, host CPU% next to guest CPU%.
+
+    Examples: kvmlab ps; kvmlab ps --all; kvmlab ps --threads -o json."""
     from kvmlab.cli.ps_cmd import run_ps
 
-    run_ps(output_choice(output, "text", "json"), threads)
+    run_ps(output_choice(output, "text", "json"), threads, every)
 
 
 @app.command(

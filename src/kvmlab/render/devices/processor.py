@@ -97,15 +97,23 @@ class Processor:
                     q.cpu_props.append(f"{prop}={hex(hv.spinlock_retries)}")
                 else:
                     q.cpu_props.append(f"{prop}=on")
-        smp = str(self.guest.vcpus)
-        if cpu.topology_given:
-            smp += f",sockets={cpu.sockets or 1},cores={cpu.cores or 1},threads={cpu.threads or 1}"
-        q.add("-smp", smp)
+        sockets, cores, threads = self.topology
+        q.add("-smp", f"{self.guest.vcpus},sockets={sockets},cores={cores},threads={threads}")
         if self.guest.pinning.vcpus or self.guest.pinning.emulator:
             q.note(
                 "QEMU has no pinning option: kvmlab pins vCPU and emulator threads at run "
                 "time (sched_setaffinity on the threads query-cpus-fast reports)"
             )
+
+    @property
+    def topology(self) -> tuple[int, int, int]:
+        """(sockets, cores, threads), always written out: without them QEMU 7.2 makes
+        ``-smp N`` one socket of N cores and libvirt N sockets of one core, so the guest
+        would see a different CPU under each backend. Unset: one socket of N cores."""
+        cpu = self.guest.cpu
+        if not cpu.topology_given:
+            return 1, self.guest.vcpus, 1
+        return cpu.sockets or 1, cpu.cores or 1, cpu.threads or 1
 
     def xml(self, d: DomainXml) -> None:
         g = self.guest
@@ -121,15 +129,8 @@ class Processor:
         else:
             el = d.section("cpu", mode="custom", match="exact", check="partial")
             sub(el, "model", cpu.model, fallback="forbid")
-        if cpu.topology_given:
-            sub(
-                el,
-                "topology",
-                sockets=cpu.sockets or 1,
-                dies=1,
-                cores=cpu.cores or 1,
-                threads=cpu.threads or 1,
-            )
+        sockets, cores, threads = self.topology
+        sub(el, "topology", sockets=sockets, dies=1, cores=cores, threads=threads)
         if self.exposed:
             sub(el, "feature", policy="require", name=self.exposed)
         for flag in cpu.features:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvmlab.runtime.machine import Backend, BackendChoice, BackendKind, Machine
+from kvmlab.runtime.machine import Backend, BackendChoice, BackendKind, Machine, ManagedVm
 
 if TYPE_CHECKING:
     from kvmlab.spec import LoadedLab
@@ -30,9 +30,16 @@ def make(loaded: LoadedLab, given: BackendChoice) -> Backend:
     )
 
 
+def _managed() -> list[ManagedVm]:
+    from kvmlab.runtime.libvirt.managed import managed_vms
+
+    return managed_vms()
+
+
 KIND = BackendKind(
     name="libvirt",
     machine=_machine,
     make=make,
     transport="kvmlab.migrate.transports.libvirt:LibvirtTransport",
+    managed=_managed,
 )

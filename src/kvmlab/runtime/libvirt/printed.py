@@ -1,11 +1,6 @@
-"""What a domain printed by ``kvmlab render -o libvirt`` needs from its host to start
-as printed.
-
-``kvmlab up --backend libvirt`` prepares all of it (it uploads the image, writes the seed,
-starts the lab's switch, makes the lab's taps); ``render`` only prints. So for each file,
-socket or device the printed domain names, this module says whether the daemon's QEMU can
-use it on this host, and what makes it so: one line each, printed on stderr by the CLI.
-"""
+"""What a domain printed by ``kvmlab render -o libvirt`` needs from its host to start as
+printed (image, seed, disks, sockets, taps, huge pages, CPUs): one :class:`Finding` each, printed
+on stderr by the CLI; ``kvmlab up --backend libvirt`` or ``render --publish`` provides it."""
 
 from __future__ import annotations
 

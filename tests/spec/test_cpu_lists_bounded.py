@@ -1,5 +1,5 @@
-"""CPU lists from a hostile lab file or command line (issue 28, item 1): bounded before any
-range is expanded, and CPUs this host lacks named with the host's count (a warning at
+"""CPU lists from a lab file or the command line, however large: bounded before any range is
+expanded, and CPUs this host lacks named with the host's count (a warning at
 ``check``, which may run on another host than the lab; a refusal where the lab runs).
 
 The ``check`` runs are subprocesses under a 2 GiB address-space limit, so a regression

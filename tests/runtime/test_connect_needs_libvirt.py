@@ -1,6 +1,7 @@
-"""``--connect`` without the libvirt backend (issue 28, item 6): refused in one line before
-anything starts, instead of asking a daemon. ``up``, ``bench`` and ``run`` run in-process
-with the boot and the switch replaced by a failure, so a regression cannot start QEMU."""
+"""``--connect`` needs the libvirt backend: without it, refused in one line before anything
+starts, instead of asking a daemon; with it (or a lab on libvirt), the daemon it names.
+``up``, ``bench`` and ``run`` run in-process with the boot and the switch replaced by a
+failure, so a regression cannot start QEMU."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from kvmlab.cli.backend_opts import BackendOptions, choose_backend
 from kvmlab.cli.main import main
+from kvmlab.runtime.libvirt.backend import LibvirtBackend
 from kvmlab.spec import load_lab
 from tests.conftest import LABS
 
@@ -51,10 +53,10 @@ def test_connect_picks_the_daemon_of_a_lab_on_libvirt(tmp_path: Path) -> None:
     (tmp_path / "basic.toml").write_text('backend = "libvirt"\n' + text)
     loaded = load_lab(tmp_path / "basic.toml")
     chosen = choose_backend(loaded, BackendOptions(None, URI, None))
-    assert chosen is not None and chosen.uri == URI
+    assert isinstance(chosen, LibvirtBackend) and chosen.uri == URI
 
 
 def test_connect_with_backend_libvirt_is_taken() -> None:
     loaded = load_lab(LABS / "basic.toml")
     chosen = choose_backend(loaded, BackendOptions("libvirt", URI, None))
-    assert chosen is not None and chosen.uri == URI
+    assert isinstance(chosen, LibvirtBackend) and chosen.uri == URI

@@ -1,6 +1,7 @@
-"""The tuning state file against what a careless or hostile hand puts there (issue 28,
-item 2): every kvmlab command reads it first, so a bad one is one line naming it and the
-way out, the command goes on, and nothing is written from it.
+"""A tuning state file kvmlab cannot trust (bad content, a directory, a FIFO, a link, a
+device node, writable by others, naming another root): every kvmlab command reads it first,
+so a bad one is one line naming it and the way out, the command goes on, nothing is written
+from it, and a device node is never opened.
 
 The commands run are ``check`` (which never tunes) and ``tune rollback``; the state files
 name a stand-in tree, never this host's /proc or /sys with a live owner."""
@@ -12,6 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -194,3 +196,19 @@ def test_every_path_kvmlab_tunes_is_known() -> None:
             assert known_path(rel), rel
     assert known_path("sys/devices/system/cpu/cpu3/cpufreq/scaling_governor")
     assert not known_path("proc/irq/1/../../../etc/passwd")
+
+
+def test_a_tuning_state_at_a_device_is_refused_without_opening_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    opened: list[str] = []
+    real = os.open
+
+    def recording_open(path: str | os.PathLike[str], *args: Any, **kwargs: Any) -> int:
+        opened.append(str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", recording_open)
+    with pytest.raises(TuningStateError, match="is not a regular file"):
+        State(Path("/dev/null")).read()
+    assert "/dev/null" not in opened

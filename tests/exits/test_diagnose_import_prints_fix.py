@@ -1,5 +1,6 @@
-"""``kvmlab diagnose`` and ``kvmlab exits`` against hostile or awkward input (issue 28):
-the README's import example prints its whole report, its fix included. Nothing boots."""
+"""``kvmlab diagnose --import`` of a recorded perf report (the README's import example)
+prints its whole report, its fix included, with a placeholder for the guest's name.
+Nothing boots."""
 
 from __future__ import annotations
 

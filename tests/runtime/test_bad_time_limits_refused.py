@@ -1,6 +1,7 @@
-"""Environment limits a user sets badly (issue 28, item 4): read and refused before
-anything starts. ``up`` runs in-process with the boot and the switch replaced by a failure,
-so a regression cannot start QEMU."""
+"""Time limits set badly in the environment (``KVMLAB_CEILING_*``, ``KVMLAB_STALL_*``: not
+a number, not finite, not above 0, too large) are read and refused before anything starts.
+``up`` runs in-process with the boot and the switch replaced by a failure, so a regression
+cannot start QEMU."""
 
 from __future__ import annotations
 

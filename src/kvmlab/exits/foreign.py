@@ -1,0 +1,127 @@
+"""The exit profile of a VM kvmlab did not start: a QEMU by its pid (``pid:N``) or a
+libvirt domain by its name (``domain:NAME``), with the providers that need nothing of the
+VM (tracepoints, perf), never signalling, pausing or asking the VM anything.
+
+KVM's counters come through QMP, which only the VM's own manager holds: they are refused
+for such a VM, with the providers that work instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvmlab.errors import UsageError
+from kvmlab.exits.collect import NoExits, Provider, _perf, _traced, run_where, tracefs_name
+from kvmlab.exits.hostprof import HostProfile, build
+from kvmlab.exits.model import Profile
+from kvmlab.runtime.host_vms import SYSTEM_URI, QemuProcess, domain_pid, qemu_process
+
+PID_PREFIX = "pid:"
+DOMAIN_PREFIX = "domain:"
+
+
+@dataclass(frozen=True)
+class ForeignTarget:
+    """A VM named by ``pid:N`` or ``domain:NAME``, resolved to its QEMU process."""
+
+    text: str
+    qemu: QemuProcess
+
+    @property
+    def label(self) -> str:
+        """``pid:4242 (win10)``: what reports call it."""
+        name = f" ({self.qemu.name})" if self.qemu.name else ""
+        return f"pid:{self.qemu.pid}{name}"
+
+
+def is_foreign(text: str) -> bool:
+    """Whether ``text`` names a VM kvmlab did not start (``pid:N``, ``domain:NAME``)."""
+    return text.startswith((PID_PREFIX, DOMAIN_PREFIX))
+
+
+def resolve(text: str, uri: str | None = None) -> ForeignTarget:
+    """``pid:N`` or ``domain:NAME`` (on the system libvirtd, or ``uri``'s) as its QEMU."""
+    if text.startswith(PID_PREFIX):
+        raw = text[len(PID_PREFIX) :]
+        if not raw.isdigit() or not 0 < int(raw) < 1 << 22:
+            raise UsageError(f"{text!r}: a pid is a number (pid:4242); see kvmlab ps --all")
+        found = qemu_process(int(raw))
+        if found is None:
+            raise UsageError(
+                f"{text}: no QEMU runs as pid {int(raw)} here (gone, or another program); "
+                "kvmlab ps --all lists every QEMU"
+            )
+        return ForeignTarget(text, found)
+    name = text[len(DOMAIN_PREFIX) :]
+    pid = domain_pid(name, uri)
+    found = qemu_process(pid) if pid is not None else None
+    if found is None:
+        where = uri or SYSTEM_URI
+        raise UsageError(
+            f"{text}: no running domain {name!r} on {where}; kvmlab ps --all lists every "
+            "VM (a domain of another daemon: -c URI)"
+        )
+    return ForeignTarget(text, found)
+
+
+def profile_foreign(
+    target: ForeignTarget, seconds: float, provider: Provider = "auto", name: str | None = None
+) -> Profile:
+    """The exit profile of ``target``'s QEMU over ``seconds``, taken here."""
+    if target.qemu.accel != "kvm":
+        raise NoExits(
+            f"{target.label} runs under {target.qemu.accel} (it holds no KVM VM): TCG has no "
+            "VM exits to profile; kvmlab exits --host-profile shows where its host CPU goes"
+        )
+    if provider == "counters":
+        raise UsageError(
+            f"{target.label}: KVM's counters come through the VM's QMP, which only its own "
+            "manager holds; use --provider tracepoints or --provider perf"
+        )
+    name = name or tracefs_name()
+    pid = str(target.qemu.pid)
+    if provider == "perf":
+        profile = _perf(target.label, pid, seconds, name, None)
+    else:
+        traced = _traced(target.label, pid, seconds, name, None, provider == "auto", [])
+        if traced is None:
+            raise NoExits(
+                f"{target.label}: tracepoints unusable here (no hist triggers or no tracefs), "
+                "and KVM's counters need the VM's QMP: use --provider perf"
+            )
+        profile = traced
+    profile.notes.append(
+        f"{target.label}: a VM kvmlab did not start, profiled from outside (read-only)"
+    )
+    return profile
+
+
+def host_profile_foreign(target: ForeignTarget, seconds: float) -> HostProfile:
+    """Where ``target``'s QEMU spends its host CPU over ``seconds`` (perf, sampled here);
+    its guest's own CPU is unknown (kvmlab reaches no agent of a VM it did not start)."""
+    from kvmlab.exits import sampling
+
+    name = tracefs_name()
+    pid = str(target.qemu.pid)
+    argv = sampling.run_argv(name, seconds, sampling.RATE, pid)
+    try:
+        code, out, err = run_where(argv, None, seconds + sampling.PERF_SLACK, "perf record")
+    except BaseException:
+        sampling.clean_up(name, pid, None)
+        raise
+    if code != 0:
+        sampling.clean_up(name, pid, None)
+        raise sampling.run_failure(code, err.decode(errors="replace"), None, target.label, argv)
+    profile = build(
+        out.decode(errors="replace"),
+        target.label,
+        "this host",
+        target.qemu.accel,
+        seconds,
+        sampling.RATE,
+        sampling.record_command(pid, seconds, sampling.RATE),
+    )
+    profile.notes.append(
+        "the guest's own CPU is unknown: a VM kvmlab did not start has no agent it can reach"
+    )
+    return profile
