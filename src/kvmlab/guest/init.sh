@@ -84,6 +84,12 @@ for dev in /sys/bus/virtio/devices/*/device; do
 	0x0013) load vsock ;;
 	esac || mark "warning: cannot load the driver for $dev"
 done
+for dev in /sys/bus/pci/devices/*; do
+	[ -e "$dev/vendor" ] || continue
+	case "$(cat "$dev/vendor") $(cat "$dev/device")" in
+	"0x8086 0x10d3") load e1000e || mark "warning: no e1000e driver for $dev in this kernel" ;;
+	esac
+done
 if [ "$kvm" = 1 ]; then
 	if grep -qw svm /proc/cpuinfo; then
 		load kvm_amd || mark "warning: cannot load kvm_amd"

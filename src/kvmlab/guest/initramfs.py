@@ -67,7 +67,11 @@ MODULE_GROUPS: Mapping[str, tuple[str, ...]] = {
     "kvm_intel": ("kvm_intel",),
     "vhost": ("vhost_net", "tun"),
     "dpdk": ("uio_pci_generic", "vfio_pci"),  # loaded by kvmlab for PVP, not at boot
+    "e1000e": ("e1000e",),  # the emulated Intel NIC (model = "e1000e"), a PCI device
 }
+OPTIONAL_GROUPS = frozenset({"e1000e"})
+"""Groups an image carries when its kernel has their modules (the cloud flavour has no
+e1000e): a guest with such a device then boots with it unconfigured, and init says so."""
 SHARE_GROUPS = ("9p", "virtiofs")
 MODULE_PARAMS: Mapping[str, str] = {"kvm_amd": "nested=1", "kvm_intel": "nested=1"}
 
@@ -147,6 +151,10 @@ def module_table(modules: Mapping[str, ModuleInfo], groups: Iterable[str]) -> st
     """``/etc/kvmlab/modules`` for init.sh: ``GROUP NAME PATH [PARAMS]`` in load order."""
     lines = []
     for group in groups:
+        if group in OPTIONAL_GROUPS and any(
+            m.replace("-", "_") not in modules for m in MODULE_GROUPS[group]
+        ):
+            continue
         for info in load_order(modules, MODULE_GROUPS[group]):
             name = module_name(info.path)
             lines.append(" ".join(filter(None, (group, name, info.path, MODULE_PARAMS.get(name)))))
