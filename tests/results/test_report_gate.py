@@ -12,6 +12,7 @@ from pathlib import Path
 
 from kvmlab.results.model import Run
 from kvmlab.results.store import ResultStore
+from tests.readme import readme_line
 from tests.results.results_cli import kvmlab, sample
 
 BASE = (100.0, 102.0, 98.0, 101.0, 99.0)
@@ -36,9 +37,11 @@ def test_a_slower_run_fails_the_gate_and_junit_names_it(tmp_path: Path) -> None:
     assert text.returncode == 0, text.stderr
     assert "-30.0% [" in text.stdout and "worse" in text.stdout
     assert "2 metrics compared: 2 worse" in text.stdout
-    gated = kvmlab(db, "report", "2", "--compare", "1", "--fail-on-regression", "10")
+    # the README's gate, with this database's base run in place of its example's
+    readme = readme_line("kvmlab report last --compare")
+    gated = kvmlab(db, *[("1" if a == "12" else a) for a in readme])
     assert gated.returncode == 6, gated.stderr
-    assert "significantly worse than run 1 by more than 10%" in gated.stderr
+    assert "significantly worse than run 1 by more than 5%" in gated.stderr
     assert "REGRESSION: 2 metric(s)" in gated.stdout  # the report is out before the exit
     wide = kvmlab(db, "report", "2", "--compare", "1", "--fail-on-regression", "40")
     assert wide.returncode == 0, wide.stderr  # 30 % worse is within a 40 % gate

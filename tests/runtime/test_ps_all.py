@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import cli
+from tests.readme import readme_line
 
 
 def test_ps_all_lists_a_qemu_kvmlab_did_not_start(tmp_path: Path) -> None:
@@ -28,7 +29,7 @@ def test_ps_all_lists_a_qemu_kvmlab_did_not_start(tmp_path: Path) -> None:
             assert time.monotonic() < deadline
             time.sleep(0.01)
         env = {**os.environ, "KVMLAB_RUN_DIR": str(tmp_path / "run")}
-        shown = cli(env, "ps", "--all")
+        shown = cli(env, *readme_line("kvmlab ps --all"))
         assert shown.returncode == 0, shown.stderr
         line = next(x for x in shown.stdout.splitlines() if x.startswith(f"pid:{proc.pid} "))
         assert line.split()[1:4] == ["other", str(proc.pid), "handmade"]
@@ -39,6 +40,14 @@ def test_ps_all_lists_a_qemu_kvmlab_did_not_start(tmp_path: Path) -> None:
         assert proc.poll() is None  # untouched
         plain = json.loads(cli(env, "ps", "-o", "json").stdout)
         assert "others" not in plain  # without --all: kvmlab's guests only
+        # the README's exits on a VM kvmlab did not start, on this one: under TCG it has no
+        # VM exits, and kvmlab says so and what to run instead, touching nothing
+        exits = [a.replace("4242", str(proc.pid)) for a in readme_line("kvmlab exits pid:")]
+        profiled = cli(env, *exits)
+        assert profiled.returncode == 4, profiled.stderr
+        assert f"pid:{proc.pid} (handmade) runs under tcg" in profiled.stderr
+        assert "kvmlab exits --host-profile" in profiled.stderr
+        assert proc.poll() is None
     finally:
         proc.kill()
         proc.wait()
