@@ -78,13 +78,13 @@ def profile_guest(
     t0 = time.monotonic()
     profile = None
     if provider == "perf":
-        profile = _perf(address, pid_arg(record, guest), seconds, name, hyper)
+        profile = perf_profile(address, pid_arg(record, guest), seconds, name, hyper)
     if provider in ("auto", "tracepoints"):
         regions = iomem_regions(before[1])
         if hyper is None and not regions and guest.capabilities.exit_counters:
             with suppress(KvmlabError):  # names only: tracing does not need QMP
                 regions = pci_regions(guest.monitor().execute("query-pci"))
-        profile = _traced(
+        profile = traced_profile(
             address, pid_arg(record, guest), seconds, name, hyper, provider == "auto", regions
         )
     if profile is None:
@@ -144,7 +144,7 @@ def guest_read(machine: Machine) -> tuple[str, str]:
     return (stat, iomem) if result.returncode == 0 else ("", "")
 
 
-def _traced(
+def traced_profile(
     address: str,
     pid: str,
     seconds: float,
@@ -214,7 +214,9 @@ def _cleaned(name: str, hyper: Machine | None) -> Iterator[None]:
                 )
 
 
-def _perf(address: str, pid: str, seconds: float, name: str, hyper: Machine | None) -> Profile:
+def perf_profile(
+    address: str, pid: str, seconds: float, name: str, hyper: Machine | None
+) -> Profile:
     """``perf kvm stat record`` of the guest's QEMU, where its KVM runs, and its reports."""
     argv = perfkvm.record_argv(pid, seconds, name)
     code, out, err = run_where(argv, hyper, seconds + 300, "perf kvm stat record")

@@ -11,7 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvmlab.errors import UsageError
-from kvmlab.exits.collect import NoExits, Provider, _perf, _traced, run_where, tracefs_name
+from kvmlab.exits.collect import (
+    NoExits,
+    Provider,
+    perf_profile,
+    run_where,
+    traced_profile,
+    tracefs_name,
+)
 from kvmlab.exits.hostprof import HostProfile, build
 from kvmlab.exits.model import Profile
 from kvmlab.runtime.host_vms import SYSTEM_URI, QemuProcess, domain_pid, qemu_process
@@ -81,9 +88,9 @@ def profile_foreign(
     name = name or tracefs_name()
     pid = str(target.qemu.pid)
     if provider == "perf":
-        profile = _perf(target.label, pid, seconds, name, None)
+        profile = perf_profile(target.label, pid, seconds, name, None)
     else:
-        traced = _traced(target.label, pid, seconds, name, None, provider == "auto", [])
+        traced = traced_profile(target.label, pid, seconds, name, None, provider == "auto", [])
         if traced is None:
             raise NoExits(
                 f"{target.label}: tracepoints unusable here (no hist triggers or no tracefs), "

@@ -8,7 +8,7 @@ from kvmlab.render.devices.clock import ClockPart
 from kvmlab.render.devices.control import ControlPart
 from kvmlab.render.devices.disk import DiskSet
 from kvmlab.render.devices.memory import RamLayout
-from kvmlab.render.devices.nic import NicPart
+from kvmlab.render.devices.nic import NicPart, needs_slots
 from kvmlab.render.devices.processor import Processor
 from kvmlab.render.target import Accel, Target
 from kvmlab.spec import Guest
@@ -25,7 +25,10 @@ def guest_parts(guest: Guest, target: Target, accel: Accel) -> list[Part]:
         ClockPart(guest, accel),
         DiskSet(guest, target),
     ]
-    parts.extend(NicPart(nic, i, target, accel, guest.machine) for i, nic in enumerate(guest.nics))
+    slotted = needs_slots(guest, target)
+    parts.extend(
+        NicPart(nic, i, target, accel, guest.machine, slotted) for i, nic in enumerate(guest.nics)
+    )
     parts.append(ControlPart(target, tuple(guest.guests) if guest.nested else ()))
     return parts
 

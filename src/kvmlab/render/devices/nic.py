@@ -8,12 +8,33 @@ from kvmlab.render.argv import QemuArgs, opts
 from kvmlab.render.identity import derived_mac, tap_name
 from kvmlab.render.target import Accel, Target
 from kvmlab.render.xmldom import DomainXml, sub
-from kvmlab.spec import Nic, TapNic, UserNic, VhostUserNic
+from kvmlab.spec import Guest, Nic, TapNic, UserNic, VhostUserNic
 
 TCG_VHOST_USER_NOTE = (
     "vhost-user under TCG: vectors=0 (QEMU 7.2 with TCG crashes when the guest driver "
     "starts a vhost-user virtio-net with MSI-X)"
 )
+
+
+FIRST_SLOT = 0x10
+LAST_SLOT = 0x1E
+"""NIC slots on the root bus: above those libvirt hands out from the bottom up, below q35's
+ICH9 functions at 0x1f."""
+
+
+def needs_slots(guest: Guest, target: Target) -> bool:
+    """Whether the guest's libvirt interfaces get root-bus slots in NIC order.
+
+    A user NIC with port forwards on a libvirt without passt goes to QEMU through
+    ``qemu:commandline`` at slot 0x10 + its index on the root bus; libvirt puts its own
+    interfaces behind PCIe root ports in the lowest slots, which the guest enumerates
+    first, so that NIC would come last in the guest whatever its place in the lab (eth0 on
+    the QEMU backend, eth2 under libvirt). All of the guest's NICs then take slot 0x10 +
+    their index, and the guest sees them in lab order under either backend."""
+    caps = target.libvirt
+    slirp = any(isinstance(n, UserNic) and n.forwards for n in guest.nics)
+    fits = FIRST_SLOT + len(guest.nics) - 1 <= LAST_SLOT
+    return slirp and not (caps is not None and caps.passt) and guest.machine != "microvm" and fits
 
 
 @dataclass(frozen=True)
@@ -25,6 +46,9 @@ class NicPart:
     target: Target
     accel: Accel
     machine: str = "q35"
+    slotted: bool = False
+    """Give the libvirt interface a slot of its own on the root bus, in NIC order (see
+    :func:`needs_slots`)."""
 
     @property
     def mac(self) -> str:
@@ -71,7 +95,7 @@ class NicPart:
                 netdev=net,
                 mac=self.mac,
                 bus=bus,
-                addr=f"0x{0x10 + self.index:x}",
+                addr=f"0x{FIRST_SLOT + self.index:x}",
             ),
         )
         d.note(
@@ -173,6 +197,9 @@ class NicPart:
         }
         if any(v is not None for v in driver.values()):
             sub(el, "driver", **driver)
+        if self.slotted:
+            slot = f"0x{FIRST_SLOT + self.index:02x}"
+            sub(el, "address", type="pci", domain="0x0000", bus="0x00", slot=slot, function="0x0")
         if self.msix_off:
             alias = f"ua-net{self.index}"
             sub(el, "alias", name=alias)
