@@ -6,8 +6,8 @@ and its backing, NUMA, clock and timers, Hyper-V, disks, and each NIC's model an
 back by the importer (:mod:`kvmlab.spec.importing`) from both command lines alike.
 
 libvirt's conversion turns every interface into a tap of that name and drops its queues and
-addresses, so NICs are compared by model and MAC; under TCG kvmlab leaves out the KVM PIT's tick policy,
-which libvirt passes on as a global for a device a TCG QEMU does not have."""
+addresses, so NICs are compared by model and MAC; under TCG kvmlab leaves out the KVM PIT's
+tick policy, which libvirt passes on as a global for a device a TCG QEMU does not have."""
 
 from __future__ import annotations
 
