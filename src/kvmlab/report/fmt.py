@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from kvmlab.errors import printable
 from kvmlab.report.table import Cell
-from kvmlab.results.verdict import METHOD, NOISE, Verdict
+from kvmlab.results.verdict import METHOD, NOISE, Verdict, outliers
 
 
 def shown(text: str) -> str:
@@ -36,10 +36,18 @@ def number(value: float) -> str:
 
 
 def median_spread(cell: Cell) -> str:
-    """``1234 ±2%`` (spread: (max-min)/median over the repetitions)."""
+    """``1234 ±2%`` (spread: (max-min)/median over the repetitions), ``1234 ±9%*`` when a
+    repetition lies far from the others (:data:`OUTLIER_NOTE`)."""
     s = cell.summary
     spread = f" ±{s.spread_pct / 2:.0f}%" if s.n > 1 else ""
-    return f"{number(s.median)}{spread}"
+    mark = "*" if outliers(s.values) else ""
+    return f"{number(s.median)}{spread}{mark}"
+
+
+OUTLIER_NOTE = (
+    "* = a repetition more than 3 median absolute deviations from the others (kept in the "
+    "store and in the median; -o json lists it under outliers)"
+)
 
 
 WORDS = {
@@ -54,7 +62,8 @@ WORDS = {
 LEGEND = (
     "change vs the level below (or the other run): median against median, [95% interval], "
     "and the verdict: better or worse, n.s. = no significant change (the interval holds 0%), "
-    f"noise = within the ±{NOISE:.0%} noise threshold, 1 run = no interval ({METHOD})"
+    f"noise = within the ±{NOISE:.0%} noise threshold, 1 run = no interval ({METHOD}); "
+    + OUTLIER_NOTE
 )
 
 
