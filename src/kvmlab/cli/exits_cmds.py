@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +19,7 @@ from kvmlab.exits.foreign import is_foreign
 
 if TYPE_CHECKING:
     from kvmlab.exits.hostprof import HostProfile
+    from kvmlab.exits.model import Profile
 
 PROVIDERS = ("auto", "tracepoints", "counters", "perf")
 DEFAULT_SECONDS = 10.0
@@ -205,33 +206,22 @@ def run_exits(
     guest_side: bool = True,
 ) -> None:
     """Profile ``address`` for ``seconds`` (repeatedly with ``live``) and print it."""
-    from rich.console import Console
-
     from kvmlab.exits.collect import profile_guest
-    from kvmlab.exits.text import show
 
-    check_seconds(seconds, LIVE_SECONDS)
-    if live and output == "json":
-        raise UsageError("--live prints tables; use -o json without --live")
+    check_window(seconds, live, output)
     run_dir, record = find_guest(address)
-    console = Console()
     with interruptible(f"profiling the VM exits of {address}"):
-        while True:
-            profile = profile_guest(
+        _show_profiles(
+            lambda: profile_guest(
                 run_dir,
                 record,
                 seconds,
                 provider,  # type: ignore[arg-type]
                 guest_side=guest_side,
-            )
-            if output == "json":
-                print(json.dumps(profile.to_json(), indent=2))
-                return
-            if live and console.is_terminal:
-                console.clear()
-            show(profile, console)
-            if not live:
-                return
+            ),
+            live,
+            output,
+        )
 
 
 def run_foreign(
@@ -244,31 +234,45 @@ def run_foreign(
     host_profile: bool = False,
 ) -> None:
     """``kvmlab exits pid:N|domain:NAME``: a VM kvmlab did not start, read-only."""
-    from rich.console import Console
-
     from kvmlab.exits.foreign import host_profile_foreign, profile_foreign, resolve
 
-    check_seconds(seconds, LIVE_SECONDS)
-    if live and output == "json":
-        raise UsageError("--live prints tables; use -o json without --live")
+    check_window(seconds, live, output)
     target = resolve(text, connect)
-    console = Console()
     with interruptible(f"profiling {target.label}"):
         if host_profile:
             _show_host_profile(host_profile_foreign(target, seconds), target.label, output)
             return
-        while True:
-            profile = profile_foreign(target, seconds, provider)  # type: ignore[arg-type]
-            if output == "json":
-                print(json.dumps(profile.to_json(), indent=2))
-                return
-            if live and console.is_terminal:
-                console.clear()
-            from kvmlab.exits.text import show
+        _show_profiles(
+            lambda: profile_foreign(target, seconds, provider),  # type: ignore[arg-type]
+            live,
+            output,
+        )
 
-            show(profile, console)
-            if not live:
-                return
+
+def check_window(seconds: float, live: bool, output: str) -> None:
+    """The window's length, and --live only with tables."""
+    check_seconds(seconds, LIVE_SECONDS)
+    if live and output == "json":
+        raise UsageError("--live prints tables; use -o json without --live")
+
+
+def _show_profiles(take: Callable[[], Profile], live: bool, output: str) -> None:
+    """Print the profile ``take`` makes, as JSON or a table; with ``live``, again and again."""
+    from rich.console import Console
+
+    from kvmlab.exits.text import show
+
+    console = Console()
+    while True:
+        profile = take()
+        if output == "json":
+            print(json.dumps(profile.to_json(), indent=2))
+            return
+        if live and console.is_terminal:
+            console.clear()
+        show(profile, console)
+        if not live:
+            return
 
 
 def run_host_profile(address: str, seconds: float, output: str) -> None:

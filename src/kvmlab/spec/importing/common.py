@@ -5,31 +5,19 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 from kvmlab.errors import UsageError, printable
+from kvmlab.spec.machine import HypervFeature, Timers
 
 MAX_INPUT = 4 * 1024 * 1024
 """The largest domain XML or command line read (real ones are a few KiB)."""
 
 DEFAULT_QEMU = "/usr/bin/qemu-system-x86_64"
-HYPERV = (
-    "relaxed",
-    "vapic",
-    "spinlocks",
-    "vpindex",
-    "runtime",
-    "synic",
-    "stimer",
-    "reset",
-    "frequencies",
-    "reenlightenment",
-    "tlbflush",
-    "ipi",
-    "evmcs",
-)
-TIMERS = ("rtc", "pit", "hpet", "kvmclock", "hypervclock")
+HYPERV: tuple[str, ...] = get_args(HypervFeature)
+TIMERS: tuple[str, ...] = tuple(Timers.model_fields)
 TICKPOLICIES = ("delay", "catchup", "merge", "discard")
 CACHES = ("none", "writeback", "writethrough", "directsync", "unsafe")
 AIO = {"threads": "threads", "native": "native", "io_uring": "io_uring"}
@@ -150,3 +138,13 @@ def lab_file_text(imported: Imported, command: str) -> str:
     text = lab_text(doc, comments)
     parse_lab(text.encode(), imported.source + " (as imported)")
     return text
+
+
+def naming_source(source: str, convert: Callable[[], Imported]) -> Imported:
+    """``convert()``, with every refusal naming ``source`` first."""
+    try:
+        return convert()
+    except UsageError as exc:
+        if str(exc).startswith(source):
+            raise
+        raise UsageError(f"{source}: {exc}") from None

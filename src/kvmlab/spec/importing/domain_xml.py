@@ -17,6 +17,7 @@ from kvmlab.spec.importing.common import (
     Imported,
     bytes_of,
     lab_name_from,
+    naming_source,
     parse_xml,
     size_text,
 )
@@ -499,11 +500,6 @@ def _other_elements(root: ET.Element, out: Imported) -> None:
 
 
 def from_domain_xml(text: str, source: str, boot_image: bool = False) -> Imported:
-    """A libvirt domain's XML as a lab with one guest (see :func:`_from_domain_xml`); every
-    refusal names ``source``."""
-    try:
-        return _from_domain_xml(text, source, boot_image)
-    except UsageError as exc:
-        if str(exc).startswith(source):
-            raise
-        raise UsageError(f"{source}: {exc}") from None
+    """A libvirt domain's XML as a lab with one guest; every refusal names
+    ``source``."""
+    return naming_source(source, lambda: _from_domain_xml(text, source, boot_image))

@@ -17,6 +17,7 @@ from kvmlab.spec.importing.common import (
     TICKPOLICIES,
     Imported,
     lab_name_from,
+    naming_source,
     size_text,
 )
 
@@ -582,11 +583,6 @@ that change nothing the guest sees (names, monitors, display, daemon and boot or
 
 
 def from_qemu_argv(text: str, source: str, boot_image: bool = False) -> Imported:
-    """A QEMU command line as a lab with one guest (see :func:`_from_qemu_argv`); every
-    refusal names ``source``."""
-    try:
-        return _from_qemu_argv(text, source, boot_image)
-    except UsageError as exc:
-        if str(exc).startswith(source):
-            raise
-        raise UsageError(f"{source}: {exc}") from None
+    """A QEMU command line as a lab with one guest; every refusal names
+    ``source``."""
+    return naming_source(source, lambda: _from_qemu_argv(text, source, boot_image))
