@@ -60,8 +60,11 @@ def _checked_run_root(root: Path, create: bool) -> Path:
     if missing:
         if not create:
             return root
-        for path in reversed(missing):
-            _mkdir_private(path)
+        try:
+            for path in reversed(missing):
+                _mkdir_private(path)
+        except FileExistsError:  # another kvmlab made it meanwhile: check it as found
+            return _checked_run_root(root, create)
         _write_marker(root, "run root")
         return root
     if why := unsafe_own_dir(root.resolve()):
