@@ -71,6 +71,7 @@ class ExitsCommand:
     import_: Path | None = None
     host_profile: bool = False
     connect: str | None = None
+    within: str | None = None
 
     def run(self) -> None:
         output = output_choice(self.output, "text", "json")
@@ -80,6 +81,8 @@ class ExitsCommand:
             return
         if self.connect is not None:
             raise UsageError("-c/--connect goes with domain:NAME (a libvirt domain's daemon)")
+        if self.within is not None:
+            raise UsageError("--within goes with pid:N (a QEMU kvmlab did not start, inside it)")
         # what neither --host-profile nor --import takes (each also refuses the other's flag)
         others = {
             "--compare": self.compare,
@@ -118,6 +121,10 @@ class ExitsCommand:
         )
         if self.connect is not None and not self.address.startswith("domain:"):
             raise UsageError("-c/--connect goes with domain:NAME (a libvirt domain's daemon)")
+        if self.within is not None:
+            refuse_with("--within", {"--live": self.live, "--host-profile": self.host_profile})
+            run_within(self.within, self.address, self._window(), provider, output)
+            return
         run_foreign(
             self.address,
             self.connect,
@@ -247,6 +254,20 @@ def run_foreign(
             live,
             output,
         )
+
+
+def run_within(within: str, text: str, seconds: float, provider: str, output: str) -> None:
+    """``kvmlab exits pid:N --within LAB/GUEST``: a QEMU kvmlab did not start, running
+    inside guest hypervisor ``within``, profiled there by the kvmlab inside."""
+    from kvmlab.exits.foreign import profile_within
+    from kvmlab.runtime import backends
+
+    check_window(seconds, False, output)
+    run_dir, record = find_guest(within)
+    hyper = backends.attach(run_dir, record)
+    with interruptible(f"profiling {text} inside {within}"):
+        profile = profile_within(hyper, within, text, seconds, provider)  # type: ignore[arg-type]
+    _show_profiles(lambda: profile, False, output)
 
 
 def check_window(seconds: float, live: bool, output: str) -> None:

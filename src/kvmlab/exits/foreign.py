@@ -8,9 +8,10 @@ for such a VM, with the providers that work instead.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
-from kvmlab.errors import UsageError
+from kvmlab.errors import ProcessFailure, UsageError
 from kvmlab.exits.collect import (
     NoExits,
     Provider,
@@ -20,8 +21,10 @@ from kvmlab.exits.collect import (
     tracefs_name,
 )
 from kvmlab.exits.hostprof import HostProfile, build
-from kvmlab.exits.model import Profile
+from kvmlab.exits.model import Profile, from_json
 from kvmlab.runtime.host_vms import SYSTEM_URI, QemuProcess, domain_pid, qemu_process
+from kvmlab.runtime.machine import Machine
+from kvmlab.runtime.nested import guest_env, inner_failure, kvmlab_argv
 
 PID_PREFIX = "pid:"
 DOMAIN_PREFIX = "domain:"
@@ -131,4 +134,37 @@ def host_profile_foreign(target: ForeignTarget, seconds: float) -> HostProfile:
     profile.notes.append(
         "the guest's own CPU is unknown: a VM kvmlab did not start has no agent it can reach"
     )
+    return profile
+
+
+def profile_within(
+    hyper: Machine, address: str, text: str, seconds: float, provider: Provider = "auto"
+) -> Profile:
+    """The exit profile of ``text`` (``pid:N``) inside guest hypervisor ``hyper`` (at
+    ``address``): a QEMU kvmlab did not start, running under the KVM there, profiled by
+    the kvmlab inside (``kvmlab exits pid:N -o json``), read-only as here."""
+    if not text.startswith(PID_PREFIX):
+        raise UsageError(
+            f"--within {address} takes pid:N (a QEMU inside it; kvmlab ps --all run there "
+            f"lists them: kvmlab exec {address} -- kvmlab ps --all)"
+        )
+    argv = kvmlab_argv(
+        "exits", text, "--seconds", f"{seconds:g}", "--provider", provider, "-o", "json"
+    )
+    result = hyper.exec(argv, timeout=seconds + 600, env=guest_env())
+    if result.returncode != 0:
+        failure = inner_failure(result, argv, f"{address}: profiling {text}")
+        if result.returncode == NoExits.exit_code:
+            raise NoExits(str(failure))
+        raise failure
+    try:
+        profile = from_json(json.loads(result.stdout))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ProcessFailure(
+            f"{address}: the kvmlab inside answered no exit profile of {text} ({exc})",
+            argv,
+            result.returncode,
+        ) from None
+    profile.address = f"{text} inside {address}"
+    profile.notes.append(f"taken inside {address}, where that QEMU's KVM runs")
     return profile

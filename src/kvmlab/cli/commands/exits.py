@@ -32,6 +32,14 @@ ExitsTargetArg = Annotated[
         "pid:N or domain:NAME (kvmlab ps --all lists them); with --compare: a LAB.",
     ),
 ]
+WithinOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--within",
+        metavar="LAB/GUEST",
+        help="With pid:N: the guest hypervisor that QEMU runs in (profiled there).",
+    ),
+]
 ConnectOpt = Annotated[
     str | None,
     typer.Option(
@@ -122,6 +130,7 @@ def exits(
     import_: ExitsImportOpt = None,
     host_profile: HostProfileOpt = False,
     connect: ConnectOpt = None,
+    within: WithinOpt = None,
 ) -> None:
     """VM-exit profile of a running guest: exits by reason with handling times, per vCPU,
     port I/O, MSR and MMIO exits named, and host CPU against guest CPU for the window.
@@ -137,6 +146,7 @@ def exits(
     Examples: kvmlab exits timer-storm/l1/idle; kvmlab exits timer-storm/l1/idle
     --host-profile; kvmlab exits rtc-storm --compare --guest l1/idle;
     kvmlab exits pid:4242; kvmlab exits domain:win10 -c qemu:///system;
+    kvmlab exits pid:812 --within nested/l1;
     kvmlab exits --import perf-kvm-stat.txt --seconds 10.
     """
     given = dict(locals())  # the options as typed, by name
