@@ -24,7 +24,9 @@ ID_COMMANDS = {
 def test_a_run_id_of_any_size_is_one_line(command: str, db: Path) -> None:
     proc = kvmlab(db, *ID_COMMANDS[command])
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.splitlines() == [f"kvmlab: no run {HUGE_ID} in {db}"]
+    assert proc.stderr.splitlines() == [
+        f"kvmlab: no run {HUGE_ID} in {db} (kvmlab results ls lists the runs)"
+    ]
 
 
 @pytest.mark.parametrize("ref", ["-1", "0", "1.0", "٣", " 1", "1e3"])

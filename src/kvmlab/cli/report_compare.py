@@ -16,9 +16,18 @@ if TYPE_CHECKING:
 
 def comparison(store: ResultStore, new: Run, base: Run) -> RunComparison:
     """Run ``new`` against run ``base``, metric by metric."""
+    import sys
+
     from kvmlab.report.runcompare import compare_runs
     from kvmlab.results.stats import summarize
 
+    if new.lab != base.lab:
+        print(
+            f"kvmlab: note: run {new.id} is of lab {printable(new.lab)} and run {base.id} of "
+            f"lab {printable(base.lab)}: only the metrics both measured, at the same places, "
+            "are compared",
+            file=sys.stderr,
+        )
     return compare_runs(
         base.id,
         summarize(store.iter_samples(base.id)),

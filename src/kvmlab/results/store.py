@@ -834,7 +834,9 @@ class ResultStore:
                 rows = self._rows(f"SELECT {_RUN_SELECT} FROM runs WHERE id = ?", (run_id,))
             if not rows:
                 raise UsageError(
-                    self._none_yet() if self.missing else f"no run {run_id} in {self.file}"
+                    self._none_yet()
+                    if self.missing
+                    else f"no run {run_id} in {self.file} (kvmlab results ls lists the runs)"
                 )
         try:
             key = run_id if isinstance(run_id, int) else None

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
-from kvmlab.errors import RuntimeFailure, StateError
+from kvmlab.errors import HostError, RuntimeFailure, StateError
 from kvmlab.fabric.lab_networks import LabNet, check_vhost_net
 from kvmlab.fabric.switch import Switch
 from kvmlab.guest.image import GuestImage
@@ -134,6 +134,9 @@ def started(
     """
     backend, progress = launch.backend, launch.progress
     check_environment()  # every limit the environment sets, before anything starts
+    nests = start_inner and any(g.guests for _, g in loaded.lab.walk())
+    if nests and (why := nested.unseen_install()):
+        raise HostError(why)
     if not (within and os.environ.get(OUTER_ACCEL_ENV)):  # inside L1: the host is L0's to check
         check_host_kvm(loaded)
     outer = loaded

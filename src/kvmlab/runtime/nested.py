@@ -90,11 +90,12 @@ def inner_evidence(machine: Machine, lab: str) -> list[str]:
 
 
 def copy_lab(machine: Machine, loaded: LoadedLab) -> None:
-    """Put the lab file at the same path inside the guest (host /tmp is private there)."""
+    """Put the lab file at the same path inside the guest (host /tmp is private there),
+    with the directory its relative paths are resolved against."""
     argv = [
         "sh",
         "-c",
-        'mkdir -p "$1" && cat > "$2"',
+        'mkdir -p "$1" "$(dirname "$2")" && cat > "$2"',
         "sh",
         str(loaded.directory),
         str(loaded.path),
@@ -216,3 +217,24 @@ def inner_path(record: GuestRecord) -> list[str]:
 def inner_address(record: GuestRecord) -> str:
     """A nested guest's address as the kvmlab inside its hypervisor knows it."""
     return "/".join([record.lab, *inner_path(record)])
+
+
+def unseen_install() -> str | None:
+    """Why a guest hypervisor cannot run this kvmlab, or None: a guest sees the host's root,
+    but mounts its own ``/tmp``, ``/run``, ... (:data:`~kvmlab.runtime.hostview.LIVE_DIRS`),
+    so a kvmlab installed below one of them is not there for the kvmlab inside."""
+    from kvmlab.runtime.hostview import LIVE_DIRS
+
+    for what, path in (
+        ("its Python environment", Path(sys.prefix)),
+        ("its package", Path(__file__).resolve().parents[1]),
+    ):
+        where = str(path.resolve())
+        for live in LIVE_DIRS:
+            if where == live or where.startswith(live + "/"):
+                return (
+                    f"kvmlab's install ({what}, {where}) lies under {live}, which every guest "
+                    f"mounts its own of, so a guest hypervisor cannot run the kvmlab inside it: "
+                    f"install kvmlab outside {live} (clone it into /root or /opt, then make deps)"
+                )
+    return None

@@ -114,7 +114,8 @@ def migrate(
     5 completed but the guest failed verification (corrupted); 130 interrupted.
 
     Examples: kvmlab migrate migrate/vm --dirty 60; kvmlab migrate migrate/vm --mode auto;
-    kvmlab migrate migrate --out migrations.html (the strategies side by side).
+    kvmlab migrate migrate --variant one-vcpu --out migrations.html (the strategies side by
+    side; one-vcpu where QEMU 7.2 runs the guests under TCG).
     """
     given = dict(locals())  # the options as typed, by name
     from kvmlab.cli.migrate_cmd import MigrateCommand
