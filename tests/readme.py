@@ -101,7 +101,9 @@ def readme_line(start: str, lab: str | None = None) -> list[str]:
     timer-storm"``), exactly as the README writes them; fails when the README shows none, or
     more than one. ``lab``: a test's smaller copy of the shipped lab the line names, put in
     place of that name (the only word a test may change; it may add options after)."""
-    found = [argv(line) for line in readme_commands() if command(line).startswith(start)]
+    lines = [line for line in readme_commands() if command(line).startswith(start)]
+    exact = [line for line in lines if command(line) == start]  # "kvmlab ps", not "... --all"
+    found = [argv(line) for line in (exact or lines)]
     assert len(found) == 1, f"the README shows {len(found)} command(s) starting {start!r}"
     args = found[0]
     if lab is not None:
