@@ -50,6 +50,8 @@ def test_a_command_line_on_stdin_and_refusals_in_one_line(tmp_path: Path) -> Non
         ([str(fifo)], "is not a file"),
         ([str(tmp_path / "missing.xml")], "cannot be read"),
         (["pid:abc"], "no QEMU runs as that pid"),
+        ([""], "names no VM"),
+        (["domain:"], "names no VM"),
         (["x.xml", "-c", "qemu:///system"], "-c/--connect goes with domain:NAME"),
     ):
         refused = _kvmlab(tmp_path, "import", *args)

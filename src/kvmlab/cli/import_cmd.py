@@ -57,6 +57,11 @@ def imported(source: str, connect: str | None, boot_image: bool) -> Imported:
     """``source`` as a lab: ``domain:NAME`` (on ``connect``, else the system libvirtd),
     ``pid:N`` (a running QEMU's command line), or a file holding a domain's XML or a QEMU
     command line (``-``: standard input)."""
+    if not source.strip() or source == "domain:":
+        raise UsageError(
+            f"{source!r} names no VM: give a domain's XML file, domain:NAME, pid:N or - "
+            "(kvmlab import --help)"
+        )
     if source.startswith("domain:"):
         from kvmlab.runtime.libvirt.domain_xml import domain_xml
 

@@ -279,17 +279,33 @@ def _counted_inside(hyper: Machine, record: GuestRecord, address: str, seconds: 
         "-o",
         "json",
     )
+    return asked_inside(
+        hyper, argv, seconds, f"{address}: profiling it inside {record.via}", address, HostError
+    )
+
+
+def asked_inside(
+    hyper: Machine,
+    argv: list[str],
+    seconds: float,
+    what: str,
+    address: str,
+    no_exits: type[KvmlabError],
+) -> Profile:
+    """The exit profile the kvmlab inside ``hyper`` prints for ``argv`` (``kvmlab exits ...
+    -o json``), named ``address``; its "no VM exits" answer raised as ``no_exits``, any
+    other failure with its own error lines."""
     result = hyper.exec(argv, timeout=seconds + 600, env=guest_env())
     if result.returncode != 0:
-        failure = inner_failure(result, argv, f"{address}: profiling it inside {record.via}")
+        failure = inner_failure(result, argv, what)
         if result.returncode == NoExits.exit_code:
-            raise HostError(str(failure))
+            raise no_exits(str(failure))
         raise failure
     try:
         profile = from_json(json.loads(result.stdout))
     except (ValueError, KeyError, TypeError) as exc:
         raise ProcessFailure(
-            f"{address}: the kvmlab inside {record.via} answered no exit profile ({exc})",
+            f"{what}: the kvmlab inside answered no exit profile ({exc})",
             argv,
             result.returncode,
         ) from None

@@ -8,23 +8,23 @@ for such a VM, with the providers that work instead.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
-from kvmlab.errors import ProcessFailure, UsageError
+from kvmlab.errors import UsageError
 from kvmlab.exits.collect import (
     NoExits,
     Provider,
+    asked_inside,
     perf_profile,
     run_where,
     traced_profile,
     tracefs_name,
 )
 from kvmlab.exits.hostprof import HostProfile, build
-from kvmlab.exits.model import Profile, from_json
+from kvmlab.exits.model import Profile
 from kvmlab.runtime.host_vms import SYSTEM_URI, QemuProcess, domain_pid, qemu_process
 from kvmlab.runtime.machine import Machine
-from kvmlab.runtime.nested import guest_env, inner_failure, kvmlab_argv
+from kvmlab.runtime.nested import kvmlab_argv
 
 PID_PREFIX = "pid:"
 DOMAIN_PREFIX = "domain:"
@@ -151,20 +151,7 @@ def profile_within(
     argv = kvmlab_argv(
         "exits", text, "--seconds", f"{seconds:g}", "--provider", provider, "-o", "json"
     )
-    result = hyper.exec(argv, timeout=seconds + 600, env=guest_env())
-    if result.returncode != 0:
-        failure = inner_failure(result, argv, f"{address}: profiling {text}")
-        if result.returncode == NoExits.exit_code:
-            raise NoExits(str(failure))
-        raise failure
-    try:
-        profile = from_json(json.loads(result.stdout))
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ProcessFailure(
-            f"{address}: the kvmlab inside answered no exit profile of {text} ({exc})",
-            argv,
-            result.returncode,
-        ) from None
-    profile.address = f"{text} inside {address}"
+    label = f"{text} inside {address}"
+    profile = asked_inside(hyper, argv, seconds, f"{address}: profiling {text}", label, NoExits)
     profile.notes.append(f"taken inside {address}, where that QEMU's KVM runs")
     return profile
