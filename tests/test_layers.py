@@ -57,6 +57,7 @@ BACKEND_SIDES = {
     "kvmlab.cli.libvirtd_cmd": "kvmlab.runtime.libvirt",  # kvmlab libvirtd: private daemons
     "kvmlab.cli.render_daemon": "kvmlab.runtime.libvirt",  # render --format libvirt --connect
     "kvmlab.cli.import_cmd": "kvmlab.runtime.libvirt",  # import domain:NAME -c URI
+    "kvmlab.exits.own_config": "kvmlab.runtime.libvirt",  # diagnose domain:NAME: its XML
 }
 
 

@@ -117,6 +117,15 @@ def one_line(proc: subprocess.CompletedProcess[str], status: int) -> str:
             "--import takes no --apply",
         ),
         (["diagnose", "--import", str(LIVE), "-s", "1", "--out", "x"], "--import takes no --out"),
+        (["diagnose", "lab/vm1", "--within", "lab/l1"], "--within goes with pid:N"),
+        (["diagnose", "domain:w", "--within", "lab/l1"], "--within goes with pid:N"),
+        (
+            ["diagnose", "pid:1", "--within", "lab/l1", "--import", str(LIVE), "-s", "1"],
+            "give it or --import FILE, not both",
+        ),
+        (["diagnose", "pid:1", "--apply"], "for a QEMU started by hand, change its command"),
+        (["diagnose", "domain:w", "--apply", "--out", "x.toml"], "--out names a lab file"),
+        (["diagnose", "pid:1", "-c", "qemu:///system"], "-c/--connect goes with domain:NAME"),
     ],
 )
 def test_bad_arguments_are_one_line(

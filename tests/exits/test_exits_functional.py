@@ -249,3 +249,74 @@ def test_an_interrupted_profile_leaves_nothing_in_l1(storm: Storm) -> None:
     assert status == 130, err
     assert "interrupted while sampling the host CPU" in err
     assert leftovers(storm) == ""
+
+
+HANDMADE_DROP = ("-chardev", "-mon", "-serial", "-pidfile", "-device", "-name", "-smp", "-m")
+
+
+def handmade_argv() -> list[str]:
+    """A QEMU the test starts itself inside L1 (not kvmlab): L2's kernel, clock and share,
+    none of kvmlab's sockets, one vCPU, its own name, daemonized."""
+    rendered = cli(os.environ.copy(), "render", "timer-storm", "--guest", "l1/idle", "-o", "json")
+    assert rendered.returncode == 0, rendered.stderr
+    argv: list[str] = json.loads(rendered.stdout)["guests"][0]["argv"]
+    out, i = [argv[0]], 1
+    while i < len(argv):
+        option, value = argv[i], argv[i + 1] if i + 1 < len(argv) else ""
+        takes_value = not value.startswith("-")
+        keep = option not in HANDMADE_DROP or (
+            option == "-device" and value.startswith("virtio-9p-pci")
+        )
+        if keep:
+            out += (
+                [option, value.replace("hostname=idle", "hostname=byhand")]
+                if takes_value
+                else [option]
+            )
+        i += 2 if takes_value else 1
+    return [
+        *out,
+        "-name",
+        "guest=byhand",
+        "-smp",
+        "1",
+        "-m",
+        "256M",
+        "-daemonize",
+        "-pidfile",
+        "/run/byhand.pid",
+    ]
+
+
+def test_a_qemu_started_by_hand_inside_l1_is_profiled_and_diagnosed_there(storm: Storm) -> None:
+    """The storm's guest started a second time by the test itself, with QEMU's own command
+    line inside L1 (where KVM is): `exits pid:N --within` finds its storm there, and
+    `diagnose` shows the fix as options of that command line."""
+    started = kvmlab(storm, "exec", "timer-storm/l1", "--", *handmade_argv(), timeout=300)
+    assert started.returncode == 0, started.stderr
+    pidfile = kvmlab(storm, "exec", "timer-storm/l1", "--", "cat", "/run/byhand.pid")
+    pid = int(pidfile.stdout)
+    try:
+        target = f"pid:{pid}"
+        deadline = time.monotonic() + 600
+        while True:  # its kernel is up once its clock reads come (progress: each profile)
+            run = kvmlab(
+                storm, "exits", target, "--within", "timer-storm/l1", "-s", "4", "-o", "json"
+            )
+            assert run.returncode == 0, run.stderr[-3000:]
+            profile = json.loads(run.stdout)
+            if profile["pio"] and profile["pio"][0]["port"] == 0x608:
+                break
+            assert time.monotonic() < deadline, profile
+        assert f"pid:{pid}" in profile["address"], profile["address"]
+        assert any("inside timer-storm/l1" in n for n in profile["notes"])
+        diag = kvmlab(storm, "diagnose", target, "--within", "timer-storm/l1", "-s", "4")
+        assert diag.returncode == 0, diag.stderr[-3000:]
+        assert "acpi-pm-timer-reads" in diag.stdout
+        assert "the rules read its QEMU command line" in diag.stdout
+        assert "fix in its QEMU command line:" in diag.stdout, diag.stdout
+        assert "-cpu host,kvmclock=off  ->  -cpu host,kvmclock=on" in diag.stdout
+        alive = kvmlab(storm, "exec", "timer-storm/l1", "--", "kill", "-0", str(pid))
+        assert alive.returncode == 0, "read-only: the QEMU kvmlab did not start still runs"
+    finally:
+        kvmlab(storm, "exec", "timer-storm/l1", "--", "kill", str(pid))

@@ -81,3 +81,16 @@ def test_pid_targets_resolve_or_are_refused_in_one_line(outsider: int) -> None:
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_a_qemu_of_another_user_is_refused_to_a_user_without_root(
+    outsider: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The outsider runs as root; kvmlab run by another user (its euid changed from
+    outside the code) is refused in one line naming the owner and the fix."""
+    monkeypatch.setattr("os.geteuid", lambda: 65534)
+    with pytest.raises(UsageError, match="is a QEMU of user root, not yours") as caught:
+        resolve(f"pid:{outsider}")
+    assert "\n" not in str(caught.value) and "needs root" in str(caught.value)
+    monkeypatch.undo()
+    assert resolve(f"pid:{outsider}").qemu.pid == outsider

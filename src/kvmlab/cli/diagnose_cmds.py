@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from kvmlab.exits.fixes import FixRender
     from kvmlab.exits.model import Profile
+    from kvmlab.exits.own_config import OwnConfig, OwnFix
     from kvmlab.exits.rules import Diagnosis, Finding
     from kvmlab.runtime.rundir import GuestRecord
     from kvmlab.spec import Guest, LoadedLab
@@ -52,6 +53,7 @@ def diagnose_cmd(
     output: str,
     imported: Path | None,
     connect: str | None = None,
+    within: str | None = None,
 ) -> None:
     """``kvmlab diagnose``: the options checked together, then :func:`run_diagnose`."""
     from kvmlab.cli.exits_cmds import check_provider, refuse_with
@@ -59,36 +61,64 @@ def diagnose_cmd(
 
     output = output_choice(output, "text", "json")
     provider = check_provider(provider)
-    if address is not None and imported is not None:
-        raise UsageError(
-            "give the guest's address (LAB/GUEST) or --import FILE, not both: an import is "
-            "diagnosed on its own"
-        )
-    if address is None and imported is None:
-        raise UsageError("give the guest's address (LAB/GUEST) or --import FILE")
+    _check_subject(address, imported)
     if imported is not None:
+        apply_refused = apply and not (address or "").startswith("domain:")
         refuse_with(
             "--import",
             {
-                "--apply (it needs a running guest of a lab)": apply,
+                "--apply (it needs a running guest of a lab, or domain:NAME)": apply_refused,
                 "--out": out is not None,
                 "--provider": provider != "auto",
             },
         )
     if out is not None and not apply:
         raise UsageError("--out names the lab file --apply writes; give --apply too")
-    _check_foreign(address, connect, apply)
-    run_diagnose(address or "", imported, seconds, provider, output, apply, out, connect)
+    _check_foreign(address, connect, apply, out, within, imported)
+    if address is not None and is_foreign(address):
+        subject = _foreign(address, connect, seconds, provider, imported, within)
+        run_diagnose(address, None, seconds, provider, output, apply, out, subject=subject)
+        return
+    run_diagnose(address or "", imported, seconds, provider, output, apply, out)
 
 
-def _check_foreign(address: str | None, connect: str | None, apply: bool) -> None:
-    """What a VM kvmlab did not start refuses: --apply (no lab file), -c without a domain."""
-    if connect is not None and not (address or "").startswith("domain:"):
-        raise UsageError("-c/--connect goes with domain:NAME (a libvirt domain's daemon)")
-    if address is not None and is_foreign(address) and apply:
+def _check_subject(address: str | None, imported: Path | None) -> None:
+    """An address, or an import (with a VM kvmlab did not start, for its configuration)."""
+    if address is not None and imported is not None and not is_foreign(address):
         raise UsageError(
-            "--apply writes a lab file; for a VM kvmlab did not start, make the change the "
-            "finding shows (a libvirt domain: virsh edit NAME, then restart it)"
+            "give the guest's address (LAB/GUEST) or --import FILE, not both: an import is "
+            "diagnosed on its own (or with pid:N / domain:NAME, whose configuration it reads)"
+        )
+    if address is None and imported is None:
+        raise UsageError("give the guest's address (LAB/GUEST) or --import FILE")
+
+
+def _check_foreign(
+    address: str | None,
+    connect: str | None,
+    apply: bool,
+    out: Path | None,
+    within: str | None,
+    imported: Path | None,
+) -> None:
+    """What a VM kvmlab did not start refuses: --apply but on a libvirt domain (its
+    persistent definition), -c without a domain, --within without a pid."""
+    text = address or ""
+    if connect is not None and not text.startswith("domain:"):
+        raise UsageError("-c/--connect goes with domain:NAME (a libvirt domain's daemon)")
+    if within is not None and not text.startswith("pid:"):
+        raise UsageError("--within goes with pid:N (a QEMU kvmlab did not start, inside it)")
+    if within is not None and imported is not None:
+        raise UsageError("--within profiles the QEMU there; give it or --import FILE, not both")
+    if text.startswith("pid:") and apply:
+        raise UsageError(
+            "--apply changes a libvirt domain's definition or writes a lab file; for a QEMU "
+            "started by hand, change its command line as the finding shows and restart it"
+        )
+    if text.startswith("domain:") and out is not None:
+        raise UsageError(
+            "--out names a lab file; with domain:NAME, --apply changes the domain's own "
+            "persistent definition (kvmlab import domain:NAME makes a lab of it)"
         )
 
 
@@ -102,6 +132,8 @@ class _Subject:
     why: str
     loaded: LoadedLab | None = None
     guest: Guest | None = None
+    own: OwnConfig | None = None
+    """A VM kvmlab did not start: its own configuration, read (None: not read)."""
 
 
 def run_diagnose(
@@ -112,7 +144,7 @@ def run_diagnose(
     output: str,
     apply: bool,
     out: Path | None,
-    connect: str | None = None,
+    subject: _Subject | None = None,
 ) -> None:
     """Profile the guest, evaluate the rules, print findings; with ``apply``, write the fix.
 
@@ -123,26 +155,71 @@ def run_diagnose(
     from kvmlab.exits.fixes import guest_context
     from kvmlab.exits.rules import evaluate
 
-    if imported is not None:
+    if subject is None and imported is not None:
         subject = _imported(imported, seconds, apply)
-    elif is_foreign(address):
-        subject = _foreign(address, connect, seconds, provider)
-    else:
+    elif subject is None:
         subject = _running(address, seconds, provider, apply, out)
     context = guest_context(subject.guest) if subject.guest is not None else None
     diagnosis = evaluate(subject.profile, context)
+    own = _own_fixes(subject, diagnosis)
     written, applied, refusal = None, None, ""
     if apply:
-        from kvmlab.exits.fix_choice import fix_to_apply
-
-        has_lab = subject.loaded is not None and subject.guest is not None
-        applied, refusal = fix_to_apply(diagnosis, has_lab, subject.why)
-        if applied is not None and subject.loaded is not None:
-            written = apply_fix(subject.loaded, subject.address_path, applied, out)
-    _print_diagnosis(subject, diagnosis, output, written, applied)
+        written, applied, refusal = _apply(subject, diagnosis, own, out)
+    _print_diagnosis(subject, diagnosis, output, written, applied, own)
+    if applied is not None and subject.own is not None and not refusal:
+        _redefine(subject.own, applied, own[applied.id])
     if refusal:
         sys.stdout.flush()
         raise UsageError(refusal)
+
+
+def _apply(
+    subject: _Subject, diagnosis: Diagnosis, own: dict[str, OwnFix], out: Path | None
+) -> tuple[Path | None, Finding | None, str]:
+    """The finding ``--apply`` takes, the lab file written with its fix (a lab's guest),
+    and why nothing is applied ("" when it is)."""
+    from kvmlab.exits.fix_choice import fix_to_apply
+
+    has_lab = subject.guest is not None and (subject.loaded or subject.own) is not None
+    applied, refusal = fix_to_apply(diagnosis, has_lab, subject.why)
+    if applied is not None and subject.loaded is not None:
+        return apply_fix(subject.loaded, subject.address_path, applied, out), applied, refusal
+    if applied is not None and subject.own is not None:
+        return None, applied, _own_refusal(own[applied.id])
+    return None, applied, refusal
+
+
+def _own_fixes(subject: _Subject, diagnosis: Diagnosis) -> dict[str, OwnFix]:
+    """Each finding's fix in the VM's own configuration (a VM kvmlab did not start)."""
+    from kvmlab.exits.own_config import own_fix
+
+    if subject.own is None:
+        return {}
+    return {f.id: own_fix(subject.own, f.fix.lab) for f in diagnosis.findings if f.fix.lab}
+
+
+def _own_refusal(fix: OwnFix) -> str:
+    """Why ``--apply`` does not define ``fix`` ("" when it does)."""
+    if not fix.exact:
+        return (
+            "nothing applied: the fix could not be carried into the domain's own XML "
+            "exactly; make the change shown with virsh edit"
+        )
+    return ""
+
+
+def _redefine(own: OwnConfig, finding: Finding, fix: OwnFix) -> None:
+    """Define the domain's fixed persistent definition; say a restart is needed."""
+    from kvmlab.exits.own_config import define_fixed
+
+    define_fixed(own, fix)
+    name, uri = printable(own.domain or "?"), printable(own.uri or "?")
+    print(
+        f"defined domain {name} on {uri} with the fix of {finding.id} (its persistent "
+        f"definition only: the running VM is unchanged); restart it for the fix to take "
+        f"effect: virsh -c {uri} shutdown {name}, then virsh -c {uri} start {name}",
+        file=sys.stderr,
+    )
 
 
 def _imported(imported: Path, seconds: float | None, apply: bool) -> _Subject:
@@ -159,21 +236,53 @@ def _imported(imported: Path, seconds: float | None, apply: bool) -> _Subject:
     return _Subject(profile, shown, (PLACEHOLDER,), why)
 
 
-def _foreign(text: str, connect: str | None, seconds: float | None, provider: str) -> _Subject:
-    """A VM kvmlab did not start, profiled from outside: no lab, its conditions assumed."""
+def _foreign(
+    text: str,
+    connect: str | None,
+    seconds: float | None,
+    provider: str,
+    imported: Path | None,
+    within: str | None,
+) -> _Subject:
+    """A VM kvmlab did not start: profiled from outside (or its profile from ``imported``,
+    a report recorded elsewhere), its own configuration read for the rules and the fix."""
     from kvmlab.cli.exits_cmds import LIVE_SECONDS, check_seconds
     from kvmlab.exits.fixes import PLACEHOLDER
     from kvmlab.exits.foreign import profile_foreign, resolve
+    from kvmlab.exits.own_config import read_config
+
+    if within is not None:
+        return _foreign_within(text, within, seconds, provider)
+    target = resolve(text, connect)
+    own, why = read_config(text, target.qemu.argv, connect)
+    if imported is not None:
+        profile = _imported(imported, seconds, False).profile
+    else:
+        window = check_seconds(DEFAULT_SECONDS if seconds is None else seconds, LIVE_SECONDS)
+        with interruptible(f"profiling {target.label}"):
+            profile = profile_foreign(target, window, provider)  # type: ignore[arg-type]
+    guest = own.guest if own is not None else None
+    return _Subject(profile, target.label, (PLACEHOLDER,), why, guest=guest, own=own)
+
+
+def _foreign_within(text: str, within: str, seconds: float | None, provider: str) -> _Subject:
+    """A QEMU kvmlab did not start inside guest hypervisor ``within``: profiled there, its
+    command line read there."""
+    from kvmlab.cli.exits_cmds import LIVE_SECONDS, check_seconds
+    from kvmlab.exits.fixes import PLACEHOLDER
+    from kvmlab.exits.foreign import argv_within, profile_within
+    from kvmlab.exits.own_config import read_config
+    from kvmlab.runtime import backends
 
     window = check_seconds(DEFAULT_SECONDS if seconds is None else seconds, LIVE_SECONDS)
-    target = resolve(text, connect)
-    with interruptible(f"profiling {target.label}"):
-        profile = profile_foreign(target, window, provider)  # type: ignore[arg-type]
-    why = (
-        "a VM kvmlab did not start: no lab, its conditions assumed; each fix is shown as "
-        "the lab-file change and its QEMU and libvirt forms, for that VM's own configuration"
-    )
-    return _Subject(profile, target.label, (PLACEHOLDER,), why)
+    run_dir, record = find_guest(within)
+    hyper = backends.attach(run_dir, record)
+    label = f"{text} inside {within}"
+    with interruptible(f"profiling {label}"):
+        profile = profile_within(hyper, within, text, window, provider)  # type: ignore[arg-type]
+    own, why = read_config(text, argv_within(hyper, within, text), None)
+    guest = own.guest if own is not None else None
+    return _Subject(profile, label, (PLACEHOLDER,), why, guest=guest, own=own)
 
 
 def _running(
@@ -200,17 +309,23 @@ def _print_diagnosis(
     output: str,
     written: Path | None,
     applied: Finding | None,
+    own: dict[str, OwnFix],
 ) -> None:
     """The diagnosis as JSON or text; then, when a fix was written, how to check it."""
     from rich.console import Console
 
     if output == "json":
+        findings = [f.to_json() for f in diagnosis.findings]
+        for found in findings:
+            if subject.own is not None:
+                fix = own.get(str(found["rule"]))
+                found["own_fix"] = fix.to_json() if fix is not None else None
         emit(
             "diagnosis",
             {
                 "address": subject.address,
                 "profile": subject.profile.to_json(),
-                "findings": [f.to_json() for f in diagnosis.findings],
+                "findings": findings,
                 "unchecked": [str(u) for u in diagnosis.unchecked],
                 "lab_note": subject.why or None,
                 "written": str(written) if written else None,
@@ -218,7 +333,7 @@ def _print_diagnosis(
         )
         return
     console = Console()
-    show_diagnosis(subject.profile, diagnosis, console, subject.why, subject.address_path)
+    show_diagnosis(subject.profile, diagnosis, console, subject.why, subject.address_path, own)
     if written is not None and applied is not None:
         console.print(
             f"\nwrote {written}: the lab with the fix of {applied.id} as a "
@@ -262,7 +377,12 @@ def check_apply_out(out: Path | None) -> None:
 
 
 def show_diagnosis(
-    profile: Profile, diagnosis: Diagnosis, console: Console, why: str, address: tuple[str, ...]
+    profile: Profile,
+    diagnosis: Diagnosis,
+    console: Console,
+    why: str,
+    address: tuple[str, ...],
+    own: dict[str, OwnFix] | None = None,
 ) -> None:
     """Findings with evidence and fix; the rules that lacked data."""
     from kvmlab.exits.text import header
@@ -283,7 +403,10 @@ def show_diagnosis(
             say(f"   evidence: {line}")
         for line in finding.assumed:
             say(f"   assumed: {line}")
-        _show_fix(finding, say, address)
+        if own and finding.id in own:
+            _show_own_fix(own[finding.id], say)
+        else:
+            _show_fix(finding, say, address)
         sources = finding.rule.source
         for src in [sources] if isinstance(sources, str) else sources:
             say(f"   source: {src}")
@@ -306,6 +429,19 @@ def _show_fix(finding: Finding, say: object, address: tuple[str, ...]) -> None:
         say(f"   in the guest: {step}")
     for line in finding.verify:
         say(f"   verify: {line}")
+
+
+def _show_own_fix(fix: OwnFix, say: object) -> None:
+    """A fix in the VM's own configuration: the change, then how it takes effect."""
+    assert callable(say)
+    where = "its domain XML" if fix.kind == "domain" else "its QEMU command line"
+    say(f"   fix in {where}:" if fix.exact else f"   fix, as kvmlab renders it ({where}):")
+    for line in fix.lines:
+        say(f"     {line}")
+    for note in fix.notes:
+        say(f"   note: {note}")
+    for step in fix.steps:
+        say(f"   then: {step}")
 
 
 def apply_fix(

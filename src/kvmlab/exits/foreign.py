@@ -8,6 +8,7 @@ for such a VM, with the providers that work instead.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from kvmlab.errors import UsageError
@@ -61,7 +62,7 @@ def resolve(text: str, uri: str | None = None) -> ForeignTarget:
                 f"{text}: no QEMU runs as pid {int(raw)} here (gone, or another program); "
                 "kvmlab ps --all lists every QEMU"
             )
-        return ForeignTarget(text, found)
+        return _permitted(ForeignTarget(text, found))
     name = text[len(DOMAIN_PREFIX) :]
     pid = domain_pid(name, uri)
     found = qemu_process(pid) if pid is not None else None
@@ -71,7 +72,19 @@ def resolve(text: str, uri: str | None = None) -> ForeignTarget:
             f"{text}: no running domain {name!r} on {where}; kvmlab ps --all lists every "
             "VM (a domain of another daemon: -c URI)"
         )
-    return ForeignTarget(text, found)
+    return _permitted(ForeignTarget(text, found))
+
+
+def _permitted(target: ForeignTarget) -> ForeignTarget:
+    """``target``, when this user may profile it: root, or the QEMU's own user (tracefs and
+    perf on another user's process need root)."""
+    me = os.geteuid()
+    if me != 0 and target.qemu.uid != me:
+        raise UsageError(
+            f"{target.label} is a QEMU of user {target.qemu.user}, not yours: profiling "
+            "another user's VM needs root (run kvmlab as root, e.g. with sudo)"
+        )
+    return target
 
 
 def profile_foreign(
@@ -155,3 +168,17 @@ def profile_within(
     profile = asked_inside(hyper, argv, seconds, f"{address}: profiling {text}", label, NoExits)
     profile.notes.append(f"taken inside {address}, where that QEMU's KVM runs")
     return profile
+
+
+def argv_within(hyper: Machine, address: str, text: str) -> list[str]:
+    """The command line of the QEMU ``text`` (``pid:N``) inside ``hyper``, read there
+    (its ``/proc/N/cmdline``); an empty list when it cannot be read (the diagnosis then
+    assumes the rules' conditions)."""
+    pid = text[len(PID_PREFIX) :]
+    if not pid.isdigit():
+        return []
+    done = hyper.exec(["cat", f"/proc/{int(pid)}/cmdline"], timeout=60)
+    if done.returncode != 0 or done.truncated:
+        return []
+    words = done.stdout.decode(errors="replace").split("\0")
+    return words[:-1] if words and words[-1] == "" else words

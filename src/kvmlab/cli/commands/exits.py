@@ -100,7 +100,8 @@ ApplyOpt = Annotated[
     bool,
     typer.Option(
         "--apply",
-        help="Write the lab with the fix of the first finding that has a lab-file fix.",
+        help="Write the lab with the fix of the first finding that has a lab-file fix "
+        "(domain:NAME: define the domain with it).",
     ),
 ]
 ApplyOutOpt = Annotated[
@@ -110,7 +111,8 @@ DiagnoseImportOpt = Annotated[
     Path | None,
     typer.Option(
         "--import",
-        help="Diagnose a perf kvm stat report or perf.data instead; --seconds: its window.",
+        help="Diagnose a perf kvm stat report or perf.data instead; --seconds: its window "
+        "(with pid:N or domain:NAME: that VM's configuration is read).",
     ),
 ]
 
@@ -165,13 +167,21 @@ def diagnose(
     output: OutputOpt = "text",
     import_: DiagnoseImportOpt = None,
     connect: ConnectOpt = None,
+    within: WithinOpt = None,
 ) -> None:
     """Turn a guest's exit profile into findings: the cause, the numbers that matched, the fix
     as a lab-file change (with its QEMU and libvirt forms) or host steps, and what to verify.
 
+    A VM kvmlab did not start (pid:N, domain:NAME) is diagnosed against its own
+    configuration, read as kvmlab import reads it: each fix is shown as the change to its
+    domain XML or its QEMU command line. --apply on domain:NAME changes only the domain's
+    persistent definition (after printing the diff); it takes effect when the VM restarts.
+
     Examples: kvmlab diagnose timer-storm/l1/idle; kvmlab diagnose timer-storm/l1/idle
-    --apply --out fixed.toml; kvmlab diagnose --import perf-kvm-stat.txt --seconds 10.
+    --apply --out fixed.toml; kvmlab diagnose domain:win10 -c qemu:///system;
+    kvmlab diagnose domain:win10 --import perf-kvm-stat.txt --seconds 10;
+    kvmlab diagnose pid:812 --within nested/l1.
     """
     from kvmlab.cli.diagnose_cmds import diagnose_cmd
 
-    diagnose_cmd(address, seconds, provider, apply, out, output, import_, connect)
+    diagnose_cmd(address, seconds, provider, apply, out, output, import_, connect, within)

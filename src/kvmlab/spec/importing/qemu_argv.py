@@ -319,8 +319,8 @@ class _Argv:
         backend = keys.get("memory-backend")
         if backend:
             self._backing(backend)
-        if keys.get("hpet") == "off":
-            self._timer("hpet", "present", False)
+        if keys.get("hpet") in ("on", "off"):
+            self._timer("hpet", "present", keys["hpet"] == "on")
         for key in keys:
             if key not in (
                 "type",
@@ -356,10 +356,13 @@ class _Argv:
         features, hyperv = [], []
         for key, val in keys.items():
             on = val in ("on", "true", "yes", "")
-            if key.startswith(("+", "-")):
+            if key.startswith(("+", "-")) and key[1:] != "kvmclock":
                 features.append(key)
             elif key == "hv-time":
                 self._timer("hypervclock", "present", on)
+            elif key.lstrip("+-") == "kvmclock" and val in ("on", "off", ""):
+                present = key[0] == "+" if key[0] in "+-" else on
+                self._timer("kvmclock", "present", present)
             elif key == "hv-spinlocks":
                 hyperv.append("spinlocks")
                 retries = int(val, 0) if re.fullmatch(r"(0x[0-9a-fA-F]+|\d+)", val) else 8191

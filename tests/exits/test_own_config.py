@@ -1,0 +1,121 @@
+"""A finding's fix in the configuration of a VM kvmlab did not start: a diff of its own
+domain XML, or the options of its own QEMU command line, each read back to prove it holds
+the fix; what cannot be carried over exactly is said so. Recorded real configurations
+(libvirt's XML and the command line libvirt made of it); nothing runs."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from kvmlab.exits import own_config
+from kvmlab.exits.own_config import domain_config, own_fix, qemu_config, read_config
+from kvmlab.spec.importing import from_domain_xml, from_qemu_argv
+
+DATA = Path(__file__).resolve().parents[1] / "spec" / "data" / "import"
+WINDOWS_XML = (DATA / "windows-clock.xml").read_text()
+WINDOWS_ARGV = shlex.split((DATA / "windows-clock.argv").read_text())
+HAND = [
+    "qemu-system-x86_64",
+    "-name",
+    "guest=byhand",
+    "-machine",
+    "q35,hpet=off",
+    "-accel",
+    "kvm",
+    "-cpu",
+    "host,kvmclock=off",
+    "-m",
+    "512M",
+    "-kernel",
+    "/boot/vmlinuz",
+    "-append",
+    "console=ttyS0 tsc=unstable",
+]
+
+
+def changed_lines(lines: list[str]) -> list[str]:
+    return [x for x in lines if x[:1] in "+-" and not x.startswith(("+++", "---"))]
+
+
+def test_a_domain_gets_a_diff_of_its_own_xml_that_holds_the_fix() -> None:
+    config = domain_config(WINDOWS_XML, "qemu:///system", "win10")
+    fix = own_fix(config, {"clock.timers.hpet.present": True})
+    assert fix.exact and fix.kind == "domain"
+    assert changed_lines(fix.lines) == [
+        '-    <timer name="hpet" present="no" />',
+        '+    <timer name="hpet" present="yes" />',
+    ]
+    assert "virsh -c qemu:///system edit win10" in fix.steps[0]
+    assert "virsh -c qemu:///system shutdown win10" in fix.steps[1]
+    assert fix.new_text is not None
+    again = from_domain_xml(fix.new_text, "fixed").guest
+    assert again["clock"]["timers"]["hpet"] == {"present": True}
+    assert again["hyperv"] == config.imported.guest["hyperv"], "the rest is as it was"
+
+
+def test_a_changed_attribute_keeps_the_domain_s_own_children() -> None:
+    fix = own_fix(domain_config(WINDOWS_XML, "u", "win10"), {"clock.offset": "utc"})
+    assert fix.exact
+    assert changed_lines(fix.lines) == ['-  <clock offset="localtime">', '+  <clock offset="utc">']
+
+
+def test_a_section_the_domain_lacks_is_added() -> None:
+    xml = WINDOWS_XML.replace(
+        WINDOWS_XML[WINDOWS_XML.index("  <clock") : WINDOWS_XML.index("</clock>") + 9], ""
+    )
+    assert "<clock" not in xml
+    fix = own_fix(domain_config(xml, "u", "win10"), {"clock.timers.kvmclock.present": False})
+    assert fix.exact, fix.notes
+    assert any("kvmclock" in line for line in changed_lines(fix.lines))
+
+
+def test_a_qemu_command_line_gets_its_own_options_changed() -> None:
+    fix = own_fix(qemu_config(HAND, "pid 1"), {"clock.timers.kvmclock.present": True})
+    assert fix.exact and fix.lines == ["-cpu host,kvmclock=off  ->  -cpu host,kvmclock=on"]
+    assert "kvmlab never stops or restarts a VM it did not start" in fix.steps[0]
+    hpet = own_fix(qemu_config(HAND, "pid 1"), {"clock.timers.hpet.present": True})
+    assert hpet.lines == ["-machine q35,hpet=off  ->  -machine q35,hpet=on"]
+
+
+def test_libvirt_s_spelling_of_a_command_line_is_edited_too() -> None:
+    """``-no-hpet`` (libvirt's) goes when the fix sets ``-machine ...,hpet=``."""
+    fix = own_fix(qemu_config(WINDOWS_ARGV, "pid 2"), {"clock.timers.hpet.present": True})
+    assert fix.exact, fix.notes
+    assert fix.lines[0].endswith(",memory-backend=pc.ram,hpet=on")
+    assert fix.lines[1] == "drop -no-hpet (it sets -machine hpet)"
+    assert fix.new_text is not None and "-no-hpet" not in fix.new_text
+    guest = from_qemu_argv(fix.new_text, "fixed").guest
+    assert guest["clock"]["timers"]["hpet"] == {"present": True}
+
+
+def test_what_cannot_be_carried_over_is_shown_as_kvmlab_renders_it() -> None:
+    twice = [*HAND, "-cpu", "host,kvmclock=off"]
+    fix = own_fix(qemu_config(twice, "pid 3"), {"clock.timers.kvmclock.present": True})
+    assert not fix.exact and fix.new_text is None
+    assert "-cpu is given 2 times" in fix.notes[0]
+    assert any(line.startswith("kvmlab's after:") and "kvmclock=on" in line for line in fix.lines)
+
+
+def test_a_carrying_fault_is_caught_by_the_read_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The option edit broken from outside (it leaves the value as it was): the changed
+    command line, read back, lacks the fix, and kvmlab says so instead of showing it."""
+    monkeypatch.setattr(own_config, "_edited", lambda own, old, new: own)
+    fix = own_fix(qemu_config(HAND, "pid 4"), {"clock.timers.kvmclock.present": True})
+    assert not fix.exact
+    assert "read back, lacks it" in fix.notes[0]
+
+
+def test_an_unreadable_configuration_is_a_note_and_the_conditions_assumed() -> None:
+    config, why = read_config("pid:5", ["qemu-system-x86_64", "disk.img", "-m"], None)
+    assert config is None and "the rules' conditions are assumed" in why
+
+
+def test_a_tcg_configuration_is_fixed_as_under_kvm() -> None:
+    tcg = [*HAND[:5], "-accel", "tcg", *HAND[7:]]
+    config, why = read_config("pid:6", tcg, None)
+    assert config is not None and config.under_tcg
+    assert "each fix is for it under KVM" in why
+    assert own_fix(config, {"clock.timers.kvmclock.present": True}).exact
