@@ -32,6 +32,7 @@ from kvmlab.runtime.background import (
 from kvmlab.runtime.guest_config import boot_image, guest_config, guest_nics, image_for, make_target
 from kvmlab.runtime.guest_kvm import check_guest_kvm, check_host_kvm
 from kvmlab.runtime.guest_setup import ensure_disks, prepare_guest
+from kvmlab.runtime.host_needs import check_external_sockets, check_guest_hugepages
 from kvmlab.runtime.hostaccel import HostAccel
 from kvmlab.runtime.hostcpus import check_host_cpus
 from kvmlab.runtime.lab_fabric import (
@@ -173,6 +174,9 @@ def started(
                 # a guest hypervisor's forwards live in its own network stack
                 forwarded_ports.check_free(str(loaded.path), [((n,), g) for n, g in here])
                 check_vhost_net(str(loaded.path), loaded.lab, [n for n, _ in here])
+                names = [n for n, _ in here]
+                check_external_sockets(str(loaded.path), loaded.directory, loaded.lab, names)
+                check_guest_hugepages(str(loaded.path), loaded.lab, names)
             cpu_uses = guest_cpu_uses(loaded.lab, [n for n, _ in here])
             if loaded.lab.switch is not None and not within:
                 cpu_uses += switch_cpu_uses(loaded.lab)
