@@ -9,7 +9,9 @@ was."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,6 +46,32 @@ DOMAIN = f"""<domain type='qemu'>
   </devices>
 </domain>
 """
+AGENTFUL = """<domain type='qemu'>
+  <name>agentful</name>
+  <memory unit='MiB'>256</memory>
+  <vcpu>1</vcpu>
+  <os>
+    <type arch='x86_64' machine='q35'>hvm</type>
+    <kernel>{kernel}</kernel>
+    <initrd>{initrd}</initrd>
+    <cmdline>console=ttyS0 quiet panic=-1 kvmlab.share=9p kvmlab.tag=hostfs</cmdline>
+  </os>
+  <on_reboot>destroy</on_reboot>
+  <devices>
+    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+    <filesystem type='mount' accessmode='passthrough'>
+      <source dir='/'/>
+      <target dir='hostfs'/>
+      <readonly/>
+    </filesystem>
+    <channel type='unix'>
+      <target type='virtio' name='org.qemu.guest_agent.0'/>
+    </channel>
+  </devices>
+</domain>
+"""
+"""A domain with a guest agent (kvmlab's image kernel, copied where libvirt's QEMU user
+reads it): ``ps --all`` shows its guest CPU."""
 TINY_LAB = """name = "beside"
 [guests.vm]
 vcpus = 1
@@ -55,6 +83,28 @@ def virsh(uri: str, *args: str) -> str:
     done = subprocess.run(["virsh", "-c", uri, *args], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+@pytest.fixture
+def agentful(libvirtd: Daemon, open_dir: Path) -> Iterator[str]:
+    """A hand-written domain booting kvmlab's image, its agent on a virtio channel."""
+    rendered = cli(libvirtd.env, "render", "basic", "-o", "json")
+    argv = json.loads(rendered.stdout)["guests"][0]["argv"]
+    paths = {}
+    for option in ("-kernel", "-initrd"):
+        source = Path(argv[argv.index(option) + 1])
+        paths[option[1:]] = open_dir / source.name
+        shutil.copyfile(source, paths[option[1:]])
+        paths[option[1:]].chmod(0o644)
+    xml = open_dir / "agentful.xml"
+    xml.write_text(AGENTFUL.format(**paths))
+    virsh(libvirtd.uri, "define", str(xml))
+    try:
+        virsh(libvirtd.uri, "start", "agentful")
+        yield "agentful"
+    finally:
+        subprocess.run(["virsh", "-c", libvirtd.uri, "destroy", "agentful"], capture_output=True)
+        subprocess.run(["virsh", "-c", libvirtd.uri, "undefine", "agentful"], capture_output=True)
 
 
 @pytest.fixture
@@ -72,7 +122,7 @@ def domain(libvirtd: Daemon, open_dir: Path) -> Iterator[str]:
 
 
 def test_a_domain_kvmlab_did_not_write_is_listed_profiled_and_fixed_in_its_own_xml(
-    libvirtd: Daemon, domain: str, tmp_path: Path
+    libvirtd: Daemon, domain: str, agentful: str, tmp_path: Path
 ) -> None:
     uri, env = libvirtd.uri, libvirtd.env
     handmade = subprocess.Popen(
@@ -106,6 +156,19 @@ def test_a_domain_kvmlab_did_not_write_is_listed_profiled_and_fixed_in_its_own_x
         pid = others[f"domain:{domain}"]["pid"]
         assert others[f"pid:{handmade.pid}"]["origin"] == "other"
         assert others[f"pid:{handmade.pid}"]["name"] == "byhand"
+        assert others[f"domain:{domain}"]["guest_cpu_pct"] is None  # no agent: unknown
+        assert others[f"pid:{handmade.pid}"]["guest_cpu_pct"] is None
+        deadline = time.monotonic() + 300
+        while True:  # the agentful domain's agent answers once its guest is up
+            rows = json.loads(cli(env, "ps", "--all", "-o", "json").stdout)["others"]
+            row = next(r for r in rows if r["target"] == f"domain:{agentful}")
+            if row["guest_cpu_pct"] is not None:
+                break
+            assert time.monotonic() < deadline, "its guest agent never answered"
+            time.sleep(1)
+        assert 0 <= row["guest_cpu_pct"] <= 100 * 1.5, row
+        text = cli(env, "ps", "--all").stdout
+        assert "unknown" in next(x for x in text.splitlines() if x.startswith(f"domain:{domain}"))
 
         # profiled by name: TCG has no VM exits, and kvmlab says so and what shows its CPU
         exits = cli(env, "exits", f"domain:{domain}", "-c", uri, "-s", "1")

@@ -96,24 +96,27 @@ def test_a_defined_domain_imports_to_a_lab_libvirt_renders_back_the_same(
         _virsh(libvirtd.uri, "undefine", domain)
 
 
-def test_an_imported_lab_boots_with_kvmlab_s_image(libvirtd: Daemon, tmp_path: Path) -> None:
-    """The nested write-up's L1 domain, imported from its XML file with --boot-image:
-    its shape (pc machine, 2 vCPUs, 4 GiB, host-passthrough, an e1000 on a network) boots
-    under kvmlab and answers its agent; the domain's disk is never attached."""
-    lab = tmp_path / "centos7.toml"
-    made = cli(
-        libvirtd.env, "import", str(DATA / "nested-l1.xml"), "--boot-image", "--out", str(lab)
-    )
+@pytest.mark.parametrize(("name", "vm"), [("nested-l1", "centos7"), ("windows-clock", "win10")])
+def test_an_imported_lab_boots_with_kvmlab_s_image(
+    libvirtd: Daemon, tmp_path: Path, name: str, vm: str
+) -> None:
+    """The nested write-up's L1 domain and the exit-storm write-up's Windows domain,
+    imported from their XML files with --boot-image: their shapes (machine, 2 vCPUs, 4 GiB,
+    host-passthrough, the clock, an e1000/e1000e on a network) boot under kvmlab and answer
+    the agent; the domains' disks are never attached. (The DPDK write-up's domain:
+    tests/net/test_import_dpdk_boots.py, with its switch.)"""
+    lab = tmp_path / f"{vm}.toml"
+    made = cli(libvirtd.env, "import", str(DATA / f"{name}.xml"), "--boot-image", "--out", str(lab))
     assert made.returncode == 0, made.stderr
     doc = tomllib.loads(lab.read_text())
-    assert "disks" not in doc["guests"]["centos7"]
+    assert "disks" not in doc["guests"][vm]
     up = cli(libvirtd.env, "up", str(lab), timeout=900)
     try:
         assert up.returncode == 0, up.stderr[-3000:]
-        cpus = cli(libvirtd.env, "exec", "centos7/centos7", "--", "nproc")
+        cpus = cli(libvirtd.env, "exec", f"{vm}/{vm}", "--", "nproc")
         assert cpus.returncode == 0 and cpus.stdout.strip() == "2", cpus.stderr
-        links = cli(libvirtd.env, "exec", "centos7/centos7", "--", "ls", "/sys/class/net")
+        links = cli(libvirtd.env, "exec", f"{vm}/{vm}", "--", "ls", "/sys/class/net")
         assert len(links.stdout.split()) >= 2  # lo and the imported NIC
     finally:
-        down = cli(libvirtd.env, "down", "centos7", timeout=300)
+        down = cli(libvirtd.env, "down", vm, timeout=300)
         assert down.returncode == 0, down.stderr

@@ -60,7 +60,7 @@ def _others() -> list[dict[str, object]]:
             "accel": vm.qemu.accel,
             "manager": vm.manager,
             "host_cpu_pct": vm.host_cpu_pct,
-            "guest_cpu_pct": None,
+            "guest_cpu_pct": vm.guest_cpu_pct,
         }
         for vm in host_vms()
         if vm.origin != "kvmlab"
@@ -91,12 +91,15 @@ def _print_others(console: Console, rows: list[dict[str, object]]) -> None:
             printable(str(r["user"])),
             str(r["accel"]),
             "-" if r["host_cpu_pct"] is None else f"{r['host_cpu_pct']:.0f}",
-            "unknown",
+            "unknown" if r["guest_cpu_pct"] is None else f"{r['guest_cpu_pct']:.0f}",
             printable(str(r["manager"] or "-")),
         ]
         for r in rows
     ]
-    title = "other VMs on this host (no guest agent kvmlab can reach: guest CPU unknown)"
+    title = (
+        "other VMs on this host (guest CPU from a libvirt domain's guest agent; unknown "
+        "where none answers)"
+    )
     print_grid(console, cols, cells, title=title)
 
 

@@ -94,6 +94,17 @@ def make(name: str, loaded: LoadedLab, given: BackendChoice) -> Backend:
     return kind(name).make(loaded, given)
 
 
+def managed_guest_busy_ms(vm: ManagedVm) -> float | None:
+    """``vm``'s busy guest CPU time (ms) from its guest agent, through the backends whose
+    managers run VMs; None when no agent answers."""
+    for kind_ in _KINDS.values():
+        if kind_.managed is not None and kind_.guest_busy_ms is not None:
+            busy = kind_.guest_busy_ms(vm)
+            if busy is not None:
+                return busy
+    return None
+
+
 def managed_vms() -> list[ManagedVm]:
     """The VMs other managers run on this host, as every backend that knows of some
     proves them (a libvirt daemon's domains)."""

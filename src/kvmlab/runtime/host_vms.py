@@ -37,6 +37,9 @@ class HostVm:
     """The manager that runs it (a libvirt URI)."""
     host_cpu_pct: float | None = None
     """Its host CPU (all threads) over the sampling window, in percent of one CPU."""
+    guest_cpu_pct: float | None = None
+    """Its guest's busy CPU over the window, in percent of one CPU, from its guest agent
+    through its manager; None when none answers."""
 
     @property
     def target(self) -> str:
@@ -87,7 +90,10 @@ def host_vms(sample_s: float = 0.5) -> list[HostVm]:
     ours = _kvmlab_pids()
     managed = _managed()
     busy: dict[int, float | None] = {q.pid: None for q in qemus}
+    domains = [m for m in managed.values() if m.pid in busy]
+    guest: dict[int, float | None] = {}
     if sample_s > 0 and qemus:
+        agents = {m.pid: _agent_sample(m) for m in domains}
         t0 = time.monotonic()
         before = {q.pid: cpu_seconds(q.pid) for q in qemus}
         time.sleep(sample_s)
@@ -96,13 +102,30 @@ def host_vms(sample_s: float = 0.5) -> list[HostVm]:
             after, start = cpu_seconds(q.pid), before[q.pid]
             if start is not None and after is not None:
                 busy[q.pid] = 100.0 * (after - start) / wall
+        guest = {m.pid: _guest_pct(agents[m.pid], _agent_sample(m)) for m in domains}
     out = []
     for q in qemus:
         vm = managed.get(q.pid)
         if q.pid in ours and ours[q.pid][0] in (0, q.start):
             out.append(HostVm(q, "kvmlab", ours[q.pid][1], None, busy[q.pid]))
         elif vm is not None and vm.start == q.start:
-            out.append(HostVm(q, "libvirt", vm.name, vm.manager, busy[q.pid]))
+            pct = guest.get(q.pid)
+            out.append(HostVm(q, "libvirt", vm.name, vm.manager, busy[q.pid], pct))
         else:
             out.append(HostVm(q, "other", q.name, None, busy[q.pid]))
     return out
+
+
+def _agent_sample(vm: ManagedVm) -> tuple[float, float] | None:
+    """(when, busy ms) of ``vm``'s guest CPU from its agent, or None."""
+    busy = backends.managed_guest_busy_ms(vm)
+    return None if busy is None else (time.monotonic(), busy)
+
+
+def _guest_pct(
+    before: tuple[float, float] | None, after: tuple[float, float] | None
+) -> float | None:
+    """Guest CPU between two agent samples, in percent of one CPU."""
+    if before is None or after is None or after[0] <= before[0] or after[1] < before[1]:
+        return None
+    return 100.0 * (after[1] - before[1]) / 1000.0 / (after[0] - before[0])

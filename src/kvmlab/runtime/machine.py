@@ -656,6 +656,9 @@ class BackendKind:
     managed: Callable[[], list[ManagedVm]] | None = None
     """The VMs this backend's managers run on this host, each proven theirs (for
     ``kvmlab ps --all``; kvmlab's own guests are known from their records); None: none."""
+    guest_busy_ms: Callable[[ManagedVm], float | None] | None = None
+    """Busy CPU time (ms, all its CPUs) of one of those VMs as its guest agent reports it
+    through its manager (read-only); None from it: no agent answers."""
 
 
 def _size(path: Path) -> int:

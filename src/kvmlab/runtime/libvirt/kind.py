@@ -36,10 +36,17 @@ def _managed() -> list[ManagedVm]:
     return managed_vms()
 
 
+def _guest_busy_ms(vm: ManagedVm) -> float | None:
+    from kvmlab.runtime.libvirt.managed import guest_busy_ms
+
+    return guest_busy_ms(vm)
+
+
 KIND = BackendKind(
     name="libvirt",
     machine=_machine,
     make=make,
     transport="kvmlab.migrate.transports.libvirt:LibvirtTransport",
     managed=_managed,
+    guest_busy_ms=_guest_busy_ms,
 )

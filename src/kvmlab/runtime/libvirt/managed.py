@@ -64,3 +64,29 @@ def _private() -> list[ManagedVm]:
 def managed_vms(pids: Path = SYSTEM_PIDS) -> list[ManagedVm]:
     """Every libvirt domain running on this host that kvmlab can prove is one."""
     return _private() + _system(pids)
+
+
+AGENT_WAIT_S = 2
+"""How long a domain's guest agent may take to answer ``ps --all`` (through its daemon)."""
+BUSY = ("user", "nice", "system", "irq", "softirq", "steal")
+"""The busy fields of ``guest-get-cpustats`` (milliseconds; ``guest`` is within ``user``)."""
+
+
+def guest_busy_ms(vm: ManagedVm) -> float | None:
+    """Domain ``vm``'s busy CPU time in ms over all its CPUs, as its guest agent reports it
+    (``guest-get-cpustats`` through its daemon: read-only); None when no agent answers."""
+    import json
+
+    import libvirt
+    import libvirt_qemu
+
+    from kvmlab.runtime.libvirt.conn import connected
+
+    command = json.dumps({"execute": "guest-get-cpustats"})
+    with suppress(KvmlabError, libvirt.libvirtError, ValueError, KeyError, TypeError):
+        with connected(vm.manager) as conn:
+            dom = conn.lookupByName(vm.name)
+            reply = libvirt_qemu.qemuAgentCommand(dom, command, AGENT_WAIT_S, 0)
+        cpus = json.loads(reply)["return"]
+        return float(sum(float(cpu.get(key, 0)) for cpu in cpus for key in BUSY))
+    return None
