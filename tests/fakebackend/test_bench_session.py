@@ -101,3 +101,45 @@ def test_reps_auto_stops_once_precise_and_never_past_its_maximum(
     )
     reps = {s.repetition for s in store.samples(run_id) if s.metric == "1thread_events_per_s"}
     assert reps == set(range(6 if noisy else AUTO_MIN))
+
+
+def test_interleaved_configurations_alternate_each_round_on_a_fresh_boot(
+    stub_labs: StubLabs, recorded_tools: Path, tmp_path: Path
+) -> None:
+    """``--interleave``: the lab as written and its variant boot in turn, A B A B A B, each
+    running its workloads once a round; every configuration still gets its three
+    repetitions, numbered by round, and the run says how they were ordered."""
+    loaded = stub_labs.lab("ab", {"vm": {}}, extra="[variants.two.guests.vm]\nvcpus = 2\n")
+    store = ResultStore(tmp_path / "results.sqlite")
+    backend = StubBackend()
+    settings = replace(SUITE, workloads=("cpu", "boot"), repetitions=3, interleave=True)
+    run_id = run_bench(
+        loaded, settings, {"L0", "L1"}, store, stub_labs.launch(backend), {"backend": "stub"}
+    )
+    assert [m.config.vcpus for m in backend.made] == [1, 2, 1, 2, 1, 2]
+    assert not any(m.is_alive() for m in backend.made)
+    rows = [s for s in store.samples(run_id) if s.level == "L1" and s.metric.startswith("1thread")]
+    for variant in ("default", "two"):
+        assert sorted(s.repetition for s in rows if s.variant == variant) == [0, 1, 2]
+    boots = {(s.variant, s.repetition) for s in store.samples(run_id) if s.workload == "boot"}
+    assert boots == {(v, r) for v in ("default", "two") for r in range(3)}
+    host = [s for s in store.samples(run_id) if s.level == "L0" and s.variant == "default"]
+    assert {s.repetition for s in host} == {0, 1, 2}, "L0 once, its repetitions as asked"
+    facts = store.run(run_id).host
+    assert facts["repetition_order"] == "interleaved: default two, 3 rounds"
+    rounds = [line for line in stub_labs.progress if "round " in str(line)]
+    assert [str(r).split(": ")[-1] for r in rounds][:2] == ["default", "two"]
+    assert store.run(run_id).complete
+
+
+def test_interleave_is_refused_where_nothing_alternates() -> None:
+    from kvmlab.bench.bench_job import interleaved
+    from kvmlab.errors import UsageError
+
+    with pytest.raises(UsageError, match="measure two or more"):
+        interleaved(SUITE, 1, {"L0", "L1"})
+    with pytest.raises(UsageError, match="L0 is measured once"):
+        interleaved(SUITE, 2, {"L0"})
+    with pytest.raises(UsageError, match="give --reps N"):
+        interleaved(replace(SUITE, auto_width=0.05), 2, {"L1"})
+    assert interleaved(SUITE, 2, {"L1"}).interleave

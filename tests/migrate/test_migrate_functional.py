@@ -261,3 +261,56 @@ def test_a_word_changed_after_the_resume_fails_the_verdict(lab: dict[str, str]) 
     assert not memory["ok"]
     assert f"first={POKED_PAGE} word={POKED_WORD}" in memory["evidence"], memory
     assert "found=0x585842414c4d564b" in memory["evidence"]  # "KVMLABXX", little-endian
+
+
+POKE_AT = 0x1234567
+"""The byte the switch-over hook changes in the destination's guest RAM (guest physical)."""
+HOOK = f"""#!/usr/bin/env python3
+# Changes one byte of the paused destination QEMU's guest RAM through /proc/PID/mem: the
+# RAM is its anonymous read-write mapping of exactly the guest's 512 MiB.
+import sys
+pid = int(sys.argv[1])
+found = []
+with open(f"/proc/{{pid}}/maps") as maps:
+    for line in maps:
+        fields = line.split()
+        low, high = (int(x, 16) for x in fields[0].split("-"))
+        if fields[1].startswith("rw") and len(fields) == 5 and high - low == 512 << 20:
+            found.append(low)
+if len(found) != 1:
+    sys.exit(f"{{len(found)}} mappings of the guest RAM's size")
+with open(f"/proc/{{pid}}/mem", "r+b", buffering=0) as mem:
+    mem.seek(found[0] + {POKE_AT})
+    byte = mem.read(1)[0]
+    mem.seek(found[0] + {POKE_AT})
+    mem.write(bytes([byte ^ 0xFF]))
+"""
+
+
+def test_compare_pages_verifies_every_page_and_catches_one_byte(
+    lab: dict[str, str], tmp_path: Path
+) -> None:
+    """``--compare-pages``: the migration as typed compares every page of guest RAM with
+    both sides paused; VERIFIED with all pages identical. Then a program run at the
+    switch-over (``KVMLAB_AT_SWITCHOVER``, outside kvmlab) flips one byte of the paused
+    destination's RAM through /proc/PID/mem: FAILED (exit 5), naming that page."""
+    args = ["migrate", "migrate/vm", "--compare-pages", "--dirty", "20", "--dirty-mem", "64"]
+    clean = kvmlab(lab, *args, "-o", "json")
+    assert clean.returncode == 0, clean.stderr[-3000:]
+    doc = json.loads(clean.stdout)
+    assert doc["verdict"] == "VERIFIED", doc["checks"]["after"]
+    pages = doc["pages"]
+    assert pages["differing"] == 0 and pages["compared"] >= (512 << 20) // 4096 - 64
+    assert pages["pause_s"] > 0 and pages["error"] is None
+    check = next(c for c in doc["checks"]["after"] if c["name"] == "guest RAM pages")
+    assert check["ok"] and "identical on both sides" in check["evidence"]
+
+    hook = tmp_path / "poke.py"
+    hook.write_text(HOOK)
+    hook.chmod(0o755)
+    poked = kvmlab({**lab, "KVMLAB_AT_SWITCHOVER": str(hook)}, *args)
+    assert poked.returncode == 5, poked.stderr[-3000:]
+    page = f"{POKE_AT & ~0xFFF:#x}"
+    assert f"1 of {pages['compared']} pages of guest RAM differ" in poked.stdout, poked.stdout
+    assert f"guest physical {page}" in poked.stdout
+    assert "verdict: FAILED" in poked.stdout

@@ -138,11 +138,19 @@ def test_plan_refuses_a_mode_this_qemu_lacks() -> None:
         Settings(max_seconds=0),
         Settings(on_timeout="wait"),
         Settings(mode="Precopy"),
+        Settings(mode="postcopy", compare_pages=True),
+        Settings(mode="auto", compare_pages=True),
+        Settings(on_timeout="postcopy", compare_pages=True),
     ],
 )
 def test_check_settings_refuses(bad: Settings) -> None:
     with pytest.raises(UsageError):
         check_settings(bad)
+
+
+def test_compare_pages_goes_with_every_precopy_mode() -> None:
+    for mode in ("precopy", "multifd", "auto-converge", "xbzrle", "dirty-limit"):
+        check_settings(Settings(mode=mode, compare_pages=True))
 
 
 REPLY = {

@@ -153,8 +153,12 @@ def test_two_variants_group_columns_and_show_gains() -> None:
     ]
     assert variants == [("default", "3"), ("tuned", "3")]
     spans = {text(s): s.get("class") for s in table.iter("span") if s.get("class")}
-    gain = next(k for k in spans if k.startswith("+6.3%"))
-    assert spans[gain] == "change gain" and gain.endswith(" better")  # tuned L1 randwrite
+    small = next(k for k in spans if k.startswith("+6.3%"))  # tuned L1 randwrite: within
+    assert spans[small] == "change" and small.endswith(" noise")  # disk's noise: no colour
+    faster = parse(report_html([data.run()], [(7, data.two_variants(scale=2.0))]))
+    spans = {text(s): s.get("class") for s in faster.iter("span") if s.get("class")}
+    gain = next(k for k in spans if k.startswith("+46.7%"))  # past disk's 40 %: a gain
+    assert spans[gain] == "change gain" and gain.endswith(" better")
     legend = [text(g) for g in classed(figures(root)["cpu"], "g", "legend")]
     assert legend[3:] == [
         "tuned · L0 host (native)",

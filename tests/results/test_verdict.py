@@ -7,7 +7,16 @@ import random
 
 import pytest
 
-from kvmlab.results.verdict import NOISE, Change, Verdict, compare, outliers, t_quantile
+from kvmlab.results.verdict import (
+    NOISE,
+    Change,
+    Verdict,
+    compare,
+    noise_for,
+    outliers,
+    t_quantile,
+    thresholds_text,
+)
 
 
 def known(a: list[float], b: list[float], higher_is_better: bool, noise: float = NOISE) -> Change:
@@ -118,3 +127,24 @@ def test_precision_narrows_with_agreeing_repetitions() -> None:
     assert tight is not None and wide is not None
     assert 0.01 < tight < 0.05 < 1.0 < wide  # t(2) = 4.30: three values say little
     assert precision([0.0, 1.0, 2.0]) is not None  # a count that can be 0
+
+
+def test_a_significant_change_smaller_than_the_noise_is_noise() -> None:
+    """The A/A run's host CPU: medians 1.6 % apart, an interval that just excludes no
+    change ([-3.6 %, -0.1 %]): within the cpu threshold, not called (it used to be, when
+    reaching past the threshold with the interval's end was enough)."""
+    a = [6682.0, 6700.0, 6650.0, 6690.0, 6600.0]
+    b = [6577.0, 6560.0, 6600.0, 6570.0, 6590.0]
+    change = known(a, b, True, 0.02)
+    low, high = change.interval_pct() or (0.0, 0.0)
+    assert high < 0 and low < -2 and change.pct > -2
+    assert change.verdict is Verdict.NOISE
+
+
+def test_each_workload_has_its_threshold_and_the_rest_the_default() -> None:
+    assert noise_for("disk") > noise_for("network") > noise_for("cpu") >= NOISE
+    assert noise_for("kbuild") == NOISE  # a workload without one of its own
+    a, b = [100.0, 101.0, 99.0], [130.0, 131.0, 129.0]  # +30 %, tight
+    assert known(a, b, True, noise_for("disk")).verdict is Verdict.NOISE
+    assert known(a, b, True, noise_for("cpu")).verdict is Verdict.BETTER
+    assert "disk ±40%" in thresholds_text()

@@ -38,6 +38,7 @@ def plan_bench(
     suite: str,
     variants: Sequence[str] = (),
     reps: str | None = None,
+    interleave: bool = False,
 ) -> BenchJob:
     """The job ``kvmlab bench`` runs, every part checked (a :class:`KvmlabError` before
     anything runs): the levels (``levels``: those, else all the lab has) against the lab
@@ -55,7 +56,23 @@ def plan_bench(
     settings = with_reps(
         planned.settings(suite, loaded.lab, tuple(chosen) if variants else ()), reps
     )
+    if interleave:
+        settings = interleaved(settings, len(chosen), wanted)
     return BenchJob(loaded, wanted, planned, settings)
+
+
+def interleaved(settings: Settings, configurations: int, levels: set[str]) -> Settings:
+    """``settings`` with ``--interleave``, refused where there is nothing to alternate."""
+    if configurations < 2:
+        raise UsageError(
+            "--interleave alternates configurations: measure two or more (a lab with "
+            "variants, or --variant default,NAME)"
+        )
+    if not levels & {"L1", "L2"}:
+        raise UsageError("--interleave alternates guests' boots; L0 is measured once: add L1")
+    if settings.auto_width is not None:
+        raise UsageError("--interleave runs rounds of one repetition each: give --reps N")
+    return replace(settings, interleave=True)
 
 
 AUTO_WIDTH = 0.05

@@ -73,6 +73,9 @@ class Settings:
     """``--reps auto``: repeat each step until every metric's 95 % interval is within
     ±this (relative: 0.05 is ±5 %), at least :data:`AUTO_MIN` times and at most
     ``repetitions`` times; None: exactly ``repetitions``."""
+    interleave: bool = False
+    """``--interleave``: the configurations' repetitions alternate (A B A B ...), each
+    round a fresh boot of each, so drift of the host hits all alike."""
 
 
 @dataclass(frozen=True)

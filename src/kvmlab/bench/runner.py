@@ -54,6 +54,8 @@ class LevelRunner:
     _failed: list[BaseException] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     """Each workload asked for that could not run somewhere, as its headline."""
+    rep_offset: int = 0
+    """Added to each stored repetition's number (an interleaved run's round)."""
 
     def at(self, level: str, guest: str, what: str) -> None:
         """Note where the run is now (the place a failure is filed under)."""
@@ -125,7 +127,7 @@ class LevelRunner:
                     stages[stage],
                     "s",
                     False,
-                    0,
+                    self.rep_offset,
                     w.command,
                 )
                 for stage in w.stages
@@ -194,7 +196,7 @@ class LevelRunner:
                     m.value,
                     m.unit,
                     m.higher_is_better,
-                    rep,
+                    rep + self.rep_offset,
                     shlex.join(step.argv),
                 )
                 for m in metrics

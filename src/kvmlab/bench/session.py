@@ -231,11 +231,17 @@ def run_bench(
     try:
         host_exec = HostExecutor(host_place(scratch))
         host_samples = runner.workloads(host_exec, host_exec) if "L0" in levels else []
-        for name, variant in variants.items():
+        for name in variants:
             if name != runner.variant:
                 store.add(run_id, [replace(s, variant=name) for s in host_samples])
+        guests = bool(levels & {"L1", "L2"} and settings.workloads)
+        if guests and settings.interleave and len(variants) > 1:
+            _interleaved(
+                variants, levels, runner, launch, host_exec, _Up(loaded, profiles, provided)
+            )
+        for name, variant in variants.items():
             runner.variant = name
-            if levels & {"L1", "L2"} and settings.workloads:
+            if guests and not (settings.interleave and len(variants) > 1):
                 up = _Up(loaded, profiles, provided)
                 _guests(variant, levels, runner, launch, host_exec, up)
             for w in lab_workloads:
@@ -311,6 +317,38 @@ class _Up:
                     runner.shown,
                 )
             )
+
+
+def _interleaved(
+    variants: dict[str, LoadedLab],
+    levels: set[str],
+    runner: LevelRunner,
+    launch: labrun.Launch,
+    host_exec: HostExecutor,
+    up: _Up,
+) -> None:
+    """The configurations' repetitions in rounds, A B A B ...: each round boots each
+    configuration afresh and runs its workloads once (after the suite's warm-up), so a
+    drift of the host falls on all of them alike; the guests' exit profiles are taken in
+    the last round."""
+    settings = runner.settings
+    rounds = settings.repetitions
+    runner.settings = replace(settings, repetitions=1)
+    runner.store.add_host_facts(
+        runner.run_id,
+        {"repetition_order": f"interleaved: {' '.join(variants)}, {rounds} rounds"},
+    )
+    try:
+        for round_ in range(rounds):
+            runner.rep_offset = round_
+            for name, variant in variants.items():
+                runner.variant = name
+                runner.progress.step(f"round {round_ + 1}/{rounds}: {name}")
+                last = round_ == rounds - 1
+                this = up if last else _Up(up.lab, [], up.provided)
+                _guests(variant, levels, runner, launch, host_exec, this)
+    finally:
+        runner.settings, runner.rep_offset = settings, 0
 
 
 def _guests(

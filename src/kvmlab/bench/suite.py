@@ -14,7 +14,9 @@ SUITES = {
     # quick: a few minutes per level on a 2-core host with TCG guests. No warm-up run: under
     # TCG-in-TCG (L2 here) starting a tool costs more than the measurement (fio 18 s, sysbench
     # 7 s, measured), a warm-up does not make that cheaper, and the median of 3 absorbs a
-    # cold first run.
+    # cold first run. Three, measured (docs/measurements.md, "Noise between runs"): at three
+    # the intervals of cpu, memory and disk lie inside their noise thresholds; the network's
+    # needs five (--reps 5 or auto).
     "quick": Settings(
         "quick",
         suite_workloads("quick"),

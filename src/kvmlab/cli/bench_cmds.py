@@ -81,12 +81,12 @@ def run_bench_cmd(
     backend_opts: BackendOptions | None = None,
     variants: Sequence[str] = (),
     reps: str | None = None,
+    interleave: bool = False,
 ) -> None:
     """Boot what the levels need, run the suite, store it, print the level table (or JSON).
 
-    Everything a user gave is checked before anything runs: the lab, the suite and
-    workloads, the levels against what the lab has, ``--out``, the results database, and
-    that the lab is not up already. With ``-o json`` stdout holds the JSON and nothing else.
+    Everything a user gave is checked before anything runs (lab, suite, workloads, levels,
+    ``--out``, the results database, the lab not up). ``-o json``: stdout holds only JSON.
     When a level fails (or Ctrl-C arrives) after the run was stored, what was measured is
     still printed and written, marked incomplete with the failure named, after teardown;
     then the error is raised as it was, for its own exit status.
@@ -98,7 +98,9 @@ def run_bench_cmd(
     from kvmlab.cli.progress import StageLog
     from kvmlab.runtime.lab import Launch
 
-    job, backend = _checked_job(lab_path, levels, only, suite, html, backend_opts, variants, reps)
+    job, backend = _checked_job(
+        lab_path, levels, only, suite, html, backend_opts, variants, reps, interleave
+    )
     err = Console(stderr=True, soft_wrap=True, highlight=False)
     with ResultStore.writing() as store, interruptible(f"benchmarking {job.loaded.lab.name}"):
         if html is not None:
@@ -113,6 +115,8 @@ def run_bench_cmd(
 
 def _reps_text(settings: Settings) -> str:
     """``3 repetitions``, or ``3-10 repetitions (until each metric is within ±5%)``."""
+    if settings.interleave:
+        return f"{settings.repetitions} repetitions interleaved (one per configuration a round)"
     if settings.auto_width is None:
         return f"{settings.repetitions} repetitions"
     return (
@@ -130,6 +134,7 @@ def _checked_job(
     backend_opts: BackendOptions | None,
     variants: Sequence[str],
     reps: str | None = None,
+    interleave: bool = False,
 ) -> tuple[BenchJob, Backend]:
     """The job and the backend it runs on, once all a user gave is checked (``--out``
     among it) and the lab is not up already."""
@@ -141,7 +146,7 @@ def _checked_job(
 
     loaded = load_lab(lab_path)
     backend = choose_backend(loaded, backend_opts or BackendOptions())
-    job = plan_bench(loaded, backend, levels, only, suite, variants, reps)
+    job = plan_bench(loaded, backend, levels, only, suite, variants, reps, interleave)
     if html is not None:
         check_out(html)
     assert_not_up(loaded.lab.name)

@@ -38,6 +38,7 @@ class MigrateOptions:
     transport: str = "tcp"
     to: str | None = None
     """A libvirt guest: the destination daemon's URI."""
+    compare_pages: bool = False
 
     def checked(self) -> MigrateOptions:
         """These options, or a :class:`UsageError` naming the first that is out of range."""
@@ -67,6 +68,7 @@ class MigrateOptions:
             postcopy_after_pass=self.postcopy_after_pass,
             max_seconds=self.max_seconds,
             on_timeout=self.on_timeout,
+            compare_pages=self.compare_pages,
         )
 
     def workload(self) -> Workload:
@@ -106,6 +108,7 @@ class MigrateCommand:
     qemu: str | None = None
     transport: str = "tcp"
     to: str | None = None
+    compare_pages: bool = False
     output: str = "text"
 
     def run(self) -> int:
@@ -123,6 +126,12 @@ class MigrateCommand:
             return run_compare(lab_file(self.target), self.variant, self.reps, self.out, output)
         if self.variant or self.reps or self.out:
             raise UsageError("--variant, --reps and --out go with a LAB (its [[migrations]])")
+        if self.compare_pages and self.to is not None:
+            raise UsageError(
+                "--compare-pages needs both QEMUs' RAM at the switch-over: kvmlab's own "
+                "migration keeps the source paused then; libvirt's (--to) ends the source QEMU "
+                "as its migration completes"
+            )
         return run_migrate(self._options(self.target), output_choice(self.output, "text", "json"))
 
     def _options(self, address: str) -> MigrateOptions:
@@ -140,6 +149,7 @@ class MigrateCommand:
             dest_qemu=self.qemu,
             transport=self.transport,
             to=self.to,
+            compare_pages=self.compare_pages,
         )
 
 

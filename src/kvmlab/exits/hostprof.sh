@@ -141,6 +141,13 @@ rec=
 threads threads-end
 if [ "$status" -ne 0 ] || [ ! -s "$f" ]; then
 	cat "$d/err" >&2
+	if [ ! -s "$d/err" ]; then # perf -q said nothing: say what is known
+		if [ "$status" -ne 0 ]; then
+			echo "kvmlab-hostprof: perf record exited $status and printed nothing" >&2
+		else
+			echo "kvmlab-hostprof: perf record wrote no data (exit 0, $(wc -c <"$f" 2>/dev/null || echo no) bytes in its file; pid $pid $(test -d "/proc/$pid" && echo still runs || echo has exited))" >&2
+		fi
+	fi
 	if grep -qiE "paranoid|not permitted|permission denied|EACCES|access to performance monitoring" "$d/err"; then
 		exit 6
 	fi

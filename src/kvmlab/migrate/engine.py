@@ -23,6 +23,7 @@ from kvmlab.migrate.observers import Heartbeats, NetworkPath, Observer, PacketPa
 from kvmlab.migrate.pathprobe import PathProbeFactory
 from kvmlab.migrate.result import Outcome
 from kvmlab.migrate.stats import FINISHED
+from kvmlab.migrate.switchover import compare_at_switchover
 from kvmlab.migrate.transports import transport_for
 from kvmlab.migrate.transports.base import ON_THIS_HOST, AnyTransport, Route
 from kvmlab.migrate.workload import (
@@ -166,6 +167,8 @@ def _attempt(
                 f"precopy converged within {AUTO_PASSES} passes under the "
                 f"{transport.downtime_target_ms()} ms target",
             )
+        if transport.settings.compare_pages:
+            compare_at_switchover(transport, outcome, progress)
         t_run = transport.destination_running()
         # the address first (the source's port forwards move only once it has let go of
         # them: a user of the guest's forwarded ports waits for that, not for a measure)

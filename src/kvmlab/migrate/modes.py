@@ -41,6 +41,9 @@ class Settings:
     """A migration still running after this long is given up: cancelled, or switched to
     postcopy when ``on_timeout`` says so."""
     on_timeout: str = "cancel"
+    compare_pages: bool = False
+    """Compare every page of guest RAM on both sides at the switch-over, the destination
+    held paused until it is done (:mod:`kvmlab.migrate.pages`)."""
 
 
 @dataclass(frozen=True)
@@ -123,3 +126,10 @@ def check_settings(settings: Settings) -> None:
         raise UsageError("--max-time must be 1..86400 s")
     if settings.on_timeout not in ("cancel", "postcopy"):
         raise UsageError("--on-timeout must be cancel or postcopy")
+    if settings.compare_pages and (
+        settings.mode in ("postcopy", "auto") or settings.on_timeout == "postcopy"
+    ):
+        raise UsageError(
+            "--compare-pages compares RAM once all of it is on both sides: a precopy mode "
+            "(postcopy runs the destination before its pages are there)"
+        )

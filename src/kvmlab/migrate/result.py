@@ -8,6 +8,7 @@ from typing import Any
 from kvmlab import __version__
 from kvmlab.jsondoc import schema_of
 from kvmlab.migrate.guestside import Check
+from kvmlab.migrate.pages import PageCompare
 from kvmlab.migrate.pathprobe import HopCount, hop_losses
 from kvmlab.migrate.stats import Sample, info_migrate, passes
 
@@ -87,6 +88,8 @@ class Outcome:
     dest_qemu: str = ""
     wall_seconds: float = 0.0
     verify_seconds: float = 0.0
+    pages: PageCompare | None = None
+    """``--compare-pages``: every page of guest RAM on both sides at the switch-over."""
     backend_job: BackendJob = field(default_factory=BackendJob)
     """The backend's own account of the job (what is backend-specific of the outcome)."""
 
@@ -164,6 +167,7 @@ class Outcome:
             },
             "source_resumed": self.source_resumed,
             "lost": self.lost,
+            "pages": self.pages.to_json() if self.pages is not None else None,
             "wall_seconds": self.wall_seconds,
             "verify_seconds": self.verify_seconds,
             "samples": [s.to_json() for s in self.samples],
@@ -221,6 +225,11 @@ def text(outcome: Outcome) -> list[str]:
     lines += packet_path_lines(outcome)
     if outcome.guest_clock_gap_ms is not None:
         lines.append(f"longest stall by the guest's own clock: {outcome.guest_clock_gap_ms:.0f} ms")
+    if outcome.pages is not None:
+        lines.append(
+            f"page comparison at the switch-over: {outcome.pages.pause_s:.1f} s with the guest "
+            "paused (within the downtimes above)"
+        )
     for when, checks in (
         ("before", outcome.checks_before),
         ("after", outcome.checks_after),

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from kvmlab.errors import printable
 from kvmlab.report.table import Cell
-from kvmlab.results.verdict import METHOD, NOISE, Verdict, outliers
+from kvmlab.results.verdict import METHOD, Verdict, outliers, thresholds_text
 
 
 def shown(text: str) -> str:
@@ -62,8 +62,8 @@ WORDS = {
 LEGEND = (
     "change vs the level below (or the other run): median against median, [95% interval], "
     "and the verdict: better or worse, n.s. = no significant change (the interval holds 0%), "
-    f"noise = within the ±{NOISE:.0%} noise threshold, 1 run = no interval ({METHOD}); "
-    + OUTLIER_NOTE
+    f"noise = within the workload's noise threshold ({thresholds_text()}), 1 run = no "
+    f"interval ({METHOD}); " + OUTLIER_NOTE
 )
 
 

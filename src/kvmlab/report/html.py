@@ -342,7 +342,7 @@ def _level_table(table: LevelTable) -> Markup:
                 continue
             delta = change(cell)
             kind, meaning = CHANGE[cell.worse]
-            note = h("span", delta, class_=f"change {kind}", title=meaning) if delta else ""
+            note = h("span", delta, class_=f"change {kind}".strip(), title=meaning) if delta else ""
             hover = _describe(col, cell.summary, delta)
             cells.append(
                 h("td", median_spread(cell), note, class_=_num(col in firsts), title=hover)

@@ -16,7 +16,7 @@ from typing import Any
 
 from kvmlab.report.fmt import WORDS, interval_text, number, shown
 from kvmlab.results.model import Summary
-from kvmlab.results.verdict import METHOD, NOISE, Change, Verdict, compare
+from kvmlab.results.verdict import METHOD, Change, Verdict, compare, noise_for, thresholds_text
 
 Key = tuple[str, str, str, str]
 """(variant, guest, workload, metric)."""
@@ -60,7 +60,8 @@ class RunComparison:
     changes: list[MetricChange] = field(default_factory=list)
     only_base: list[Key] = field(default_factory=list)
     only_new: list[Key] = field(default_factory=list)
-    noise: float = NOISE
+    noise: float | None = None
+    """One noise threshold for every metric; None: each workload's own."""
 
     def regressions(self, pct: float) -> list[MetricChange]:
         """The metrics significantly worse (the verdict says so) by more than ``pct``
@@ -86,7 +87,7 @@ def compare_runs(
     base: Sequence[Summary],
     new_id: int,
     new: Sequence[Summary],
-    noise: float = NOISE,
+    noise: float | None = None,
 ) -> RunComparison:
     """Every metric of ``new`` against the same metric of ``base``."""
     before = {key_of(s): s for s in base}
@@ -98,7 +99,16 @@ def compare_runs(
             result.only_new.append(key)
             continue
         result.changes.append(
-            MetricChange(b, s, compare(b.values, s.values, s.higher_is_better, noise))
+            MetricChange(
+                b,
+                s,
+                compare(
+                    b.values,
+                    s.values,
+                    s.higher_is_better,
+                    noise_for(s.workload) if noise is None else noise,
+                ),
+            )
         )
     result.only_base = [k for k in before if k not in after]
     return result
@@ -115,10 +125,13 @@ def change_text(change: Change | None) -> str:
     return f"{text} {WORDS[change.verdict]}"
 
 
-def legend(noise: float) -> str:
+def legend(noise: float | None) -> str:
+    within = (
+        f"±{noise:.0%}" if noise is not None else f"the workload's threshold ({thresholds_text()})"
+    )
     return (
         f"run B against run A: median against median, [95% interval], and the verdict: better "
-        f"or worse, n.s. = no significant change, noise = within ±{noise:.0%}, 1 run = no "
+        f"or worse, n.s. = no significant change, noise = within {within}, 1 run = no "
         f"interval ({METHOD})"
     )
 
@@ -196,13 +209,14 @@ def json_rows(comparison: RunComparison, fail_pct: float | None = None) -> dict[
                 "change_low_pct": None if interval is None else _num(interval[0]),
                 "change_high_pct": None if interval is None else _num(interval[1]),
                 "verdict": None if c.change is None else c.change.verdict.value,
+                "noise_pct": None if c.change is None else _num(100 * c.change.noise),
                 "regression": id(c) in failing,
             }
         )
     return {
         "base_run": comparison.base_id,
         "new_run": comparison.new_id,
-        "noise_pct": 100 * comparison.noise,
+        "noise_pct": None if comparison.noise is None else 100 * comparison.noise,
         "fail_on_regression_pct": fail_pct,
         "method": METHOD,
         "metrics": rows,

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from kvmlab.errors import KvmlabError
 from kvmlab.results.model import LEVELS, Failure, Summary
 from kvmlab.results.stats import change_pct
-from kvmlab.results.verdict import Change, Verdict, compare
+from kvmlab.results.verdict import Change, Verdict, compare, noise_for
 
 MAX_CELLS = 250_000
 """The most cells (rows x columns) a text, Markdown or HTML level table shows. A real run
@@ -213,7 +213,9 @@ def level_table(
         delta = None if base is None else change_pct(here.median, base.median)
         verdict = None
         if base is not None and base.values and here.values:  # a tiny base: a verdict, no %
-            verdict = compare(base.values, here.values, here.higher_is_better)
+            verdict = compare(
+                base.values, here.values, here.higher_is_better, noise_for(s.workload)
+            )
         rows[(s.workload, s.metric)].cells[col] = Cell(
             here, delta, None if base is None else base.median, verdict
         )

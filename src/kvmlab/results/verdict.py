@@ -11,10 +11,16 @@ changed at 3 repetitions, Welch's t on logs 3-4 % (``tests/results/test_verdict.
 this). The verdict:
 
 - **no significant change**: the interval holds 1 (B could be A);
-- **within noise**: the interval excludes 1 but lies inside the noise threshold
-  (``±noise``, 2 % by default): real, perhaps, and too small to call;
-- **better** or **worse**: the interval lies beyond 1 and reaches past the threshold, in
-  the direction ``higher_is_better`` says is good.
+- **within noise**: the interval excludes 1 but the change (median against median) lies
+  inside the workload's noise threshold (:data:`NOISE_BY_WORKLOAD`): real within these
+  repetitions, perhaps, and no larger than two runs of the same configuration differ here;
+- **better** or **worse**: the interval lies beyond 1 and the change is past the threshold,
+  in the direction ``higher_is_better`` says is good.
+
+Repetitions within one run share that run's conditions (the host's page cache, its disk's
+state, a neighbour), so their interval says nothing of how two runs differ. The thresholds
+are that difference, measured: A/A runs (the same lab and suite, nothing changed) on a
+2-core host of the kind kvmlab is tested on (docs/measurements.md, "Noise between runs").
 
 With one repetition on either side there is no interval and no verdict but "single run".
 """
@@ -29,14 +35,36 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 CONFIDENCE = 0.95
-NOISE = 0.02
-"""The default noise threshold: a change whose whole interval lies within ±2 % is not
-called better or worse."""
+NOISE = 0.05
+"""The noise threshold of a workload without one of its own: a change (median against
+median) within ±5 % is not called better or worse."""
+NOISE_BY_WORKLOAD = {
+    "cpu": 0.10,
+    "memory": 0.10,
+    "disk": 0.40,
+    "network": 0.30,
+    "boot": 0.15,
+}
+"""How far the medians of A/A runs (six of the lab ``basic``, 2026-11-28) were apart on a
+2-core host of this kind, the largest of each workload's metrics at L0 and L1 rounded up
+(docs/measurements.md, "Noise between runs"): a change within it is not called. A spread
+metric (ping's mdev) can exceed it and still be no significant change, its interval wide."""
 METHOD = (
     "change: median against median; interval: 95 % Welch interval of the ratio of geometric "
-    "means; better or worse only when the interval excludes no change and reaches past the "
-    "noise threshold"
+    "means; better or worse only when the interval excludes no change and the change is past "
+    "the workload's noise threshold"
 )
+
+
+def noise_for(workload: str) -> float:
+    """The noise threshold of ``workload``'s metrics."""
+    return NOISE_BY_WORKLOAD.get(workload, NOISE)
+
+
+def thresholds_text() -> str:
+    """``cpu ±5%, memory ±10%, ...; others ±5%``: the thresholds, for legends."""
+    each = ", ".join(f"{w} ±{n:.0%}" for w, n in NOISE_BY_WORKLOAD.items())
+    return f"{each}; others ±{NOISE:.0%}"
 
 
 class Verdict(enum.Enum):
@@ -171,7 +199,7 @@ def compare(
         return Change(ratio, None, None, Verdict.NO_CHANGE, noise)
     if not (math.isfinite(low) and math.isfinite(high)):
         return Change(ratio, None, None, Verdict.NO_CHANGE, noise)
-    return Change(ratio, low, high, _verdict(low, high, higher_is_better, noise), noise)
+    return Change(ratio, low, high, _verdict(low, high, ratio, higher_is_better, noise), noise)
 
 
 def _interval(a: list[float], b: list[float]) -> tuple[float, float]:
@@ -185,12 +213,14 @@ def _interval(a: list[float], b: list[float]) -> tuple[float, float]:
     return low, high
 
 
-def _verdict(low: float, high: float, higher_is_better: bool, noise: float) -> Verdict:
+def _verdict(
+    low: float, high: float, ratio: float, higher_is_better: bool, noise: float
+) -> Verdict:
     if low <= 1.0 <= high:
         return Verdict.NO_CHANGE
-    if 1.0 - noise <= low and high <= 1.0 + noise:
-        return Verdict.NOISE
     up = low > 1.0
+    if abs(ratio - 1.0) <= noise or (ratio > 1.0) != up:  # small, or medians disagree
+        return Verdict.NOISE
     return Verdict.BETTER if up == higher_is_better else Verdict.WORSE
 
 

@@ -37,6 +37,14 @@ RepsOpt = Annotated[
         "95% interval is within ±5%, 3 to 10 of them.",
     ),
 ]
+InterleaveOpt = Annotated[
+    bool,
+    typer.Option(
+        "--interleave",
+        help="Alternate the configurations' repetitions (A B A B ...), each a fresh boot, so "
+        "host drift hits all alike.",
+    ),
+]
 HtmlOutOpt = Annotated[
     Path | None, typer.Option("--out", help="Also write the HTML report to this file.")
 ]
@@ -56,13 +64,15 @@ def bench(
     qemu_as_root: RootOpt = None,
     variant: VariantsOpt = None,
     reps: RepsOpt = None,
+    interleave: InterleaveOpt = False,
 ) -> None:
     """Run the benchmark suite at L0 and in the lab's guests; store and print the level table.
 
     The lab as written is measured, then each of its variants beside it (--variant: those).
     A workload skipped at a level asked for leaves the run incomplete (exit 3).
 
-    Examples: kvmlab bench basic --levels L0,L1 --only cpu; kvmlab bench nested --out r.html."""
+    Examples: kvmlab bench basic --levels L0,L1 --only cpu; kvmlab bench nested --out r.html;
+    kvmlab bench paging-matrix --levels L0,L1 --only cpu --reps 5 --interleave."""
     from kvmlab.cli.bench_cmds import run_bench_cmd
 
     run_bench_cmd(
@@ -75,6 +85,7 @@ def bench(
         backend_opts=BackendOptions(backend, connect, persistent, qemu_as_root),
         variants=variant or (),
         reps=reps,
+        interleave=interleave,
     )
 
 
@@ -95,6 +106,7 @@ def run_lab(
     qemu_as_root: RootOpt = None,
     variant: VariantsOpt = None,
     reps: RepsOpt = None,
+    interleave: InterleaveOpt = False,
 ) -> None:
     """The whole job: boot the lab (L1 and L2), benchmark L0/L1/L2, store the run, print
     the level table, write the HTML report, tear down.
@@ -116,6 +128,7 @@ def run_lab(
         BackendOptions(backend, connect, persistent, qemu_as_root),
         variant or (),
         reps,
+        interleave,
     )
 
 

@@ -81,6 +81,14 @@ QemuOpt = Annotated[
     typer.Option("--qemu", help="Destination QEMU binary (migrate to another version)."),
 ]
 TransportOpt = Annotated[str, typer.Option("--transport", help="tcp (loopback) or unix.")]
+ComparePagesOpt = Annotated[
+    bool,
+    typer.Option(
+        "--compare-pages",
+        help="At the switch-over, compare every page of guest RAM on both sides (the "
+        "destination waits paused; the pause is reported).",
+    ),
+]
 ToOpt = Annotated[str | None, typer.Option("--to", help=TO_HELP)]
 
 
@@ -105,6 +113,7 @@ def migrate(
     qemu: QemuOpt = None,
     transport: TransportOpt = "tcp",
     to: ToOpt = None,
+    compare_pages: ComparePagesOpt = False,
     output: OutputOpt = "text",
 ) -> int:
     """Live-migrate a running guest with a dirtying workload; measure and verify it. Given a

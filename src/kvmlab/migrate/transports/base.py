@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 
 from kvmlab.errors import KvmlabError, UsageError
 from kvmlab.migrate.modes import Settings
+from kvmlab.migrate.pages import Saver
 from kvmlab.migrate.probe import Where
 from kvmlab.migrate.result import Outcome
 from kvmlab.progress import Progress
@@ -48,6 +49,20 @@ class Route:
 
 ON_THIS_HOST = Route()
 """kvmlab's own migration to a second QEMU of this host, over loopback TCP."""
+
+
+@dataclass(frozen=True)
+class PageSides:
+    """What comparing the guest RAM of both sides needs of a transport: each side's
+    ``pmemsave``, the source's memory map (``info mtree -f``), where FIFOs may be made, and
+    the destination QEMU's pid (for the switch-over hook)."""
+
+    source: Saver
+    dest: Saver
+    mtree: str
+    scratch: Path
+    dest_pid: int
+    source_pid: int
 
 
 class Refused(KvmlabError):
@@ -196,6 +211,14 @@ class Transport(ABC, Generic[M]):
         return None
 
     # --- after the job ---------------------------------------------------------------------
+
+    def page_sides(self) -> PageSides:
+        """Both sides' guest RAM, for ``--compare-pages`` (the destination held paused);
+        a transport that cannot keep both refuses (checked before anything starts)."""
+        raise UsageError("--compare-pages: this backend's migration does not keep both sides")
+
+    def resume_destination(self) -> None:
+        """Let the destination, held paused for ``--compare-pages``, run the guest."""
 
     @abstractmethod
     def destination_running(self) -> float:

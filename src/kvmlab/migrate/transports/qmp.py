@@ -19,10 +19,11 @@ from typing import Any
 
 from kvmlab.errors import KvmlabError, QmpFailure, RuntimeFailure, StateError, UsageError, printable
 from kvmlab.migrate.modes import Plan, plan
+from kvmlab.migrate.pages import Saver
 from kvmlab.migrate.probe import Where
 from kvmlab.migrate.result import Outcome
 from kvmlab.migrate.stats import FINISHED
-from kvmlab.migrate.transports.base import JobState, Route, Transport
+from kvmlab.migrate.transports.base import JobState, PageSides, Route, Transport
 from kvmlab.migrate.workload import serial_tail
 from kvmlab.proc.confined import remove_owned
 from kvmlab.proc.processes import find_marked
@@ -131,6 +132,8 @@ class QmpTransport(Transport[QemuMachine]):
             )
         offered = {c["capability"] for c in self.source.qmp().execute("query-migrate-capabilities")}
         self.plan = plan(self.settings, offered)
+        if self.settings.compare_pages:  # held paused once the RAM is in, until compared
+            self._argv = [*self._argv, "-S"]
         self.dest = QemuMachine(replace(self.source.config, argv=self._argv, run_dir=self.dest_dir))
 
     def describe(self) -> str:
@@ -225,6 +228,21 @@ class QmpTransport(Transport[QemuMachine]):
         return self._dest().is_alive()
 
     # --- after -------------------------------------------------------------------------------
+
+    def page_sides(self) -> PageSides:
+        source, dest = self.source, self._dest()
+        mtree = source.qmp().execute("human-monitor-command", {"command-line": "info mtree -f"})
+        return PageSides(
+            _saver(source),
+            _saver(dest),
+            str(mtree),
+            self.dest_dir,
+            dest.pid or 0,
+            source.pid or 0,
+        )
+
+    def resume_destination(self) -> None:
+        self._dest().qmp().execute("cont")
 
     def destination_running(self) -> float:
         dest = self._dest()
@@ -330,6 +348,17 @@ class QmpTransport(Transport[QemuMachine]):
     def close(self) -> None:
         if self.dest is not None:
             self.dest.disconnect()
+
+
+def _saver(machine: QemuMachine) -> Saver:
+    """``pmemsave`` on ``machine``: guest-physical RAM written to a path (a FIFO); allowed
+    a second per 16 MiB, at least a minute (a TCG host reads RAM slowly)."""
+
+    def save(start: int, size: int, path: str) -> None:
+        args = {"val": start, "size": size, "filename": path}
+        machine.qmp().execute("pmemsave", args, timeout=max(60.0, size / (16 << 20)))
+
+    return save
 
 
 def _set(machine: QemuMachine, caps: dict[str, bool], params: dict[str, object]) -> None:
