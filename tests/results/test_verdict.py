@@ -144,6 +144,9 @@ def test_a_significant_change_smaller_than_the_noise_is_noise() -> None:
 def test_each_workload_has_its_threshold_and_the_rest_the_default() -> None:
     assert noise_for("disk") > noise_for("network") > noise_for("cpu") >= NOISE
     assert noise_for("kbuild") == NOISE  # a workload without one of its own
+    assert noise_for("network", "ping_rtt_avg_ms") > noise_for(
+        "network", "to_parent_received_gbit_s"
+    )
     a, b = [100.0, 101.0, 99.0], [130.0, 131.0, 129.0]  # +30 %, tight
     assert known(a, b, True, noise_for("disk")).verdict is Verdict.NOISE
     assert known(a, b, True, noise_for("cpu")).verdict is Verdict.BETTER

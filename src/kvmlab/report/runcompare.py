@@ -106,7 +106,7 @@ def compare_runs(
                     b.values,
                     s.values,
                     s.higher_is_better,
-                    noise_for(s.workload) if noise is None else noise,
+                    noise_for(s.workload, s.metric) if noise is None else noise,
                 ),
             )
         )

@@ -214,7 +214,7 @@ def level_table(
         verdict = None
         if base is not None and base.values and here.values:  # a tiny base: a verdict, no %
             verdict = compare(
-                base.values, here.values, here.higher_is_better, noise_for(s.workload)
+                base.values, here.values, here.higher_is_better, noise_for(s.workload, s.metric)
             )
         rows[(s.workload, s.metric)].cells[col] = Cell(
             here, delta, None if base is None else base.median, verdict
