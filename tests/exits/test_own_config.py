@@ -119,3 +119,23 @@ def test_a_tcg_configuration_is_fixed_as_under_kvm() -> None:
     assert config is not None and config.under_tcg
     assert "each fix is for it under KVM" in why
     assert own_fix(config, {"clock.timers.kvmclock.present": True}).exact
+
+
+def test_a_domain_s_namespaced_elements_keep_their_prefixes() -> None:
+    """virt-manager's libosinfo metadata and a qemu:commandline come back as written."""
+    xml = WINDOWS_XML.replace(
+        "<domain ",
+        '<domain xmlns:qemu="http://libvirt.org/schemas/domain/qemu/1.0" ',
+        1,
+    ).replace(
+        "</domain>",
+        '  <metadata>\n    <libosinfo:libosinfo xmlns:libosinfo="http://libosinfo.org/xmlns/'
+        'libvirt/domain/1.0">\n      <libosinfo:os id="http://microsoft.com/win/10"/>\n'
+        "    </libosinfo:libosinfo>\n  </metadata>\n  <qemu:commandline>\n"
+        '    <qemu:arg value="-no-reboot"/>\n  </qemu:commandline>\n</domain>',
+    )
+    fix = own_fix(domain_config(xml, "u", "win10"), {"clock.timers.hpet.present": True})
+    assert fix.exact, fix.notes
+    assert len(changed_lines(fix.lines)) == 2  # the timer only
+    assert fix.new_text is not None and "ns0:" not in fix.new_text
+    assert "<qemu:arg " in fix.new_text and "<libosinfo:os " in fix.new_text

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import re
 import shlex
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
@@ -28,6 +29,7 @@ from kvmlab.spec.importing import Imported, from_domain_xml, from_qemu_argv
 
 ConfigKind = Literal["domain", "qemu"]
 
+_PREFIXES = re.compile(r'xmlns:([A-Za-z_][\w.-]*)="([^"]+)"')
 NO_DISK = "/dev/null"
 """The disk a VM that boots no disk of its own is rendered with (never in a fix's change)."""
 
@@ -186,6 +188,8 @@ def _domain_fix(
     )
     if error is not None:
         return OwnFix("domain", [], [], False, notes=[f"no domain XML for the fix: {error}"])
+    for prefix, uri_ in _PREFIXES.findall(config.text):  # written back with its own
+        ET.register_namespace(prefix, uri_)  # prefixes (qemu:, libosinfo:), not ns0:
     before = ET.fromstring(config.text)
     after = copy.deepcopy(before)
     try:
