@@ -39,6 +39,10 @@ def _seen(guest: dict[str, Any], accel: str) -> dict[str, Any]:
         pit.pop("tickpolicy", None)
         if not pit:
             guest.get("clock", {}).get("timers", {}).pop("pit", None)
+    timers = guest.get("clock", {}).get("timers", {})
+    for default_on in ("hpet", "kvmclock"):  # present = QEMU's default: said or not, the same
+        if timers.get(default_on) == {"present": True}:
+            del timers[default_on]
     guest.pop("accel", None)
     return guest
 
