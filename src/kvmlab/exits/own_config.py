@@ -56,20 +56,13 @@ class OwnConfig:
 
     @property
     def lab(self) -> Lab:
-        """The imported lab as it runs under KVM (VM exits exist only there), its NICs'
-        networks left out (they name the VM's own)."""
-        doc = copy.deepcopy(self.imported.doc)
-        known = set(self.imported.networks)
+        """The imported lab as it runs under KVM (VM exits exist only there)."""
+        doc = _doc(self.imported)
         for guest in doc["guests"].values():
             guest.pop("accel", None)
             if guest.get("boot") == "image":  # no disk, no kernel: the import would boot
                 guest["boot"] = "disk"  # kvmlab's image; the VM boots what it boots
                 guest["disks"] = [{"path": NO_DISK, "format": "raw"}]
-            for nic in guest.get("nics", []):
-                if nic.get("network") not in known:
-                    nic.pop("network", None)
-        if self.imported.networks:
-            doc["networks"] = copy.deepcopy(self.imported.networks)
         return Lab.model_validate(doc)
 
     @property
@@ -90,6 +83,19 @@ class OwnConfig:
         if self.kind == "domain":
             return f"domain {self.domain}'s definition on {self.uri}"
         return "its QEMU command line"
+
+
+def _doc(imported: Imported) -> dict[str, Any]:
+    """The imported lab document, its NICs' networks left out but the lab's own (the others
+    name the VM's, which a lab cannot hold)."""
+    doc = copy.deepcopy(imported.doc)
+    for guest in doc["guests"].values():
+        for nic in guest.get("nics", []):
+            if nic.get("network") not in imported.networks:
+                nic.pop("network", None)
+    if imported.networks:
+        doc["networks"] = copy.deepcopy(imported.networks)
+    return doc
 
 
 def domain_config(text: str, uri: str, name: str) -> OwnConfig:
@@ -160,11 +166,7 @@ def own_fix(config: OwnConfig, change: Mapping[str, object]) -> OwnFix:
 
 def _holds(imported: Imported, want: Mapping[str, object]) -> bool:
     """Whether the VM's changed text, imported again, has every value the fix sets."""
-    doc = copy.deepcopy(imported.doc)
-    for guest in doc["guests"].values():
-        for nic in guest.get("nics", []):
-            nic.pop("network", None)
-    doc.pop("networks", None)
+    doc = _doc(imported)
     try:
         guest = Lab.model_validate(doc).find(next(iter(doc["guests"])))
     except ValueError:

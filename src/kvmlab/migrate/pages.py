@@ -26,9 +26,7 @@ NAMED = 8
 
 _FLATVIEW = re.compile(r"^FlatView #\d+")
 _AS = re.compile(r'^\s*AS "([^"]+)"')
-_RANGE = re.compile(
-    r"^\s*([0-9a-f]{16})-([0-9a-f]{16}) \(prio -?\d+, (ram|rom|romd|i/o|ramd?)\): (\S+)"
-)
+_RANGE = re.compile(r"^\s*([0-9a-f]{16})-([0-9a-f]{16}) \(prio -?\d+, ([a-z/]+)\): (\S+)")
 
 
 @dataclass(frozen=True)
