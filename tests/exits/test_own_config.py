@@ -7,11 +7,17 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import cast
 
 import pytest
 
+from kvmlab.errors import KvmlabError
 from kvmlab.exits import own_config
+from kvmlab.exits.foreign import argv_within
 from kvmlab.exits.own_config import domain_config, own_fix, qemu_config, read_config
+from kvmlab.guest.agent import ExecResult
+from kvmlab.guest.errors import GuestError
+from kvmlab.runtime.machine import Machine
 from kvmlab.spec.importing import from_domain_xml, from_qemu_argv
 
 DATA = Path(__file__).resolve().parents[1] / "spec" / "data" / "import"
@@ -139,3 +145,43 @@ def test_a_domain_s_namespaced_elements_keep_their_prefixes() -> None:
     assert len(changed_lines(fix.lines)) == 2  # the timer only
     assert fix.new_text is not None and "ns0:" not in fix.new_text
     assert "<qemu:arg " in fix.new_text and "<libosinfo:os " in fix.new_text
+
+
+def test_a_command_line_that_could_not_be_read_says_why() -> None:
+    config, why = read_config("pid:7", [], None, "reading /proc/7/cmdline inside lab/l1: exit 1")
+    assert config is None
+    assert "(reading /proc/7/cmdline inside lab/l1: exit 1)" in why
+
+
+class _Hyper:
+    """A guest hypervisor whose exec ends as told."""
+
+    def __init__(self, result: ExecResult | KvmlabError) -> None:
+        self.result = result
+
+    def exec(self, argv: list[str], timeout: float) -> ExecResult:
+        if isinstance(self.result, KvmlabError):
+            raise self.result
+        return self.result
+
+
+@pytest.mark.parametrize(
+    ("result", "said"),
+    [
+        (ExecResult(1, b"", b"cat: /proc/9/cmdline: No such file"), "exit status 1 cat: /proc/9"),
+        (ExecResult(0, b"q\0", b"", out_truncated=True), "its output cut"),
+        (GuestError("the guest agent did not answer"), "the guest agent did not answer"),
+    ],
+)
+def test_reading_a_command_line_inside_l1_fails_with_its_reason(
+    result: ExecResult | KvmlabError, said: str
+) -> None:
+    argv, why = argv_within(cast(Machine, _Hyper(result)), "lab/l1", "pid:9")
+    assert argv == [] and said in why and "/proc/9/cmdline inside lab/l1" in why
+
+
+def test_a_command_line_read_inside_l1_is_split_on_its_nuls() -> None:
+    argv, why = argv_within(
+        cast(Machine, _Hyper(ExecResult(0, b"qemu\x00-m\x00256\x00", b""))), "l", "pid:9"
+    )
+    assert argv == ["qemu", "-m", "256"] and why == ""

@@ -226,9 +226,10 @@ def test_more_ctrl_c_during_the_kill_leave_no_traceback(guest: Path) -> None:
     for _ in range(5):
         proc.send_signal(signal.SIGINT)
         time.sleep(0.01)
-    _, err = proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert b"Traceback" not in err and err.count(b"\n") == 1, err
+    assert err.endswith(b" was killed\n"), err
     assert gone(marker)
 
 

@@ -219,7 +219,11 @@ def test_the_peer_s_faults_are_not_the_migrated_guest_s(lab: dict[str, str]) -> 
     answering, but the peer is found at fault and the guest, probed without it from the
     host's address, answers: VERIFIED. The relay's port held by another program in the
     peer: the probes come from the host's address instead, and the path says why."""
-    proc = started(lab, "migrate", LAN, "--dirty", "10", "--dirty-mem", "32", "-o", "json")
+    # capped bandwidth: the precopy lasts seconds, long enough for the relay's kill (itself a
+    # guest command, slow on a busy host) to land before the path is probed after it
+    proc = started(
+        lab, "migrate", LAN, "--dirty", "10", "--dirty-mem", "32", "--bandwidth", "20", "-o", "json"
+    )
     assert proc.stderr is not None and proc.stdout is not None
     killed: list[subprocess.CompletedProcess[str]] = []
     err: list[str] = []

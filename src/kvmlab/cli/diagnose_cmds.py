@@ -280,7 +280,8 @@ def _foreign_within(text: str, within: str, seconds: float | None, provider: str
     label = f"{text} inside {within}"
     with interruptible(f"profiling {label}"):
         profile = profile_within(hyper, within, text, window, provider)  # type: ignore[arg-type]
-    own, why = read_config(text, argv_within(hyper, within, text), None)
+    argv, unread = argv_within(hyper, within, text)
+    own, why = read_config(text, argv, None, unread)
     guest = own.guest if own is not None else None
     return _Subject(profile, label, (PLACEHOLDER,), why, guest=guest, own=own)
 

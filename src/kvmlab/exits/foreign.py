@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from kvmlab.errors import UsageError
+from kvmlab.errors import KvmlabError, UsageError, printable
 from kvmlab.exits.collect import (
     NoExits,
     Provider,
@@ -170,15 +170,21 @@ def profile_within(
     return profile
 
 
-def argv_within(hyper: Machine, address: str, text: str) -> list[str]:
+def argv_within(hyper: Machine, address: str, text: str) -> tuple[list[str], str]:
     """The command line of the QEMU ``text`` (``pid:N``) inside ``hyper``, read there
-    (its ``/proc/N/cmdline``); an empty list when it cannot be read (the diagnosis then
-    assumes the rules' conditions)."""
+    (its ``/proc/N/cmdline``), or an empty list and why it could not be read (the diagnosis
+    then assumes the rules' conditions)."""
     pid = text[len(PID_PREFIX) :]
     if not pid.isdigit():
-        return []
-    done = hyper.exec(["cat", f"/proc/{int(pid)}/cmdline"], timeout=60)
+        return [], f"{text} is not pid:N"
+    where = f"/proc/{int(pid)}/cmdline inside {address}"
+    try:
+        done = hyper.exec(["cat", f"/proc/{int(pid)}/cmdline"], timeout=60)
+    except KvmlabError as exc:
+        return [], f"reading {where}: {printable(str(exc).splitlines()[0] if str(exc) else '')}"
     if done.returncode != 0 or done.truncated:
-        return []
+        said = printable(done.stderr.decode(errors="replace").strip()[-200:])
+        cut = ", its output cut" if done.truncated else ""
+        return [], f"reading {where}: exit status {done.returncode}{cut} {said}".rstrip()
     words = done.stdout.decode(errors="replace").split("\0")
-    return words[:-1] if words and words[-1] == "" else words
+    return (words[:-1] if words and words[-1] == "" else words), ""

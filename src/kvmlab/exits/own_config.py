@@ -381,13 +381,19 @@ def _qemu_by_hand(removed: list[str], added: list[str], restart: str, why: str) 
 # Reading it ----------------------------------------------------------------------------------
 
 
-def read_config(text: str, argv: Sequence[str], uri: str | None) -> tuple[OwnConfig | None, str]:
+def read_config(
+    text: str, argv: Sequence[str], uri: str | None, unread: str = ""
+) -> tuple[OwnConfig | None, str]:
     """The configuration of the VM ``text`` names (``domain:NAME``: its persistent XML on
-    ``uri``; ``pid:N``: ``argv``, its command line), and a note; None and why when it does
-    not import (the rules then assume their conditions)."""
+    ``uri``; ``pid:N``: ``argv``, its command line, or ``unread``: why it could not be
+    read), and a note; None and why when it does not import (the rules then assume their
+    conditions)."""
     from kvmlab.runtime.host_vms import SYSTEM_URI
     from kvmlab.runtime.libvirt.domain_xml import domain_xml
 
+    assumed = "the rules' conditions are assumed"
+    if unread and not text.startswith("domain:"):
+        return None, f"its configuration was not read ({unread}): {assumed}"
     try:
         if text.startswith("domain:"):
             where, name = uri or SYSTEM_URI, text[len("domain:") :]
@@ -397,7 +403,7 @@ def read_config(text: str, argv: Sequence[str], uri: str | None) -> tuple[OwnCon
         config.lab  # noqa: B018  (validated here: a refusal is a note, not a failure)
     except (KvmlabError, ValueError) as exc:
         why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return None, f"its configuration was not read ({why}): the rules' conditions are assumed"
+        return None, f"its configuration was not read ({why}): {assumed}"
     tcg = " (it asks for TCG: each fix is for it under KVM, where VM exits are)"
     return config, (
         f"a VM kvmlab did not start: the rules read {config.described} (as kvmlab import "

@@ -402,7 +402,7 @@ class GuestAgent:
             time.sleep(delay)
             delay = min(delay * 2, 0.5)  # long commands: fewer polls of a busy guest
 
-    def _kill(self, pid: int, confirm: float = 2.0) -> bool:
+    def _kill(self, pid: int, confirm: float = 10.0) -> bool:
         """SIGKILL ``pid`` and its descendants (best effort); whether it was seen to end."""
         try:
             self.exec_start(kill_argv(pid), capture=False, timeout=KILL_TIMEOUT)
