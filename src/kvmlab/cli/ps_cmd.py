@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from kvmlab.spec.units import format_size
+from kvmlab.spec.values import format_size
 
 if TYPE_CHECKING:
     from rich.console import Console

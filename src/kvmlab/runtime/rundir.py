@@ -46,7 +46,7 @@ from kvmlab.runtime.records import GUEST_FILE as GUEST_FILE
 from kvmlab.runtime.records import GuestNic as GuestNic
 from kvmlab.runtime.records import GuestRecord as GuestRecord
 from kvmlab.spec.names import is_name, lab_name
-from kvmlab.spec.units import quoted
+from kvmlab.spec.values import quoted
 
 LAB_FILE = "lab.json"
 

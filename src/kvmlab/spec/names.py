@@ -12,7 +12,9 @@ from __future__ import annotations
 import re
 
 from kvmlab.errors import UsageError
-from kvmlab.spec.units import NAME_PATTERN
+
+NAME_PATTERN = r"^[a-z][a-z0-9-]{0,31}$"
+"""Lab and guest names: lower case, digits and dashes, used in paths and addresses."""
 
 _NAME = re.compile(NAME_PATTERN)
 MAX_DEPTH = 4

@@ -10,10 +10,19 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, Field, PlainSerializer, Strict
 from pydantic_core import PydanticCustomError
 
-KIB = 1024
-MIB = 1024 * KIB
-GIB = 1024 * MIB
-TIB = 1024 * GIB
+from kvmlab.spec.names import NAME_PATTERN
+from kvmlab.spec.values import GIB, KIB, MIB, TIB, format_size, number_text, quoted
+
+__all__ = [  # re-exported: the lab's units
+    "GIB",
+    "KIB",
+    "MIB",
+    "NAME_PATTERN",
+    "TIB",
+    "format_size",
+    "number_text",
+    "quoted",
+]
 
 _UNITS = {"": MIB, "k": KIB, "m": MIB, "g": GIB, "t": TIB, "b": 1}
 _SIZE_RE = re.compile(
@@ -23,14 +32,6 @@ MAX_SIZE = 1 << 50
 """The largest size a lab names (1 PiB): beyond it is a typo, not a disk."""
 MAX_MEMORY = 16 * TIB
 """The largest RAM a guest, a NUMA node or the switch is given."""
-
-
-def number_text(value: int) -> str:
-    """An integer as a message shows it: its digits, or past 30 of them its length (Python
-    does not even print one of more than 4300 digits)."""
-    if abs(value) < 10**30:
-        return str(value)
-    return f"a number of about {int(abs(value).bit_length() * 0.30103) + 1} digits"
 
 
 def parse_size(value: Any) -> int:
@@ -78,14 +79,6 @@ def parse_memory(value: Any) -> int:
         near = " or ".join(repr(format_size(s)) for s in (below, above) if s > 0)
         raise ValueError(f"{shown} is not a whole number of MiB, which QEMU takes: use {near}")
     return size
-
-
-def format_size(size: int) -> str:
-    """The shortest exact binary-unit spelling of ``size`` bytes (``2G``, ``1536M``)."""
-    for suffix, unit in (("T", TIB), ("G", GIB), ("M", MIB), ("K", KIB)):
-        if size % unit == 0:
-            return f"{size // unit}{suffix}"
-    return f"{size}B"
 
 
 Size = Annotated[int, BeforeValidator(parse_size), PlainSerializer(format_size, return_type=str)]
@@ -173,15 +166,6 @@ CpuSet = Annotated[
 """A set of CPU numbers, written ``"0-3,6"``."""
 
 
-def quoted(text: str, limit: int = 60) -> str:
-    """``text`` quoted for a message; past ``limit`` characters, its start, an ellipsis and
-    its length (a 3000-character value is never echoed whole)."""
-    if len(text) <= limit:
-        return repr(text)
-    start = repr(text[:limit])
-    return f"{start[:-1]}...{start[-1]} ({len(text)} characters)"
-
-
 PATH_MAX = 4095
 """The longest path Linux takes, in bytes (``PATH_MAX`` less its NUL)."""
 NAME_MAX = 255
@@ -244,9 +228,6 @@ def parse_mac(value: Any) -> str:
 
 
 Mac = Annotated[str, BeforeValidator(parse_mac)]
-
-NAME_PATTERN = r"^[a-z][a-z0-9-]{0,31}$"
-"""Lab and guest names: lower case, digits and dashes, used in paths and addresses."""
 
 CommandLine = Annotated[str, Field(max_length=2048), AfterValidator(one_line)]
 """A kernel command line: one printable line, at most the kernel's 2048 characters."""
