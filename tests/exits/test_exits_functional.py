@@ -256,7 +256,9 @@ HANDMADE_DROP = ("-chardev", "-mon", "-serial", "-pidfile", "-device", "-name", 
 
 def handmade_argv() -> list[str]:
     """A QEMU the test starts itself inside L1 (not kvmlab): L2's kernel, clock and share,
-    none of kvmlab's sockets, one vCPU, its own name, daemonized."""
+    none of kvmlab's sockets, one vCPU, its own name, daemonized; a guest agent port of its
+    own (the image's init powers a guest off that has none: the QEMU would exit seconds
+    after its boot, in the middle of the test, on a slow host)."""
     rendered = cli(os.environ.copy(), "render", "timer-storm", "--guest", "l1/idle", "-o", "json")
     assert rendered.returncode == 0, rendered.stderr
     argv: list[str] = json.loads(rendered.stdout)["guests"][0]["argv"]
@@ -276,6 +278,12 @@ def handmade_argv() -> list[str]:
         i += 2 if takes_value else 1
     return [
         *out,
+        "-chardev",
+        "socket,id=byhand-ga,path=/run/byhand-ga.sock,server=on,wait=off",
+        "-device",
+        "virtio-serial-pci,id=byhand-serial",
+        "-device",
+        "virtserialport,chardev=byhand-ga,name=org.qemu.guest_agent.0",
         "-name",
         "guest=byhand",
         "-smp",

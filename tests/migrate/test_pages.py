@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import io
 import os
+import time
 from pathlib import Path
+from typing import cast
 
 import pytest
 
+from kvmlab.migrate import pages
 from kvmlab.migrate.pages import (
     PAGE,
     PageCompare,
@@ -20,6 +23,10 @@ from kvmlab.migrate.pages import (
     page_hashes,
     ram_ranges,
 )
+from kvmlab.migrate.result import Outcome
+from kvmlab.migrate.switchover import HOOK_ENV, compare_at_switchover
+from kvmlab.migrate.transports.base import AnyTransport, PageSides
+from kvmlab.progress import Progress
 
 DATA = Path(__file__).parent / "data"
 
@@ -97,3 +104,81 @@ def test_the_verdict_line_names_the_pages() -> None:
     assert many.to_json()["differing"] == 10
     with pytest.raises(OSError, match="differs in size"):
         differing([RamRange(0, 2 * PAGE, "x")], [b"a"], [b"a", b"b"])
+
+
+def _zeros(start: int, size: int, path: str) -> None:
+    """Guest RAM of zeros, as pmemsave would write it into the FIFO."""
+    with open(path, "wb") as out:  # noqa: PTH123 (as QEMU's fopen)
+        for _ in range(size // (1 << 20)):
+            out.write(bytes(1 << 20))
+        out.write(bytes(size % (1 << 20)))
+
+
+class _Paused:
+    """A transport at the switch-over: both sides' RAM (a stand-in for pmemsave), and
+    whether the destination was let run."""
+
+    def __init__(self, tmp_path: Path, saver: Saver | None = None) -> None:
+        mtree = (DATA / "mtree-q35-512m-qemu72.txt").read_text()
+        self.sides = PageSides(saver or _zeros, _zeros, mtree, tmp_path, 4242, 4243)
+        self.resumed = 0
+
+    def page_sides(self) -> PageSides:
+        return self.sides
+
+    def resume_destination(self) -> None:
+        self.resumed += 1
+
+
+def _compare(transport: _Paused) -> Outcome:
+    outcome = Outcome("lab/vm", "precopy")
+    compare_at_switchover(cast(AnyTransport, transport), outcome, Progress())
+    return outcome
+
+
+def test_a_failing_switch_over_program_fails_the_verdict_with_its_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hook = tmp_path / "hook"
+    hook.write_text('#!/bin/sh\necho "cannot open /proc/$1/mem" >&2\nexit 3\n')
+    hook.chmod(0o755)
+    monkeypatch.setenv(HOOK_ENV, str(hook))
+    transport = _Paused(tmp_path)
+    check = _compare(transport).checks_after[-1]
+    assert not check.ok and transport.resumed == 1
+    assert f"{hook} exited 3: cannot open /proc/4242/mem" in check.evidence
+
+
+def test_ctrl_c_while_comparing_still_lets_the_destination_run(tmp_path: Path) -> None:
+    def interrupted(start: int, size: int, path: str) -> None:
+        raise KeyboardInterrupt
+
+    transport = _Paused(tmp_path, interrupted)
+    outcome = Outcome("lab/vm", "precopy")
+    with pytest.raises(KeyboardInterrupt):
+        compare_at_switchover(cast(AnyTransport, transport), outcome, Progress())
+    assert transport.resumed == 1, "the destination must not stay paused"
+    assert outcome.pages is not None and outcome.pages.pause_s >= 0
+    assert not list(tmp_path.glob("*.fifo")), "no FIFO left behind"
+
+
+def test_a_save_that_fails_before_the_reader_opened_does_not_hold_the_guest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reader thread opens its side late (a busy host): a QEMU whose save failed at
+    once must not leave it waiting the whole minute for a writer, the guest paused."""
+    opened = pages._Reader.run
+
+    def late(self: pages._Reader) -> None:
+        time.sleep(0.3)
+        opened(self)
+
+    monkeypatch.setattr(pages._Reader, "run", late)
+
+    def refuses(start: int, size: int, path: str) -> None:
+        raise OSError("pmemsave refused")
+
+    t0 = time.monotonic()
+    with pytest.raises(OSError, match="pmemsave refused"):
+        hashed_ram(refuses, [RamRange(0, PAGE, "pc.ram")], tmp_path / "x.fifo")
+    assert time.monotonic() - t0 < 30, "waited for a writer that never came"

@@ -11,10 +11,12 @@ differ by guest physical address. Only then does the destination run.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,15 +126,28 @@ class _Reader(threading.Thread):
             self.error = exc
 
 
+def _end_the_wait(reader: _Reader, fifo: Path, patience: float = 60.0) -> None:
+    """A QEMU that never opened the FIFO (its save failed at once) leaves the reader waiting
+    for a writer: an empty one ends that wait. The reader may not have opened its side yet
+    (then a writer cannot open: ENXIO), so this waits for it to, while it runs."""
+    deadline = time.monotonic() + patience
+    while reader.is_alive() and reader.digests is None and time.monotonic() < deadline:
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            return
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:  # ENXIO: no reader yet
+                return
+            time.sleep(0.005)
+
+
 def _through_fifo(save: Saver, ram: RamRange, fifo: Path) -> list[bytes]:
     reader = _Reader(fifo, ram.size)
     reader.start()
     try:
         save(ram.start, ram.size, str(fifo))
     finally:
-        if reader.is_alive() and reader.digests is None:  # the QEMU may never open it:
-            with contextlib.suppress(OSError):  # an empty writer ends the reader's wait
-                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        _end_the_wait(reader, fifo)
         reader.join(60)
     if reader.error is not None:
         raise OSError(f"reading {ram.name}'s RAM: {reader.error}")
