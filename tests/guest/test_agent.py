@@ -6,10 +6,12 @@ import math
 import os
 import shutil
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -229,6 +231,49 @@ def test_ctrl_c_before_guest_exec_answered_kills_what_it_started(fake: FakeAgent
         "arg": kill_argv(1000)[1:],
         "capture-output": False,
     }
+
+
+@pytest.mark.parametrize("where", ["answer read", "pid returned"])
+def test_ctrl_c_once_guest_exec_was_answered_kills_what_it_started(
+    fake: FakeAgent, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """The interrupt lands after guest-exec's answer was read but before the code waiting
+    for the command holds its pid (inside execute, or just after exec_start returned): the
+    command is still killed, not left running."""
+    fake.programs[("sleep", "60")] = Program(polls=10**6)
+    if where == "answer read":
+        real_read, interrupted = GuestAgent._read_message, list[object]()
+
+        def read_then_interrupted(
+            self: GuestAgent, sock: socket.socket, deadline: float, what: str
+        ) -> dict[str, object]:
+            message = real_read(self, sock, deadline, what)
+            if what == "guest-exec" and not interrupted:  # the sleep's answer, not the kill's
+                interrupted.append(message)
+                raise KeyboardInterrupt
+            return message
+
+        monkeypatch.setattr(GuestAgent, "_read_message", read_then_interrupted)
+    else:
+        real_start = GuestAgent.exec_start
+
+        def started_then_interrupted(self: GuestAgent, argv: list[str], **kw: Any) -> int:
+            if argv[0] == "sleep":
+                real_start(self, argv, **kw)
+                raise KeyboardInterrupt
+            return real_start(self, argv, **kw)
+
+        monkeypatch.setattr(GuestAgent, "exec_start", started_then_interrupted)
+    with GuestAgent(fake.path) as agent:
+        agent.wait_ready(5)
+        with pytest.raises(GuestExecInterrupted) as info:
+            agent.exec(["sleep", "60"], timeout=30)
+        assert (info.value.pid, info.value.killed) == (1000, True)
+    assert any(
+        r["arguments"] == {"path": "sh", "arg": kill_argv(1000)[1:], "capture-output": False}
+        for r in fake.requests
+        if r["execute"] == "guest-exec"
+    )
 
 
 def test_ctrl_c_while_the_request_is_sent_starts_nothing(fake: FakeAgent) -> None:

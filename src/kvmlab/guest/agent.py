@@ -120,6 +120,7 @@ class GuestAgent:
         self._sock: socket.socket | None = None
         self._buf = bytearray()
         self._awaiting: str | None = None  # the command being sent or answered
+        self._message: dict[str, object] | None = None  # the last one read (see exec_start)
         self.state = AgentState.CLOSED
 
     def __enter__(self) -> Self:
@@ -280,21 +281,29 @@ class GuestAgent:
             timeout += len(input) / INPUT_RATE
         if env is not None:
             args["env"] = [f"{k}={v}" for k, v in env.items()]
+        self._message = None
         try:
             ret = self.execute("guest-exec", args, timeout)
         except KeyboardInterrupt as exc:
-            if self._awaiting != "guest-exec":
-                raise  # nothing was sent: nothing started
             with _interrupts_ignored():
-                late = self._pid_in_flight()
+                late = self._answered_pid()  # the answer was read: it names the command
+                if late is None and self._awaiting == "guest-exec":
+                    late = self._pid_in_flight()  # sent: its answer may still come
                 if late is None:
-                    raise
+                    raise  # nothing was sent: nothing started
                 killed = self._kill(late)
             raise GuestExecInterrupted(argv, late, killed) from exc
         if not isinstance(ret, dict) or not isinstance(ret.get("pid"), int):
             raise AgentProtocolError(f"guest-exec: unexpected answer {ret!r}")
         pid: int = ret["pid"]
         return pid
+
+    def _answered_pid(self) -> int | None:
+        """The pid of the guest-exec whose answer was read last (an interrupt may come
+        between reading it and the caller holding the pid), if that is what was read."""
+        ret = self._message.get("return") if self._message is not None else None
+        pid = ret.get("pid") if isinstance(ret, dict) else None
+        return pid if isinstance(pid, int) else None
 
     def _pid_in_flight(self) -> int | None:
         """Resync after an interrupted guest-exec; the pid it was answered with, if any.
@@ -364,16 +373,24 @@ class GuestAgent:
         if not timeout > 0:  # also NaN
             raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
         deadline = time.monotonic() + timeout
-        pid = self.exec_start(argv, input=input, env=env, timeout=min(timeout, STATUS_TIMEOUT))
+        pid: int | None = None
         try:
+            pid = self.exec_start(argv, input=input, env=env, timeout=min(timeout, STATUS_TIMEOUT))
             result = self._wait(pid, deadline)
+        except GuestExecInterrupted:
+            raise  # interrupted while starting: exec_start killed what it started
         except KeyboardInterrupt as exc:
             with _interrupts_ignored():
+                if pid is None:  # between exec_start's answer and this frame holding it
+                    pid = self._answered_pid()
+                if pid is None:
+                    raise
                 killed = self._kill(pid)
             raise GuestExecInterrupted(argv, pid, killed) from exc
         except BaseException:
-            with _interrupts_ignored():
-                self._kill(pid)
+            if pid is not None:
+                with _interrupts_ignored():
+                    self._kill(pid)
             raise
         if result is None:
             with _interrupts_ignored():
@@ -494,6 +511,7 @@ class GuestAgent:
         if not isinstance(message, dict):
             self.state = AgentState.CONNECTED
             raise AgentProtocolError(f"{what}: not a JSON object: {line[:200]!r}")
+        self._message = message
         return message
 
 
