@@ -158,7 +158,7 @@ def test_initramfs_contents(tmp_path: Path, fake_modules: Path) -> None:
         )
 
     build(out)
-    entries = {e.name: e for e in read_newc(gzip.decompress(out.read_bytes()))}
+    entries = {e.name: e for e in read_newc(out.read_bytes())}
     assert entries["init"].data.decode() == init_script()
     assert entries["bin/busybox"].data == busybox.read_bytes()
     assert entries["dev/console"].rdev == (5, 1)
@@ -167,6 +167,8 @@ def test_initramfs_contents(tmp_path: Path, fake_modules: Path) -> None:
     assert f"{mods}/kernel/fs/fuse/virtiofs.ko" not in entries  # not asked for
     table = entries["etc/kvmlab/modules"].data.decode()
     assert "kvm_amd kvm_amd kernel/arch/x86/kvm/kvm-amd.ko nested=1" in table
+    options = entries["etc/modprobe.d/kvmlab.conf"].data.decode().splitlines()
+    assert "options kvm_amd nested=1" in options  # init's modprobe applies them
     dep = entries[f"{mods}/modules.dep"].data.decode()
     assert "kernel/fs/9p/9p.ko: kernel/net/9p/9pnet.ko" in dep and "virtiofs" not in dep
     again = tmp_path / "again.img"

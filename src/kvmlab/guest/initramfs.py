@@ -42,7 +42,6 @@ Stage markers: ``init.sh`` prints ``kvmlab: EVENT t=UPTIME`` lines on the serial
 
 from __future__ import annotations
 
-import gzip
 import io
 import re
 from collections.abc import Iterable, Mapping
@@ -161,6 +160,12 @@ def module_table(modules: Mapping[str, ModuleInfo], groups: Iterable[str]) -> st
     return "\n".join(lines) + "\n"
 
 
+def modprobe_options() -> str:
+    """``/etc/modprobe.d/kvmlab.conf``: the options init's modprobe gives a module (the kernel
+    command line's ``MODULE.PARAM=VALUE`` words follow them, so they win)."""
+    return "".join(f"options {name} {params}\n" for name, params in MODULE_PARAMS.items())
+
+
 def groups_for(share: str) -> list[str]:
     """The module groups an image sharing the host root over ``share`` carries (``none``:
     a self-contained image, no share module)."""
@@ -205,8 +210,9 @@ def build_initramfs(
     init: str,
     extra: Iterable[ToolFile] = (),
 ) -> None:
-    """Write a gzip-compressed newc initramfs to ``out`` (deterministic for equal inputs);
-    ``extra`` files are added with their parent directories."""
+    """Write an uncompressed newc initramfs to ``out`` (deterministic for equal inputs);
+    ``extra`` files are added with their parent directories. Uncompressed: the guest kernel
+    copies it instead of inflating it, 0.5 s less in an L2 guest under KVM in a TCG L1."""
     check_static(busybox)
     modules = parse_modules_dep((modules_dir / "modules.dep").read_text())
     groups = list(groups)
@@ -219,6 +225,7 @@ def build_initramfs(
         "dev",
         "etc",
         "etc/kvmlab",
+        "etc/modprobe.d",
         "lib",
         "lib/modules",
         "mnt",
@@ -233,6 +240,7 @@ def build_initramfs(
     cpio.add_file("init", init.encode(), 0o755)
     cpio.add_file("bin/busybox", busybox.read_bytes(), 0o755)
     cpio.add_file("etc/kvmlab/modules", table.encode())
+    cpio.add_file("etc/modprobe.d/kvmlab.conf", modprobe_options().encode())
     mod_root = f"lib/modules/{release}"
     made = {mod_root}
     cpio.add_dir(mod_root)
@@ -263,5 +271,4 @@ def build_initramfs(
     if builtin.is_file():
         cpio.add_file(f"{mod_root}/modules.builtin", builtin.read_bytes())
     cpio.close()
-    with out.open("wb") as f, gzip.GzipFile("", "wb", 6, f, mtime=0) as gz:
-        gz.write(raw.getvalue())
+    out.write_bytes(raw.getvalue())
