@@ -7,6 +7,9 @@
 #   kvmlab.share=9p|virtiofs|none  how the host root is shared (default 9p; none: the
 #                              initramfs is the root and carries qemu-ga, see standalone.py)
 #   kvmlab.tag=TAG             its mount tag (default hostfs)
+#   kvmlab.cache=mmap|loose    9p's cache mode (default mmap: host changes are seen; loose
+#                              keeps what was read, so tools start faster in a nested guest,
+#                              but a host file changed after boot may read stale)
 #   kvmlab.hostname=NAME       the guest's hostname (default kvmlab)
 #   kvmlab.kvm=1               load kvm + kvm_amd/kvm_intel with nested=1 (guest hypervisor)
 #   kvmlab.vhost=1             load vhost_net and tun
@@ -41,6 +44,7 @@ read -r rel </proc/sys/kernel/osrelease
 read -r cmdline </proc/cmdline
 share=9p
 tag=hostfs
+cache=mmap
 name=kvmlab
 kvm=0
 vhost=0
@@ -49,6 +53,7 @@ for arg in $cmdline; do
 	case "$arg" in
 	kvmlab.share=*) share=${arg#*=} ;;
 	kvmlab.tag=*) tag=${arg#*=} ;;
+	kvmlab.cache=*) cache=${arg#*=} ;;
 	kvmlab.hostname=*) name=${arg#*=} ;;
 	kvmlab.kvm=*) kvm=${arg#*=} ;;
 	kvmlab.vhost=*) vhost=${arg#*=} ;;
@@ -117,10 +122,13 @@ if [ "$share" = none ]; then
 	mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
 else
 	mkdir -p /mnt/lower /mnt/rw /newroot
-	# 9p cache=mmap: as fast as cache=loose here (python imports 2.24 vs 2.35 s, 3 boots) and
-	# it still sees host changes; cache=none was slower (2.56 s, fio --version 1.2 vs 0.8 s).
+	case "$cache" in mmap | loose) ;; *) fail "kvmlab.cache=$cache: use mmap or loose" ;; esac
+	# 9p cache=mmap: as fast as cache=loose under TCG (python imports 2.24 vs 2.35 s, 3 boots)
+	# and it still sees host changes; cache=none was slower (2.56 s, fio --version 1.2 vs
+	# 0.8 s). In an L2 (KVM in a TCG L1) loose starts tools faster: fio --version 4.0 vs
+	# 5.0 s and sysbench --version 1.6 vs 3.5 s once read (2026-11-28), hence kvmlab.cache.
 	case "$share" in
-	9p) mount -t 9p -o ro,trans=virtio,version=9p2000.L,msize=512000,cache=mmap "$tag" /mnt/lower ;;
+	9p) mount -t 9p -o "ro,trans=virtio,version=9p2000.L,msize=512000,cache=$cache" "$tag" /mnt/lower ;;
 	virtiofs) mount -t virtiofs -o ro "$tag" /mnt/lower ;;
 	*) false ;;
 	esac || fail "mounting $share share $tag"

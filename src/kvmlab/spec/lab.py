@@ -120,7 +120,9 @@ class Guest(SpecModel):
 
     append: CommandLine | None = None
     """Kernel command line for `boot = "kernel"`, or extra parameters for `boot = "image"`
-    (there `MODULE.PARAM=VALUE` reaches the modules its init loads, e.g. `kvm_amd.npt=0`)."""
+    (there `MODULE.PARAM=VALUE` reaches the modules its init loads, e.g. `kvm_amd.npt=0`, and
+    `kvmlab.cache=loose` keeps what it read of the host: tools start faster in a nested
+    guest, but a host file changed after its boot may read stale)."""
 
     host_view: HostView = HostView()
     """With `boot = "image"`: what of the host root the guest can read. Hidden by default: the
