@@ -6,6 +6,7 @@ spliced into the script's text; a new use fails this test until it is justified 
 from __future__ import annotations
 
 import ast
+import subprocess
 from pathlib import Path
 
 from tests.conftest import ROOT
@@ -115,3 +116,13 @@ def _is(node: ast.expr, value: str) -> bool:
 def test_the_private_daemon_starts_without_a_shell() -> None:
     text = (Path(SRC) / "runtime/libvirt/private.py").read_text()
     assert '"sh"' not in text and "sh -c" not in text
+
+
+def test_every_shipped_script_parses() -> None:
+    """``sh -n`` over each script kvmlab ships (a quote inside a quoted body, for instance,
+    breaks the script only where it runs: inside a guest)."""
+    scripts = sorted(SRC.rglob("*.sh"))
+    assert len(scripts) >= 5
+    for script in scripts:
+        done = subprocess.run(["sh", "-n", str(script)], capture_output=True, text=True)
+        assert done.returncode == 0, (script.name, done.stderr)

@@ -271,6 +271,28 @@ def test_the_sampler_says_when_perf_is_missing_or_not_for_this_kernel(tmp_path: 
     assert isinstance(gone, ToolMissing) and gone.install == "apt-get install linux-perf"
 
 
+def test_a_failed_recording_carries_perfs_own_message(tmp_path: Path) -> None:
+    """A perf whose record fails with a message, silent under -q as the real one is (CI
+    met "perf record exited 255 and printed nothing" inside an L1)."""
+    fakes = tmp_path / "bin"
+    fakes.mkdir()
+    fake = fakes / "perf"
+    fake.write_text(
+        "#!/bin/sh\n"
+        '[ "$1" = --version ] && { echo "perf version 6.1.192"; exit 0; }\n'
+        'case " $* " in *" -q "*) ;; *) echo "failed to mmap with 12 (Cannot allocate '
+        'memory)" >&2 ;; esac\n'
+        "exit 255\n"
+    )
+    fake.chmod(0o755)
+    done = sampler(
+        "run", "kvmlab_x", "0.1", "199", str(os.getpid()), PATH=f"{fakes}:{os.environ['PATH']}"
+    )
+    assert done.returncode == 5, done.stderr
+    assert "failed to mmap with 12 (Cannot allocate memory)" in done.stderr
+    assert "printed nothing" not in done.stderr
+
+
 @pytest.mark.skipif(
     shutil.which("setpriv") is None or os.geteuid() != 0 or shutil.which("perf") is None,
     reason="needs root, perf and setpriv (to drop to nobody)",

@@ -132,7 +132,9 @@ threads() {
 echo "=== perf-version"
 perf --version
 threads threads-start
-perf record -q -e cpu-clock -F "$rate" -g -p "$pid" -o "$f" -- sleep "$secs" >/dev/null 2>"$d/err" &
+# Not -q: the message of perf itself is the reason kvmlab gives when the recording fails
+# (on success its "[ perf record: ... ]" lines stay in $d/err, unread).
+perf record -e cpu-clock -F "$rate" -g -p "$pid" -o "$f" -- sleep "$secs" >/dev/null 2>"$d/err" &
 rec=$!
 echo "$rec" >"$d/perf.pid"
 wait "$rec"
@@ -141,7 +143,7 @@ rec=
 threads threads-end
 if [ "$status" -ne 0 ] || [ ! -s "$f" ]; then
 	cat "$d/err" >&2
-	if [ ! -s "$d/err" ]; then # perf -q said nothing: say what is known
+	if [ ! -s "$d/err" ]; then # perf said nothing: say what is known
 		if [ "$status" -ne 0 ]; then
 			echo "kvmlab-hostprof: perf record exited $status and printed nothing" >&2
 		else

@@ -147,7 +147,8 @@ def load_order(modules: Mapping[str, ModuleInfo], names: Iterable[str]) -> list[
 
 
 def module_table(modules: Mapping[str, ModuleInfo], groups: Iterable[str]) -> str:
-    """``/etc/kvmlab/modules`` for init.sh: ``GROUP NAME PATH [PARAMS]`` in load order."""
+    """``/etc/kvmlab/modules`` for init.sh: ``GROUP NAME PATH [PARAMS]`` in load order (init
+    modprobes a group's NAMEs; the PARAMS it gives are in ``/etc/modprobe.d/kvmlab.conf``)."""
     lines = []
     for group in groups:
         if group in OPTIONAL_GROUPS and any(
