@@ -51,8 +51,14 @@ def imported(tmp_path: Path, *args: str, state: Path | None = None) -> set[str]:
 
 def test_ps_reads_run_directories_and_nothing_more(tmp_path: Path) -> None:
     modules = imported(tmp_path, "ps", "-o", "json")
-    unwanted = {LAB_MODELS, *TUNING, *RENDERERS, *BACKENDS, "rich.console"} & modules
+    unwanted = {LAB_MODELS, *TUNING, *RENDERERS, *BACKENDS, "rich.console", "pydantic"} & modules
     assert not unwanted
+
+
+def test_help_does_not_import_the_validation_library(tmp_path: Path) -> None:
+    """typer 0.29 imports pydantic to parse any option (deps/constraints.txt keeps 0.28)."""
+    assert "pydantic" not in imported(tmp_path, "--help")
+    assert "pydantic" not in imported(tmp_path, "libvirtd", "start", "--help")
 
 
 def test_check_loads_the_lab_models_but_no_renderer_nor_backend(tmp_path: Path) -> None:
@@ -76,3 +82,19 @@ def test_tuning_state_is_read_only_when_there_is_one(tmp_path: Path) -> None:
 def test_help_imports_no_model(tmp_path: Path, args: list[str]) -> None:
     modules = imported(tmp_path, *args)
     assert not {LAB_MODELS, *TUNING, *RENDERERS, *BACKENDS} & modules
+
+
+def test_exec_s_module_needs_no_qmp() -> None:
+    """exec talks to the guest agent only: QMP's client (asyncio) is imported when used."""
+    probe = "import sys, kvmlab.cli.exec_cmds; print(sorted(sys.modules))"
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    modules = set(json.loads(proc.stdout.replace("'", '"')))
+    assert {
+        "asyncio",
+        "qemu.qmp",
+        "kvmlab.runtime.qemu.qmp",
+        "kvmlab.guest.image",
+    } & modules == set()

@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kvmlab.errors import Interrupted, StateError, UsageError
-from kvmlab.guest.image import GuestImage
 from kvmlab.proc.signals import interrupting
 from kvmlab.runtime.rundir import GuestRecord, LabDir
 from kvmlab.spec.names import lab_name, parse_address
 
 if TYPE_CHECKING:
     from kvmlab.cli.backend_opts import BackendOptions
+    from kvmlab.guest.image import GuestImage
     from kvmlab.runtime.machine import Machine
     from kvmlab.spec import LoadedLab
 

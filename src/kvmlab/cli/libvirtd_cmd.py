@@ -6,13 +6,12 @@ from typing import Annotated
 
 import typer
 
+from kvmlab.cli.groups import command_group
 from kvmlab.cli.options import OutputOpt
 
-libvirtd_app = typer.Typer(
-    rich_markup_mode="markdown",
-    help="Private libvirt daemons for the libvirt backend (the system libvirtd is never "
-    "started or changed by kvmlab).",
-    no_args_is_help=True,
+libvirtd_app = command_group(
+    "Private libvirt daemons for the libvirt backend (the system libvirtd is never "
+    "started or changed by kvmlab)."
 )
 
 

@@ -17,8 +17,9 @@ from typing import Any, NoReturn
 
 import typer
 
-from kvmlab.cli.app import PipeClosed, app
+from kvmlab.cli.app import app
 from kvmlab.cli.commands import app_for  # (importing it registers every command on app)
+from kvmlab.cli.groups import PipeClosed
 from kvmlab.errors import KvmlabError, printable
 from kvmlab.proc.signals import interrupting
 
@@ -237,22 +238,20 @@ def _quiet_exit(status: int) -> NoReturn:
 
 
 _LIBRARY_WORDS = (
-    (
-        re.compile(r"Input should be greater than or equal to (\S+)"),
-        r"give a number of at least \1",
-    ),
-    (re.compile(r"Input should be greater than (\S+)"), r"give a number above \1"),
-    (re.compile(r"Input should be less than or equal to (\S+)"), r"give a number of at most \1"),
-    (re.compile(r"Input should be less than (\S+)"), r"give a number below \1"),
-    (re.compile(r"Input should be a valid integer[^.;]*"), "give a whole number"),
-    (re.compile(r"Input should be a valid number[^.;]*"), "give a number"),
+    (re.compile(r"\S+ is not in the range (\S+?)<=x<=(\S+?)\."), r"give a number from \1 to \2"),
+    (re.compile(r"\S+ is not in the range x>=(\S+?)\."), r"give a number of at least \1"),
+    (re.compile(r"\S+ is not in the range x<=(\S+?)\."), r"give a number of at most \1"),
+    (re.compile(r"\S+ is not in the range x>(\S+?)\."), r"give a number above \1"),
+    (re.compile(r"\S+ is not in the range x<(\S+?)\."), r"give a number below \1"),
+    (re.compile(r"\S+ is not a valid int(eger| range)\."), "give a whole number"),
+    (re.compile(r"\S+ is not a valid float( range)?\."), "give a number"),
 )
-"""The validation library's phrases (typer checks option values with pydantic) in
-kvmlab's words, each saying what to give."""
+"""The argument parser's phrases (click's, inside typer) in kvmlab's words, each saying what
+to give."""
 
 
 def plain_words(message: str) -> str:
-    """``message`` with the validation library's phrases in kvmlab's words."""
+    """``message`` with the argument parser's phrases in kvmlab's words."""
     for pattern, words in _LIBRARY_WORDS:
         message = pattern.sub(words, message)
     return message

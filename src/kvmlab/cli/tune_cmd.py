@@ -9,14 +9,11 @@ from typing import Annotated
 
 import typer
 
+from kvmlab.cli.groups import command_group
 from kvmlab.cli.options import OutputOpt, output_choice
 from kvmlab.errors import UsageError, printable
 
-tune_app = typer.Typer(
-    rich_markup_mode="markdown",
-    help="Host tuning for the packet path: apply, verify, roll back.",
-    no_args_is_help=True,
-)
+tune_app = command_group("Host tuning for the packet path: apply, verify, roll back.")
 
 Lab = Annotated[
     str | None,

@@ -15,6 +15,7 @@ from kvmlab.cli.backend_opts import (
     PersistentOpt,
     RootOpt,
 )
+from kvmlab.cli.groups import command_group
 from kvmlab.cli.options import LabArg, OutputOpt, VariantsOpt, lab_file, output_choice
 from kvmlab.errors import UsageError
 
@@ -132,11 +133,7 @@ def run_lab(
     )
 
 
-results_app = typer.Typer(
-    rich_markup_mode="markdown",
-    help="Stored benchmark runs: list them, export their samples.",
-    no_args_is_help=True,
-)
+results_app = command_group("Stored benchmark runs: list them, export their samples.")
 app.add_typer(results_app, name="results", rich_help_panel=PANEL_MEASURE)
 
 

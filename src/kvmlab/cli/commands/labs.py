@@ -89,7 +89,9 @@ def ps(
 )
 def exec_(
     address: AddressArg,
-    command: Annotated[list[str] | None, typer.Argument(help="Command and arguments.")] = None,
+    command: Annotated[
+        list[str] | None, typer.Argument(metavar="COMMAND...", help="Command and arguments.")
+    ] = None,
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds it may run, then it is killed.")
     ] = 600.0,

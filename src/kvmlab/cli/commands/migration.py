@@ -16,7 +16,7 @@ MigrateTargetArg = Annotated[
     typer.Argument(
         metavar="LAB/GUEST|LAB",
         help="A running, migratable guest (migrate/vm); or a LAB (file or shipped name): "
-        "its `[[migrations]]` side by side.",
+        "its [[migrations]] side by side.",
     ),
 ]
 OldLabOpt = Annotated[Path | None, typer.Option("--lab", hidden=True)]
@@ -117,7 +117,7 @@ def migrate(
     output: OutputOpt = "text",
 ) -> int:
     """Live-migrate a running guest with a dirtying workload; measure and verify it. Given a
-    LAB instead, bring it up and run its `[[migrations]]` side by side.
+    LAB instead, bring it up and run its [[migrations]] side by side.
 
     Exit status: 0 migrated and verified; 3 failed or cancelled (the source kept running);
     5 completed but the guest failed verification (corrupted); 130 interrupted.

@@ -15,7 +15,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from kvmlab.errors import QmpFailure
 from kvmlab.guest.agent import GuestAgent
@@ -36,9 +36,11 @@ from kvmlab.runtime.machine import (
     MachineState,
     describe_status,
 )
-from kvmlab.runtime.qemu.qmp import QmpSession
 from kvmlab.runtime.records import GuestRecord
 from kvmlab.runtime.waits import LIMITS
+
+if TYPE_CHECKING:  # QMP (asyncio) is imported when used: exec, ps and console need none
+    from kvmlab.runtime.qemu.qmp import QmpSession
 
 QEMU_LOG = "qemu.log"
 
@@ -134,8 +136,14 @@ class QemuMachine(Machine):
             ],
         )
 
+    def _new_qmp(self) -> QmpSession:
+        """A session on this guest's QMP socket, not yet connected."""
+        from kvmlab.runtime.qemu.qmp import QmpSession
+
+        return QmpSession(self.run_dir / QMP_SOCKET)
+
     def _connect_qmp(self, deadline: float) -> QmpSession:
-        session = QmpSession(self.run_dir / QMP_SOCKET)
+        session = self._new_qmp()
         try:
             return session.connect(
                 timeout=max(1.0, deadline - time.monotonic()),
@@ -183,7 +191,7 @@ class QemuMachine(Machine):
         then the ACPI power button, then quit."""
         deadline = time.monotonic() + timeout
         try:
-            qmp = self._qmp or QmpSession(self.run_dir / QMP_SOCKET).connect(timeout=3.0)
+            qmp = self._qmp or self._new_qmp().connect(timeout=3.0)
             self._qmp = qmp
         except QmpFailure:
             return  # kill() follows
@@ -267,7 +275,7 @@ class QemuMachine(Machine):
             return self._qmp
         self._require(MachineState.RUNNING, "QMP")
         if self._qmp is None:
-            self._qmp = QmpSession(self.run_dir / QMP_SOCKET).connect(timeout=5.0)
+            self._qmp = self._new_qmp().connect(timeout=5.0)
         return self._qmp
 
 
