@@ -2,6 +2,7 @@
 # cpu host-passthrough under TCG: QEMU's 'max' model (all TCG can emulate)
 /usr/bin/qemu-system-x86_64 \
     -name guest=cloud-disk-vm,debug-threads=on \
+    -uuid 7cb12700-85da-5c72-a284-2827b6547a67 \
     -machine q35 \
     -accel tcg,thread=multi \
     -cpu max \
@@ -9,23 +10,24 @@
     -no-user-config \
     -display none \
     -msg timestamp=on \
+    -boot strict=on \
     -smp 2,sockets=1,cores=2,threads=1 \
     -m 2048M \
     -rtc base=utc \
     -blockdev driver=file,node-name=disk0-file,filename=/labs/images/debian-cloud.qcow2,aio=threads,cache.direct=on,cache.no-flush=off \
     -blockdev driver=qcow2,node-name=disk0,file=disk0-file,cache.direct=on,cache.no-flush=off \
-    -device virtio-blk-pci,id=disk0,drive=disk0,write-cache=on,bootindex=1 \
+    -device virtio-blk-pci,id=disk0,drive=disk0,write-cache=on,bootindex=1,bus=pcie.0,addr=0x1 \
     -blockdev driver=file,node-name=disk1-file,filename=/run/kvmlab/cloud-disk/vm/cidata.img,aio=threads,read-only=on,cache.direct=off,cache.no-flush=off \
     -blockdev driver=raw,node-name=disk1,file=disk1-file,read-only=on,cache.direct=off,cache.no-flush=off \
-    -device virtio-blk-pci,id=disk1,drive=disk1,write-cache=on,serial=cidata \
+    -device virtio-blk-pci,id=disk1,drive=disk1,write-cache=on,serial=cidata,bus=pcie.0,addr=0x2 \
     -netdev user,id=net0,hostfwd=tcp:127.0.0.1:2225-:22 \
-    -device virtio-net-pci,id=nic0,netdev=net0,mac=52:54:00:3b:5d:6d \
+    -device virtio-net-pci,id=nic0,netdev=net0,mac=52:54:00:3b:5d:6d,bus=pcie.0,addr=0x3 \
     -chardev socket,id=qmp,path=/run/kvmlab/cloud-disk/vm/qmp.sock,server=on,wait=off \
     -mon chardev=qmp,mode=control \
     -chardev socket,id=console,path=/run/kvmlab/cloud-disk/vm/console.sock,server=on,wait=off,logfile=/run/kvmlab/cloud-disk/vm/serial.log,logappend=off \
     -serial chardev:console \
-    -device virtio-serial-pci,id=vser0 \
+    -device virtio-serial-pci,id=vser0,bus=pcie.0,addr=0x4 \
     -chardev socket,id=qga0,path=/run/kvmlab/cloud-disk/vm/qga.sock,server=on,wait=off \
     -device virtserialport,bus=vser0.0,chardev=qga0,name=org.qemu.guest_agent.0 \
-    -device virtio-rng-pci \
+    -device virtio-rng-pci,bus=pcie.0,addr=0x5 \
     -pidfile /run/kvmlab/cloud-disk/vm/qemu.pid

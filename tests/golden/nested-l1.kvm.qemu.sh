@@ -2,6 +2,7 @@
 # boot image: a failed init panics (panic=-1) and -no-reboot makes QEMU exit
 /usr/bin/qemu-system-x86_64 \
     -name guest=nested-l1,debug-threads=on \
+    -uuid c1fb86d4-405e-5233-9b12-f6cc09f22096 \
     -machine q35 \
     -accel kvm \
     -cpu host \
@@ -9,31 +10,32 @@
     -no-user-config \
     -display none \
     -msg timestamp=on \
+    -boot strict=on \
     -kernel /cache/images/KEY/kernel \
     -initrd /cache/images/KEY/initrd.img \
     -append 'console=ttyS0 quiet panic=-1 kvmlab.share=9p kvmlab.tag=hostfs' \
     -no-reboot \
     -fsdev local,id=hostfs,path=/,security_model=passthrough,readonly=on,multidevs=remap \
-    -device virtio-9p-pci,fsdev=hostfs,mount_tag=hostfs \
+    -device virtio-9p-pci,fsdev=hostfs,mount_tag=hostfs,bus=pcie.0,addr=0x1 \
     -smp 2,sockets=1,cores=2,threads=1 \
     -m 4096M \
     -rtc base=utc \
     -blockdev driver=file,node-name=disk0-file,filename=/labs/disks/nested-l1.qcow2,aio=threads,cache.direct=on,cache.no-flush=off \
     -blockdev driver=qcow2,node-name=disk0,file=disk0-file,cache.direct=on,cache.no-flush=off \
-    -device virtio-blk-pci,id=disk0,drive=disk0,write-cache=on \
+    -device virtio-blk-pci,id=disk0,drive=disk0,write-cache=on,bootindex=1,bus=pcie.0,addr=0x2 \
     -blockdev driver=file,node-name=disk1-file,filename=/labs/disks/nested-l1-images.qcow2,aio=threads,cache.direct=on,cache.no-flush=off \
     -blockdev driver=qcow2,node-name=disk1,file=disk1-file,cache.direct=on,cache.no-flush=off \
-    -device virtio-blk-pci,id=disk1,drive=disk1,write-cache=on \
+    -device virtio-blk-pci,id=disk1,drive=disk1,write-cache=on,bus=pcie.0,addr=0x3 \
     -netdev user,id=net0 \
-    -device virtio-net-pci,id=nic0,netdev=net0,mac=52:54:00:7c:a5:78 \
+    -device virtio-net-pci,id=nic0,netdev=net0,mac=52:54:00:7c:a5:78,bus=pcie.0,addr=0x4 \
     -chardev socket,id=qmp,path=/run/kvmlab/nested/l1/qmp.sock,server=on,wait=off \
     -mon chardev=qmp,mode=control \
     -chardev socket,id=console,path=/run/kvmlab/nested/l1/console.sock,server=on,wait=off,logfile=/run/kvmlab/nested/l1/serial.log,logappend=off \
     -serial chardev:console \
-    -device virtio-serial-pci,id=vser0 \
+    -device virtio-serial-pci,id=vser0,bus=pcie.0,addr=0x5 \
     -chardev socket,id=qga0,path=/run/kvmlab/nested/l1/qga.sock,server=on,wait=off \
     -device virtserialport,bus=vser0.0,chardev=qga0,name=org.qemu.guest_agent.0 \
     -chardev socket,id=relay-l2,path=/run/kvmlab/nested/l1/relay-l2.sock,server=on,wait=off \
     -device virtserialport,bus=vser0.0,chardev=relay-l2,name=kvmlab.relay.l2 \
-    -device virtio-rng-pci \
+    -device virtio-rng-pci,bus=pcie.0,addr=0x6 \
     -pidfile /run/kvmlab/nested/l1/qemu.pid

@@ -3,6 +3,7 @@
 # cpu host-passthrough under TCG: QEMU's 'max' model (all TCG can emulate)
 /usr/bin/qemu-system-x86_64 \
     -name guest=paging-matrix-l1-l2,debug-threads=on \
+    -uuid f2dbf24f-a0f7-591b-8170-e5c90801325e \
     -machine q35 \
     -accel tcg,thread=multi \
     -cpu max \
@@ -10,12 +11,13 @@
     -no-user-config \
     -display none \
     -msg timestamp=on \
+    -boot strict=on \
     -kernel /cache/images/KEY/kernel \
     -initrd /cache/images/KEY/initrd.img \
     -append 'console=ttyS0 quiet panic=-1 kvmlab.share=9p kvmlab.tag=hostfs' \
     -no-reboot \
     -fsdev local,id=hostfs,path=/,security_model=passthrough,readonly=on,multidevs=remap \
-    -device virtio-9p-pci,fsdev=hostfs,mount_tag=hostfs \
+    -device virtio-9p-pci,fsdev=hostfs,mount_tag=hostfs,bus=pcie.0,addr=0x1 \
     -smp 1,sockets=1,cores=1,threads=1 \
     -m 1024M \
     -rtc base=utc \
@@ -23,8 +25,8 @@
     -mon chardev=qmp,mode=control \
     -chardev socket,id=console,path=/run/kvmlab/paging-matrix/l1/l2/console.sock,server=on,wait=off,logfile=/run/kvmlab/paging-matrix/l1/l2/serial.log,logappend=off \
     -serial chardev:console \
-    -device virtio-serial-pci,id=vser0 \
+    -device virtio-serial-pci,id=vser0,bus=pcie.0,addr=0x2 \
     -chardev socket,id=qga0,path=/run/kvmlab/paging-matrix/l1/l2/qga.sock,server=on,wait=off \
     -device virtserialport,bus=vser0.0,chardev=qga0,name=org.qemu.guest_agent.0 \
-    -device virtio-rng-pci \
+    -device virtio-rng-pci,bus=pcie.0,addr=0x3 \
     -pidfile /run/kvmlab/paging-matrix/l1/l2/qemu.pid

@@ -2,6 +2,7 @@
 # boot image: a failed init panics (panic=-1) and -no-reboot makes QEMU exit
 /usr/bin/qemu-system-x86_64 \
     -name guest=rtc-storm-l1-idle,debug-threads=on \
+    -uuid c59482ca-7b54-5e5b-b5cb-81512f2a73f9 \
     -machine q35,hpet=off \
     -accel kvm \
     -cpu host \
@@ -9,12 +10,13 @@
     -no-user-config \
     -display none \
     -msg timestamp=on \
+    -boot strict=on \
     -kernel /cache/images/KEY/kernel \
     -initrd /cache/images/KEY/initrd.img \
     -append 'console=ttyS0 quiet panic=-1 kvmlab.share=9p kvmlab.tag=hostfs' \
     -no-reboot \
     -fsdev local,id=hostfs,path=/,security_model=passthrough,readonly=on,multidevs=remap \
-    -device virtio-9p-pci,fsdev=hostfs,mount_tag=hostfs \
+    -device virtio-9p-pci,fsdev=hostfs,mount_tag=hostfs,bus=pcie.0,addr=0x1 \
     -smp 1,sockets=1,cores=1,threads=1 \
     -m 512M \
     -rtc base=utc \
@@ -22,8 +24,8 @@
     -mon chardev=qmp,mode=control \
     -chardev socket,id=console,path=/run/kvmlab/rtc-storm/l1/idle/console.sock,server=on,wait=off,logfile=/run/kvmlab/rtc-storm/l1/idle/serial.log,logappend=off \
     -serial chardev:console \
-    -device virtio-serial-pci,id=vser0 \
+    -device virtio-serial-pci,id=vser0,bus=pcie.0,addr=0x2 \
     -chardev socket,id=qga0,path=/run/kvmlab/rtc-storm/l1/idle/qga.sock,server=on,wait=off \
     -device virtserialport,bus=vser0.0,chardev=qga0,name=org.qemu.guest_agent.0 \
-    -device virtio-rng-pci \
+    -device virtio-rng-pci,bus=pcie.0,addr=0x3 \
     -pidfile /run/kvmlab/rtc-storm/l1/idle/qemu.pid

@@ -4,6 +4,7 @@
 # vhost-user under TCG: vectors=0 (QEMU 7.2 with TCG crashes when the guest driver starts a vhost-user virtio-net with MSI-X)
 /usr/bin/qemu-system-x86_64 \
     -name guest=vhost-user-testpmd-dpdk,debug-threads=on \
+    -uuid bcbeda00-9982-5ae6-af5c-435769979d9d \
     -machine q35,memory-backend=ram0 \
     -accel tcg,thread=multi \
     -cpu max \
@@ -11,28 +12,29 @@
     -no-user-config \
     -display none \
     -msg timestamp=on \
+    -boot strict=on \
     -kernel /cache/images/KEY/kernel \
     -initrd /cache/images/KEY/initrd.img \
     -append 'console=ttyS0 quiet panic=-1 kvmlab.share=9p kvmlab.tag=hostfs' \
     -no-reboot \
     -fsdev local,id=hostfs,path=/,security_model=passthrough,readonly=on,multidevs=remap \
-    -device virtio-9p-pci,fsdev=hostfs,mount_tag=hostfs \
+    -device virtio-9p-pci,fsdev=hostfs,mount_tag=hostfs,bus=pcie.0,addr=0x1 \
     -smp 2,sockets=1,cores=2,threads=1 \
     -m 1024M \
     -object memory-backend-memfd,id=ram0,size=1G,share=on \
     -rtc base=utc \
     -chardev socket,id=chr-net0,path=/run/kvmlab/vhost-user-testpmd/.switch/vm0.sock,reconnect=1 \
     -netdev vhost-user,id=net0,chardev=chr-net0 \
-    -device virtio-net-pci,id=nic0,netdev=net0,mac=52:54:00:19:ab:6b,vectors=0,rx_queue_size=1024,tx_queue_size=1024 \
+    -device virtio-net-pci,id=nic0,netdev=net0,mac=52:54:00:19:ab:6b,vectors=0,rx_queue_size=1024,tx_queue_size=1024,bus=pcie.0,addr=0x2 \
     -chardev socket,id=chr-net1,path=/run/kvmlab/vhost-user-testpmd/.switch/vm1.sock,reconnect=1 \
     -netdev vhost-user,id=net1,chardev=chr-net1 \
-    -device virtio-net-pci,id=nic1,netdev=net1,mac=52:54:00:b2:cd:8e,vectors=0,rx_queue_size=1024,tx_queue_size=1024 \
+    -device virtio-net-pci,id=nic1,netdev=net1,mac=52:54:00:b2:cd:8e,vectors=0,rx_queue_size=1024,tx_queue_size=1024,bus=pcie.0,addr=0x3 \
     -chardev socket,id=qmp,path=/run/kvmlab/vhost-user-testpmd/dpdk/qmp.sock,server=on,wait=off \
     -mon chardev=qmp,mode=control \
     -chardev socket,id=console,path=/run/kvmlab/vhost-user-testpmd/dpdk/console.sock,server=on,wait=off,logfile=/run/kvmlab/vhost-user-testpmd/dpdk/serial.log,logappend=off \
     -serial chardev:console \
-    -device virtio-serial-pci,id=vser0 \
+    -device virtio-serial-pci,id=vser0,bus=pcie.0,addr=0x4 \
     -chardev socket,id=qga0,path=/run/kvmlab/vhost-user-testpmd/dpdk/qga.sock,server=on,wait=off \
     -device virtserialport,bus=vser0.0,chardev=qga0,name=org.qemu.guest_agent.0 \
-    -device virtio-rng-pci \
+    -device virtio-rng-pci,bus=pcie.0,addr=0x5 \
     -pidfile /run/kvmlab/vhost-user-testpmd/dpdk/qemu.pid

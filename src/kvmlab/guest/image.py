@@ -38,7 +38,7 @@ from kvmlab.guest.kernel import (
 ShareKind = Literal["9p", "virtiofs", "none"]
 """How the image reaches the host root; ``none``: it does not (see kvmlab.guest.standalone)."""
 
-BUILDER_VERSION = "3"  # 3: init loads modules with modprobe
+BUILDER_VERSION = "4"  # 3: init loads modules with modprobe; 4: virtio-scsi disks
 STANDALONE: ShareKind = "none"
 DEFAULT_SHARE: ShareKind = "9p"
 SHARE_TAG = "hostfs"

@@ -87,6 +87,7 @@ for dev in /sys/bus/virtio/devices/*/device; do
 	case $id in
 	0x0001) load net ;;
 	0x0002) load blk ;;
+	0x0008) load scsi ;;
 	0x0013) load vsock ;;
 	esac || mark "warning: cannot load the driver for $dev"
 done

@@ -61,6 +61,7 @@ MODULE_GROUPS: Mapping[str, tuple[str, ...]] = {
     "virtiofs": ("virtiofs",),
     "net": ("virtio_net",),
     "blk": ("virtio_blk", "crc32c_generic", "ext4"),  # ext4 (+ its checksum): Disk.mount
+    "scsi": ("virtio_scsi", "sd_mod", "crc32c_generic", "ext4"),  # bus = "virtio-scsi" disks
     "vsock": ("vmw_vsock_virtio_transport",),
     "kvm_amd": ("kvm_amd",),
     "kvm_intel": ("kvm_intel",),
@@ -68,7 +69,7 @@ MODULE_GROUPS: Mapping[str, tuple[str, ...]] = {
     "dpdk": ("uio_pci_generic", "vfio_pci"),  # loaded by kvmlab for PVP, not at boot
     "e1000e": ("e1000e",),  # the emulated Intel NIC (model = "e1000e"), a PCI device
 }
-OPTIONAL_GROUPS = frozenset({"e1000e"})
+OPTIONAL_GROUPS = frozenset({"e1000e", "scsi"})
 """Groups an image carries when its kernel has their modules (the cloud flavour has no
 e1000e): a guest with such a device then boots with it unconfigured, and init says so."""
 SHARE_GROUPS = ("9p", "virtiofs")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kvmlab.render.argv import QemuArgs, QemuCommand, opts
 from kvmlab.render.devices import guest_parts
+from kvmlab.render.identity import domain_uuid
 from kvmlab.render.target import Target
 from kvmlab.spec import Guest
 
@@ -23,6 +24,8 @@ def render_qemu(guest: Guest, target: Target) -> QemuCommand:
         target.qemu_binary,
         "-name",
         f"guest={target.name},debug-threads=on",
+        "-uuid",  # the domain's UUID: the guest reads it as its SMBIOS system UUID
+        domain_uuid(target.lab, target.address),
         "-machine",
         machine,
         "-accel",

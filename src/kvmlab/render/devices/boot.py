@@ -7,6 +7,7 @@ from pathlib import Path
 
 from kvmlab.errors import RenderError
 from kvmlab.render.argv import QemuArgs, opts
+from kvmlab.render.devices.slots import NO_SLOTS, PciSlots
 from kvmlab.render.target import BootImage, Target
 from kvmlab.render.xmldom import DomainXml, sub
 from kvmlab.spec import Guest
@@ -21,6 +22,7 @@ class BootPart:
 
     guest: Guest
     target: Target
+    slots: PciSlots = NO_SLOTS
 
     @property
     def image(self) -> BootImage | None:
@@ -44,6 +46,8 @@ class BootPart:
         return None
 
     def qemu(self, q: QemuArgs) -> None:
+        if q.pci:  # SeaBIOS tries only the devices given a boot index, as under libvirt
+            q.add("-boot", "strict=on")
         boot = self._kernel()
         if boot is not None:
             kernel, initrd, append = boot
@@ -71,12 +75,23 @@ class BootPart:
                     multidevs="remap",
                 ),
             )
-            q.add("-device", opts(q.virtio("9p"), fsdev="hostfs", mount_tag_=image.share_tag))
+            q.add(
+                "-device",
+                opts(
+                    q.virtio("9p"),
+                    fsdev="hostfs",
+                    mount_tag_=image.share_tag,
+                    **self.slots.options("share"),
+                ),
+            )
         else:
             sock = self.target.run_path(VIRTIOFS_SOCKET)
             q.add("-chardev", opts("socket", id="hostfs", path=str(sock)))
             kind = "vhost-user-fs-pci" if q.pci else "vhost-user-fs-device"
-            q.add("-device", opts(kind, chardev="hostfs", tag=image.share_tag))
+            q.add(
+                "-device",
+                opts(kind, chardev="hostfs", tag=image.share_tag, **self.slots.options("share")),
+            )
 
     def xml(self, d: DomainXml) -> None:
         g = self.guest
@@ -111,3 +126,4 @@ class BootPart:
             sub(fs, "target", dir=image.share_tag)
             if image.share == "9p":
                 sub(fs, "readonly")
+            self.slots.address(fs, "share")

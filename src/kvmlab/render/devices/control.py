@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvmlab.render.argv import QemuArgs, opts
+from kvmlab.render.devices.slots import NO_SLOTS, PciSlots
 from kvmlab.render.runfiles import (
     AGENT_SOCKET,
     CONSOLE_SOCKET,
@@ -32,6 +33,7 @@ class ControlPart:
     target: Target
     relays: tuple[str, ...] = ()
     """Names of the guests inside this one (when it is a guest hypervisor)."""
+    slots: PciSlots = NO_SLOTS
 
     @property
     def probe(self) -> bool:
@@ -58,7 +60,7 @@ class ControlPart:
             ),
         )
         q.add("-serial", "chardev:console")
-        q.add("-device", opts(q.virtio("serial"), id="vser0"))
+        q.add("-device", opts(q.virtio("serial"), id="vser0", **self.slots.options("vser0")))
         q.add(
             "-chardev",
             opts("socket", id="qga0", path=str(run(AGENT_SOCKET)), server=True, wait=False),
@@ -83,7 +85,7 @@ class ControlPart:
             q.add(
                 "-device", opts("virtserialport", bus="vser0.0", chardev="probe", name=PROBE_PORT)
             )
-        q.add("-device", q.virtio("rng"))
+        q.add("-device", opts(q.virtio("rng"), **self.slots.options("rng")))
         q.add("-pidfile", str(run(PID_FILE)))
 
     def xml(self, d: DomainXml) -> None:
@@ -95,6 +97,8 @@ class ControlPart:
         sub(serial, "target", port=0)
         console = sub(d.devices, "console", type="pty")
         sub(console, "target", type="serial", port=0)
+        serial_bus = sub(d.devices, "controller", type="virtio-serial", index=0)
+        self.slots.address(serial_bus, "vser0")
         channel = sub(d.devices, "channel", type="unix")
         sub(channel, "target", type="virtio", name=AGENT_PORT)
         for child in self.relays:
@@ -106,4 +110,5 @@ class ControlPart:
             sub(probe, "target", type="virtio", name=PROBE_PORT)
         rng = sub(d.devices, "rng", model="virtio")
         sub(rng, "backend", "/dev/urandom", model="random")
+        self.slots.address(rng, "rng")
         sub(d.devices, "memballoon", model="none")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvmlab.render.argv import QemuArgs, opts
+from kvmlab.render.devices.slots import NO_SLOTS, PciSlots
 from kvmlab.render.target import Target
 from kvmlab.render.xmldom import DomainXml, sub
 from kvmlab.spec import Disk, Guest
@@ -33,12 +34,24 @@ def _dev_name(bus: str, index: int) -> str:
     return prefix + letters
 
 
+def guest_disks(guest: Guest, target: Target) -> list[Disk]:
+    """The guest's disks in order, the cloud-init seed (when there is one) last."""
+    disks = list(guest.disks)
+    if guest.cloud_init is not None:
+        seed = str(target.seed_image or target.run_path(SEED_IMAGE))
+        disks.append(
+            Disk(path=seed, format="raw", readonly=True, cache="writeback", serial="cidata")
+        )
+    return disks
+
+
 @dataclass(frozen=True)
 class DiskSet:
     """All disks of a guest; I/O threads are numbered from 1 in disk order."""
 
     guest: Guest
     target: Target
+    slots: PciSlots = NO_SLOTS
 
     def _iothreads(self) -> dict[int, int]:
         """Disk index (or -1 for the SCSI controller) -> I/O thread number."""
@@ -50,18 +63,13 @@ class DiskSet:
             threads[-1] = len(threads) + 1
         return threads
 
-    def _numbered(self) -> list[tuple[int, Disk, str]]:
-        """Every disk with its index and guest name; the cloud-init seed comes last."""
+    def _numbered(self) -> list[tuple[int, Disk, str, int]]:
+        """Every disk with its index, guest name and index on its bus (a SCSI disk's LUN);
+        the cloud-init seed comes last."""
         counts = {"virtio-blk": 0, "virtio-scsi": 0}
         out = []
-        disks = list(self.guest.disks)
-        if self.guest.cloud_init is not None:
-            seed = str(self.target.seed_image or self.target.run_path(SEED_IMAGE))
-            disks.append(
-                Disk(path=seed, format="raw", readonly=True, cache="writeback", serial="cidata")
-            )
-        for i, disk in enumerate(disks):
-            out.append((i, disk, _dev_name(disk.bus, counts[disk.bus])))
+        for i, disk in enumerate(guest_disks(self.guest, self.target)):
+            out.append((i, disk, _dev_name(disk.bus, counts[disk.bus]), counts[disk.bus]))
             counts[disk.bus] += 1
         return out
 
@@ -73,10 +81,14 @@ class DiskSet:
             tid = threads.get(-1)
             q.add(
                 "-device",
-                opts(q.virtio("scsi"), id="scsi0", iothread=f"iothread{tid}" if tid else None),
+                opts(
+                    q.virtio("scsi"),
+                    id="scsi0",
+                    iothread=f"iothread{tid}" if tid else None,
+                    **self.slots.options("scsi0"),
+                ),
             )
-        boot = self.guest.boot == "disk"
-        for i, disk, _ in self._numbered():
+        for i, disk, _, unit in self._numbered():
             direct, no_flush, write_cache = CACHE_MODES[disk.cache]
             cache = {"cache.direct": direct, "cache.no-flush": no_flush}
             node = f"disk{i}"
@@ -107,23 +119,34 @@ class DiskSet:
                 "drive": node,
                 "write_cache": write_cache,
                 "serial": disk.serial,
-                "bootindex": 1 if boot and i == 0 else None,
+                # the first disk boots, as libvirt makes it when the domain names none
+                # (its <boot dev='hd'/> default): SeaBIOS then sets up that disk alone
+                "bootindex": 1 if i == 0 else None,
             }
             if disk.bus == "virtio-blk":
                 tid = threads.get(i)
                 q.add(
                     "-device",
-                    opts(q.virtio("blk"), iothread=f"iothread{tid}" if tid else None, **common),
+                    opts(
+                        q.virtio("blk"),
+                        iothread=f"iothread{tid}" if tid else None,
+                        **common,
+                        **self.slots.options(f"disk{i}"),
+                    ),
                 )
             else:
-                q.add("-device", opts("scsi-hd", bus="scsi0.0", **common))
+                # libvirt's drive address (target 0, the disk's LUN) and VPD device id
+                scsi_id = {"channel": 0, "scsi_id": 0, "lun": unit}
+                vpd = disk.serial or f"drive-scsi0-0-0-{unit}"
+                q.add(
+                    "-device", opts("scsi-hd", bus="scsi0.0", **scsi_id, device_id_=vpd, **common)
+                )
 
     def xml(self, d: DomainXml) -> None:
         threads = self._iothreads()
         if threads:
             d.section("iothreads").text = str(len(threads))
-        boot = self.guest.boot == "disk"
-        for i, disk, dev in self._numbered():
+        for i, disk, dev, unit in self._numbered():
             el = sub(d.devices, "disk", type="file", device="disk")
             tid = threads.get(i)
             sub(
@@ -141,9 +164,14 @@ class DiskSet:
                 sub(el, "serial", disk.serial)
             if disk.readonly:
                 sub(el, "readonly")
-            if boot and i == 0:
+            if i == 0:
                 sub(el, "boot", order=1)
+            if disk.bus == "virtio-blk":
+                self.slots.address(el, f"disk{i}")
+            else:
+                sub(el, "address", type="drive", controller=0, bus=0, target=0, unit=unit)
         if any(disk.bus == "virtio-scsi" for disk in self.guest.disks):
             ctl = sub(d.devices, "controller", type="scsi", index=0, model="virtio-scsi")
             if -1 in threads:
                 sub(ctl, "driver", iothread=threads[-1])
+            self.slots.address(ctl, "scsi0")

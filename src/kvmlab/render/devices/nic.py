@@ -5,36 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvmlab.render.argv import QemuArgs, opts
+from kvmlab.render.devices.slots import NO_SLOTS, PciSlots
 from kvmlab.render.identity import derived_mac, tap_name
 from kvmlab.render.target import Accel, Target
 from kvmlab.render.xmldom import DomainXml, sub
-from kvmlab.spec import Guest, Nic, TapNic, UserNic, VhostUserNic
+from kvmlab.spec import Nic, TapNic, UserNic, VhostUserNic
 
 TCG_VHOST_USER_NOTE = (
     "vhost-user under TCG: vectors=0 (QEMU 7.2 with TCG crashes when the guest driver "
     "starts a vhost-user virtio-net with MSI-X)"
 )
-
-
-FIRST_SLOT = 0x10
-LAST_SLOT = 0x1E
-"""NIC slots on the root bus: above those libvirt hands out from the bottom up, below q35's
-ICH9 functions at 0x1f."""
-
-
-def needs_slots(guest: Guest, target: Target) -> bool:
-    """Whether the guest's libvirt interfaces get root-bus slots in NIC order.
-
-    A user NIC with port forwards on a libvirt without passt goes to QEMU through
-    ``qemu:commandline`` at slot 0x10 + its index on the root bus; libvirt puts its own
-    interfaces behind PCIe root ports in the lowest slots, which the guest enumerates
-    first, so that NIC would come last in the guest whatever its place in the lab (eth0 on
-    the QEMU backend, eth2 under libvirt). All of the guest's NICs then take slot 0x10 +
-    their index, and the guest sees them in lab order under either backend."""
-    caps = target.libvirt
-    slirp = any(isinstance(n, UserNic) and n.forwards for n in guest.nics)
-    fits = FIRST_SLOT + len(guest.nics) - 1 <= LAST_SLOT
-    return slirp and not (caps is not None and caps.passt) and guest.machine != "microvm" and fits
 
 
 @dataclass(frozen=True)
@@ -45,10 +25,7 @@ class NicPart:
     index: int
     target: Target
     accel: Accel
-    machine: str = "q35"
-    slotted: bool = False
-    """Give the libvirt interface a slot of its own on the root bus, in NIC order (see
-    :func:`needs_slots`)."""
+    slots: PciSlots = NO_SLOTS
 
     @property
     def mac(self) -> str:
@@ -82,9 +59,6 @@ class NicPart:
             f"hostfwd={f.proto}:{f.host_addr}:{f.host_port}-:{f.guest_port}" for f in nic.forwards
         ]
         model = "e1000e" if nic.model == "e1000e" else "virtio-net-pci"
-        # A slot of its own on the root bus, far above the ones libvirt hands out from the
-        # bottom up (QEMU realizes these arguments before libvirt's own devices).
-        bus = "pcie.0" if self.machine == "q35" else "pci.0"
         d.commandline(
             "-netdev",
             ",".join(["user", f"id={net}", *fwd]),
@@ -94,8 +68,7 @@ class NicPart:
                 id=f"kvnic{self.index}",
                 netdev=net,
                 mac=self.mac,
-                bus=bus,
-                addr=f"0x{FIRST_SLOT + self.index:x}",
+                **self.slots.options(f"nic{self.index}"),
             ),
         )
         d.note(
@@ -142,7 +115,16 @@ class NicPart:
             )
             q.add("-netdev", opts("vhost-user", id=net, chardev=chardev, queues=queues))
         if nic.model == "e1000e":
-            q.add("-device", opts("e1000e", id=f"nic{self.index}", netdev=net, mac=self.mac))
+            q.add(
+                "-device",
+                opts(
+                    "e1000e",
+                    id=f"nic{self.index}",
+                    netdev=net,
+                    mac=self.mac,
+                    **self.slots.options(f"nic{self.index}"),
+                ),
+            )
             return
         vectors: int | None = 2 * nic.queues + 2 if queues and q.pci else None
         if self.msix_off and q.pci:
@@ -159,6 +141,7 @@ class NicPart:
                 vectors=vectors,
                 rx_queue_size_=nic.rx_queue_size,
                 tx_queue_size_=nic.tx_queue_size,
+                **self.slots.options(f"nic{self.index}"),
             ),
         )
 
@@ -197,9 +180,7 @@ class NicPart:
         }
         if any(v is not None for v in driver.values()):
             sub(el, "driver", **driver)
-        if self.slotted:
-            slot = f"0x{FIRST_SLOT + self.index:02x}"
-            sub(el, "address", type="pci", domain="0x0000", bus="0x00", slot=slot, function="0x0")
+        self.slots.address(el, f"nic{self.index}")
         if self.msix_off:
             alias = f"ua-net{self.index}"
             sub(el, "alias", name=alias)
