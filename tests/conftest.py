@@ -214,6 +214,7 @@ SIDE_LANE = (
     "tests/guest/test_boot.py",
     "tests/guest/test_disk_boot.py",
     "tests/guest/test_exec_channel.py",
+    "tests/guest/test_init_refusals.py",
     "tests/libvirt_backend/test_cloud_init_libvirt.py",
     "tests/libvirt_backend/test_nested_bench_libvirt.py",
     "tests/render/test_libvirt_schema.py",

@@ -166,7 +166,7 @@ def test_initramfs_contents(tmp_path: Path, fake_modules: Path) -> None:
     assert entries[f"{mods}/kernel/fs/9p/9p.ko"].data == b"module 9p.ko"
     assert f"{mods}/kernel/fs/fuse/virtiofs.ko" not in entries  # not asked for
     table = entries["etc/kvmlab/modules"].data.decode()
-    assert "kvm_amd kvm_amd kernel/arch/x86/kvm/kvm-amd.ko nested=1" in table
+    assert "kvm_amd kvm_amd" in table.splitlines()
     options = entries["etc/modprobe.d/kvmlab.conf"].data.decode().splitlines()
     assert "options kvm_amd nested=1" in options  # init's modprobe applies them
     dep = entries[f"{mods}/modules.dep"].data.decode()

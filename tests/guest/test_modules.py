@@ -83,10 +83,12 @@ def test_cycle_is_an_error() -> None:
         load_order(cyclic, ["a"])
 
 
-def test_module_table_has_groups_in_order_and_params(modules: dict[str, ModuleInfo]) -> None:
+def test_module_table_has_groups_in_order_with_dependencies(
+    modules: dict[str, ModuleInfo],
+) -> None:
     table = module_table(modules, ["base", "kvm_amd"]).splitlines()
-    assert "base virtio_ring kernel/drivers/virtio/virtio_ring.ko" in table
-    assert table[-1] == "kvm_amd kvm_amd kernel/arch/x86/kvm/kvm-amd.ko nested=1"
+    assert "base virtio_ring" in table  # a dependency: init skips it once loaded
+    assert table[-1] == "kvm_amd kvm_amd"  # its options are modprobe's (test_image.py)
     groups = [line.split()[0] for line in table]
     assert groups == sorted(groups, key=["base", "kvm_amd"].index)
 
@@ -112,4 +114,4 @@ def test_an_optional_group_is_left_out_where_its_kernel_lacks_it(
     table = module_table(modules, ["base", "e1000e"])
     assert " e1000e " not in table and table.startswith("base ")
     with_it = {**modules, "e1000e": ModuleInfo("kernel/drivers/net/e1000e/e1000e.ko", ())}
-    assert "e1000e e1000e kernel/drivers/net/e1000e/e1000e.ko" in module_table(with_it, ["e1000e"])
+    assert "e1000e e1000e" in module_table(with_it, ["e1000e"]).splitlines()

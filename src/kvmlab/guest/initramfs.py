@@ -147,19 +147,27 @@ def load_order(modules: Mapping[str, ModuleInfo], names: Iterable[str]) -> list[
     return order
 
 
-def module_table(modules: Mapping[str, ModuleInfo], groups: Iterable[str]) -> str:
-    """``/etc/kvmlab/modules`` for init.sh: ``GROUP NAME PATH [PARAMS]`` in load order (init
-    modprobes a group's NAMEs; the PARAMS it gives are in ``/etc/modprobe.d/kvmlab.conf``)."""
-    lines = []
+def shipped_modules(
+    modules: Mapping[str, ModuleInfo], groups: Iterable[str]
+) -> list[tuple[str, ModuleInfo]]:
+    """Each group's modules in load order, dependencies included, as ``(group, module)``;
+    an optional group whose kernel lacks a module is left out."""
+    out = []
     for group in groups:
         if group in OPTIONAL_GROUPS and any(
             m.replace("-", "_") not in modules for m in MODULE_GROUPS[group]
         ):
             continue
-        for info in load_order(modules, MODULE_GROUPS[group]):
-            name = module_name(info.path)
-            lines.append(" ".join(filter(None, (group, name, info.path, MODULE_PARAMS.get(name)))))
-    return "\n".join(lines) + "\n"
+        out.extend((group, info) for info in load_order(modules, MODULE_GROUPS[group]))
+    return out
+
+
+def module_table(modules: Mapping[str, ModuleInfo], groups: Iterable[str]) -> str:
+    """``/etc/kvmlab/modules`` for init.sh: ``GROUP NAME`` in load order, dependencies
+    included (init modprobes a group's NAMEs not loaded yet; modprobe finds each file in
+    modules.dep and its options in ``/etc/modprobe.d/kvmlab.conf``)."""
+    shipped = shipped_modules(modules, groups)
+    return "".join(f"{group} {module_name(info.path)}\n" for group, info in shipped)
 
 
 def modprobe_options() -> str:
@@ -219,7 +227,7 @@ def build_initramfs(
     modules = parse_modules_dep((modules_dir / "modules.dep").read_text())
     groups = list(groups)
     table = module_table(modules, groups)
-    needed = {line.split()[2] for line in table.splitlines()}
+    needed = {info.path for _, info in shipped_modules(modules, groups)}
     raw = io.BytesIO()
     cpio = CpioWriter(raw)
     for d in (
