@@ -152,7 +152,7 @@ def shipped_modules(
 ) -> list[tuple[str, ModuleInfo]]:
     """Each group's modules in load order, dependencies included, as ``(group, module)``;
     an optional group whose kernel lacks a module is left out."""
-    out = []
+    out: list[tuple[str, ModuleInfo]] = []
     for group in groups:
         if group in OPTIONAL_GROUPS and any(
             m.replace("-", "_") not in modules for m in MODULE_GROUPS[group]
