@@ -1,9 +1,13 @@
 """How fast kvmlab answers: --help, check, ps, render (wall time over repetitions).
 
-Run: .venv/bin/python benchmarks/startup.py [--runs N] [--imports]
+Run: .venv/bin/python benchmarks/startup.py [--runs N] [--imports] [--exec LAB/GUEST]
 Reports median and spread (min-max) in milliseconds per command; not a test. ``ps`` lists
 an empty run directory of its own (no guest to sample for 0.5 s). The commands run with
 their bytecode cached, as on a user's machine (PYTHONDONTWRITEBYTECODE is dropped).
+
+``--exec LAB/GUEST`` adds ``kvmlab exec LAB/GUEST -- true`` against a guest you started
+(``kvmlab up basic``): its time includes the guest agent's answers, which under TCG are
+most of it.
 
 ``--imports`` adds where each command's import time goes: the command once more under
 ``python -X importtime``, the modules' own (self) times summed per top-level package
@@ -44,21 +48,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--imports", action="store_true", help="add the import-time profile")
+    parser.add_argument("--exec", metavar="LAB/GUEST", help="also time exec on this guest")
     args = parser.parse_args()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    user_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env = dict(user_env)
     print(f"{'command':34} {'median ms':>10} {'min ms':>8} {'max ms':>8}  (runs={args.runs})")
     with tempfile.TemporaryDirectory(prefix="kvmlab-startup-") as run_dir:
         env["KVMLAB_RUN_DIR"] = run_dir
         for label, argv in COMMANDS.items():
-            samples = _times([KVMLAB, *argv], env, args.runs)
-            print(
-                f"{label:34} {statistics.median(samples):10.0f} "
-                f"{min(samples):8.0f} {max(samples):8.0f}"
-            )
+            _report(label, _times([KVMLAB, *argv], env, args.runs))
+        if args.exec:  # the user's run directory: where the guest is
+            argv = [KVMLAB, "exec", args.exec, "--", "true"]
+            _report(f"kvmlab exec {args.exec} -- true", _times(argv, user_env, args.runs))
         if args.imports:
             for label, argv in COMMANDS.items():
                 print()
                 print(_import_profile(label, argv, env))
+
+
+def _report(label: str, samples: list[float]) -> None:
+    print(f"{label:34} {statistics.median(samples):10.0f} {min(samples):8.0f} {max(samples):8.0f}")
 
 
 def _times(argv: list[str], env: dict[str, str], runs: int) -> list[float]:
