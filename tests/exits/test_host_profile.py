@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from kvmlab.errors import HostError, ProcessFailure, RuntimeFailure, ToolMissing, UsageError
-from kvmlab.exits.hostprof import CLASSES, UNATTRIBUTED, HostProfile, build, classify
+from kvmlab.exits.hostprof import CLASSES, UNATTRIBUTED, HostProfile, build, classify, sections
 from kvmlab.exits.perfreport import Row, parse
 from kvmlab.exits.sampling import clean_argv, record_command, run_argv, run_failure, script
 from tests.fakeguest import running_guest
@@ -291,6 +291,41 @@ def test_a_failed_recording_carries_perfs_own_message(tmp_path: Path) -> None:
     assert done.returncode == 5, done.stderr
     assert "failed to mmap with 12 (Cannot allocate memory)" in done.stderr
     assert "printed nothing" not in done.stderr
+
+
+SILENT_ONCE = """#!/bin/sh
+# A perf whose first record exits 255 printing nothing, as perf 6.1 has inside an L1.
+case $1 in
+--version) echo "perf version 6.1.192"; exit 0 ;;
+record)
+	[ -n "$KVMLAB_FAKE_ALWAYS" ] && exit 255
+	[ -e "$KVMLAB_FAKE_STATE" ] || { : >"$KVMLAB_FAKE_STATE"; exit 255; }
+	while [ "$1" != -o ]; do shift; done
+	echo data >"$2"; exit 0 ;;
+*) echo "# Samples: 1"; exit 0 ;;
+esac
+"""
+
+
+@pytest.mark.parametrize("always", [False, True], ids=["once", "always"])
+def test_a_recording_that_fails_silently_is_run_once_more(tmp_path: Path, always: bool) -> None:
+    fakes = tmp_path / "bin"
+    fakes.mkdir()
+    (fakes / "perf").write_text(SILENT_ONCE)
+    (fakes / "perf").chmod(0o755)
+    env = {
+        "PATH": f"{fakes}:{os.environ['PATH']}",
+        "KVMLAB_FAKE_STATE": str(tmp_path / "ran"),
+        "KVMLAB_FAKE_ALWAYS": "1" if always else "",
+    }
+    done = sampler("run", "kvmlab_x", "0.1", "199", str(os.getpid()), **env)
+    note = "=== note perf record exited 255 and printed nothing; it was run again"
+    assert note in done.stdout.splitlines(), done.stdout
+    if always:  # the second failure is the verdict, with what is known
+        assert done.returncode == 5 and "perf record exited 255 and printed nothing" in done.stderr
+    else:
+        assert done.returncode == 0, done.stderr
+        assert "note" in sections(done.stdout) and "report" in sections(done.stdout)
 
 
 @pytest.mark.skipif(

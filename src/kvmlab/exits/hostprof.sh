@@ -104,7 +104,7 @@ if [ "$mode" = clean ]; then
 			*perf*"$d/perf.data"*) kill "$p" 2>/dev/null ;;
 			esac
 		fi
-		rm -f "$d/perf.data" "$d/perf.data.old" "$d/perf.pid" "$d/err" "$d/out"
+		rm -f "$d/perf.data" "$d/perf.data.old" "$d/perf.pid" "$d/err" "$d/out" "$d/rec"
 		rmdir "$d" 2>/dev/null || echo "kvmlab-hostprof: could not remove $d" >&2
 	done
 	exit 0
@@ -117,7 +117,7 @@ f=$d/perf.data
 rec=
 clean() {
 	[ -n "$rec" ] && kill "$rec" 2>/dev/null && wait "$rec" 2>/dev/null
-	rm -f "$f" "$f.old" "$d/perf.pid" "$d/err" "$d/out"
+	rm -f "$f" "$f.old" "$d/perf.pid" "$d/err" "$d/out" "$d/rec"
 	rmdir "$d"
 }
 trap clean EXIT
@@ -134,16 +134,26 @@ perf --version
 threads threads-start
 # Not -q: the message of perf itself is the reason kvmlab gives when the recording fails
 # (on success its "[ perf record: ... ]" lines stay in $d/err, unread).
-perf record -e cpu-clock -F "$rate" -g -p "$pid" -o "$f" -- sleep "$secs" >/dev/null 2>"$d/err" &
-rec=$!
-echo "$rec" >"$d/perf.pid"
-wait "$rec"
-status=$?
-rec=
+record() {
+	perf record -e cpu-clock -F "$rate" -g -p "$pid" -o "$f" -- sleep "$secs" >"$d/rec" 2>"$d/err" &
+	rec=$!
+	echo "$rec" >"$d/perf.pid"
+	wait "$rec"
+	status=$?
+	rec=
+}
+record
+# perf 6.1 inside a TCG guest hypervisor has exited 255 printing nothing on either stream
+# (once in a few fresh test runs, cause unknown): once, it is run again, and
+# the profile says so (its window then starts at the first run).
+if [ "$status" -ne 0 ] && [ ! -s "$d/err" ] && [ ! -s "$d/rec" ]; then
+	echo "=== note perf record exited $status and printed nothing; it was run again"
+	record
+fi
 threads threads-end
 if [ "$status" -ne 0 ] || [ ! -s "$f" ]; then
-	cat "$d/err" >&2
-	if [ ! -s "$d/err" ]; then # perf said nothing: say what is known
+	cat "$d/err" "$d/rec" >&2
+	if [ ! -s "$d/err" ] && [ ! -s "$d/rec" ]; then # perf said nothing: say what is known
 		if [ "$status" -ne 0 ]; then
 			echo "kvmlab-hostprof: perf record exited $status and printed nothing" >&2
 		else
