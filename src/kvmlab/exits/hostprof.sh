@@ -143,9 +143,11 @@ record() {
 	rec=
 }
 record
-# perf 6.1 inside a TCG guest hypervisor has exited 255 printing nothing on either stream
-# (once in a few fresh test runs, cause unknown): once, it is run again, and
-# the profile says so (its window then starts at the first run).
+# A perf without the 2023 upstream fix "synthesize thread map: ignore exited threads" exits
+# 255 printing nothing when a thread of the process exits while it lists the threads (QEMU
+# thread-pool workers come and go); Debian 12 perf 6.1 did so once in a few fresh test runs
+# inside a TCG L1. Once, it is run again, and the profile says so (its window then starts
+# at the first run).
 if [ "$status" -ne 0 ] && [ ! -s "$d/err" ] && [ ! -s "$d/rec" ]; then
 	echo "=== note perf record exited $status and printed nothing; it was run again"
 	record
