@@ -239,15 +239,11 @@ def _quiet_exit(status: int) -> NoReturn:
 
 _LIBRARY_WORDS = (
     (re.compile(r"\S+ is not in the range (\S+?)<=x<=(\S+?)\."), r"give a number from \1 to \2"),
-    (re.compile(r"\S+ is not in the range x>=(\S+?)\."), r"give a number of at least \1"),
-    (re.compile(r"\S+ is not in the range x<=(\S+?)\."), r"give a number of at most \1"),
-    (re.compile(r"\S+ is not in the range x>(\S+?)\."), r"give a number above \1"),
-    (re.compile(r"\S+ is not in the range x<(\S+?)\."), r"give a number below \1"),
     (re.compile(r"\S+ is not a valid int(eger| range)\."), "give a whole number"),
     (re.compile(r"\S+ is not a valid float( range)?\."), "give a number"),
 )
 """The argument parser's phrases (click's, inside typer) in kvmlab's words, each saying what
-to give."""
+to give (the one ranged option, --tcp-port, has both bounds)."""
 
 
 def plain_words(message: str) -> str:
